@@ -1,0 +1,28 @@
+//! `fairlane`: the command line. Each subcommand lives in its own module and is thin glue
+//! over the library crates.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod tam;
+
+#[derive(Parser)]
+#[command(name = "fairlane", version, about = "Keep the tenants of a shared service out of each other's way")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Thread Architecture Models: check, draw, catalog.
+    #[command(subcommand)]
+    Tam(tam::TamCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Tam(cmd) => tam::run(cmd),
+    }
+}

@@ -1,0 +1,347 @@
+//! Bookkeeping shared by every scheduler: the tenant table, per-tenant FIFO queues, and the
+//! request slots behind tickets. Policies differ only in which tenant they pick and how they
+//! charge it; everything here is the same for all of them.
+
+use std::collections::VecDeque;
+
+use crate::types::{check_cost, check_weight, ClassId, Error, Request, TenantId, Ticket};
+use crate::util::FxHashMap;
+
+/// One tenant's state. Fields a policy does not use stay at their defaults.
+#[derive(Debug)]
+pub(crate) struct Tenant {
+    pub id: TenantId,
+    pub weight: f64,
+    /// Queued tickets in arrival order; cancelled ones stay as tombstones until they reach
+    /// the front.
+    pub queue: VecDeque<Ticket>,
+    pub queued: usize,
+    pub running: usize,
+    /// Member of the active set A (2DFQ Fig. 7).
+    pub active: bool,
+    /// Virtual start tag S_f of the tenant's next request.
+    pub start: f64,
+    /// Charge for the head request (known cost or estimate), set when it became head.
+    pub head_cost: f64,
+    /// DRR's deficit counter.
+    pub deficit: f64,
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub(crate) enum State {
+    Free,
+    Queued,
+    Running,
+}
+
+/// One request's slot.
+#[derive(Debug)]
+pub(crate) struct Slot<T> {
+    pub generation: u32,
+    pub state: State,
+    pub tenant: u32,
+    pub class: ClassId,
+    pub cost: Option<f64>,
+    pub payload: Option<T>,
+    /// What the tenant was charged at dispatch.
+    pub charged: f64,
+    /// Prepaid credit not yet consumed (Fig. 7's c_f^j).
+    pub credit: f64,
+    /// Cumulative usage already applied to charging.
+    pub accounted: f64,
+    /// Cumulative usage already applied to the virtual clock.
+    pub clocked: f64,
+}
+
+/// Tenants, queues and slots.
+#[derive(Debug)]
+pub(crate) struct Book<T> {
+    pub tenants: Vec<Tenant>,
+    index: FxHashMap<TenantId, u32>,
+    free_tenants: Vec<u32>,
+    pub slots: Vec<Slot<T>>,
+    free_slots: Vec<u32>,
+    pub default_weight: f64,
+    pub queued: usize,
+    pub running: usize,
+    /// Latest `now` seen: time never goes backwards inside a scheduler.
+    pub now: f64,
+}
+
+impl<T> Book<T> {
+    pub fn new(default_weight: f64) -> Self {
+        Book {
+            tenants: Vec::new(),
+            index: FxHashMap::default(),
+            free_tenants: Vec::new(),
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            default_weight,
+            queued: 0,
+            running: 0,
+            now: f64::NEG_INFINITY,
+        }
+    }
+
+    /// Validate `now` and make it monotone.
+    pub fn observe(&mut self, now: f64) -> Result<f64, Error> {
+        if !now.is_finite() {
+            return Err(Error::InvalidTime(now));
+        }
+        if now > self.now {
+            self.now = now;
+        }
+        Ok(self.now)
+    }
+
+    pub fn lookup(&self, id: TenantId) -> Option<u32> {
+        self.index.get(&id).copied()
+    }
+
+    /// The tenant's index, creating it with the default weight if new.
+    pub fn tenant_index(&mut self, id: TenantId) -> u32 {
+        if let Some(&t) = self.index.get(&id) {
+            return t;
+        }
+        let fresh = Tenant {
+            id,
+            weight: self.default_weight,
+            queue: VecDeque::new(),
+            queued: 0,
+            running: 0,
+            active: false,
+            start: 0.0,
+            head_cost: 0.0,
+            deficit: 0.0,
+        };
+        let t = match self.free_tenants.pop() {
+            Some(t) => {
+                self.tenants[t as usize] = fresh;
+                t
+            }
+            None => {
+                self.tenants.push(fresh);
+                (self.tenants.len() - 1) as u32
+            }
+        };
+        self.index.insert(id, t);
+        t
+    }
+
+    pub fn set_weight(&mut self, id: TenantId, weight: f64) -> Result<(u32, f64), Error> {
+        check_weight(id, weight)?;
+        let t = self.tenant_index(id);
+        let old = std::mem::replace(&mut self.tenants[t as usize].weight, weight);
+        Ok((t, old))
+    }
+
+    /// Remove an idle tenant; returns its index for the policy to clean up.
+    pub fn remove_tenant(&mut self, id: TenantId) -> Result<u32, Error> {
+        let t = self.lookup(id).ok_or(Error::UnknownTenant(id))?;
+        let ten = &self.tenants[t as usize];
+        if ten.queued > 0 || ten.running > 0 {
+            return Err(Error::TenantBusy(id));
+        }
+        self.index.remove(&id);
+        self.tenants[t as usize].queue = VecDeque::new();
+        self.free_tenants.push(t);
+        Ok(t)
+    }
+
+    /// Check a request's cost, then queue it. Returns (ticket, tenant index, whether the
+    /// tenant's queue was empty before).
+    pub fn push(&mut self, req: Request<T>, require_cost: bool) -> Result<(Ticket, u32, bool), Error> {
+        if let Some(c) = req.cost {
+            check_cost("request cost", c)?;
+        } else if require_cost {
+            return Err(Error::CostRequired { tenant: req.tenant, class: req.class });
+        }
+        let t = self.tenant_index(req.tenant);
+        let slot = Slot {
+            generation: 0,
+            state: State::Queued,
+            tenant: t,
+            class: req.class,
+            cost: req.cost,
+            payload: Some(req.payload),
+            charged: 0.0,
+            credit: 0.0,
+            accounted: 0.0,
+            clocked: 0.0,
+        };
+        let s = match self.free_slots.pop() {
+            Some(s) => {
+                let generation = self.slots[s as usize].generation;
+                self.slots[s as usize] = Slot { generation, ..slot };
+                s
+            }
+            None => {
+                self.slots.push(slot);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        let ticket = Ticket::new(s, self.slots[s as usize].generation);
+        let ten = &mut self.tenants[t as usize];
+        let was_empty = ten.queued == 0;
+        ten.queue.push_back(ticket);
+        ten.queued += 1;
+        self.queued += 1;
+        Ok((ticket, t, was_empty))
+    }
+
+    fn is_live_queued(&self, ticket: Ticket) -> bool {
+        let s = &self.slots[ticket.slot() as usize];
+        s.generation == ticket.generation() && s.state == State::Queued
+    }
+
+    /// The tenant's head request (dropping tombstones in front of it).
+    pub fn head(&mut self, t: u32) -> Option<Ticket> {
+        loop {
+            let &front = self.tenants[t as usize].queue.front()?;
+            if self.is_live_queued(front) {
+                return Some(front);
+            }
+            self.tenants[t as usize].queue.pop_front();
+        }
+    }
+
+    /// The head's class and known cost.
+    pub fn head_info(&mut self, t: u32) -> Option<(ClassId, Option<f64>)> {
+        let h = self.head(t)?;
+        let s = &self.slots[h.slot() as usize];
+        Some((s.class, s.cost))
+    }
+
+    /// Start the tenant's head request, charging `charged` up front.
+    pub fn start_head(&mut self, t: u32, charged: f64) -> (Ticket, Request<T>) {
+        let ticket = self.head(t).expect("start_head on a tenant with a live head");
+        self.tenants[t as usize].queue.pop_front();
+        self.start(ticket, charged)
+    }
+
+    /// Start a specific queued request (FIFO pops from its own global queue).
+    pub fn start(&mut self, ticket: Ticket, charged: f64) -> (Ticket, Request<T>) {
+        let slot = &mut self.slots[ticket.slot() as usize];
+        slot.state = State::Running;
+        slot.charged = charged;
+        slot.credit = charged;
+        let t = slot.tenant;
+        let req = Request {
+            tenant: self.tenants[t as usize].id,
+            class: slot.class,
+            cost: slot.cost,
+            payload: slot.payload.take().expect("queued slot holds its payload"),
+        };
+        let ten = &mut self.tenants[t as usize];
+        ten.queued -= 1;
+        ten.running += 1;
+        self.queued -= 1;
+        self.running += 1;
+        (ticket, req)
+    }
+
+    /// The running slot behind a ticket.
+    pub fn running_slot(&mut self, ticket: Ticket) -> Result<&mut Slot<T>, Error> {
+        let slot = self
+            .slots
+            .get_mut(ticket.slot() as usize)
+            .filter(|s| s.generation == ticket.generation() && s.state != State::Free)
+            .ok_or(Error::UnknownTicket(ticket))?;
+        if slot.state != State::Running {
+            return Err(Error::NotRunning(ticket));
+        }
+        Ok(slot)
+    }
+
+    /// Validate a cumulative usage report against a running slot.
+    pub fn check_usage(&mut self, ticket: Ticket, used: f64) -> Result<u32, Error> {
+        check_cost("used", used)?;
+        let slot = self.running_slot(ticket)?;
+        if used < slot.accounted.max(slot.clocked) {
+            return Err(Error::UsageDecreased {
+                ticket,
+                before: slot.accounted.max(slot.clocked),
+                now: used,
+            });
+        }
+        Ok(slot.tenant)
+    }
+
+    /// Release a finished request's slot. Returns the tenant index and class.
+    pub fn finish(&mut self, ticket: Ticket) -> (u32, ClassId) {
+        let slot = &mut self.slots[ticket.slot() as usize];
+        slot.state = State::Free;
+        slot.generation = slot.generation.wrapping_add(1);
+        let t = slot.tenant;
+        let class = slot.class;
+        self.free_slots.push(ticket.slot());
+        self.tenants[t as usize].running -= 1;
+        self.running -= 1;
+        (t, class)
+    }
+
+    /// Remove a queued request. Returns it with its tenant index and whether it was the head.
+    pub fn cancel(&mut self, ticket: Ticket) -> Result<(Request<T>, u32, bool), Error> {
+        let slot = self
+            .slots
+            .get(ticket.slot() as usize)
+            .filter(|s| s.generation == ticket.generation() && s.state != State::Free)
+            .ok_or(Error::UnknownTicket(ticket))?;
+        if slot.state == State::Running {
+            return Err(Error::AlreadyRunning(ticket));
+        }
+        let t = slot.tenant;
+        let was_head = self.head(t) == Some(ticket);
+        let slot = &mut self.slots[ticket.slot() as usize];
+        slot.state = State::Free;
+        slot.generation = slot.generation.wrapping_add(1);
+        let req = Request {
+            tenant: self.tenants[t as usize].id,
+            class: slot.class,
+            cost: slot.cost,
+            payload: slot.payload.take().expect("queued slot holds its payload"),
+        };
+        self.free_slots.push(ticket.slot());
+        let ten = &mut self.tenants[t as usize];
+        ten.queued -= 1;
+        self.queued -= 1;
+        if was_head {
+            ten.queue.pop_front();
+        }
+        Ok((req, t, was_head))
+    }
+}
+
+/// Retroactive and refresh charging (2DFQ §5), usable by every policy that charges up front.
+impl<T> Book<T> {
+    /// Refresh charging (Fig. 7 lines 9–16): consume prepaid credit with the usage since the
+    /// last report; returns the excess the tenant must be charged now.
+    pub fn refresh_charge(&mut self, ticket: Ticket, used: f64) -> f64 {
+        let slot = &mut self.slots[ticket.slot() as usize];
+        let c = used - slot.accounted;
+        slot.accounted = used;
+        if c < slot.credit {
+            slot.credit -= c;
+            0.0
+        } else {
+            let excess = c - slot.credit;
+            slot.credit = 0.0;
+            excess
+        }
+    }
+
+    /// Retroactive charging (Fig. 7 line 31): what the tenant owes (positive) or is refunded
+    /// (negative) once the request's total usage is known.
+    pub fn settle(&self, ticket: Ticket, used: f64) -> f64 {
+        let slot = &self.slots[ticket.slot() as usize];
+        (used - slot.accounted) - slot.credit
+    }
+
+    /// Usage not yet applied to the virtual clock.
+    pub fn clock_delta(&mut self, ticket: Ticket, used: f64) -> f64 {
+        let slot = &mut self.slots[ticket.slot() as usize];
+        let d = used - slot.clocked;
+        slot.clocked = used;
+        d
+    }
+}

@@ -1,0 +1,308 @@
+//! Virtual time.
+//!
+//! * [`GpsClock`] is the exact virtual time of a fluid GPS server of capacity `n × r`
+//!   (2DFQ §2: "virtual time increases by the rate at which backlogged tenants receive
+//!   service"). It needs every request's cost at arrival. WFQ, WF²Q and 2DFQ use it when
+//!   costs are known and the executor states its capacity (the simulator does), and the
+//!   simulator's service-lag metric uses the same struct as its reference (2DFQ §6).
+//! * [`VirtualClock::Approximate`] is a WF²Q⁺-style approximation for executors that do not
+//!   know costs up front or cannot afford exact GPS: `v` advances by the measured service
+//!   over the active weight and is never below the smallest start tag of a backlogged tenant.
+//!   The E-variants (WFQᴱ, WF²Qᴱ, 2DFQᴱ) use it: with unknown costs GPS cannot be emulated.
+//! * [`VirtualClock::LastDispatched`] is SFQ's: `v` is the start tag of the last dispatched
+//!   request (Jin et al. §3.2, SFQ(D)), which needs no knowledge of capacity or costs.
+
+use crate::types::Error;
+use crate::util::IndexedHeap;
+
+/// Which virtual time a tag-based scheduler keeps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum VirtualClock {
+    /// Exact GPS of a fluid server of this capacity (cost units per time unit, i.e. workers ×
+    /// per-worker rate). Requires known costs.
+    Gps {
+        /// `n × r`.
+        capacity: f64,
+    },
+    /// Measured service over active weight, lifted to the smallest backlogged start tag.
+    Approximate,
+    /// The start tag of the last dispatched request (SFQ).
+    LastDispatched,
+}
+
+impl VirtualClock {
+    pub(crate) fn check(self) -> Result<Self, Error> {
+        if let VirtualClock::Gps { capacity } = self {
+            if !(capacity.is_finite() && capacity > 0.0) {
+                return Err(Error::InvalidConfig {
+                    field: "clock.capacity",
+                    reason: format!("must be finite and > 0, got {capacity}"),
+                });
+            }
+        }
+        Ok(self)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Flow {
+    weight: f64,
+    /// Virtual finish tag of the flow's last arrived request in GPS.
+    finish: f64,
+    backlogged: bool,
+    /// All work that ever arrived.
+    arrived: f64,
+}
+
+impl Default for Flow {
+    fn default() -> Self {
+        Flow { weight: 1.0, finish: 0.0, backlogged: false, arrived: 0.0 }
+    }
+}
+
+/// The exact virtual time of a fluid Generalized Processor Sharing server (Parekh & Gallager),
+/// tracking flows by dense index.
+///
+/// Each backlogged flow `f` receives `capacity · φ_f / Σφ` of service; virtual time advances at
+/// `capacity / Σφ` over the backlogged flows, so a flow's backlog at virtual time `v` is
+/// `φ_f · (F_f − v)` where `F_f` is the GPS finish tag of its last request. That gives the
+/// work GPS has done for a flow exactly: [`GpsClock::work`].
+///
+/// ```
+/// use fairlane_core::GpsClock;
+/// // Two workers of rate 1: capacity 2. Two flows with 4 units each.
+/// let mut g = GpsClock::new(2.0).unwrap();
+/// g.arrive(0, 4.0, 0.0);
+/// g.arrive(1, 4.0, 0.0);
+/// g.advance(1.0);
+/// assert_eq!(g.virtual_time(), 1.0); // two flows share rate 2: v advances at 1
+/// assert_eq!(g.work(0), 1.0);
+/// g.advance(10.0);
+/// assert_eq!(g.work(0), 4.0); // both done at t = 4; v stays at 4 while GPS is idle
+/// assert_eq!(g.virtual_time(), 4.0);
+/// ```
+#[derive(Clone, Debug)]
+pub struct GpsClock {
+    capacity: f64,
+    v: f64,
+    t: f64,
+    active_weight: f64,
+    flows: Vec<Flow>,
+    departures: IndexedHeap,
+}
+
+impl GpsClock {
+    /// A GPS server of this capacity (cost units per time unit).
+    pub fn new(capacity: f64) -> Result<Self, Error> {
+        VirtualClock::Gps { capacity }.check()?;
+        Ok(GpsClock {
+            capacity,
+            v: 0.0,
+            t: 0.0,
+            active_weight: 0.0,
+            flows: Vec::new(),
+            departures: IndexedHeap::default(),
+        })
+    }
+
+    /// The virtual time at the last [`advance`](Self::advance).
+    pub fn virtual_time(&self) -> f64 {
+        self.v
+    }
+
+    /// The time of the last [`advance`](Self::advance).
+    pub fn time(&self) -> f64 {
+        self.t
+    }
+
+    /// The server's capacity.
+    pub fn capacity(&self) -> f64 {
+        self.capacity
+    }
+
+    fn flow(&mut self, f: usize) -> &mut Flow {
+        if f >= self.flows.len() {
+            self.flows.resize_with(f + 1, Flow::default);
+        }
+        &mut self.flows[f]
+    }
+
+    /// Run the fluid server until `now` (earlier times are ignored).
+    pub fn advance(&mut self, now: f64) {
+        if now <= self.t {
+            return;
+        }
+        while let Some((f, finish)) = self.departures.peek() {
+            let rate = self.capacity / self.active_weight;
+            let at = self.t + (finish - self.v) / rate;
+            if at > now {
+                break;
+            }
+            // A flow empties: jump exactly to its finish tag so no rounding accumulates.
+            self.departures.remove(f);
+            self.v = self.v.max(finish);
+            self.t = self.t.max(at);
+            let flow = &mut self.flows[f as usize];
+            flow.backlogged = false;
+            self.active_weight -= flow.weight;
+            if self.departures.is_empty() {
+                self.active_weight = 0.0;
+            }
+        }
+        if !self.departures.is_empty() {
+            self.v += (now - self.t) * self.capacity / self.active_weight;
+        }
+        self.t = now;
+    }
+
+    /// A request of `cost` arrives for flow `f` at `now`.
+    pub fn arrive(&mut self, f: usize, cost: f64, now: f64) {
+        self.advance(now);
+        let v = self.v;
+        let flow = self.flow(f);
+        flow.arrived += cost;
+        let w = flow.weight;
+        if flow.backlogged {
+            flow.finish += cost / w;
+        } else {
+            flow.finish = v + cost / w;
+            flow.backlogged = true;
+            self.active_weight += w;
+        }
+        let finish = self.flows[f].finish;
+        self.departures.set(f as u32, finish, f as u64);
+    }
+
+    /// Take back `cost` of flow `f`'s not-yet-served work (a cancelled request).
+    pub fn withdraw(&mut self, f: usize, cost: f64, now: f64) {
+        self.advance(now);
+        let v = self.v;
+        let flow = self.flow(f);
+        let backlog = if flow.backlogged { flow.weight * (flow.finish - v) } else { 0.0 };
+        let taken = cost.min(backlog.max(0.0));
+        flow.arrived -= taken;
+        if flow.backlogged {
+            flow.finish -= taken / flow.weight;
+            let finish = flow.finish;
+            self.departures.set(f as u32, finish, f as u64);
+        }
+    }
+
+    /// Change flow `f`'s weight at `now`; its remaining backlog is kept.
+    pub fn set_weight(&mut self, f: usize, weight: f64, now: f64) {
+        self.advance(now);
+        let v = self.v;
+        let flow = self.flow(f);
+        let old = flow.weight;
+        flow.weight = weight;
+        if flow.backlogged {
+            let remaining = old * (flow.finish - v);
+            flow.finish = v + remaining / weight;
+            let finish = flow.finish;
+            self.active_weight += weight - old;
+            self.departures.set(f as u32, finish, f as u64);
+        }
+    }
+
+    /// Forget flow `f` (its backlog leaves the fluid server).
+    pub fn forget(&mut self, f: usize) {
+        if f < self.flows.len() {
+            if self.flows[f].backlogged {
+                self.active_weight -= self.flows[f].weight;
+                self.departures.remove(f as u32);
+                if self.departures.is_empty() {
+                    self.active_weight = 0.0;
+                }
+            }
+            self.flows[f] = Flow::default();
+        }
+    }
+
+    /// Work GPS has done for flow `f` up to the last advance: `W_GPS^f(0, t)`.
+    pub fn work(&self, f: usize) -> f64 {
+        match self.flows.get(f) {
+            None => 0.0,
+            Some(flow) if flow.backlogged => flow.arrived - flow.weight * (flow.finish - self.v).max(0.0),
+            Some(flow) => flow.arrived,
+        }
+    }
+
+    /// Flow `f`'s weight (1 until set).
+    pub fn weight(&self, f: usize) -> f64 {
+        self.flows.get(f).map_or(1.0, |fl| fl.weight)
+    }
+
+    /// Whether flow `f` is backlogged in GPS.
+    pub fn is_backlogged(&self, f: usize) -> bool {
+        self.flows.get(f).is_some_and(|fl| fl.backlogged)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fig5_virtual_time_is_t_over_two() {
+        // 2DFQ §4: four backlogged tenants, two workers of rate 1 → v(t) = t/2.
+        let mut g = GpsClock::new(2.0).unwrap();
+        for f in 0..4 {
+            g.arrive(f, 100.0, 0.0);
+        }
+        for t in [0.5, 1.0, 3.0, 7.25] {
+            g.advance(t);
+            assert_eq!(g.virtual_time(), t / 2.0);
+        }
+    }
+
+    #[test]
+    fn hand_computed_departures_and_weights() {
+        // capacity 3; flow 0 weight 2 with 6 units, flow 1 weight 1 with 1 unit, both at t=0.
+        // Σφ = 3 → dv/dt = 1. Flow 1 finishes at v = 1 (t = 1); then only flow 0: dv/dt = 1.5.
+        // Flow 0's finish tag is 3, reached at t = 1 + 2/1.5 = 7/3.
+        let mut g = GpsClock::new(3.0).unwrap();
+        g.set_weight(0, 2.0, 0.0);
+        g.arrive(0, 6.0, 0.0);
+        g.arrive(1, 1.0, 0.0);
+        g.advance(1.0);
+        assert_eq!(g.virtual_time(), 1.0);
+        assert_eq!(g.work(0), 2.0);
+        assert_eq!(g.work(1), 1.0);
+        assert!(!g.is_backlogged(1));
+        g.advance(2.0);
+        assert!((g.virtual_time() - 2.5).abs() < 1e-12);
+        assert!((g.work(0) - 5.0).abs() < 1e-12);
+        g.advance(5.0);
+        assert_eq!(g.virtual_time(), 3.0);
+        assert_eq!(g.work(0), 6.0);
+        // A new arrival while idle starts at the frozen virtual time.
+        g.arrive(1, 3.0, 6.0);
+        g.advance(7.0);
+        assert_eq!(g.virtual_time(), 6.0); // alone at weight 1: dv/dt = 3
+        assert_eq!(g.work(1), 4.0);
+    }
+
+    #[test]
+    fn weight_change_keeps_remaining_backlog() {
+        let mut g = GpsClock::new(1.0).unwrap();
+        g.arrive(0, 4.0, 0.0);
+        g.arrive(1, 4.0, 0.0);
+        g.advance(2.0); // each got 1
+        g.set_weight(0, 3.0, 2.0); // now flow 0 gets 3/4 of the server
+        g.advance(4.0);
+        assert!((g.work(0) - 2.5).abs() < 1e-12);
+        assert!((g.work(1) - 1.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn withdraw_removes_unserved_work() {
+        let mut g = GpsClock::new(1.0).unwrap();
+        g.arrive(0, 2.0, 0.0);
+        g.arrive(0, 5.0, 0.0);
+        g.withdraw(0, 5.0, 1.0);
+        g.advance(10.0);
+        assert_eq!(g.work(0), 2.0);
+        assert!(GpsClock::new(0.0).is_err());
+        assert!(GpsClock::new(f64::NAN).is_err());
+    }
+}

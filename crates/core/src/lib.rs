@@ -1,0 +1,54 @@
+//! # fairlane-core
+//!
+//! Fair request scheduling for multi-tenant services, behind one seam that every executor
+//! (simulator, thread pool, async gate, proxy) drives the same way:
+//!
+//! ```text
+//! enqueue(request, now) ─▶ dequeue(worker, now) ─▶ progress(ticket, used, now)* ─▶ complete(ticket, used, now)
+//! ```
+//!
+//! Algorithms ([`Algorithm`]): FIFO, DRR, SFQ, WFQ over n workers (MSFQ), WF²Q over n
+//! workers, and 2DFQ (Mace et al., SIGCOMM '16 §4), each with known costs or with a cost
+//! estimator ([`EstimatorKind`]: oracle, last value, EMA, pessimistic L_max) and retroactive
+//! and refresh charging ([`Charging`], §5). 2DFQ with the pessimistic estimator is 2DFQᴱ
+//! (Fig. 7). Virtual time is exact GPS ([`GpsClock`]) or an approximation ([`VirtualClock`]).
+//!
+//! The crate has no threads, no clock and no I/O: time and measured costs are passed in.
+//! See the crate README and `docs/algorithms.md` for which algorithm to choose.
+//!
+//! ```
+//! use fairlane_core::{Config, Decision, Request, Scheduler};
+//!
+//! let mut s = Config::preset("2dfqe").unwrap().workers(4).build::<u32>().unwrap();
+//! for i in 0..8u32 {
+//!     s.enqueue(Request::new(u64::from(i % 2), 0u32, i), 0.0).unwrap(); // costs unknown
+//! }
+//! let mut now = 0.0;
+//! while let Decision::Run(d) = s.dequeue(0, now).unwrap() {
+//!     now += 1.0;
+//!     s.complete(d.ticket, 1.0, now).unwrap(); // measured cost, charged retroactively
+//! }
+//! assert_eq!(s.queued(), 0);
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod book;
+pub mod clock;
+mod config;
+mod drr;
+pub mod estimate;
+mod fifo;
+mod scheduler;
+mod select;
+mod tags;
+mod types;
+mod util;
+
+pub use clock::{GpsClock, VirtualClock};
+pub use config::{Algorithm, Config, PRESETS};
+pub use estimate::{CostEstimator, EstimatorKind};
+pub use scheduler::{Scheduler, TenantView};
+pub use tags::Charging;
+pub use types::{ClassId, Decision, Dispatch, Error, Request, TenantId, Ticket};

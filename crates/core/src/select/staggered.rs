@@ -1,0 +1,285 @@
+//! WF²Q's and 2DFQ's selection without scanning every tenant.
+//!
+//! Worker `i` of `n` may serve tenant `f` once `S_f − (i/n)·l_f ≤ v` (2DFQ §4; WF²Q is the
+//! case of a single lane, `S_f ≤ v`), and among those it serves the smallest finish tag.
+//! The paper's pseudocode (Fig. 7) scans all tenants. Here tenants sit in a treap ordered by
+//! `(F_f, id)`, and every node keeps, for each lane `i`, the smallest `S − (i/n)·l` in its
+//! subtree. A worker's choice is then the leftmost node whose own eligibility value is at
+//! most `v`, found in one descent: O(log T). A tag change costs O(n · log T) lane minima.
+//! The eligibility values depend only on a tenant's own tags, never on `v`, so nothing
+//! changes when virtual time advances.
+
+use super::{Selector, TagKey};
+use crate::util::{before, SplitMix};
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    start: f64,
+    cost: f64,
+    finish: f64,
+    tie: u64,
+    prio: u64,
+    left: u32,
+    right: u32,
+    present: bool,
+}
+
+const EMPTY: Node = Node {
+    start: 0.0,
+    cost: 0.0,
+    finish: 0.0,
+    tie: 0,
+    prio: 0,
+    left: NIL,
+    right: NIL,
+    present: false,
+};
+
+/// The eligibility structure of WF²Q (`stagger = false`) and 2DFQ (`stagger = true`).
+pub(crate) struct Staggered {
+    stagger: bool,
+    /// `i/n` for each lane.
+    xs: Vec<f64>,
+    nodes: Vec<Node>,
+    /// Lane minima, `xs.len()` per node.
+    aug: Vec<f64>,
+    root: u32,
+    len: usize,
+    rng: SplitMix,
+}
+
+/// `S − (i/n)·l`: the virtual time at which a request becomes eligible on worker `i`.
+#[inline]
+pub(crate) fn eligible_at(start: f64, x: f64, cost: f64) -> f64 {
+    start - x * cost
+}
+
+impl Staggered {
+    pub fn new(workers: usize, stagger: bool) -> Self {
+        let mut s = Staggered {
+            stagger,
+            xs: Vec::new(),
+            nodes: Vec::new(),
+            aug: Vec::new(),
+            root: NIL,
+            len: 0,
+            rng: SplitMix::new(0x2DF0_5EED),
+        };
+        s.set_lanes(workers);
+        s
+    }
+
+    fn lanes(&self) -> usize {
+        self.xs.len()
+    }
+
+    fn set_lanes(&mut self, workers: usize) {
+        let lanes = if self.stagger { workers.max(1) } else { 1 };
+        self.xs = (0..lanes).map(|i| i as f64 / lanes as f64).collect();
+        self.aug = vec![0.0; self.nodes.len() * lanes];
+        let root = self.root;
+        self.pull_all(root);
+    }
+
+    fn pull_all(&mut self, n: u32) {
+        if n == NIL {
+            return;
+        }
+        let (l, r) = (self.nodes[n as usize].left, self.nodes[n as usize].right);
+        self.pull_all(l);
+        self.pull_all(r);
+        self.pull(n);
+    }
+
+    #[inline]
+    fn less(&self, a: u32, b: u32) -> bool {
+        let (a, b) = (&self.nodes[a as usize], &self.nodes[b as usize]);
+        before(a.finish, a.tie, b.finish, b.tie)
+    }
+
+    /// Recompute node `n`'s lane minima from its own tags and its children's minima.
+    fn pull(&mut self, n: u32) {
+        let lanes = self.lanes();
+        let node = self.nodes[n as usize];
+        let base = n as usize * lanes;
+        for (out, &x) in self.aug[base..base + lanes].iter_mut().zip(&self.xs) {
+            *out = eligible_at(node.start, x, node.cost);
+        }
+        for child in [node.left, node.right] {
+            if child != NIL {
+                min_into(&mut self.aug, base, child as usize * lanes, lanes);
+            }
+        }
+    }
+
+    fn rotate_right(&mut self, n: u32) -> u32 {
+        let l = self.nodes[n as usize].left;
+        self.nodes[n as usize].left = self.nodes[l as usize].right;
+        self.nodes[l as usize].right = n;
+        self.pull(n);
+        self.pull(l);
+        l
+    }
+
+    fn rotate_left(&mut self, n: u32) -> u32 {
+        let r = self.nodes[n as usize].right;
+        self.nodes[n as usize].right = self.nodes[r as usize].left;
+        self.nodes[r as usize].left = n;
+        self.pull(n);
+        self.pull(r);
+        r
+    }
+
+    fn insert_at(&mut self, root: u32, t: u32) -> u32 {
+        if root == NIL {
+            self.pull(t);
+            return t;
+        }
+        if self.less(t, root) {
+            let l = self.insert_at(self.nodes[root as usize].left, t);
+            self.nodes[root as usize].left = l;
+            if self.nodes[l as usize].prio > self.nodes[root as usize].prio {
+                return self.rotate_right(root);
+            }
+        } else {
+            let r = self.insert_at(self.nodes[root as usize].right, t);
+            self.nodes[root as usize].right = r;
+            if self.nodes[r as usize].prio > self.nodes[root as usize].prio {
+                return self.rotate_left(root);
+            }
+        }
+        self.pull(root);
+        root
+    }
+
+    fn merge(&mut self, a: u32, b: u32) -> u32 {
+        if a == NIL {
+            return b;
+        }
+        if b == NIL {
+            return a;
+        }
+        if self.nodes[a as usize].prio > self.nodes[b as usize].prio {
+            let r = self.merge(self.nodes[a as usize].right, b);
+            self.nodes[a as usize].right = r;
+            self.pull(a);
+            a
+        } else {
+            let l = self.merge(a, self.nodes[b as usize].left);
+            self.nodes[b as usize].left = l;
+            self.pull(b);
+            b
+        }
+    }
+
+    fn remove_at(&mut self, root: u32, t: u32) -> u32 {
+        if root == t {
+            let n = self.nodes[t as usize];
+            return self.merge(n.left, n.right);
+        }
+        if self.less(t, root) {
+            let l = self.remove_at(self.nodes[root as usize].left, t);
+            self.nodes[root as usize].left = l;
+        } else {
+            let r = self.remove_at(self.nodes[root as usize].right, t);
+            self.nodes[root as usize].right = r;
+        }
+        self.pull(root);
+        root
+    }
+
+    fn detach(&mut self, t: u32) {
+        if self.nodes.get(t as usize).is_some_and(|n| n.present) {
+            let root = self.root;
+            self.root = self.remove_at(root, t);
+            self.nodes[t as usize].present = false;
+            self.len -= 1;
+        }
+    }
+}
+
+/// `aug[dst..dst+lanes] = min(aug[dst..], aug[src..])`, lane by lane.
+#[inline]
+fn min_into(aug: &mut [f64], dst: usize, src: usize, lanes: usize) {
+    let (d, s) = if dst < src {
+        let (a, b) = aug.split_at_mut(src);
+        (&mut a[dst..dst + lanes], &b[..lanes])
+    } else {
+        let (a, b) = aug.split_at_mut(dst);
+        (&mut b[..lanes], &a[src..src + lanes])
+    };
+    for (x, &y) in d.iter_mut().zip(s) {
+        if y < *x {
+            *x = y;
+        }
+    }
+}
+
+impl Selector for Staggered {
+    fn set(&mut self, t: u32, key: TagKey) {
+        self.detach(t);
+        let idx = t as usize;
+        if idx >= self.nodes.len() {
+            self.nodes.resize(idx + 1, EMPTY);
+            self.aug.resize(self.nodes.len() * self.lanes(), 0.0);
+        }
+        let prio = self.rng.next_u64();
+        self.nodes[idx] = Node {
+            start: key.start,
+            cost: key.cost,
+            finish: key.finish,
+            tie: key.tie,
+            prio,
+            left: NIL,
+            right: NIL,
+            present: true,
+        };
+        let root = self.root;
+        self.root = self.insert_at(root, t);
+        self.len += 1;
+    }
+
+    fn remove(&mut self, t: u32) {
+        self.detach(t);
+    }
+
+    fn select(&mut self, worker: usize, v: f64) -> Option<u32> {
+        if self.root == NIL {
+            return None;
+        }
+        let lanes = self.lanes();
+        let lane = if self.stagger { worker.min(lanes - 1) } else { 0 };
+        let x = self.xs[lane];
+        let at = |n: u32| n as usize * lanes + lane;
+        let earliest = self.aug[at(self.root)];
+        // Work conservation: if nothing is eligible yet, serve what becomes eligible first.
+        let v = if earliest <= v { v } else { earliest };
+        let mut n = self.root;
+        loop {
+            let node = &self.nodes[n as usize];
+            if node.left != NIL && self.aug[at(node.left)] <= v {
+                n = node.left;
+            } else if eligible_at(node.start, x, node.cost) <= v {
+                return Some(n);
+            } else {
+                n = node.right;
+                debug_assert!(n != NIL, "lane minimum promised an eligible tenant");
+            }
+        }
+    }
+
+    fn min_start(&self) -> Option<f64> {
+        // Lane 0 has x = 0: its minimum is the smallest start tag.
+        (self.root != NIL).then(|| self.aug[self.root as usize * self.lanes()])
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn set_workers(&mut self, workers: usize) {
+        self.set_lanes(workers);
+    }
+}

@@ -1,0 +1,236 @@
+//! The vocabulary shared by every scheduler: tenants, classes, requests, tickets, decisions.
+
+use std::fmt;
+
+/// Who is being isolated. The number is chosen by the caller (an index into its own tenant
+/// table, a hash of an API key, …). Ties between equal tags are broken in favour of the lower id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TenantId(pub u64);
+
+/// The API a request calls. Cost estimators keep their statistics per tenant *and* class
+/// (2DFQ §5: "individually for each tenant on each API").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClassId(pub u32);
+
+impl From<u64> for TenantId {
+    fn from(v: u64) -> Self {
+        TenantId(v)
+    }
+}
+impl From<u32> for ClassId {
+    fn from(v: u32) -> Self {
+        ClassId(v)
+    }
+}
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "tenant {}", self.0)
+    }
+}
+impl fmt::Display for ClassId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "class {}", self.0)
+    }
+}
+
+/// Names one request from `enqueue` until `complete` (or `cancel`). A ticket is never reused:
+/// a stale ticket is reported as [`Error::UnknownTicket`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ticket(pub(crate) u64);
+
+impl Ticket {
+    pub(crate) fn new(slot: u32, generation: u32) -> Self {
+        Ticket(((generation as u64) << 32) | slot as u64)
+    }
+    pub(crate) fn slot(self) -> u32 {
+        self.0 as u32
+    }
+    pub(crate) fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
+    /// The raw value, for logs and maps.
+    pub fn as_u64(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ticket {}.{}", self.slot(), self.generation())
+    }
+}
+
+/// One unit of work of one tenant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request<T> {
+    /// Whose request it is.
+    pub tenant: TenantId,
+    /// Which API it calls (for cost estimation).
+    pub class: ClassId,
+    /// The cost, when the executor knows it up front (2DFQ §4). `None` means unknown: the
+    /// scheduler's estimator supplies one (2DFQᴱ §5).
+    pub cost: Option<f64>,
+    /// What the executor wants back at dispatch (a closure, a connection, an id, `()`).
+    pub payload: T,
+}
+
+impl<T> Request<T> {
+    /// A request of unknown cost.
+    pub fn new(tenant: impl Into<TenantId>, class: impl Into<ClassId>, payload: T) -> Self {
+        Request { tenant: tenant.into(), class: class.into(), cost: None, payload }
+    }
+
+    /// The same request with a known cost.
+    pub fn with_cost(mut self, cost: f64) -> Self {
+        self.cost = Some(cost);
+        self
+    }
+}
+
+/// What `dequeue` decided for a worker.
+#[derive(Debug)]
+pub enum Decision<T> {
+    /// Run this request on the worker that asked.
+    Run(Dispatch<T>),
+    /// Nothing is queued.
+    Empty,
+    /// Requests are queued but none may start now; ask again at this time. Only schedulers
+    /// that idle on purpose (limits, request windows) answer this.
+    RetryAt(f64),
+}
+
+impl<T> Decision<T> {
+    /// The dispatch, if the decision is to run something.
+    pub fn run(self) -> Option<Dispatch<T>> {
+        match self {
+            Decision::Run(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// A request handed to a worker.
+#[derive(Debug)]
+pub struct Dispatch<T> {
+    /// Report `progress` and `complete` with this.
+    pub ticket: Ticket,
+    /// The request as it was enqueued.
+    pub request: Request<T>,
+    /// The cost the tenant was charged up front (the known cost or the estimate). Retroactive
+    /// charging reconciles it with the measured cost at completion.
+    pub charged: f64,
+}
+
+/// Everything a scheduler can refuse. Library code never panics on user input; it says which
+/// value was wrong here.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Error {
+    /// A cost (known cost, used amount) that is NaN, infinite or negative.
+    InvalidCost {
+        /// Which argument carried it.
+        what: &'static str,
+        /// The value.
+        value: f64,
+    },
+    /// A weight that is NaN, infinite, zero or negative.
+    InvalidWeight {
+        /// The tenant.
+        tenant: TenantId,
+        /// The value.
+        value: f64,
+    },
+    /// A `now` that is NaN or infinite.
+    InvalidTime(f64),
+    /// A worker index at or beyond the number of workers.
+    InvalidWorker {
+        /// The index asked for.
+        worker: usize,
+        /// How many workers the scheduler has.
+        workers: usize,
+    },
+    /// The ticket was never issued, or its request already completed or was cancelled.
+    UnknownTicket(Ticket),
+    /// `progress` or `complete` on a request that is still queued.
+    NotRunning(Ticket),
+    /// `cancel` on a request that is already running.
+    AlreadyRunning(Ticket),
+    /// A cumulative usage report smaller than an earlier one for the same request.
+    UsageDecreased {
+        /// The request.
+        ticket: Ticket,
+        /// What was reported before.
+        before: f64,
+        /// What was reported now.
+        now: f64,
+    },
+    /// The scheduler needs the cost up front (oracle estimation or the exact GPS clock) and
+    /// the request has none.
+    CostRequired {
+        /// The tenant of the request.
+        tenant: TenantId,
+        /// Its class.
+        class: ClassId,
+    },
+    /// `remove_tenant` on a tenant with queued or running requests.
+    TenantBusy(TenantId),
+    /// `remove_tenant` or a query on a tenant the scheduler does not know.
+    UnknownTenant(TenantId),
+    /// A configuration value outside its allowed range.
+    InvalidConfig {
+        /// The field.
+        field: &'static str,
+        /// What is allowed, and what was given.
+        reason: String,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidCost { what, value } => {
+                write!(f, "invalid {what} {value}: costs must be finite and ≥ 0")
+            }
+            Error::InvalidWeight { tenant, value } => {
+                write!(f, "invalid weight {value} for {tenant}: weights must be finite and > 0")
+            }
+            Error::InvalidTime(t) => write!(f, "invalid time {t}: must be finite"),
+            Error::InvalidWorker { worker, workers } => {
+                write!(f, "worker {worker} does not exist: workers are 0..{workers}")
+            }
+            Error::UnknownTicket(t) => {
+                write!(f, "{t} is unknown: never issued, already completed or cancelled")
+            }
+            Error::NotRunning(t) => write!(f, "{t} is still queued, not running"),
+            Error::AlreadyRunning(t) => write!(f, "{t} is already running and cannot be cancelled"),
+            Error::UsageDecreased { ticket, before, now } => write!(
+                f,
+                "usage of {ticket} went down from {before} to {now}: report cumulative usage"
+            ),
+            Error::CostRequired { tenant, class } => write!(
+                f,
+                "request of {tenant}, {class} has no cost, but this scheduler needs costs up front"
+            ),
+            Error::TenantBusy(t) => write!(f, "{t} still has queued or running requests"),
+            Error::UnknownTenant(t) => write!(f, "{t} is unknown"),
+            Error::InvalidConfig { field, reason } => write!(f, "invalid {field}: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub(crate) fn check_cost(what: &'static str, value: f64) -> Result<f64, Error> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(Error::InvalidCost { what, value })
+    }
+}
+
+pub(crate) fn check_weight(tenant: TenantId, value: f64) -> Result<f64, Error> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(Error::InvalidWeight { tenant, value })
+    }
+}

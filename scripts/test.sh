@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# Every test of the project, from a fresh machine: the README's test command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo test --workspace --release --locked 2>&1
