@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod reproduce;
 mod tam;
 
 #[derive(Parser)]
@@ -15,6 +16,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the shipped reproductions and write an HTML report beside the papers' numbers.
+    Reproduce(reproduce::ReproduceArgs),
     /// Thread Architecture Models: check, draw, catalog.
     #[command(subcommand)]
     Tam(tam::TamCommand),
@@ -23,6 +26,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Reproduce(args) => reproduce::run(args),
         Command::Tam(cmd) => tam::run(cmd),
     }
 }

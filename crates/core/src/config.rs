@@ -8,7 +8,7 @@ use crate::drr::Drr;
 use crate::estimate::{CostEstimator, EstimatorKind};
 use crate::fifo::Fifo;
 use crate::scheduler::Scheduler;
-use crate::select::{MinFinish, MinStart, Staggered};
+use crate::select::{Eligible, MinFinish, MinStart, Staggered};
 use crate::tags::{Charging, Clock, TagScheduler};
 use crate::types::{Error, TenantId};
 
@@ -232,7 +232,7 @@ impl Config {
             Algorithm::Wf2q => Box::new(TagScheduler::new(
                 name,
                 workers,
-                Staggered::new(workers, false),
+                Eligible::default(),
                 clock(VirtualClock::Approximate)?,
                 est,
                 c,
@@ -241,7 +241,7 @@ impl Config {
             Algorithm::TwoDfq => Box::new(TagScheduler::new(
                 name,
                 workers,
-                Staggered::new(workers, true),
+                Staggered::new(workers),
                 clock(VirtualClock::Approximate)?,
                 est,
                 c,

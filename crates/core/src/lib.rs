@@ -46,6 +46,11 @@ mod tags;
 mod types;
 mod util;
 
+/// The README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctest;
+
 pub use clock::{GpsClock, VirtualClock};
 pub use config::{Algorithm, Config, PRESETS};
 pub use estimate::{CostEstimator, EstimatorKind};

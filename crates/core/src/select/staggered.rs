@@ -1,7 +1,7 @@
-//! WF²Q's and 2DFQ's selection without scanning every tenant.
+//! 2DFQ's selection without scanning every tenant.
 //!
-//! Worker `i` of `n` may serve tenant `f` once `S_f − (i/n)·l_f ≤ v` (2DFQ §4; WF²Q is the
-//! case of a single lane, `S_f ≤ v`), and among those it serves the smallest finish tag.
+//! Worker `i` of `n` may serve tenant `f` once `S_f − (i/n)·l_f ≤ v` (2DFQ §4), and among
+//! those it serves the smallest finish tag.
 //! The paper's pseudocode (Fig. 7) scans all tenants. Here tenants sit in a treap ordered by
 //! `(F_f, id)`, and every node keeps, for each lane `i`, the smallest `S − (i/n)·l` in its
 //! subtree. A worker's choice is then the leftmost node whose own eligibility value is at
@@ -37,9 +37,8 @@ const EMPTY: Node = Node {
     present: false,
 };
 
-/// The eligibility structure of WF²Q (`stagger = false`) and 2DFQ (`stagger = true`).
+/// 2DFQ's eligibility structure.
 pub(crate) struct Staggered {
-    stagger: bool,
     /// `i/n` for each lane.
     xs: Vec<f64>,
     nodes: Vec<Node>,
@@ -57,9 +56,8 @@ pub(crate) fn eligible_at(start: f64, x: f64, cost: f64) -> f64 {
 }
 
 impl Staggered {
-    pub fn new(workers: usize, stagger: bool) -> Self {
+    pub fn new(workers: usize) -> Self {
         let mut s = Staggered {
-            stagger,
             xs: Vec::new(),
             nodes: Vec::new(),
             aug: Vec::new(),
@@ -76,7 +74,7 @@ impl Staggered {
     }
 
     fn set_lanes(&mut self, workers: usize) {
-        let lanes = if self.stagger { workers.max(1) } else { 1 };
+        let lanes = workers.max(1);
         self.xs = (0..lanes).map(|i| i as f64 / lanes as f64).collect();
         self.aug = vec![0.0; self.nodes.len() * lanes];
         let root = self.root;
@@ -132,26 +130,72 @@ impl Staggered {
         r
     }
 
-    fn insert_at(&mut self, root: u32, t: u32) -> u32 {
+    /// Recompute node `n`'s lane minima; report whether any lane changed.
+    fn pull_changed(&mut self, n: u32) -> bool {
+        let lanes = self.lanes();
+        let node = self.nodes[n as usize];
+        let base = n as usize * lanes;
+        let mut changed = false;
+        for i in 0..lanes {
+            let mut m = eligible_at(node.start, self.xs[i], node.cost);
+            if node.left != NIL {
+                let y = self.aug[node.left as usize * lanes + i];
+                if y < m {
+                    m = y;
+                }
+            }
+            if node.right != NIL {
+                let y = self.aug[node.right as usize * lanes + i];
+                if y < m {
+                    m = y;
+                }
+            }
+            if m != self.aug[base + i] {
+                self.aug[base + i] = m;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Lower node `n`'s minima by child `c`'s (its subtree just gained a node); report
+    /// whether any lane changed.
+    fn lower_by(&mut self, n: u32, c: u32) -> bool {
+        let lanes = self.lanes();
+        let (base, cb) = (n as usize * lanes, c as usize * lanes);
+        let mut changed = false;
+        for i in 0..lanes {
+            let y = self.aug[cb + i];
+            if y < self.aug[base + i] {
+                self.aug[base + i] = y;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Insert `t` under `root`. Returns the new subtree root and whether its minima changed:
+    /// a new node can only lower minima, and once an ancestor is unchanged so are all above.
+    fn insert_at(&mut self, root: u32, t: u32) -> (u32, bool) {
         if root == NIL {
             self.pull(t);
-            return t;
+            return (t, true);
         }
         if self.less(t, root) {
-            let l = self.insert_at(self.nodes[root as usize].left, t);
+            let (l, changed) = self.insert_at(self.nodes[root as usize].left, t);
             self.nodes[root as usize].left = l;
             if self.nodes[l as usize].prio > self.nodes[root as usize].prio {
-                return self.rotate_right(root);
+                return (self.rotate_right(root), true);
             }
+            (root, changed && self.lower_by(root, l))
         } else {
-            let r = self.insert_at(self.nodes[root as usize].right, t);
+            let (r, changed) = self.insert_at(self.nodes[root as usize].right, t);
             self.nodes[root as usize].right = r;
             if self.nodes[r as usize].prio > self.nodes[root as usize].prio {
-                return self.rotate_left(root);
+                return (self.rotate_left(root), true);
             }
+            (root, changed && self.lower_by(root, r))
         }
-        self.pull(root);
-        root
     }
 
     fn merge(&mut self, a: u32, b: u32) -> u32 {
@@ -174,26 +218,29 @@ impl Staggered {
         }
     }
 
-    fn remove_at(&mut self, root: u32, t: u32) -> u32 {
+    /// Remove `t` from under `root`. Returns the new subtree root and whether its minima
+    /// changed; ancestors of an unchanged subtree are not recomputed.
+    fn remove_at(&mut self, root: u32, t: u32) -> (u32, bool) {
         if root == t {
             let n = self.nodes[t as usize];
-            return self.merge(n.left, n.right);
+            return (self.merge(n.left, n.right), true);
         }
-        if self.less(t, root) {
-            let l = self.remove_at(self.nodes[root as usize].left, t);
+        let changed = if self.less(t, root) {
+            let (l, changed) = self.remove_at(self.nodes[root as usize].left, t);
             self.nodes[root as usize].left = l;
+            changed
         } else {
-            let r = self.remove_at(self.nodes[root as usize].right, t);
+            let (r, changed) = self.remove_at(self.nodes[root as usize].right, t);
             self.nodes[root as usize].right = r;
-        }
-        self.pull(root);
-        root
+            changed
+        };
+        (root, changed && self.pull_changed(root))
     }
 
     fn detach(&mut self, t: u32) {
         if self.nodes.get(t as usize).is_some_and(|n| n.present) {
             let root = self.root;
-            self.root = self.remove_at(root, t);
+            self.root = self.remove_at(root, t).0;
             self.nodes[t as usize].present = false;
             self.len -= 1;
         }
@@ -237,7 +284,7 @@ impl Selector for Staggered {
             present: true,
         };
         let root = self.root;
-        self.root = self.insert_at(root, t);
+        self.root = self.insert_at(root, t).0;
         self.len += 1;
     }
 
@@ -250,7 +297,7 @@ impl Selector for Staggered {
             return None;
         }
         let lanes = self.lanes();
-        let lane = if self.stagger { worker.min(lanes - 1) } else { 0 };
+        let lane = worker.min(lanes - 1);
         let x = self.xs[lane];
         let at = |n: u32| n as usize * lanes + lane;
         let earliest = self.aug[at(self.root)];
