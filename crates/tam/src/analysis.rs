@@ -115,6 +115,22 @@ impl Serialize for Resource {
     }
 }
 
+/// `" [a, b]"` for a finding's resources named by `name` (empty when it names none).
+pub(crate) fn resource_suffix(p: &Problem, name: fn(Resource) -> &'static str) -> String {
+    if p.resources.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " [{}]",
+            p.resources
+                .iter()
+                .map(|&r| name(r))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
 /// The result of [`analyze`]: every finding, ordered by kind (Table 2 order), then by the
 /// model's stage order (hidden contention: by host, then resource).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
@@ -178,14 +194,8 @@ impl Report {
             out += &format!("\n{}. {} ({})\n", i + 1, p.kind.title(), p.kind.section());
             out += &format!("   stages:    {}\n", p.stages.join(", "));
             if !p.resources.is_empty() {
-                out += &format!(
-                    "   resources: {}\n",
-                    p.resources
-                        .iter()
-                        .map(|r| r.key())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
+                let names: Vec<_> = p.resources.iter().map(|r| r.key()).collect();
+                out += &format!("   resources: {}\n", names.join(", "));
             }
             out += &format!("   why:       {}\n", p.explanation);
             out += &format!("   remedy:    {}\n", p.remedy);

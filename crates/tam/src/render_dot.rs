@@ -5,7 +5,7 @@
 //! edges are dashed and point to the blocked stage.
 
 use crate::analysis::ProblemKind;
-use crate::model::{Model, Scheduling, Usage};
+use crate::model::{Model, Resource, Scheduling, Usage};
 use crate::style::{kind_color, kind_fill, xml_escape as esc};
 use crate::DrawOptions;
 use std::fmt::Write;
@@ -132,18 +132,7 @@ pub fn render_dot(model: &Model, options: &DrawOptions) -> String {
     if !findings.is_empty() {
         let mut rows = String::new();
         for (k, p) in findings.iter().enumerate() {
-            let res = if p.resources.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " [{}]",
-                    p.resources
-                        .iter()
-                        .map(|r| r.label())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            };
+            let res = crate::analysis::resource_suffix(p, Resource::label);
             let _ = write!(
                 rows,
                 "<TR><TD ALIGN=\"LEFT\"><FONT COLOR=\"{}\">{}. {}: {}{}</FONT></TD></TR>",

@@ -530,18 +530,7 @@ fn draw_badge(out: &mut String, cx: f64, cy: f64, number: usize, kind: ProblemKi
 }
 
 fn finding_line(p: &Problem) -> String {
-    let res = if p.resources.is_empty() {
-        String::new()
-    } else {
-        format!(
-            " [{}]",
-            p.resources
-                .iter()
-                .map(|r| r.label())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
+    let res = crate::analysis::resource_suffix(p, Resource::label);
     format!(
         "{} ({}): {}{}",
         p.kind.title(),

@@ -479,18 +479,7 @@ impl WhatIf {
         let list = |title: &str, items: Vec<&Problem>| {
             let mut s = format!("\n{title} ({}):\n", items.len());
             for p in items {
-                let res = if p.resources.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " [{}]",
-                        p.resources
-                            .iter()
-                            .map(|r| r.key())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )
-                };
+                let res = crate::analysis::resource_suffix(p, Resource::key);
                 s += &format!("  - {}: {}{}\n", p.kind.title(), p.stages.join(", "), res);
             }
             s
