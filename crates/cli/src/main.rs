@@ -8,7 +8,11 @@ mod reproduce;
 mod tam;
 
 #[derive(Parser)]
-#[command(name = "fairlane", version, about = "Keep the tenants of a shared service out of each other's way")]
+#[command(
+    name = "fairlane",
+    version,
+    about = "Keep the tenants of a shared service out of each other's way"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -48,17 +48,26 @@ const PAPER: [(&str, &str, [&str; 2]); 3] = [
     (
         "wfq",
         "Fig. 5c — WFQ: C and D occupy both workers together during [4, 8)",
-        ["a1 a2 a3 a4 c1 c1 c1 c1 a5 a6 a7 a8", "b1 b2 b3 b4 d1 d1 d1 d1 b5 b6 b7 b8"],
+        [
+            "a1 a2 a3 a4 c1 c1 c1 c1 a5 a6 a7 a8",
+            "b1 b2 b3 b4 d1 d1 d1 d1 b5 b6 b7 b8",
+        ],
     ),
     (
         "wf2q",
         "Fig. 5d — WF²Q: a2 and b2 are not eligible at t = 1, so C and D take both workers",
-        ["a1 c1 c1 c1 c1 a2 a3 a4 a5 c2 c2 c2", "b1 d1 d1 d1 d1 b2 b3 b4 b5 d2 d2 d2"],
+        [
+            "a1 c1 c1 c1 c1 a2 a3 a4 a5 c2 c2 c2",
+            "b1 d1 d1 d1 d1 b2 b3 b4 b5 d2 d2 d2",
+        ],
     ),
     (
         "2dfq",
         "Fig. 6b — 2DFQ: at t = 1 W0 takes c1 and W1 takes a2; A and B then alternate on W1",
-        ["a1 c1 c1 c1 c1 d1 d1 d1 d1 c2 c2 c2", "b1 a2 b2 a3 b3 a4 b4 a5 b5 a6 b6 a7"],
+        [
+            "a1 c1 c1 c1 c1 d1 d1 d1 d1 c2 c2 c2",
+            "b1 a2 b2 a3 b3 a4 b4 a5 b5 a6 b6 a7",
+        ],
     ),
 ];
 
@@ -66,11 +75,22 @@ const PAPER: [(&str, &str, [&str; 2]); 3] = [
 /// GPS clock of capacity 2, run for 12 time units. Returns one row of labels per worker.
 fn worked_example(preset: &str) -> Result<[Vec<String>; 2], fairlane_core::Error> {
     const UNTIL: usize = 12;
-    let mut s = Config::preset(preset)?.workers(2).clock(VirtualClock::Gps { capacity: 2.0 }).build::<String>()?;
+    let mut s = Config::preset(preset)?
+        .workers(2)
+        .clock(VirtualClock::Gps { capacity: 2.0 })
+        .build::<String>()?;
     for i in 1..=20 {
-        for (tenant, letter, cost) in [(0u64, 'a', 1.0), (1, 'b', 1.0), (2, 'c', 4.0), (3, 'd', 4.0)] {
+        for (tenant, letter, cost) in [
+            (0u64, 'a', 1.0),
+            (1, 'b', 1.0),
+            (2, 'c', 4.0),
+            (3, 'd', 4.0),
+        ] {
             if cost == 1.0 || i <= 5 {
-                s.enqueue(Request::new(tenant, 0u32, format!("{letter}{i}")).with_cost(cost), 0.0)?;
+                s.enqueue(
+                    Request::new(tenant, 0u32, format!("{letter}{i}")).with_cost(cost),
+                    0.0,
+                )?;
             }
         }
     }
@@ -88,7 +108,11 @@ fn worked_example(preset: &str) -> Result<[Vec<String>; 2], fairlane_core::Error
                 }
             }
         }
-        now = busy.iter().flatten().map(|b| b.1).fold(f64::INFINITY, f64::min);
+        now = busy
+            .iter()
+            .flatten()
+            .map(|b| b.1)
+            .fold(f64::INFINITY, f64::min);
         for slot in busy.iter_mut() {
             if let Some((ticket, end, cost)) = *slot {
                 if end == now {
@@ -117,10 +141,14 @@ fn row_html(label: &str, cells: &[String]) -> String {
 pub fn run(args: ReproduceArgs) -> ExitCode {
     let _ = args.quick;
     if let Some(bad) = args.names.iter().find(|n| !NAMES.contains(&n.as_str())) {
-        eprintln!("reproduce: unknown reproduction {bad:?}; known: {}", NAMES.join(", "));
+        eprintln!(
+            "reproduce: unknown reproduction {bad:?}; known: {}",
+            NAMES.join(", ")
+        );
         return ExitCode::from(2);
     }
-    let selected = |name: &str| args.all || args.names.is_empty() || args.names.iter().any(|n| n == name);
+    let selected =
+        |name: &str| args.all || args.names.is_empty() || args.names.iter().any(|n| n == name);
     let mut body = String::new();
     let mut all_match = true;
     if selected("2dfq-fig5") {
@@ -172,8 +200,17 @@ fn table2_section(body: &mut String) -> Result<bool, String> {
             if same { "ok" } else { "bad" },
             if same { "same" } else { "DIFFERS" },
         );
-        let svg = render_svg(&model, &DrawOptions { highlight: Some(report) });
-        let _ = write!(diagrams, "<h3>{name} ({}), findings highlighted</h3><div class=\"tad\">{svg}</div>", entry.figure);
+        let svg = render_svg(
+            &model,
+            &DrawOptions {
+                highlight: Some(report),
+            },
+        );
+        let _ = write!(
+            diagrams,
+            "<h3>{name} ({}), findings highlighted</h3><div class=\"tad\">{svg}</div>",
+            entry.figure
+        );
     }
     body.push_str("</table>");
     body.push_str(&diagrams);
@@ -192,11 +229,14 @@ fn worked_example_section(body: &mut String) -> Result<bool, fairlane_core::Erro
     for (preset, caption, paper) in PAPER {
         eprintln!("reproduce: worked example under {preset}");
         let ours = worked_example(preset)?;
-        let paper: Vec<Vec<String>> =
-            paper.iter().map(|r| r.split(' ').map(String::from).collect()).collect();
+        let paper: Vec<Vec<String>> = paper
+            .iter()
+            .map(|r| r.split(' ').map(String::from).collect())
+            .collect();
         let same = ours[0] == paper[0] && ours[1] == paper[1];
         all_match &= same;
-        let _ = write!(
+        let _ =
+            write!(
             body,
             "<h3>{caption}</h3><table><tr><th></th>{}</tr>{}{}{}{}</table><p class=\"{}\">{}</p>",
             (0..12).map(|t| format!("<th>{t}</th>")).collect::<String>(),
@@ -221,7 +261,9 @@ fn write_report(out: &std::path::Path, body: &str, all_match: bool) -> ExitCode 
          .tad svg{{max-width:100%;height:auto;border:1px solid #eee}}</style>\
          </head><body><h1>fairlane reproduction report</h1>{body}</body></html>\n"
     );
-    if let Err(e) = std::fs::create_dir_all(out).and_then(|_| std::fs::write(out.join("index.html"), html)) {
+    if let Err(e) =
+        std::fs::create_dir_all(out).and_then(|_| std::fs::write(out.join("index.html"), html))
+    {
         eprintln!("reproduce: cannot write {}: {e}", out.display());
         return ExitCode::FAILURE;
     }
@@ -250,7 +292,12 @@ mod tests {
     #[test]
     fn report_is_written_and_table2_agrees() {
         let dir = std::env::temp_dir().join(format!("fairlane-reproduce-{}", std::process::id()));
-        let args = ReproduceArgs { names: vec![], all: true, out: dir.clone(), quick: true };
+        let args = ReproduceArgs {
+            names: vec![],
+            all: true,
+            out: dir.clone(),
+            quick: true,
+        };
         assert_eq!(run(args), ExitCode::SUCCESS);
         let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
         assert!(html.contains("identical to the paper") && !html.contains("DIFFERS"));

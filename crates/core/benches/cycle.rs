@@ -54,11 +54,20 @@ impl Fast {
         let mut running = VecDeque::new();
         for w in 0..WORKERS {
             if let Decision::Run(d) = s.dequeue(w, 0.0).unwrap() {
-                let c = d.request.cost.unwrap_or_else(|| cost(d.request.tenant.0 as usize, 0));
+                let c = d
+                    .request
+                    .cost
+                    .unwrap_or_else(|| cost(d.request.tenant.0 as usize, 0));
                 running.push_back((d.ticket, w, d.request.tenant.0, c));
             }
         }
-        Fast { s, running, known, now: 0.0, i }
+        Fast {
+            s,
+            running,
+            known,
+            now: 0.0,
+            i,
+        }
     }
 
     fn cycle(&mut self) {
@@ -73,7 +82,10 @@ impl Fast {
         }
         self.s.enqueue(r, self.now).unwrap();
         if let Decision::Run(d) = self.s.dequeue(w, self.now).unwrap() {
-            let c = d.request.cost.unwrap_or_else(|| cost(d.request.tenant.0 as usize, self.i));
+            let c = d
+                .request
+                .cost
+                .unwrap_or_else(|| cost(d.request.tenant.0 as usize, self.i));
             self.running.push_back((d.ticket, w, d.request.tenant.0, c));
         }
         black_box(&self.running);
@@ -93,7 +105,10 @@ impl Slow {
         let estimate = if known {
             naive::Estimate::Oracle
         } else {
-            naive::Estimate::Pessimistic { alpha: 0.99, initial: 1.0 }
+            naive::Estimate::Pessimistic {
+                alpha: 0.99,
+                initial: 1.0,
+            }
         };
         let mut s = naive::Naive::new(WORKERS, true, true, estimate, None);
         let mut i = 0;
@@ -109,7 +124,13 @@ impl Slow {
                 running.push_back((ticket, w, t, cost(t as usize, 0)));
             }
         }
-        Slow { s, running, known, now: 0.0, i }
+        Slow {
+            s,
+            running,
+            known,
+            now: 0.0,
+            i,
+        }
     }
 
     fn cycle(&mut self) {
@@ -120,20 +141,26 @@ impl Slow {
         let c = cost(tenant as usize, self.i);
         self.s.enqueue(tenant, 0, self.known.then_some(c), self.now);
         if let Some((ticket, t, _)) = self.s.dequeue(w, self.now) {
-            self.running.push_back((ticket, w, t, cost(t as usize, self.i)));
+            self.running
+                .push_back((ticket, w, t, cost(t as usize, self.i)));
         }
     }
 }
 
 fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("cycle");
-    group.warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2)).sample_size(20);
+    group
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(20);
     let mut variants: Vec<(String, Config, bool)> = fairlane_core::PRESETS
         .iter()
         .map(|p| (p.to_string(), Config::preset(p).unwrap(), !p.ends_with('e')))
         .collect();
     for p in ["wfq", "wf2q", "2dfq"] {
-        let gps = Config::preset(p).unwrap().clock(VirtualClock::Gps { capacity: WORKERS as f64 });
+        let gps = Config::preset(p).unwrap().clock(VirtualClock::Gps {
+            capacity: WORKERS as f64,
+        });
         variants.push((format!("{p}+gps"), gps, true));
     }
     for (name, config, known) in variants {

@@ -150,11 +150,18 @@ impl<T> Book<T> {
 
     /// Check a request's cost, then queue it. Returns (ticket, tenant index, whether the
     /// tenant's queue was empty before).
-    pub fn push(&mut self, req: Request<T>, require_cost: bool) -> Result<(Ticket, u32, bool), Error> {
+    pub fn push(
+        &mut self,
+        req: Request<T>,
+        require_cost: bool,
+    ) -> Result<(Ticket, u32, bool), Error> {
         if let Some(c) = req.cost {
             check_cost("request cost", c)?;
         } else if require_cost {
-            return Err(Error::CostRequired { tenant: req.tenant, class: req.class });
+            return Err(Error::CostRequired {
+                tenant: req.tenant,
+                class: req.class,
+            });
         }
         let t = self.tenant_index(req.tenant);
         let slot = Slot {
@@ -214,7 +221,9 @@ impl<T> Book<T> {
 
     /// Start the tenant's head request, charging `charged` up front.
     pub fn start_head(&mut self, t: u32, charged: f64) -> (Ticket, Request<T>) {
-        let ticket = self.head(t).expect("start_head on a tenant with a live head");
+        let ticket = self
+            .head(t)
+            .expect("start_head on a tenant with a live head");
         self.tenants[t as usize].queue.pop_front();
         self.start(ticket, charged)
     }

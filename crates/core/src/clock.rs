@@ -56,7 +56,12 @@ struct Flow {
 
 impl Default for Flow {
     fn default() -> Self {
-        Flow { weight: 1.0, finish: 0.0, backlogged: false, arrived: 0.0 }
+        Flow {
+            weight: 1.0,
+            finish: 0.0,
+            backlogged: false,
+            arrived: 0.0,
+        }
     }
 }
 
@@ -178,7 +183,11 @@ impl GpsClock {
         self.advance(now);
         let v = self.v;
         let flow = self.flow(f);
-        let backlog = if flow.backlogged { flow.weight * (flow.finish - v) } else { 0.0 };
+        let backlog = if flow.backlogged {
+            flow.weight * (flow.finish - v)
+        } else {
+            0.0
+        };
         let taken = cost.min(backlog.max(0.0));
         flow.arrived -= taken;
         if flow.backlogged {
@@ -222,7 +231,9 @@ impl GpsClock {
     pub fn work(&self, f: usize) -> f64 {
         match self.flows.get(f) {
             None => 0.0,
-            Some(flow) if flow.backlogged => flow.arrived - flow.weight * (flow.finish - self.v).max(0.0),
+            Some(flow) if flow.backlogged => {
+                flow.arrived - flow.weight * (flow.finish - self.v).max(0.0)
+            }
             Some(flow) => flow.arrived,
         }
     }

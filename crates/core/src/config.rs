@@ -34,8 +34,14 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// Every algorithm, in a stable order.
-    pub const ALL: [Algorithm; 6] =
-        [Algorithm::Fifo, Algorithm::Drr, Algorithm::Sfq, Algorithm::Wfq, Algorithm::Wf2q, Algorithm::TwoDfq];
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::Fifo,
+        Algorithm::Drr,
+        Algorithm::Sfq,
+        Algorithm::Wfq,
+        Algorithm::Wf2q,
+        Algorithm::TwoDfq,
+    ];
 
     /// The short name.
     pub fn name(self) -> &'static str {
@@ -57,7 +63,9 @@ impl fmt::Display for Algorithm {
 }
 
 /// The presets [`Config::preset`] accepts.
-pub const PRESETS: [&str; 9] = ["fifo", "drr", "sfq", "wfq", "wf2q", "2dfq", "wfqe", "wf2qe", "2dfqe"];
+pub const PRESETS: [&str; 9] = [
+    "fifo", "drr", "sfq", "wfq", "wf2q", "2dfq", "wfqe", "wf2qe", "2dfqe",
+];
 
 pub(crate) fn check_workers(workers: usize) -> Result<usize, Error> {
     if workers == 0 || workers > u32::MAX as usize {
@@ -120,8 +128,14 @@ impl Config {
     /// α = 0.99), the paper's §6.2 configurations. Estimated presets start unseen pairs at
     /// an estimate of 1 cost unit; set [`Config::estimator`] to change it.
     pub fn preset(name: &str) -> Result<Self, Error> {
-        let ema = EstimatorKind::Ema { alpha: 0.99, initial: 1.0 };
-        let pessimistic = EstimatorKind::Pessimistic { alpha: 0.99, initial: 1.0 };
+        let ema = EstimatorKind::Ema {
+            alpha: 0.99,
+            initial: 1.0,
+        };
+        let pessimistic = EstimatorKind::Pessimistic {
+            alpha: 0.99,
+            initial: 1.0,
+        };
         Ok(match name.to_ascii_lowercase().as_str() {
             "fifo" => Config::new(Algorithm::Fifo),
             "drr" => Config::new(Algorithm::Drr),
@@ -197,9 +211,11 @@ impl Config {
         est: Box<dyn CostEstimator>,
     ) -> Result<Box<dyn Scheduler<T> + Send>, Error> {
         let workers = check_workers(self.workers)?;
-        crate::types::check_weight(TenantId(0), self.default_weight).map_err(|_| Error::InvalidConfig {
-            field: "default_weight",
-            reason: format!("must be finite and > 0, got {}", self.default_weight),
+        crate::types::check_weight(TenantId(0), self.default_weight).map_err(|_| {
+            Error::InvalidConfig {
+                field: "default_weight",
+                reason: format!("must be finite and > 0, got {}", self.default_weight),
+            }
         })?;
         if let Some(q) = self.drr_quantum {
             if !(q.is_finite() && q > 0.0) {
@@ -227,7 +243,15 @@ impl Config {
             Algorithm::Wfq => {
                 let clock = clock(VirtualClock::Approximate)?;
                 let track_start = matches!(clock, Clock::Approximate { .. });
-                Box::new(TagScheduler::new(name, workers, MinFinish::new(track_start), clock, est, c, w))
+                Box::new(TagScheduler::new(
+                    name,
+                    workers,
+                    MinFinish::new(track_start),
+                    clock,
+                    est,
+                    c,
+                    w,
+                ))
             }
             Algorithm::Wf2q => Box::new(TagScheduler::new(
                 name,

@@ -108,7 +108,10 @@ impl<T: Send> Scheduler<T> for Drr<T> {
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
         if worker >= self.workers {
-            return Err(Error::InvalidWorker { worker, workers: self.workers });
+            return Err(Error::InvalidWorker {
+                worker,
+                workers: self.workers,
+            });
         }
         self.book.observe(now)?;
         let q = self.quantum();
@@ -130,7 +133,11 @@ impl<T: Send> Scheduler<T> for Drr<T> {
                 } else {
                     self.price_head(t);
                 }
-                return Ok(Decision::Run(Dispatch { ticket, request, charged: l }));
+                return Ok(Decision::Run(Dispatch {
+                    ticket,
+                    request,
+                    charged: l,
+                }));
             }
             self.ring.rotate_left(1);
             self.turn = false;

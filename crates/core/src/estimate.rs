@@ -77,9 +77,9 @@ impl EstimatorKind {
         };
         Ok(match self {
             EstimatorKind::Oracle => Box::new(Oracle),
-            EstimatorKind::LastValue { initial } => {
-                Box::new(LastValue { table: Table::new(check_initial(initial)?) })
-            }
+            EstimatorKind::LastValue { initial } => Box::new(LastValue {
+                table: Table::new(check_initial(initial)?),
+            }),
             EstimatorKind::Ema { alpha, initial } => Box::new(Ema {
                 alpha: check_alpha(alpha)?,
                 table: Table::new(check_initial(initial)?),
@@ -101,10 +101,16 @@ struct Table {
 
 impl Table {
     fn new(initial: f64) -> Self {
-        Table { initial, values: FxHashMap::default() }
+        Table {
+            initial,
+            values: FxHashMap::default(),
+        }
     }
     fn get(&self, t: TenantId, c: ClassId) -> f64 {
-        self.values.get(&(t.0, c.0)).copied().unwrap_or(self.initial)
+        self.values
+            .get(&(t.0, c.0))
+            .copied()
+            .unwrap_or(self.initial)
     }
     fn forget(&mut self, t: TenantId) {
         self.values.retain(|k, _| k.0 != t.0);
@@ -232,7 +238,12 @@ mod tests {
 
     #[test]
     fn ema_moves_by_one_minus_alpha() {
-        let mut e = EstimatorKind::Ema { alpha: 0.75, initial: 1.0 }.build().unwrap();
+        let mut e = EstimatorKind::Ema {
+            alpha: 0.75,
+            initial: 1.0,
+        }
+        .build()
+        .unwrap();
         e.observe(T, A, 8.0); // first observation replaces the initial value
         assert_eq!(e.estimate(T, A), 8.0);
         e.observe(T, A, 0.0);
@@ -241,7 +252,12 @@ mod tests {
 
     #[test]
     fn pessimistic_jumps_up_and_decays_down() {
-        let mut e = EstimatorKind::Pessimistic { alpha: 0.5, initial: 1.0 }.build().unwrap();
+        let mut e = EstimatorKind::Pessimistic {
+            alpha: 0.5,
+            initial: 1.0,
+        }
+        .build()
+        .unwrap();
         e.observe(T, A, 100.0);
         assert_eq!(e.estimate(T, A), 100.0);
         e.observe(T, A, 1.0);
@@ -254,9 +270,23 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_refused() {
-        assert!(EstimatorKind::Ema { alpha: 1.5, initial: 1.0 }.build().is_err());
-        assert!(EstimatorKind::Pessimistic { alpha: f64::NAN, initial: 1.0 }.build().is_err());
+        assert!(EstimatorKind::Ema {
+            alpha: 1.5,
+            initial: 1.0
+        }
+        .build()
+        .is_err());
+        assert!(EstimatorKind::Pessimistic {
+            alpha: f64::NAN,
+            initial: 1.0
+        }
+        .build()
+        .is_err());
         assert!(EstimatorKind::LastValue { initial: -1.0 }.build().is_err());
-        assert!(EstimatorKind::LastValue { initial: f64::INFINITY }.build().is_err());
+        assert!(EstimatorKind::LastValue {
+            initial: f64::INFINITY
+        }
+        .build()
+        .is_err());
     }
 }

@@ -19,7 +19,12 @@ pub(crate) struct Fifo<T> {
 
 impl<T> Fifo<T> {
     pub fn new(workers: usize, est: Box<dyn CostEstimator>, default_weight: f64) -> Self {
-        Fifo { workers, book: Book::new(default_weight), est, order: VecDeque::new() }
+        Fifo {
+            workers,
+            book: Book::new(default_weight),
+            est,
+            order: VecDeque::new(),
+        }
     }
 }
 
@@ -47,7 +52,10 @@ impl<T: Send> Scheduler<T> for Fifo<T> {
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
         if worker >= self.workers {
-            return Err(Error::InvalidWorker { worker, workers: self.workers });
+            return Err(Error::InvalidWorker {
+                worker,
+                workers: self.workers,
+            });
         }
         self.book.observe(now)?;
         while let Some(ticket) = self.order.pop_front() {
@@ -56,7 +64,10 @@ impl<T: Send> Scheduler<T> for Fifo<T> {
                 continue; // cancelled
             }
             let t = slot.tenant;
-            let l = slot.cost.unwrap_or_else(|| self.est.estimate(self.book.tenants[t as usize].id, slot.class));
+            let l = slot.cost.unwrap_or_else(|| {
+                self.est
+                    .estimate(self.book.tenants[t as usize].id, slot.class)
+            });
             // Keep the tenant's own queue in step (its front is this ticket or a tombstone).
             while let Some(front) = self.book.tenants[t as usize].queue.pop_front() {
                 if front == ticket {
@@ -64,7 +75,11 @@ impl<T: Send> Scheduler<T> for Fifo<T> {
                 }
             }
             let (ticket, request) = self.book.start(ticket, l);
-            return Ok(Decision::Run(Dispatch { ticket, request, charged: l }));
+            return Ok(Decision::Run(Dispatch {
+                ticket,
+                request,
+                charged: l,
+            }));
         }
         Ok(Decision::Empty)
     }

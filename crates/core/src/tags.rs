@@ -26,7 +26,10 @@ pub struct Charging {
 
 impl Default for Charging {
     fn default() -> Self {
-        Charging { retroactive: true, refresh: true }
+        Charging {
+            retroactive: true,
+            refresh: true,
+        }
     }
 }
 
@@ -118,7 +121,12 @@ impl<T, S: Selector> TagScheduler<T, S> {
                 let ten = &mut self.book.tenants[ti];
                 let l = known.unwrap_or_else(|| self.est.estimate(ten.id, class));
                 ten.head_cost = l;
-                Some(TagKey { start: ten.start, cost: l, finish: ten.start + l / ten.weight, tie: ten.id.0 })
+                Some(TagKey {
+                    start: ten.start,
+                    cost: l,
+                    finish: ten.start + l / ten.weight,
+                    tie: ten.id.0,
+                })
             }
         };
         if self.placed[ti] != want {
@@ -191,7 +199,9 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         let now = self.book.observe(now)?;
         let gps = matches!(self.clock, Clock::Gps(_));
         let cost = request.cost;
-        let (ticket, t, was_empty) = self.book.push(request, gps || self.est.requires_known_cost())?;
+        let (ticket, t, was_empty) = self
+            .book
+            .push(request, gps || self.est.requires_known_cost())?;
         if let Clock::Gps(g) = &mut self.clock {
             let w = self.book.tenants[t as usize].weight;
             if g.weight(t as usize) != w {
@@ -208,14 +218,20 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
         if worker >= self.workers {
-            return Err(Error::InvalidWorker { worker, workers: self.workers });
+            return Err(Error::InvalidWorker {
+                worker,
+                workers: self.workers,
+            });
         }
         let now = self.book.observe(now)?;
         if self.sel.len() == 0 {
             return Ok(Decision::Empty);
         }
         let v = self.v_now(now);
-        let t = self.sel.select(worker, v).expect("a backlogged tenant exists");
+        let t = self
+            .sel
+            .select(worker, v)
+            .expect("a backlogged tenant exists");
         let ten = &mut self.book.tenants[t as usize];
         let l = ten.head_cost;
         let s = ten.start;
@@ -225,7 +241,11 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         }
         let (ticket, request) = self.book.start_head(t, l);
         self.sync(t);
-        Ok(Decision::Run(Dispatch { ticket, request, charged: l }))
+        Ok(Decision::Run(Dispatch {
+            ticket,
+            request,
+            charged: l,
+        }))
     }
 
     fn progress(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {

@@ -77,7 +77,12 @@ pub struct Request<T> {
 impl<T> Request<T> {
     /// A request of unknown cost.
     pub fn new(tenant: impl Into<TenantId>, class: impl Into<ClassId>, payload: T) -> Self {
-        Request { tenant: tenant.into(), class: class.into(), cost: None, payload }
+        Request {
+            tenant: tenant.into(),
+            class: class.into(),
+            cost: None,
+            payload,
+        }
     }
 
     /// The same request with a known cost.
@@ -191,18 +196,31 @@ impl fmt::Display for Error {
                 write!(f, "invalid {what} {value}: costs must be finite and ≥ 0")
             }
             Error::InvalidWeight { tenant, value } => {
-                write!(f, "invalid weight {value} for {tenant}: weights must be finite and > 0")
+                write!(
+                    f,
+                    "invalid weight {value} for {tenant}: weights must be finite and > 0"
+                )
             }
             Error::InvalidTime(t) => write!(f, "invalid time {t}: must be finite"),
             Error::InvalidWorker { worker, workers } => {
-                write!(f, "worker {worker} does not exist: workers are 0..{workers}")
+                write!(
+                    f,
+                    "worker {worker} does not exist: workers are 0..{workers}"
+                )
             }
             Error::UnknownTicket(t) => {
-                write!(f, "{t} is unknown: never issued, already completed or cancelled")
+                write!(
+                    f,
+                    "{t} is unknown: never issued, already completed or cancelled"
+                )
             }
             Error::NotRunning(t) => write!(f, "{t} is still queued, not running"),
             Error::AlreadyRunning(t) => write!(f, "{t} is already running and cannot be cancelled"),
-            Error::UsageDecreased { ticket, before, now } => write!(
+            Error::UsageDecreased {
+                ticket,
+                before,
+                now,
+            } => write!(
                 f,
                 "usage of {ticket} went down from {before} to {now}: report cumulative usage"
             ),

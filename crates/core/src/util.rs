@@ -126,8 +126,13 @@ impl IndexedHeap {
                 break;
             }
             let r = l + 1;
-            let c = if r < n && before(self.heap[r].0, self.heap[r].1, self.heap[l].0, self.heap[l].1)
-            {
+            let c = if r < n
+                && before(
+                    self.heap[r].0,
+                    self.heap[r].1,
+                    self.heap[l].0,
+                    self.heap[l].1,
+                ) {
                 r
             } else {
                 l

@@ -16,13 +16,33 @@ use support::naive::{Estimate, Naive};
 
 #[derive(Clone, Debug)]
 enum Op {
-    Enqueue { tenant: u8, class: u8, cost: u16, known: bool },
-    Dequeue { worker: u8 },
-    Progress { pick: u16, add: u16 },
-    Complete { pick: u16, add: u16 },
-    Cancel { pick: u16 },
-    Weight { tenant: u8, w: u8 },
-    Advance { dt: u16 },
+    Enqueue {
+        tenant: u8,
+        class: u8,
+        cost: u16,
+        known: bool,
+    },
+    Dequeue {
+        worker: u8,
+    },
+    Progress {
+        pick: u16,
+        add: u16,
+    },
+    Complete {
+        pick: u16,
+        add: u16,
+    },
+    Cancel {
+        pick: u16,
+    },
+    Weight {
+        tenant: u8,
+        w: u8,
+    },
+    Advance {
+        dt: u16,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -58,8 +78,14 @@ fn run(case: &Case, ops: &[Op]) -> Result<(), TestCaseError> {
     };
     let (estimate, kind) = if case.estimated {
         (
-            Estimate::Pessimistic { alpha: 0.75, initial: 10.0 },
-            EstimatorKind::Pessimistic { alpha: 0.75, initial: 10.0 },
+            Estimate::Pessimistic {
+                alpha: 0.75,
+                initial: 10.0,
+            },
+            EstimatorKind::Pessimistic {
+                alpha: 0.75,
+                initial: 10.0,
+            },
         )
     } else {
         (Estimate::Oracle, EstimatorKind::Oracle)
@@ -76,7 +102,12 @@ fn run(case: &Case, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut running: Vec<(u64, Ticket, f64)> = Vec::new();
     for (step, op) in ops.iter().enumerate() {
         match *op {
-            Op::Enqueue { tenant, class, cost, known } => {
+            Op::Enqueue {
+                tenant,
+                class,
+                cost,
+                known,
+            } => {
                 let cost = f64::from(cost) * 0.25;
                 let known = !case.estimated || known;
                 let c = known.then_some(cost);
@@ -121,7 +152,8 @@ fn run(case: &Case, ops: &[Op]) -> Result<(), TestCaseError> {
             }
             Op::Weight { tenant, w } => {
                 naive.set_weight(u64::from(tenant), WEIGHTS[usize::from(w)], now);
-                fast.set_weight(TenantId(u64::from(tenant)), WEIGHTS[usize::from(w)], now).unwrap();
+                fast.set_weight(TenantId(u64::from(tenant)), WEIGHTS[usize::from(w)], now)
+                    .unwrap();
             }
             Op::Advance { dt } => now += f64::from(dt) * 0.25,
             _ => {}
@@ -129,7 +161,13 @@ fn run(case: &Case, ops: &[Op]) -> Result<(), TestCaseError> {
         for (&id, t) in &naive.tenants {
             let view = fast.tenant(TenantId(id)).unwrap();
             prop_assert_eq!(view.tag, t.s, "step {}: start tag of tenant {}", step, id);
-            prop_assert_eq!(view.active, t.active, "step {}: active flag of tenant {}", step, id);
+            prop_assert_eq!(
+                view.active,
+                t.active,
+                "step {}: active flag of tenant {}",
+                step,
+                id
+            );
             prop_assert_eq!(view.queued, t.queue.len());
         }
         let v = match &naive.gps {
@@ -142,7 +180,10 @@ fn run(case: &Case, ops: &[Op]) -> Result<(), TestCaseError> {
 }
 
 fn check(algorithm: Algorithm, estimated: bool, gps: bool) {
-    let config = ProptestConfig { cases: 150, ..ProptestConfig::default() };
+    let config = ProptestConfig {
+        cases: 150,
+        ..ProptestConfig::default()
+    };
     proptest!(config, |(workers in 1usize..9, ops in prop::collection::vec(op(), 1..400))| {
         run(&Case { algorithm, workers, estimated, gps }, &ops)?;
     });

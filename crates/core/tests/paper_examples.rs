@@ -50,7 +50,10 @@ fn fig5c_wfq_schedule() {
          W1: b1 b2 b3 b4 d1 d1 d1 d1 b5 b6 b7 b8"
     );
     for t in [4.0, 5.0, 6.0, 7.5] {
-        assert_eq!((busy(&e, 0, t).as_str(), busy(&e, 1, t).as_str()), ("c1", "d1"));
+        assert_eq!(
+            (busy(&e, 0, t).as_str(), busy(&e, 1, t).as_str()),
+            ("c1", "d1")
+        );
     }
 }
 
@@ -64,7 +67,10 @@ fn fig5d_wf2q_schedule() {
         "W0: a1 c1 c1 c1 c1 a2 a3 a4 a5 c2 c2 c2\n\
          W1: b1 d1 d1 d1 d1 b2 b3 b4 b5 d2 d2 d2"
     );
-    assert_eq!((busy(&e, 0, 1.0).as_str(), busy(&e, 1, 1.0).as_str()), ("c1", "d1"));
+    assert_eq!(
+        (busy(&e, 0, 1.0).as_str(), busy(&e, 1, 1.0).as_str()),
+        ("c1", "d1")
+    );
 }
 
 #[test]
@@ -78,7 +84,10 @@ fn fig6b_2dfq_schedule() {
         "W0: a1 c1 c1 c1 c1 d1 d1 d1 d1 c2 c2 c2\n\
          W1: b1 a2 b2 a3 b3 a4 b4 a5 b5 a6 b6 a7"
     );
-    assert_eq!((busy(&e, 0, 1.0).as_str(), busy(&e, 1, 1.0).as_str()), ("c1", "a2"));
+    assert_eq!(
+        (busy(&e, 0, 1.0).as_str(), busy(&e, 1, 1.0).as_str()),
+        ("c1", "a2")
+    );
     for r in e.log.iter().filter(|r| r.start >= 1.0) {
         let small = r.label.starts_with('a') || r.label.starts_with('b');
         assert_eq!(r.worker == 1, small, "{} ran on W{}", r.label, r.worker);
@@ -100,7 +109,10 @@ fn cheater_ratio(preset: &str, retroactive: bool) -> f64 {
         .unwrap()
         .workers(N)
         .estimator(EstimatorKind::LastValue { initial: 1.0 })
-        .charging(Charging { retroactive, refresh: false })
+        .charging(Charging {
+            retroactive,
+            refresh: false,
+        })
         .build()
         .unwrap();
     let mut e = Exec::new(s, 1.0);
@@ -134,12 +146,21 @@ fn retroactive_charging_restores_the_fair_share() {
     for preset in ["wfq", "wf2q", "2dfq"] {
         let without = cheater_ratio(preset, false);
         let with = cheater_ratio(preset, true);
-        assert!(without > 3.0, "{preset}: without retroactive charging X/honest = {without}");
-        assert!((with - 1.0).abs() < 0.05, "{preset}: with retroactive charging X/honest = {with}");
+        assert!(
+            without > 3.0,
+            "{preset}: without retroactive charging X/honest = {without}"
+        );
+        assert!(
+            (with - 1.0).abs() < 0.05,
+            "{preset}: with retroactive charging X/honest = {with}"
+        );
     }
     // SFQ and DRR use the same bookkeeping: with it X gets its fair share too.
     for preset in ["sfq", "drr"] {
         let with = cheater_ratio(preset, true);
-        assert!((with - 1.0).abs() < 0.05, "{preset}: with retroactive charging X/honest = {with}");
+        assert!(
+            (with - 1.0).abs() < 0.05,
+            "{preset}: with retroactive charging X/honest = {with}"
+        );
     }
 }

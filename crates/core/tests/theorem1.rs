@@ -74,6 +74,9 @@ fn no_tenant_falls_behind_gps_by_more_than_n_lmax() {
         }
         // The bound is not vacuous here: the largest lags measured are 0.79 (WFQ), 0.69
         // (WF²Q) and 0.69 (2DFQ) × N·L_max.
-        assert!(max_ratio > 0.3, "{preset}: largest lag only {max_ratio} × N·L_max");
+        assert!(
+            max_ratio > 0.3,
+            "{preset}: largest lag only {max_ratio} × N·L_max"
+        );
     }
 }

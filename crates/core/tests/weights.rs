@@ -14,7 +14,10 @@ use support::Exec;
 #[test]
 fn shares_follow_weights_and_weight_changes() {
     for preset in PRESETS.iter().filter(|p| **p != "fifo") {
-        let mut e = Exec::new(Config::preset(preset).unwrap().workers(4).build().unwrap(), 1.0);
+        let mut e = Exec::new(
+            Config::preset(preset).unwrap().workers(4).build().unwrap(),
+            1.0,
+        );
         e.sched.set_weight(TenantId(0), 1.0, 0.0).unwrap();
         e.sched.set_weight(TenantId(1), 3.0, 0.0).unwrap();
         let known = !preset.ends_with('e');
@@ -29,18 +32,28 @@ fn shares_follow_weights_and_weight_changes() {
         };
         e.run(2000.0, &mut refill);
         let ratio = e.work(1, 2000.0) / e.work(0, 2000.0);
-        assert!((ratio / 3.0 - 1.0).abs() < 0.05, "{preset}: B/A = {ratio}, want 3");
+        assert!(
+            (ratio / 3.0 - 1.0).abs() < 0.05,
+            "{preset}: B/A = {ratio}, want 3"
+        );
         let (a0, b0) = (e.work(0, 2000.0), e.work(1, 2000.0));
         e.sched.set_weight(TenantId(0), 2.0, e.now).unwrap();
         e.run(4000.0, &mut refill);
         let ratio = (e.work(1, 4000.0) - b0) / (e.work(0, 4000.0) - a0);
-        assert!((ratio / 1.5 - 1.0).abs() < 0.05, "{preset}: after the change B/A = {ratio}, want 1.5");
+        assert!(
+            (ratio / 1.5 - 1.0).abs() < 0.05,
+            "{preset}: after the change B/A = {ratio}, want 1.5"
+        );
     }
 }
 
 #[test]
 fn fifo_serves_in_arrival_order_across_tenants() {
-    let mut s = Config::preset("fifo").unwrap().workers(1).build::<u32>().unwrap();
+    let mut s = Config::preset("fifo")
+        .unwrap()
+        .workers(1)
+        .build::<u32>()
+        .unwrap();
     let order = [(2u64, 0u32), (1, 1), (2, 2), (3, 3), (1, 4)];
     let mut tickets = Vec::new();
     for (t, p) in order {

@@ -42,7 +42,10 @@ pub(crate) struct MinFinish {
 
 impl MinFinish {
     pub fn new(track_start: bool) -> Self {
-        MinFinish { by_finish: IndexedHeap::default(), by_start: track_start.then(IndexedHeap::default) }
+        MinFinish {
+            by_finish: IndexedHeap::default(),
+            by_start: track_start.then(IndexedHeap::default),
+        }
     }
 }
 
@@ -63,7 +66,10 @@ impl Selector for MinFinish {
         self.by_finish.peek().map(|(t, _)| t)
     }
     fn min_start(&self) -> Option<f64> {
-        self.by_start.as_ref().and_then(|h| h.peek()).map(|(_, k)| k)
+        self.by_start
+            .as_ref()
+            .and_then(|h| h.peek())
+            .map(|(_, k)| k)
     }
     fn len(&self) -> usize {
         self.by_finish.len()

@@ -54,7 +54,10 @@ impl Exec {
     }
 
     pub fn submit(&mut self, tenant: u64, label: impl Into<String>, cost: f64, known: bool) {
-        let job = Job { label: label.into(), cost };
+        let job = Job {
+            label: label.into(),
+            cost,
+        };
         let mut req = Request::new(tenant, 0u32, job);
         if known {
             req = req.with_cost(cost);
@@ -105,15 +108,25 @@ impl Exec {
     pub fn run(&mut self, until: f64, mut on_complete: impl FnMut(&mut Exec, &Record)) {
         loop {
             self.dispatch();
-            let next = self.workers.iter().flatten().map(|r| r.record.end).fold(f64::INFINITY, f64::min);
+            let next = self
+                .workers
+                .iter()
+                .flatten()
+                .map(|r| r.record.end)
+                .fold(f64::INFINITY, f64::min);
             if !(next <= until) {
                 break;
             }
             self.now = next;
             for w in 0..self.workers.len() {
-                if self.workers[w].as_ref().is_some_and(|r| r.record.end == next) {
+                if self.workers[w]
+                    .as_ref()
+                    .is_some_and(|r| r.record.end == next)
+                {
                     let r = self.workers[w].take().unwrap();
-                    self.sched.complete(r.ticket, r.record.cost, self.now).unwrap();
+                    self.sched
+                        .complete(r.ticket, r.record.cost, self.now)
+                        .unwrap();
                     *self.done.entry(r.record.tenant.0).or_default() += r.record.cost;
                     self.log.push(r.record.clone());
                     on_complete(self, &r.record);
@@ -126,7 +139,10 @@ impl Exec {
     /// way the paper draws Fig. 5 and 6 (requests of unit-multiple sizes).
     pub fn grid(&self, until: usize) -> String {
         let mut rows = vec![vec![String::from("."); until]; self.workers.len()];
-        let all = self.log.iter().chain(self.workers.iter().flatten().map(|r| &r.record));
+        let all = self
+            .log
+            .iter()
+            .chain(self.workers.iter().flatten().map(|r| &r.record));
         for r in all {
             for col in (r.start as usize)..(r.end as usize).min(until) {
                 rows[r.worker][col] = r.label.clone();

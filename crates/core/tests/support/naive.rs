@@ -48,7 +48,13 @@ pub struct Naive {
 }
 
 impl Naive {
-    pub fn new(n: usize, stagger: bool, eligibility: bool, estimate: Estimate, gps: Option<f64>) -> Self {
+    pub fn new(
+        n: usize,
+        stagger: bool,
+        eligibility: bool,
+        estimate: Estimate,
+        gps: Option<f64>,
+    ) -> Self {
         Naive {
             n,
             stagger,
@@ -64,7 +70,12 @@ impl Naive {
     }
 
     fn tenant(&mut self, f: u64) -> &mut NaiveTenant {
-        self.tenants.entry(f).or_insert(NaiveTenant { weight: 1.0, queue: VecDeque::new(), active: false, s: 0.0 })
+        self.tenants.entry(f).or_insert(NaiveTenant {
+            weight: 1.0,
+            queue: VecDeque::new(),
+            active: false,
+            s: 0.0,
+        })
     }
 
     fn gps_flow(&mut self, f: u64) -> usize {
@@ -95,12 +106,18 @@ impl Naive {
     fn l(&self, f: u64, class: u32, known: Option<f64>) -> f64 {
         known.unwrap_or_else(|| match self.estimate {
             Estimate::Oracle => panic!("oracle without a cost"),
-            Estimate::Pessimistic { initial, .. } => self.l_max.get(&(f, class)).copied().unwrap_or(initial),
+            Estimate::Pessimistic { initial, .. } => {
+                self.l_max.get(&(f, class)).copied().unwrap_or(initial)
+            }
         })
     }
 
     fn active_weight(&self) -> f64 {
-        self.tenants.values().filter(|t| t.active).map(|t| t.weight).sum()
+        self.tenants
+            .values()
+            .filter(|t| t.active)
+            .map(|t| t.weight)
+            .sum()
     }
 
     /// Fig. 7 ENQUEUE.
@@ -132,7 +149,11 @@ impl Naive {
             return None;
         }
         let v = self.v_now(now);
-        let x = if self.stagger { i as f64 / self.n as f64 } else { 0.0 };
+        let x = if self.stagger {
+            i as f64 / self.n as f64
+        } else {
+            0.0
+        };
         // (eligible-at, F, tenant) for every backlogged tenant.
         let cands: Vec<(f64, f64, u64)> = self
             .tenants
@@ -146,7 +167,11 @@ impl Naive {
             .collect();
         let threshold = if self.eligibility {
             let earliest = cands.iter().map(|c| c.0).fold(f64::INFINITY, f64::min);
-            if earliest <= v { v } else { earliest }
+            if earliest <= v {
+                v
+            } else {
+                earliest
+            }
         } else {
             f64::INFINITY
         };
@@ -161,12 +186,23 @@ impl Naive {
             Some(c) => c,
             None => match self.estimate {
                 Estimate::Oracle => unreachable!(),
-                Estimate::Pessimistic { initial, .. } => self.l_max.get(&(f, class)).copied().unwrap_or(initial),
+                Estimate::Pessimistic { initial, .. } => {
+                    self.l_max.get(&(f, class)).copied().unwrap_or(initial)
+                }
             },
         };
         let t = self.tenants.get_mut(&f).unwrap();
         t.s += l / t.weight; // S_f ← S_f + L/φ
-        self.running.insert(ticket, Run { tenant: f, class, credit: l, accounted: 0.0, clocked: 0.0 });
+        self.running.insert(
+            ticket,
+            Run {
+                tenant: f,
+                class,
+                credit: l,
+                accounted: 0.0,
+                clocked: 0.0,
+            },
+        );
         Some((ticket, f, l))
     }
 
@@ -222,7 +258,11 @@ impl Naive {
     }
 
     pub fn cancel(&mut self, ticket: u64, now: f64) {
-        let (&f, _) = self.tenants.iter().find(|(_, t)| t.queue.iter().any(|q| q.0 == ticket)).unwrap();
+        let (&f, _) = self
+            .tenants
+            .iter()
+            .find(|(_, t)| t.queue.iter().any(|q| q.0 == ticket))
+            .unwrap();
         let t = self.tenants.get_mut(&f).unwrap();
         let pos = t.queue.iter().position(|q| q.0 == ticket).unwrap();
         let (_, _, cost) = t.queue.remove(pos).unwrap();
@@ -232,7 +272,11 @@ impl Naive {
         }
         if self.gps.is_some() {
             let flow = self.gps_flow(f);
-            self.gps.as_mut().unwrap().0.withdraw(flow, cost.unwrap(), now);
+            self.gps
+                .as_mut()
+                .unwrap()
+                .0
+                .withdraw(flow, cost.unwrap(), now);
         }
     }
 
