@@ -4,7 +4,9 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod experiments;
 mod reproduce;
+mod simulate;
 mod tam;
 
 #[derive(Parser)]
@@ -22,6 +24,8 @@ struct Cli {
 enum Command {
     /// Run the shipped reproductions and write an HTML report beside the papers' numbers.
     Reproduce(reproduce::ReproduceArgs),
+    /// Run a TOML experiment spec under each of its schedulers.
+    Simulate(simulate::SimulateArgs),
     /// Thread Architecture Models: check, draw, catalog.
     #[command(subcommand)]
     Tam(tam::TamCommand),
@@ -31,6 +35,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Reproduce(args) => reproduce::run(args),
+        Command::Simulate(args) => simulate::run(args),
         Command::Tam(cmd) => tam::run(cmd),
     }
 }

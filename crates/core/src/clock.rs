@@ -52,6 +52,11 @@ struct Flow {
     backlogged: bool,
     /// All work that ever arrived.
     arrived: f64,
+    /// Continuously backlogged ([`GpsClock::backlog`]): never departs.
+    persistent: bool,
+    /// For a persistent flow: work done before `v0`, and the virtual time it was set.
+    base: f64,
+    v0: f64,
 }
 
 impl Default for Flow {
@@ -61,6 +66,9 @@ impl Default for Flow {
             finish: 0.0,
             backlogged: false,
             arrived: 0.0,
+            persistent: false,
+            base: 0.0,
+            v0: 0.0,
         }
     }
 }
@@ -92,6 +100,8 @@ pub struct GpsClock {
     v: f64,
     t: f64,
     active_weight: f64,
+    /// Σφ of the persistent flows, part of `active_weight`.
+    persistent_weight: f64,
     flows: Vec<Flow>,
     departures: IndexedHeap,
 }
@@ -105,6 +115,7 @@ impl GpsClock {
             v: 0.0,
             t: 0.0,
             active_weight: 0.0,
+            persistent_weight: 0.0,
             flows: Vec::new(),
             departures: IndexedHeap::default(),
         })
@@ -151,10 +162,10 @@ impl GpsClock {
             flow.backlogged = false;
             self.active_weight -= flow.weight;
             if self.departures.is_empty() {
-                self.active_weight = 0.0;
+                self.active_weight = self.persistent_weight;
             }
         }
-        if !self.departures.is_empty() {
+        if self.active_weight > 0.0 {
             self.v += (now - self.t) * self.capacity / self.active_weight;
         }
         self.t = now;
@@ -165,6 +176,9 @@ impl GpsClock {
         self.advance(now);
         let v = self.v;
         let flow = self.flow(f);
+        if flow.persistent {
+            return; // infinite demand already
+        }
         flow.arrived += cost;
         let w = flow.weight;
         if flow.backlogged {
@@ -183,6 +197,9 @@ impl GpsClock {
         self.advance(now);
         let v = self.v;
         let flow = self.flow(f);
+        if flow.persistent {
+            return;
+        }
         let backlog = if flow.backlogged {
             flow.weight * (flow.finish - v)
         } else {
@@ -204,7 +221,12 @@ impl GpsClock {
         let flow = self.flow(f);
         let old = flow.weight;
         flow.weight = weight;
-        if flow.backlogged {
+        if flow.persistent {
+            flow.base += old * (v - flow.v0);
+            flow.v0 = v;
+            self.active_weight += weight - old;
+            self.persistent_weight += weight - old;
+        } else if flow.backlogged {
             let remaining = old * (flow.finish - v);
             flow.finish = v + remaining / weight;
             let finish = flow.finish;
@@ -216,21 +238,60 @@ impl GpsClock {
     /// Forget flow `f` (its backlog leaves the fluid server).
     pub fn forget(&mut self, f: usize) {
         if f < self.flows.len() {
-            if self.flows[f].backlogged {
+            if self.flows[f].persistent {
+                self.active_weight -= self.flows[f].weight;
+                self.persistent_weight -= self.flows[f].weight;
+                if self.departures.is_empty() {
+                    self.active_weight = self.persistent_weight;
+                }
+            } else if self.flows[f].backlogged {
                 self.active_weight -= self.flows[f].weight;
                 self.departures.remove(f as u32);
                 if self.departures.is_empty() {
-                    self.active_weight = 0.0;
+                    self.active_weight = self.persistent_weight;
                 }
             }
             self.flows[f] = Flow::default();
         }
     }
 
+    /// Flow `f` is continuously backlogged from `now` on: infinite demand, so it never
+    /// departs and later arrivals for it are ignored. A simulator uses this for tenants that
+    /// always have work queued, whose finite arrivals would otherwise cap the reference.
+    /// Work already arrived and not yet served is folded into the infinite demand.
+    pub fn backlog(&mut self, f: usize, now: f64) {
+        self.advance(now);
+        let v = self.v;
+        let done = self.work(f);
+        let flow = self.flow(f);
+        if flow.persistent {
+            return;
+        }
+        let was_backlogged = flow.backlogged;
+        let w = flow.weight;
+        flow.persistent = true;
+        flow.backlogged = true;
+        flow.base = done;
+        flow.v0 = v;
+        flow.arrived = done;
+        // Move the flow's weight from the departing flows to the persistent ones.
+        if was_backlogged {
+            self.departures.remove(f as u32);
+            self.active_weight -= w;
+        }
+        self.persistent_weight += w;
+        self.active_weight = if self.departures.is_empty() {
+            self.persistent_weight
+        } else {
+            self.active_weight + w
+        };
+    }
+
     /// Work GPS has done for flow `f` up to the last advance: `W_GPS^f(0, t)`.
     pub fn work(&self, f: usize) -> f64 {
         match self.flows.get(f) {
             None => 0.0,
+            Some(flow) if flow.persistent => flow.base + flow.weight * (self.v - flow.v0),
             Some(flow) if flow.backlogged => {
                 flow.arrived - flow.weight * (flow.finish - self.v).max(0.0)
             }
@@ -291,6 +352,36 @@ mod tests {
         g.advance(7.0);
         assert_eq!(g.virtual_time(), 6.0); // alone at weight 1: dv/dt = 3
         assert_eq!(g.work(1), 4.0);
+    }
+
+    #[test]
+    fn persistent_backlog_never_departs() {
+        // capacity 2, flow 0 continuously backlogged (weight 1), flow 1 gets 1 unit at t=0
+        // with weight 1: both get rate 1 until flow 1 finishes at t=1, then flow 0 gets 2.
+        let mut g = GpsClock::new(2.0).unwrap();
+        g.backlog(0, 0.0);
+        g.arrive(1, 1.0, 0.0);
+        g.arrive(0, 5.0, 0.0); // ignored: demand is already infinite
+        g.advance(1.0);
+        assert_eq!(g.work(0), 1.0);
+        assert_eq!(g.work(1), 1.0);
+        g.advance(3.0);
+        assert_eq!(g.work(0), 5.0);
+        assert!(g.is_backlogged(0));
+        // Weight 3 from t = 3 with flow 1 back (2 units): flow 0 gets 3/4·2 = 1.5 per unit time.
+        g.set_weight(0, 3.0, 3.0);
+        g.arrive(1, 2.0, 3.0);
+        g.advance(5.0);
+        assert!((g.work(0) - 8.0).abs() < 1e-12);
+        assert!((g.work(1) - 2.0).abs() < 1e-12);
+        // A flow that already had work becomes persistent and keeps what it was given.
+        let mut g = GpsClock::new(1.0).unwrap();
+        g.arrive(0, 4.0, 0.0);
+        g.arrive(1, 4.0, 0.0);
+        g.backlog(1, 2.0); // each had 1 unit by now
+        g.advance(10.0); // flow 0 empties at t = 8 (3 more units at 1/2), then flow 1 alone
+        assert!((g.work(0) - 4.0).abs() < 1e-12);
+        assert!((g.work(1) - 6.0).abs() < 1e-12);
     }
 
     #[test]

@@ -1,0 +1,602 @@
+//! The discrete-event engine: one stage of `n` workers of rate `r` pulling from a core
+//! scheduler through the seam (`enqueue` → `dequeue(worker)` → `progress`* → `complete`).
+//!
+//! A request's true cost is what its worker consumes (`cost / r` seconds). Schedulers with
+//! known costs get the cost with the request; the others estimate it and learn from
+//! refresh charging (`progress` every `refresh` seconds for running requests) and
+//! retroactive charging (`complete` with the true cost). Events at the same instant run in
+//! the order they were scheduled, and every tenant draws from its own random streams, so the
+//! same scenario and seed give the same run under every scheduler and every time.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::time::Instant;
+
+use fairlane_core::{
+    ClassId, Decision, EstimatorKind, GpsClock, Request, Scheduler, TenantId, Ticket,
+};
+use serde::Serialize;
+
+use crate::metrics::{gini, Latency, Moments, Occupancy, TenantResult, TenantSeries, Thinned};
+use crate::rng::Rng;
+use crate::spec::{Scenario, SchedulerChoice};
+use crate::workload::Arrival;
+
+/// A simulation failure (a scheduler refused what the engine asked: a bug somewhere).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimError(pub String);
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for SimError {}
+
+fn core(e: fairlane_core::Error) -> SimError {
+    SimError(format!("scheduler error: {e}"))
+}
+
+/// Everything one run of one scheduler produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    /// Scheduler name.
+    pub scheduler: String,
+    /// Sweep or suite label.
+    pub label: String,
+    /// Events processed (arrivals, completions, refresh, samples, …).
+    pub events: u64,
+    /// Wall-clock seconds of the run (the only field that is not deterministic).
+    pub wall_seconds: f64,
+    /// Simulated seconds.
+    pub sim_seconds: f64,
+    /// Work done / (capacity × duration).
+    pub utilization: f64,
+    /// Mean Gini index over the sampling intervals.
+    pub gini_mean: f64,
+    /// Per tenant, in spec order.
+    pub tenants: Vec<TenantResult>,
+    /// `(t, Gini)` per interval (thinned).
+    pub gini: Vec<(f64, f64)>,
+    /// Tracked tenants' series.
+    pub series: Vec<TenantSeries>,
+    /// Thread occupancy.
+    pub occupancy: Occupancy,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    tenant: u32,
+    cost: f64,
+    arrived: f64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Running {
+    ticket: Ticket,
+    job: Job,
+    start: f64,
+}
+
+const ARRIVAL: u8 = 0; // next open arrival of tenant idx
+const ISSUE: u8 = 1; // a closed-loop client of tenant idx issues; a backlogged tenant starts
+const COMPLETE: u8 = 2; // worker idx finishes
+const REFRESH: u8 = 3;
+const SAMPLE: u8 = 4;
+const OCCUPANCY: u8 = 5;
+const RETRY: u8 = 6;
+
+#[derive(Clone, Copy, Debug)]
+struct Ev {
+    t: f64,
+    seq: u64,
+    kind: u8,
+    idx: u32,
+}
+
+impl PartialEq for Ev {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Ev {}
+impl PartialOrd for Ev {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ev {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Times are finite and ≥ 0, so their bit patterns order like the numbers.
+        (self.t.to_bits(), self.seq).cmp(&(o.t.to_bits(), o.seq))
+    }
+}
+
+struct TenantState {
+    arrivals: Rng,
+    costs: Rng,
+    /// ON/OFF: the current or next ON period.
+    on_from: f64,
+    on_until: f64,
+    /// Trace: next row.
+    cursor: usize,
+}
+
+struct Sim<'a> {
+    sc: &'a Scenario,
+    sched: Box<dyn Scheduler<Job> + Send>,
+    known_costs: bool,
+    heap: BinaryHeap<Reverse<Ev>>,
+    seq: u64,
+    events: u64,
+    workers: Vec<Option<Running>>,
+    idle: BinaryHeap<Reverse<u32>>,
+    retry_at: f64,
+    tenants: Vec<TenantState>,
+    gps: GpsClock,
+    // Metrics.
+    done: Vec<f64>,
+    partial: Vec<f64>,
+    prev_actual: Vec<f64>,
+    prev_gps: Vec<f64>,
+    arrived: Vec<u64>,
+    completed: Vec<u64>,
+    work: Vec<f64>,
+    latency: Vec<Latency>,
+    lag: Vec<Moments>,
+    gini: Thinned<f64>,
+    gini_moments: Moments,
+    scratch: Vec<f64>,
+    series: Vec<(Thinned<f64>, Thinned<f64>)>,
+    track_slot: Vec<u32>,
+    occupancy: Vec<Thinned<Option<f32>>>,
+}
+
+/// Run one scheduler on a scenario. `progress` is called now and then with the fraction of
+/// simulated time done.
+pub fn run(
+    sc: &Scenario,
+    choice: &SchedulerChoice,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunResult, SimError> {
+    let wall = Instant::now();
+    let sched = choice
+        .config
+        .workers(sc.workers)
+        .build::<Job>()
+        .map_err(core)?;
+    let known_costs = choice.config.estimator == EstimatorKind::Oracle;
+    let n = sc.tenants.len();
+    let mut sim = Sim {
+        sc,
+        sched,
+        known_costs,
+        heap: BinaryHeap::with_capacity(1024),
+        seq: 0,
+        events: 0,
+        workers: vec![None; sc.workers],
+        idle: (0..sc.workers as u32).map(Reverse).collect(),
+        retry_at: f64::INFINITY,
+        tenants: sc
+            .tenants
+            .iter()
+            .map(|t| TenantState {
+                arrivals: Rng::new(sc.seed, t.stream),
+                costs: Rng::new(sc.seed, t.stream ^ 0xC057),
+                on_from: 0.0,
+                on_until: 0.0,
+                cursor: 0,
+            })
+            .collect(),
+        gps: GpsClock::new(sc.workers as f64 * sc.rate).map_err(core)?,
+        done: vec![0.0; n],
+        partial: vec![0.0; n],
+        prev_actual: vec![0.0; n],
+        prev_gps: vec![0.0; n],
+        arrived: vec![0; n],
+        completed: vec![0; n],
+        work: vec![0.0; n],
+        latency: vec![Latency::default(); n],
+        lag: vec![Moments::default(); n],
+        gini: Thinned::new(sc.max_points),
+        gini_moments: Moments::default(),
+        scratch: Vec::with_capacity(n),
+        series: sc
+            .track
+            .iter()
+            .map(|_| (Thinned::new(sc.max_points), Thinned::new(sc.max_points)))
+            .collect(),
+        track_slot: (0..n)
+            .map(|f| {
+                sc.track
+                    .iter()
+                    .position(|&x| x == f)
+                    .map_or(u32::MAX, |i| i as u32)
+            })
+            .collect(),
+        occupancy: (0..sc.workers)
+            .map(|_| Thinned::new(sc.max_points))
+            .collect(),
+    };
+    sim.start()?;
+    let end = sc.duration;
+    let mut next_report = 0u64;
+    while let Some(Reverse(ev)) = sim.heap.pop() {
+        if ev.t > end {
+            break;
+        }
+        sim.events += 1;
+        sim.handle(ev)?;
+        if sim.events >= next_report {
+            next_report = sim.events + (1 << 16);
+            progress(ev.t / end);
+        }
+    }
+    progress(1.0);
+    Ok(sim.finish(wall.elapsed().as_secs_f64()))
+}
+
+impl Sim<'_> {
+    fn push(&mut self, t: f64, kind: u8, idx: u32) {
+        self.seq += 1;
+        self.heap.push(Reverse(Ev {
+            t,
+            seq: self.seq,
+            kind,
+            idx,
+        }));
+    }
+
+    fn start(&mut self) -> Result<(), SimError> {
+        let sc = self.sc;
+        for (f, t) in sc.tenants.iter().enumerate() {
+            if t.weight != 1.0 {
+                self.sched
+                    .set_weight(TenantId(f as u64), t.weight, 0.0)
+                    .map_err(core)?;
+                self.gps.set_weight(f, t.weight, 0.0);
+            }
+            match &t.arrival {
+                Arrival::Backlogged { .. } => self.push(t.start, ISSUE, f as u32),
+                Arrival::Closed { clients, .. } => {
+                    for _ in 0..*clients {
+                        self.push(t.start, ISSUE, f as u32);
+                    }
+                }
+                Arrival::Poisson { .. } | Arrival::OnOff { .. } => {
+                    if let Arrival::OnOff { on, off, .. } = t.arrival {
+                        let st = &mut self.tenants[f];
+                        // Start ON with the stationary probability on / (on + off).
+                        st.on_from = if st.arrivals.uniform() < on / (on + off) {
+                            t.start
+                        } else {
+                            t.start + st.arrivals.exp(off)
+                        };
+                        st.on_until = st.on_from + st.arrivals.exp(on);
+                    }
+                    let at = self.next_open_arrival(f, t.start);
+                    self.push(at, ARRIVAL, f as u32);
+                }
+                Arrival::Trace(rows) => {
+                    if let Some(r) = rows.first() {
+                        self.push(t.start + r.time, ARRIVAL, f as u32);
+                    }
+                }
+            }
+        }
+        if sc.refresh > 0.0 {
+            self.push(sc.refresh, REFRESH, 0);
+        }
+        self.push(sc.interval, SAMPLE, 0);
+        self.push(0.0, OCCUPANCY, 0);
+        Ok(())
+    }
+
+    /// The next Poisson or ON/OFF arrival after `now` (memorylessness makes skipping OFF
+    /// periods exact).
+    fn next_open_arrival(&mut self, f: usize, now: f64) -> f64 {
+        let st = &mut self.tenants[f];
+        match self.sc.tenants[f].arrival {
+            Arrival::Poisson { rate } => now + st.arrivals.exp(1.0 / rate),
+            Arrival::OnOff { rate, on, off } => {
+                let mut now = now.max(st.on_from);
+                loop {
+                    let t = now + st.arrivals.exp(1.0 / rate);
+                    if t <= st.on_until {
+                        return t;
+                    }
+                    // The ON period ended first: an OFF period, then a new ON period.
+                    st.on_from = st.on_until + st.arrivals.exp(off);
+                    st.on_until = st.on_from + st.arrivals.exp(on);
+                    now = st.on_from;
+                }
+            }
+            _ => f64::INFINITY,
+        }
+    }
+
+    fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
+        let now = ev.t;
+        match ev.kind {
+            ARRIVAL => {
+                let f = ev.idx as usize;
+                let t = &self.sc.tenants[f];
+                if now > t.stop {
+                    return Ok(());
+                }
+                if let Arrival::Trace(rows) = &t.arrival {
+                    let st = &mut self.tenants[f];
+                    let row = rows[st.cursor];
+                    st.cursor += 1;
+                    if let Some(next) = rows.get(st.cursor) {
+                        self.push(t.start + next.time, ARRIVAL, ev.idx);
+                    }
+                    self.enqueue(f, row.class, row.cost, now, true)?;
+                } else {
+                    let next = self.next_open_arrival(f, now);
+                    self.push(next, ARRIVAL, ev.idx);
+                    let (class, cost) = t.draw(&mut self.tenants[f].costs);
+                    self.enqueue(f, class, cost, now, true)?;
+                }
+            }
+            ISSUE => {
+                let f = ev.idx as usize;
+                let t = &self.sc.tenants[f];
+                if now > t.stop {
+                    return Ok(());
+                }
+                match t.arrival {
+                    Arrival::Backlogged { outstanding } => {
+                        // The tenant starts: infinite demand in the GPS reference, and
+                        // `outstanding` requests at once.
+                        self.gps.backlog(f, now);
+                        for _ in 0..outstanding {
+                            self.issue(f, now)?;
+                        }
+                    }
+                    Arrival::Closed { .. } => self.issue(f, now)?,
+                    _ => {}
+                }
+            }
+            COMPLETE => self.complete(ev.idx as usize, now)?,
+            REFRESH => {
+                let rate = self.sc.rate;
+                for w in self.workers.iter().flatten() {
+                    let used = ((now - w.start) * rate).min(w.job.cost);
+                    if used > 0.0 {
+                        self.sched.progress(w.ticket, used, now).map_err(core)?;
+                    }
+                }
+                self.push(now + self.sc.refresh, REFRESH, 0);
+            }
+            SAMPLE => {
+                self.sample(now);
+                self.push(now + self.sc.interval, SAMPLE, 0);
+            }
+            OCCUPANCY => {
+                for (w, series) in self.workers.iter().zip(self.occupancy.iter_mut()) {
+                    series.push(now, w.map(|r| r.job.cost as f32));
+                }
+                self.push(now + self.sc.occupancy_interval, OCCUPANCY, 0);
+            }
+            RETRY => {
+                self.retry_at = f64::INFINITY;
+                self.dispatch(now)?;
+            }
+            _ => unreachable!(),
+        }
+        Ok(())
+    }
+
+    /// A closed-loop or backlogged tenant issues its next request.
+    fn issue(&mut self, f: usize, now: f64) -> Result<(), SimError> {
+        let (class, cost) = self.sc.tenants[f].draw(&mut self.tenants[f].costs);
+        self.enqueue(f, class, cost, now, true)
+    }
+
+    /// Queue a request; `dispatch` gives idle workers work right away.
+    fn enqueue(
+        &mut self,
+        f: usize,
+        class: u32,
+        cost: f64,
+        now: f64,
+        dispatch: bool,
+    ) -> Result<(), SimError> {
+        self.gps.arrive(f, cost, now);
+        if now >= self.sc.warmup {
+            self.arrived[f] += 1;
+        }
+        let job = Job {
+            tenant: f as u32,
+            cost,
+            arrived: now,
+        };
+        let mut req = Request::new(TenantId(f as u64), ClassId(class), job);
+        if self.known_costs {
+            req = req.with_cost(cost);
+        }
+        self.sched.enqueue(req, now).map_err(core)?;
+        if dispatch && !self.idle.is_empty() {
+            self.dispatch(now)?;
+        }
+        Ok(())
+    }
+
+    /// Give idle workers work, lowest index first.
+    fn dispatch(&mut self, now: f64) -> Result<(), SimError> {
+        while let Some(&Reverse(w)) = self.idle.peek() {
+            if self.sched.queued() == 0 {
+                break;
+            }
+            match self.sched.dequeue(w as usize, now).map_err(core)? {
+                Decision::Run(d) => {
+                    self.idle.pop();
+                    self.begin(w as usize, d.ticket, d.request.payload, now);
+                }
+                Decision::Empty => break,
+                Decision::RetryAt(t) => {
+                    if t < self.retry_at {
+                        self.retry_at = t;
+                        self.push(t.max(now), RETRY, 0);
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn begin(&mut self, w: usize, ticket: Ticket, job: Job, now: f64) {
+        self.workers[w] = Some(Running {
+            ticket,
+            job,
+            start: now,
+        });
+        self.push(now + job.cost / self.sc.rate, COMPLETE, w as u32);
+    }
+
+    fn complete(&mut self, w: usize, now: f64) -> Result<(), SimError> {
+        let r = self.workers[w]
+            .take()
+            .expect("a completion belongs to a busy worker");
+        let f = r.job.tenant as usize;
+        self.sched
+            .complete(r.ticket, r.job.cost, now)
+            .map_err(core)?;
+        self.done[f] += r.job.cost;
+        if now >= self.sc.warmup {
+            self.completed[f] += 1;
+            self.work[f] += r.job.cost;
+            self.latency[f].record(now - r.job.arrived);
+        }
+        let t = &self.sc.tenants[f];
+        match t.arrival {
+            // Replaced at once: the tenant stays backlogged. The freed worker dispatches below.
+            Arrival::Backlogged { .. } if now <= t.stop => {
+                self.events += 1;
+                let (class, cost) = t.draw(&mut self.tenants[f].costs);
+                self.enqueue(f, class, cost, now, false)?;
+            }
+            Arrival::Closed { think, .. } => {
+                let at = now + self.tenants[f].arrivals.exp(think);
+                if at <= t.stop {
+                    self.push(at, ISSUE, f as u32);
+                }
+            }
+            _ => {}
+        }
+        // The freed worker picks next, then any other idle one.
+        self.idle.push(Reverse(w as u32));
+        self.dispatch(now)
+    }
+
+    fn sample(&mut self, now: f64) {
+        let sc = self.sc;
+        self.gps.advance(now);
+        for w in self.workers.iter().flatten() {
+            self.partial[w.job.tenant as usize] += ((now - w.start) * sc.rate).min(w.job.cost);
+        }
+        let measured = now >= sc.warmup;
+        self.scratch.clear();
+        for f in 0..sc.tenants.len() {
+            let actual = self.done[f] + self.partial[f];
+            self.partial[f] = 0.0;
+            let gps = self.gps.work(f);
+            if measured {
+                self.lag[f].add((gps - actual) / sc.rate);
+            }
+            let (da, dg) = (actual - self.prev_actual[f], gps - self.prev_gps[f]);
+            // Gini over the tenants GPS served this interval, of service over entitlement.
+            if dg > 1e-9 * sc.rate {
+                self.scratch.push(da / dg);
+            }
+            let slot = self.track_slot[f];
+            if slot != u32::MAX {
+                let (service, lag) = &mut self.series[slot as usize];
+                service.push(now, da / sc.interval);
+                lag.push(now, (gps - actual) / sc.rate);
+            }
+            self.prev_actual[f] = actual;
+            self.prev_gps[f] = gps;
+        }
+        let g = gini(&mut self.scratch);
+        self.gini.push(now, g);
+        if measured {
+            self.gini_moments.add(g);
+        }
+    }
+
+    fn finish(self, wall: f64) -> RunResult {
+        let sc = self.sc;
+        let done: f64 = self.done.iter().sum::<f64>()
+            + self
+                .workers
+                .iter()
+                .flatten()
+                .map(|w| ((sc.duration - w.start) * sc.rate).min(w.job.cost))
+                .sum::<f64>();
+        let tenants = sc
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(f, t)| {
+                let lat = &self.latency[f];
+                let lag = &self.lag[f];
+                TenantResult {
+                    name: t.name.clone(),
+                    group: t.group.clone(),
+                    weight: t.weight,
+                    arrived: self.arrived[f],
+                    completed: self.completed[f],
+                    work: self.work[f],
+                    mean_cost: if self.completed[f] > 0 {
+                        self.work[f] / self.completed[f] as f64
+                    } else {
+                        0.0
+                    },
+                    lag_std: lag.std(),
+                    lag_std_units: lag.std() * sc.rate,
+                    lag_mean: lag.mean(),
+                    lag_min: lag.min(),
+                    lag_max: lag.max(),
+                    latency_p50: lat.quantile(0.5),
+                    latency_p99: lat.quantile(0.99),
+                    latency_p999: lat.quantile(0.999),
+                    latency_mean: if lat.is_empty() { f64::NAN } else { lat.mean() },
+                }
+            })
+            .collect();
+        let stride = self.occupancy.first().map_or(1, |s| s.stride());
+        RunResult {
+            scheduler: String::new(),
+            label: sc.label.clone(),
+            events: self.events,
+            wall_seconds: wall,
+            sim_seconds: sc.duration,
+            utilization: done / (sc.workers as f64 * sc.rate * sc.duration),
+            gini_mean: self.gini_moments.mean(),
+            tenants,
+            gini: self.gini.points,
+            series: sc
+                .track
+                .iter()
+                .zip(self.series)
+                .map(|(&f, (service, lag))| TenantSeries {
+                    name: sc.tenants[f].name.clone(),
+                    service: service.points,
+                    lag: lag.points,
+                })
+                .collect(),
+            occupancy: Occupancy {
+                t0: 0.0,
+                dt: sc.occupancy_interval * stride as f64,
+                cells: self
+                    .occupancy
+                    .into_iter()
+                    .map(|s| s.points.into_iter().map(|p| p.1).collect())
+                    .collect(),
+            },
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! Outputs of `fairlane simulate`: the JSON summary, CSV files and an HTML page with SVG
+//! plots. Everything here is deterministic except `wall_seconds` in the JSON.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+use fairlane_plot::{cdf, Axis, BarChart, Block, LineChart, Occupancy, Page, Series, Style, Table};
+use serde_json::{json, Map, Value};
+
+use crate::engine::RunResult;
+use crate::metrics::TenantResult;
+
+/// `{"runs": [{"scheduler", "label", "events", "wall_seconds", …, "tenants": {NAME: {…}}}]}`.
+pub fn summary_json(results: &[RunResult]) -> Value {
+    let runs: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            let mut tenants = Map::new();
+            for t in &r.tenants {
+                tenants.insert(t.name.clone(), tenant_json(t));
+            }
+            json!({
+                "scheduler": r.scheduler,
+                "label": r.label,
+                "events": r.events,
+                "wall_seconds": r.wall_seconds,
+                "events_per_second": r.events as f64 / r.wall_seconds.max(1e-9),
+                "sim_seconds": r.sim_seconds,
+                "utilization": r.utilization,
+                "gini_mean": r.gini_mean,
+                "tenants": tenants,
+            })
+        })
+        .collect();
+    json!({ "runs": runs })
+}
+
+fn tenant_json(t: &TenantResult) -> Value {
+    json!({
+        "group": t.group,
+        "weight": t.weight,
+        "arrived": t.arrived,
+        "completed": t.completed,
+        "work": t.work,
+        "mean_cost": t.mean_cost,
+        "lag_std": t.lag_std,
+        "lag_std_units": t.lag_std_units,
+        "lag_mean": t.lag_mean,
+        "lag_min": t.lag_min,
+        "lag_max": t.lag_max,
+        "latency_p50": t.latency_p50,
+        "latency_p99": t.latency_p99,
+        "latency_p999": t.latency_p999,
+        "latency_mean": t.latency_mean,
+    })
+}
+
+fn file_stem(r: &RunResult) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    if r.label.is_empty() {
+        clean(&r.scheduler)
+    } else {
+        format!("{}-{}", clean(&r.label), clean(&r.scheduler))
+    }
+}
+
+/// Write `csv/STEM-tenants.csv`, `-series.csv`, `-gini.csv` and `-occupancy.csv` per run.
+pub fn write_csv(dir: &Path, results: &[RunResult]) -> io::Result<()> {
+    let dir = dir.join("csv");
+    std::fs::create_dir_all(&dir)?;
+    for r in results {
+        let stem = file_stem(r);
+        let mut s = String::from(
+            "tenant,group,weight,arrived,completed,work,mean_cost,lag_std_s,lag_mean_s,lag_min_s,lag_max_s,latency_p50_s,latency_p99_s,latency_p999_s,latency_mean_s\n",
+        );
+        for t in &r.tenants {
+            let _ = writeln!(
+                s,
+                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                t.name,
+                t.group,
+                t.weight,
+                t.arrived,
+                t.completed,
+                t.work,
+                t.mean_cost,
+                t.lag_std,
+                t.lag_mean,
+                t.lag_min,
+                t.lag_max,
+                t.latency_p50,
+                t.latency_p99,
+                t.latency_p999,
+                t.latency_mean
+            );
+        }
+        std::fs::write(dir.join(format!("{stem}-tenants.csv")), s)?;
+        let mut s = String::from("t,tenant,service_units_per_s,lag_s\n");
+        for ts in &r.series {
+            for (a, b) in ts.service.iter().zip(&ts.lag) {
+                let _ = writeln!(s, "{},{},{},{}", a.0, ts.name, a.1, b.1);
+            }
+        }
+        std::fs::write(dir.join(format!("{stem}-series.csv")), s)?;
+        let mut s = String::from("t,gini\n");
+        for (t, g) in &r.gini {
+            let _ = writeln!(s, "{t},{g}");
+        }
+        std::fs::write(dir.join(format!("{stem}-gini.csv")), s)?;
+        let mut s = String::from("t,worker,cost\n");
+        let occ = &r.occupancy;
+        for (w, row) in occ.cells.iter().enumerate() {
+            for (i, c) in row.iter().enumerate() {
+                let t = occ.t0 + i as f64 * occ.dt;
+                match c {
+                    Some(c) => _ = writeln!(s, "{t},{w},{c}"),
+                    None => _ = writeln!(s, "{t},{w},"),
+                }
+            }
+        }
+        std::fs::write(dir.join(format!("{stem}-occupancy.csv")), s)?;
+    }
+    Ok(())
+}
+
+/// Tenants worth a row or a bar: every tracked tenant, then the first of each group, at most
+/// `max`.
+pub fn representatives(r: &RunResult, tracked: &[String], max: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = tracked
+        .iter()
+        .filter_map(|n| r.tenants.iter().position(|t| &t.name == n))
+        .collect();
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, t) in r.tenants.iter().enumerate() {
+        if out.len() >= max {
+            break;
+        }
+        if !seen.contains(&t.group.as_str()) {
+            seen.push(&t.group);
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
+    }
+    out.truncate(max);
+    out
+}
+
+/// The charts and tables of one point (the runs of every scheduler on one scenario).
+pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    let Some(first) = runs.first() else {
+        return blocks;
+    };
+    let tracked: Vec<String> = first.series.iter().map(|s| s.name.clone()).collect();
+    for name in &tracked {
+        let mut service = LineChart::new(
+            format!("Service received by {name} (per sampling interval)"),
+            Axis::linear("time (s)"),
+            Axis::linear("units / s"),
+        );
+        let mut lag = LineChart::new(
+            format!("Service lag of {name} against GPS (positive: behind)"),
+            Axis::linear("time (s)"),
+            Axis::linear("lag (s of one worker)"),
+        );
+        for r in runs {
+            if let Some(s) = r.series.iter().find(|s| &s.name == name) {
+                service =
+                    service.series(Series::new(&r.scheduler, s.service.clone()).style(Style::Step));
+                lag = lag.series(Series::new(&r.scheduler, s.lag.clone()));
+            }
+        }
+        blocks.push(Block::Svg(service.to_svg()));
+        blocks.push(Block::Svg(lag.to_svg()));
+    }
+    let samples: Vec<(String, Vec<f64>)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r.scheduler.clone(),
+                r.tenants.iter().map(|t| t.lag_std).collect(),
+            )
+        })
+        .collect();
+    let mut c = cdf(
+        "CDF of service-lag σ across tenants",
+        Axis::log("lag σ (s)"),
+        &samples,
+    );
+    c.y.label = "fraction of tenants".into();
+    blocks.push(Block::Svg(c.to_svg()));
+
+    let reps = representatives(first, &tracked, 24);
+    let cats: Vec<String> = reps
+        .iter()
+        .map(|&i| first.tenants[i].name.clone())
+        .collect();
+    let mut bars = BarChart::new("p99 latency per tenant", cats.clone(), Axis::log("seconds"));
+    for r in runs {
+        bars = bars.group(
+            &r.scheduler,
+            reps.iter().map(|&i| r.tenants[i].latency_p99).collect(),
+        );
+    }
+    blocks.push(Block::Svg(bars.to_svg()));
+
+    let mut g = LineChart::new(
+        "Gini index across tenants (service over GPS entitlement, per interval)",
+        Axis::linear("time (s)"),
+        Axis::linear("Gini").range(0.0, 1.0),
+    );
+    for r in runs {
+        g = g.series(Series::new(&r.scheduler, r.gini.clone()));
+    }
+    blocks.push(Block::Svg(g.to_svg()));
+
+    for r in runs {
+        let occ = &r.occupancy;
+        let cells = occ
+            .cells
+            .iter()
+            .map(|row| row.iter().map(|c| c.map(f64::from)).collect())
+            .collect();
+        let rows = (0..occ.cells.len()).map(|w| format!("w{w}"));
+        let chart = Occupancy::new(
+            format!(
+                "Thread occupancy under {}: cost of the running request",
+                r.scheduler
+            ),
+            rows,
+            occ.t0,
+            occ.dt,
+            cells,
+        )
+        .value_label("request cost (units)")
+        .log_color(true);
+        blocks.push(Block::Svg(chart.to_svg()));
+    }
+
+    let mut headers = vec!["tenant".to_string(), "completed".into()];
+    for r in runs {
+        headers.push(format!("lag σ (s) {}", r.scheduler));
+    }
+    for r in runs {
+        headers.push(format!("p99 (s) {}", r.scheduler));
+    }
+    let mut table = Table::new(headers);
+    for &i in &reps {
+        let mut row = vec![
+            first.tenants[i].name.clone(),
+            first.tenants[i].completed.to_string(),
+        ];
+        row.extend(
+            runs.iter()
+                .map(|r| fairlane_plot::fmt_num(r.tenants[i].lag_std)),
+        );
+        row.extend(
+            runs.iter()
+                .map(|r| fairlane_plot::fmt_num(r.tenants[i].latency_p99)),
+        );
+        table.push_row(row);
+    }
+    blocks.push(Block::Table(table));
+    blocks
+}
+
+/// The runs table: one row per run.
+pub fn runs_table(results: &[RunResult]) -> Table {
+    let mut t = Table::new([
+        "point",
+        "scheduler",
+        "events",
+        "utilization",
+        "mean Gini",
+        "median lag σ (s)",
+    ]);
+    for r in results {
+        let mut sig: Vec<f64> = r.tenants.iter().map(|t| t.lag_std).collect();
+        sig.sort_by(f64::total_cmp);
+        let med = sig.get(sig.len() / 2).copied().unwrap_or(0.0);
+        t.push_row([
+            r.label.clone(),
+            r.scheduler.clone(),
+            r.events.to_string(),
+            format!("{:.3}", r.utilization),
+            format!("{:.3}", r.gini_mean),
+            fairlane_plot::fmt_num(med),
+        ]);
+    }
+    t
+}
+
+/// Group results by point label, keeping order.
+pub fn by_point(results: &[RunResult]) -> Vec<(String, Vec<&RunResult>)> {
+    let mut out: Vec<(String, Vec<&RunResult>)> = Vec::new();
+    for r in results {
+        match out.iter_mut().find(|(l, _)| *l == r.label) {
+            Some((_, v)) => v.push(r),
+            None => out.push((r.label.clone(), vec![r])),
+        }
+    }
+    out
+}
+
+/// Write `index.html` for a spec's results: the runs table and, for the first `detail`
+/// points, their charts.
+pub fn write_html(
+    dir: &Path,
+    title: &str,
+    description: &str,
+    results: &[RunResult],
+    detail: usize,
+) -> io::Result<()> {
+    let mut page = Page::new(title).intro(format!(
+        "<p>{}</p><p>CSV files with every number are in <code>csv/</code>.</p>",
+        fairlane_plot::escape(description)
+    ));
+    page = page.section("Runs", vec![Block::Table(runs_table(results))]);
+    for (label, runs) in by_point(results).into_iter().take(detail) {
+        let heading = if label.is_empty() {
+            "Results".to_string()
+        } else {
+            format!("Point {label}")
+        };
+        page = page.section(heading, point_blocks(&runs));
+    }
+    std::fs::create_dir_all(dir)?;
+    page.write(dir.join("index.html"))
+}

@@ -1,0 +1,115 @@
+//! A small, fast, seedable generator (xoshiro256++) with the samplers the workloads need.
+//! Own code rather than a crate so a spec and seed give the same numbers forever.
+
+/// SplitMix64: seeds the streams.
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// xoshiro256++ (Blackman & Vigna).
+#[derive(Clone, Debug)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+impl Rng {
+    /// The stream `stream` of seed `seed`: independent streams for each tenant and purpose,
+    /// so one tenant's draws do not depend on what the scheduler did with another's.
+    pub fn new(seed: u64, stream: u64) -> Self {
+        let mut x = seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
+        let s = [
+            splitmix(&mut x),
+            splitmix(&mut x),
+            splitmix(&mut x),
+            splitmix(&mut x),
+        ];
+        Rng { s }
+    }
+
+    /// The next 64 random bits.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.s;
+        let result = (s[0].wrapping_add(s[3])).rotate_left(23).wrapping_add(s[0]);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform in [0, 1).
+    #[inline]
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform in (0, 1]: safe under `ln`.
+    #[inline]
+    pub fn open01(&mut self) -> f64 {
+        1.0 - self.uniform()
+    }
+
+    /// Uniform integer in `0..n` (n > 0), by Lemire's multiply-shift.
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+
+    /// Exponential with this mean.
+    #[inline]
+    pub fn exp(&mut self, mean: f64) -> f64 {
+        -mean * self.open01().ln()
+    }
+
+    /// Standard normal (Box–Muller, one value per call: simple and stateless).
+    #[inline]
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.open01();
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_are_deterministic_and_distinct() {
+        let a: Vec<u64> = (0..4).map(|_| Rng::new(7, 1).next_u64()).collect();
+        assert!(a.windows(2).all(|w| w[0] == w[1]));
+        let mut x = Rng::new(7, 1);
+        let mut y = Rng::new(7, 2);
+        assert_ne!(x.next_u64(), y.next_u64());
+    }
+
+    #[test]
+    fn moments() {
+        let mut r = Rng::new(1, 0);
+        let n = 200_000;
+        let (mut s, mut s2, mut e) = (0.0, 0.0, 0.0);
+        for _ in 0..n {
+            let z = r.normal();
+            s += z;
+            s2 += z * z;
+            e += r.exp(2.0);
+        }
+        let n = n as f64;
+        assert!((s / n).abs() < 0.01, "normal mean {}", s / n);
+        assert!((s2 / n - 1.0).abs() < 0.02, "normal var {}", s2 / n);
+        assert!((e / n - 2.0).abs() < 0.02, "exp mean {}", e / n);
+        let mut counts = [0u32; 5];
+        for _ in 0..50_000 {
+            counts[r.below(5) as usize] += 1;
+        }
+        assert!(counts.iter().all(|&c| (c as f64 - 10_000.0).abs() < 400.0));
+    }
+}

@@ -1,0 +1,887 @@
+//! The TOML experiment spec: what a user writes. Parsing keeps the field path of every error
+//! (`tenant[2].cost.std`), and [`Spec::resolve`] turns a spec into a [`Scenario`] the engine
+//! runs, checking every value against what is allowed. `docs/simulator.md` documents each field.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use fairlane_core::{Algorithm, Charging, Config, EstimatorKind, VirtualClock};
+use serde::Deserialize;
+
+use crate::workload::{self, TenantDef};
+
+/// A spec error: which file, which field, and what is allowed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpecError {
+    /// The spec file (or `<string>`).
+    pub file: String,
+    /// The field, as a path (`tenant[1].cost.std`), or empty for syntax errors.
+    pub field: String,
+    /// What was wrong and what is allowed.
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.file, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.file, self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+fn default_seed() -> u64 {
+    1
+}
+fn one() -> f64 {
+    1.0
+}
+fn one_usize() -> usize {
+    1
+}
+fn default_refresh() -> f64 {
+    0.01
+}
+fn default_interval() -> f64 {
+    0.1
+}
+fn default_occupancy_interval() -> f64 {
+    0.01
+}
+fn default_max_points() -> usize {
+    4096
+}
+
+/// A whole spec file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Short name, used in reports.
+    pub name: String,
+    /// One paragraph on what the experiment shows.
+    #[serde(default)]
+    pub description: String,
+    /// Seed of every random stream.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Simulated seconds.
+    pub duration: f64,
+    /// Seconds at the start excluded from the per-tenant statistics.
+    #[serde(default)]
+    pub warmup: f64,
+    /// Multiplies every open arrival rate and replays traces this much faster.
+    #[serde(default = "one")]
+    pub speed: f64,
+    /// The server.
+    pub server: ServerSpec,
+    /// What to measure.
+    #[serde(default)]
+    pub metrics: MetricsSpec,
+    /// Scheduler presets to compare (`"wfq"`, `"2dfqe"`, …).
+    #[serde(default)]
+    pub schedulers: Vec<String>,
+    /// Schedulers with options.
+    #[serde(default)]
+    pub scheduler: Vec<SchedulerSpec>,
+    /// Tenants or groups of identical tenants.
+    #[serde(default)]
+    pub tenant: Vec<TenantSpec>,
+    /// Points of a sweep: each runs the spec with some fields set.
+    #[serde(default)]
+    pub sweep: Vec<SweepPoint>,
+    /// A randomly varied suite of runs.
+    #[serde(default)]
+    pub suite: Option<SuiteSpec>,
+}
+
+/// `[server]`: one stage of identical workers.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// Worker threads.
+    pub workers: usize,
+    /// Cost units each worker processes per second (default 1).
+    pub rate: Option<f64>,
+    /// Or the whole server's units per second, split evenly over the workers.
+    pub capacity: Option<f64>,
+    /// Refresh-charging interval in seconds (2DFQ §5: 10 ms); 0 turns it off.
+    #[serde(default = "default_refresh")]
+    pub refresh: f64,
+}
+
+/// `[metrics]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSpec {
+    /// Seconds between samples of service and lag (2DFQ §6: 100 ms).
+    #[serde(default = "default_interval")]
+    pub interval: f64,
+    /// Seconds between thread-occupancy samples.
+    #[serde(default = "default_occupancy_interval")]
+    pub occupancy_interval: f64,
+    /// Tenants (or groups: their first member) whose time series are kept.
+    #[serde(default)]
+    pub track: Vec<String>,
+    /// Points kept per time series (older points are thinned to stay under it).
+    #[serde(default = "default_max_points")]
+    pub max_points: usize,
+}
+
+impl Default for MetricsSpec {
+    fn default() -> Self {
+        MetricsSpec {
+            interval: default_interval(),
+            occupancy_interval: default_occupancy_interval(),
+            track: Vec::new(),
+            max_points: default_max_points(),
+        }
+    }
+}
+
+/// `[[scheduler]]`: a preset with options.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSpec {
+    /// `fifo`, `drr`, `drre`, `sfq`, `wfq`, `wf2q`, `2dfq`, `wfqe`, `wf2qe`, `2dfqe`.
+    pub preset: String,
+    /// Name in reports (default: the preset).
+    pub name: Option<String>,
+    /// `oracle`, `last-value`, `ema`, `pessimistic`.
+    pub estimator: Option<String>,
+    /// The estimator's α.
+    pub alpha: Option<f64>,
+    /// The estimate of an unseen (tenant, class).
+    pub initial: Option<f64>,
+    /// `gps`, `approximate`, `last-dispatched`.
+    pub clock: Option<String>,
+    /// Retroactive charging (default on).
+    pub retroactive: Option<bool>,
+    /// Refresh charging (default on).
+    pub refresh: Option<bool>,
+    /// DRR's quantum per unit weight.
+    pub quantum: Option<f64>,
+}
+
+/// `[[tenant]]`: one tenant, or `count` identical ones named `NAME-0`, `NAME-1`, ….
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantSpec {
+    /// Name (group name when `count > 1`).
+    pub name: String,
+    /// How many tenants (0 is allowed: a sweep may turn a group off).
+    #[serde(default = "one_usize")]
+    pub count: usize,
+    /// Weight φ.
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// A built-in profile (`T1`…`T12`, `t1`…`t7`, `production`, `expensive`): its arrivals
+    /// and classes, unless `arrival`, `cost` or `class` are given.
+    pub template: Option<String>,
+    /// How requests arrive.
+    pub arrival: Option<ArrivalSpec>,
+    /// The cost of every request (one class).
+    pub cost: Option<CostSpec>,
+    /// Several request classes (APIs), each with its share of requests and cost.
+    #[serde(default)]
+    pub class: Vec<ClassSpec>,
+    /// Seconds before the tenant starts.
+    #[serde(default)]
+    pub start: f64,
+    /// Seconds after which it issues nothing new.
+    pub stop: Option<f64>,
+}
+
+/// How a tenant's requests arrive.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum ArrivalSpec {
+    /// Always `outstanding` requests queued or running (default: workers + 1).
+    Backlogged {
+        /// Requests kept outstanding.
+        outstanding: Option<usize>,
+    },
+    /// Open Poisson arrivals.
+    Poisson {
+        /// Requests per second.
+        rate: f64,
+    },
+    /// Poisson at `rate` while ON; ON and OFF periods exponential with these means.
+    OnOff {
+        /// Requests per second while ON.
+        rate: f64,
+        /// Mean ON seconds.
+        on: f64,
+        /// Mean OFF seconds.
+        off: f64,
+    },
+    /// `clients` clients, each issuing a request, waiting for it, then thinking.
+    Closed {
+        /// Clients.
+        #[serde(default = "one_usize")]
+        clients: usize,
+        /// Mean think time in seconds (exponential; 0 = none).
+        #[serde(default)]
+        think: f64,
+    },
+    /// Replay the rows of a CSV trace (`time,tenant,class,cost`).
+    Trace {
+        /// The file, relative to the spec.
+        file: String,
+        /// Which rows: the trace's tenant column (default: this tenant's name).
+        tenant: Option<String>,
+    },
+}
+
+/// A cost distribution, in cost units.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum CostSpec {
+    /// Always `value`.
+    Constant {
+        /// The cost.
+        value: f64,
+    },
+    /// Normal, redrawn when not positive.
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std: f64,
+    },
+    /// Log-normal given by `mean` and `cov` (σ/mean), or by `median` and `sigma` (of ln).
+    Lognormal {
+        /// Mean.
+        mean: Option<f64>,
+        /// Coefficient of variation.
+        cov: Option<f64>,
+        /// Median.
+        median: Option<f64>,
+        /// σ of the log.
+        sigma: Option<f64>,
+    },
+    /// Exponential.
+    Exponential {
+        /// Mean.
+        mean: f64,
+    },
+    /// Uniform on [min, max].
+    Uniform {
+        /// Low.
+        min: f64,
+        /// High.
+        max: f64,
+    },
+    /// One of `values`, uniformly.
+    Empirical {
+        /// The values.
+        values: Vec<f64>,
+    },
+    /// A histogram: bins `[low, high, weight]`, uniform inside a bin.
+    Histogram {
+        /// The bins.
+        bins: Vec<[f64; 3]>,
+    },
+    /// Each request drawn from the pooled distribution of all other tenants (2DFQ §6.2.1's
+    /// unpredictable tenants), class included.
+    Pooled,
+}
+
+/// `[[tenant.class]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassSpec {
+    /// The class (API) name; the same name is the same class across tenants.
+    pub name: Option<String>,
+    /// Relative share of the tenant's requests.
+    #[serde(default = "one")]
+    pub share: f64,
+    /// Its costs.
+    pub cost: CostSpec,
+}
+
+/// `[[sweep]]`: a labelled point setting some fields of the spec.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepPoint {
+    /// Label in reports.
+    pub label: String,
+    /// Field path → value, e.g. `"tenant.small.count" = 50`.
+    #[serde(default)]
+    pub set: BTreeMap<String, toml::Value>,
+}
+
+/// `[suite]`: `runs` points, each drawing the `vary` fields at random (seeded).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SuiteSpec {
+    /// How many runs.
+    pub runs: usize,
+    /// Field path → range.
+    pub vary: BTreeMap<String, Range>,
+}
+
+/// A range to draw from.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Range {
+    /// Low end.
+    pub min: f64,
+    /// High end.
+    pub max: f64,
+    /// Draw an integer.
+    #[serde(default)]
+    pub int: bool,
+    /// Draw log-uniformly.
+    #[serde(default)]
+    pub log: bool,
+}
+
+/// A scheduler to run: how to build it and its name in reports.
+#[derive(Clone, Debug)]
+pub struct SchedulerChoice {
+    /// Name in reports.
+    pub name: String,
+    /// The core config (workers are set by the engine).
+    pub config: Config,
+}
+
+/// One point of a spec ready to run: tenants expanded, every value checked.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Spec name.
+    pub name: String,
+    /// Sweep or suite label (empty for a plain spec).
+    pub label: String,
+    /// Seed.
+    pub seed: u64,
+    /// Simulated seconds.
+    pub duration: f64,
+    /// Excluded from statistics.
+    pub warmup: f64,
+    /// Workers.
+    pub workers: usize,
+    /// Units per second per worker.
+    pub rate: f64,
+    /// Refresh interval (0 = off).
+    pub refresh: f64,
+    /// Sampling interval.
+    pub interval: f64,
+    /// Occupancy sampling interval.
+    pub occupancy_interval: f64,
+    /// Max points per series.
+    pub max_points: usize,
+    /// Indices of tracked tenants.
+    pub track: Vec<usize>,
+    /// Tenants.
+    pub tenants: Vec<TenantDef>,
+    /// Class names by class id.
+    pub classes: Vec<String>,
+    /// Schedulers.
+    pub schedulers: Vec<SchedulerChoice>,
+}
+
+/// A parsed spec file with the directory its relative paths start from.
+#[derive(Clone, Debug)]
+pub struct SpecFile {
+    /// Where it came from (for errors).
+    pub file: String,
+    /// The directory of trace paths.
+    pub dir: PathBuf,
+    /// The raw document (sweeps and suites edit it).
+    pub doc: toml::Value,
+    /// The parsed spec.
+    pub spec: Spec,
+}
+
+impl SpecFile {
+    /// Read and parse a spec file.
+    pub fn load(path: &Path) -> Result<SpecFile, SpecError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+            file: file.clone(),
+            field: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        SpecFile::parse(&text, &file, dir)
+    }
+
+    /// Parse spec text; `file` names it in errors and `dir` anchors trace paths.
+    pub fn parse(text: &str, file: &str, dir: PathBuf) -> Result<SpecFile, SpecError> {
+        let doc: toml::Value = toml::from_str(text).map_err(|e| SpecError {
+            file: file.to_string(),
+            field: String::new(),
+            message: format!("not valid TOML: {}", e.message().trim()),
+        })?;
+        let spec = parse_value(&doc, file)?;
+        Ok(SpecFile {
+            file: file.to_string(),
+            dir,
+            doc,
+            spec,
+        })
+    }
+
+    /// Set a field (`seed`, `duration`, `tenant.small.count`, …) and re-check the spec.
+    pub fn set(&mut self, path: &str, value: toml::Value) -> Result<(), SpecError> {
+        set_path(&mut self.doc, path, value).map_err(|message| SpecError {
+            file: self.file.clone(),
+            field: path.to_string(),
+            message,
+        })?;
+        self.spec = parse_value(&self.doc, &self.file)?;
+        Ok(())
+    }
+
+    /// Every point the spec describes: one, each sweep point, or each suite run. Each is
+    /// resolved and checked.
+    pub fn scenarios(&self) -> Result<Vec<Scenario>, SpecError> {
+        let spec = &self.spec;
+        let mut points: Vec<Point> = Vec::new();
+        for p in &spec.sweep {
+            points.push((p.label.clone(), p.set.clone().into_iter().collect()));
+        }
+        if let Some(suite) = &spec.suite {
+            points.extend(suite_points(suite, spec.seed, &self.file)?);
+        }
+        if points.is_empty() {
+            return Ok(vec![self.spec.resolve(
+                &self.file,
+                &self.dir,
+                String::new(),
+            )?]);
+        }
+        let mut out = Vec::with_capacity(points.len());
+        for (label, set) in points {
+            let mut doc = self.doc.clone();
+            if let Some(t) = doc.as_table_mut() {
+                t.remove("sweep");
+                t.remove("suite");
+            }
+            for (path, value) in &set {
+                set_path(&mut doc, path, value.clone()).map_err(|message| SpecError {
+                    file: self.file.clone(),
+                    field: format!("set.{path:?} (point {label:?})"),
+                    message,
+                })?;
+            }
+            let spec = parse_value(&doc, &self.file)?;
+            out.push(spec.resolve(&self.file, &self.dir, label)?);
+        }
+        Ok(out)
+    }
+}
+
+fn parse_value(doc: &toml::Value, file: &str) -> Result<Spec, SpecError> {
+    serde_path_to_error::deserialize::<_, Spec>(doc.clone()).map_err(|e| SpecError {
+        file: file.to_string(),
+        field: e.path().to_string(),
+        message: e.inner().message().to_string(),
+    })
+}
+
+/// Set a dotted field path in a TOML document. A segment after an array of tables picks the
+/// element whose `name` is that segment (`tenant.small.count`).
+pub fn set_path(doc: &mut toml::Value, path: &str, value: toml::Value) -> Result<(), String> {
+    let segs: Vec<&str> = path.split('.').collect();
+    let mut cur = doc;
+    let mut i = 0;
+    while i < segs.len() {
+        let seg = segs[i];
+        let last = i + 1 == segs.len();
+        let table = cur
+            .as_table_mut()
+            .ok_or_else(|| format!("`{}` is not a table", segs[..i].join(".")))?;
+        if last {
+            table.insert(seg.to_string(), value);
+            return Ok(());
+        }
+        let next = table
+            .entry(seg.to_string())
+            .or_insert_with(|| toml::Value::Table(Default::default()));
+        if let toml::Value::Array(items) = next {
+            let name = segs[i + 1];
+            let found = items
+                .iter_mut()
+                .find(|v| v.get("name").and_then(toml::Value::as_str) == Some(name));
+            match found {
+                Some(item) => {
+                    cur = item;
+                    i += 2;
+                    if i == segs.len() {
+                        return Err(format!("`{path}` names a whole {seg} entry, not a field"));
+                    }
+                    continue;
+                }
+                None => return Err(format!("no `{seg}` entry is named {name:?}")),
+            }
+        }
+        cur = next;
+        i += 1;
+    }
+    Err("empty path".into())
+}
+
+/// A labelled point: field paths and the values they take.
+type Point = (String, Vec<(String, toml::Value)>);
+
+fn suite_points(suite: &SuiteSpec, seed: u64, file: &str) -> Result<Vec<Point>, SpecError> {
+    let err = |field: String, message: String| SpecError {
+        file: file.to_string(),
+        field,
+        message,
+    };
+    if suite.runs == 0 {
+        return Err(err("suite.runs".into(), "must be at least 1".into()));
+    }
+    for (path, r) in &suite.vary {
+        if !(r.min.is_finite() && r.max.is_finite() && r.min <= r.max) || (r.log && r.min <= 0.0) {
+            return Err(err(
+                format!("suite.vary.{path:?}"),
+                format!(
+                    "needs finite min ≤ max (and min > 0 when log), got [{}, {}]",
+                    r.min, r.max
+                ),
+            ));
+        }
+    }
+    let mut rng = crate::rng::Rng::new(seed, 0x5017E);
+    let width = suite.runs.to_string().len();
+    Ok((0..suite.runs)
+        .map(|k| {
+            let set = suite
+                .vary
+                .iter()
+                .map(|(path, r)| {
+                    let u = rng.uniform();
+                    let x = if r.log {
+                        (r.min.ln() + u * (r.max.ln() - r.min.ln())).exp()
+                    } else {
+                        r.min + u * (r.max - r.min)
+                    };
+                    let v = if r.int {
+                        toml::Value::Integer(x.round().clamp(r.min.ceil(), r.max.floor()) as i64)
+                    } else {
+                        toml::Value::Float(x)
+                    };
+                    (path.clone(), v)
+                })
+                .collect();
+            (format!("run-{k:0width$}"), set)
+        })
+        .collect())
+}
+
+impl Spec {
+    /// Check every value and expand the tenants. `label` names the sweep point.
+    pub fn resolve(&self, file: &str, dir: &Path, label: String) -> Result<Scenario, SpecError> {
+        let err = |field: &str, message: String| SpecError {
+            file: file.to_string(),
+            field: field.to_string(),
+            message,
+        };
+        let pos = |field: &str, x: f64| -> Result<f64, SpecError> {
+            if x.is_finite() && x > 0.0 {
+                Ok(x)
+            } else {
+                Err(err(field, format!("must be a finite number > 0, got {x}")))
+            }
+        };
+        let nonneg = |field: &str, x: f64| -> Result<f64, SpecError> {
+            if x.is_finite() && x >= 0.0 {
+                Ok(x)
+            } else {
+                Err(err(field, format!("must be a finite number ≥ 0, got {x}")))
+            }
+        };
+        pos("duration", self.duration)?;
+        nonneg("warmup", self.warmup)?;
+        if self.warmup >= self.duration {
+            return Err(err(
+                "warmup",
+                format!(
+                    "must be shorter than duration ({}), got {}",
+                    self.duration, self.warmup
+                ),
+            ));
+        }
+        pos("speed", self.speed)?;
+        let s = &self.server;
+        if s.workers == 0 || s.workers > 4096 {
+            return Err(err(
+                "server.workers",
+                format!("must be between 1 and 4096, got {}", s.workers),
+            ));
+        }
+        let rate = match (s.rate, s.capacity) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "server.capacity",
+                    "give `rate` or `capacity`, not both".into(),
+                ))
+            }
+            (Some(r), None) => pos("server.rate", r)?,
+            (None, Some(c)) => pos("server.capacity", c)? / s.workers as f64,
+            (None, None) => 1.0,
+        };
+        nonneg("server.refresh", s.refresh)?;
+        let m = &self.metrics;
+        pos("metrics.interval", m.interval)?;
+        pos("metrics.occupancy_interval", m.occupancy_interval)?;
+        if m.max_points < 16 {
+            return Err(err(
+                "metrics.max_points",
+                format!("must be at least 16, got {}", m.max_points),
+            ));
+        }
+
+        // Schedulers.
+        let mut schedulers = Vec::new();
+        for (i, name) in self.schedulers.iter().enumerate() {
+            let config = Config::preset(name)
+                .map_err(|e| err(&format!("schedulers[{i}]"), core_reason(e)))?;
+            schedulers.push(SchedulerChoice {
+                name: config.name().to_string(),
+                config: default_clock(config, s.workers as f64 * rate),
+            });
+        }
+        for (i, sc) in self.scheduler.iter().enumerate() {
+            let f = |k: &str| format!("scheduler[{i}].{k}");
+            schedulers.push(
+                scheduler_choice(sc, s.workers as f64 * rate).map_err(|(k, m)| err(&f(k), m))?,
+            );
+        }
+        if schedulers.is_empty() {
+            return Err(err(
+                "schedulers",
+                format!(
+                    "name at least one scheduler, e.g. schedulers = [\"wfq\", \"2dfq\"]; known: {}",
+                    fairlane_core::PRESETS.join(", ")
+                ),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for sc in &schedulers {
+            if !seen.insert(sc.name.clone()) {
+                return Err(err(
+                    "scheduler",
+                    format!("two schedulers are named {:?}; give one a `name`", sc.name),
+                ));
+            }
+        }
+
+        // Tenants.
+        if self.tenant.is_empty() {
+            return Err(err("tenant", "define at least one [[tenant]]".into()));
+        }
+        let mut classes = workload::ClassTable::default();
+        let mut tenants = Vec::new();
+        let mut names = std::collections::BTreeSet::new();
+        let mut traces = workload::TraceCache::default();
+        for (i, t) in self.tenant.iter().enumerate() {
+            let f = |k: &str| format!("tenant[{i}].{k}");
+            if t.name.is_empty() || t.name.contains(['.', ',', '"']) {
+                return Err(err(
+                    &f("name"),
+                    format!(
+                        "must be non-empty without '.', ',' or '\"', got {:?}",
+                        t.name
+                    ),
+                ));
+            }
+            pos(&f("weight"), t.weight)?;
+            nonneg(&f("start"), t.start)?;
+            if let Some(stop) = t.stop {
+                nonneg(&f("stop"), stop)?;
+            }
+            if t.count > 100_000 {
+                return Err(err(
+                    &f("count"),
+                    format!("must be at most 100000, got {}", t.count),
+                ));
+            }
+            for k in 0..t.count {
+                let name = if t.count == 1 {
+                    t.name.clone()
+                } else {
+                    format!("{}-{k}", t.name)
+                };
+                if !names.insert(name.clone()) {
+                    return Err(err(
+                        &f("name"),
+                        format!("tenant name {name:?} is used twice"),
+                    ));
+                }
+                let def = workload::tenant_def(
+                    t,
+                    name,
+                    k,
+                    self.seed,
+                    s,
+                    self.speed,
+                    &mut classes,
+                    &mut traces,
+                    dir,
+                )
+                .map_err(|(k, m)| err(&f(&k), m))?;
+                tenants.push(def);
+            }
+        }
+        if tenants.is_empty() {
+            return Err(err(
+                "tenant",
+                "every group has count = 0: no tenants".into(),
+            ));
+        }
+        workload::link_pooled(&mut tenants).map_err(|m| err("tenant", m))?;
+
+        let mut track = Vec::new();
+        for (i, name) in m.track.iter().enumerate() {
+            let idx = tenants
+                .iter()
+                .position(|t| &t.name == name)
+                .or_else(|| tenants.iter().position(|t| &t.group == name));
+            match idx {
+                Some(x) => {
+                    if !track.contains(&x) {
+                        track.push(x)
+                    }
+                }
+                // A sweep may remove a tracked group (count = 0): not an error then.
+                None if self.tenant.iter().any(|g| &g.name == name) => {}
+                None => {
+                    return Err(err(
+                        &format!("metrics.track[{i}]"),
+                        format!("no tenant or group is named {name:?}"),
+                    ))
+                }
+            }
+        }
+        Ok(Scenario {
+            name: self.name.clone(),
+            label,
+            seed: self.seed,
+            duration: self.duration,
+            warmup: self.warmup,
+            workers: s.workers,
+            rate,
+            refresh: s.refresh,
+            interval: m.interval,
+            occupancy_interval: m.occupancy_interval,
+            max_points: m.max_points,
+            track,
+            tenants,
+            classes: classes.names,
+            schedulers,
+        })
+    }
+}
+
+fn core_reason(e: fairlane_core::Error) -> String {
+    match e {
+        fairlane_core::Error::InvalidConfig { reason, .. } => reason,
+        other => other.to_string(),
+    }
+}
+
+/// Known costs and a simulator that knows its capacity: the exact GPS virtual time (2DFQ §6
+/// evaluates WFQ, WF²Q and 2DFQ that way). SFQ keeps its own clock; estimators keep the
+/// approximation, since GPS needs costs at arrival.
+fn default_clock(config: Config, capacity: f64) -> Config {
+    let tagged = matches!(
+        config.algorithm,
+        Algorithm::Wfq | Algorithm::Wf2q | Algorithm::TwoDfq
+    );
+    if tagged && config.estimator == EstimatorKind::Oracle && config.clock.is_none() {
+        config.clock(VirtualClock::Gps { capacity })
+    } else {
+        config
+    }
+}
+
+fn scheduler_choice(
+    sc: &SchedulerSpec,
+    capacity: f64,
+) -> Result<SchedulerChoice, (&'static str, String)> {
+    let mut config = Config::preset(&sc.preset).map_err(|e| ("preset", core_reason(e)))?;
+    let (d_alpha, d_initial) = match config.estimator {
+        EstimatorKind::Ema { alpha, initial } | EstimatorKind::Pessimistic { alpha, initial } => {
+            (alpha, initial)
+        }
+        EstimatorKind::LastValue { initial } => (0.99, initial),
+        EstimatorKind::Oracle => (0.99, 1.0),
+    };
+    let alpha = sc.alpha.unwrap_or(d_alpha);
+    let initial = sc.initial.unwrap_or(d_initial);
+    if !(alpha.is_finite() && (0.0..1.0).contains(&alpha)) {
+        return Err(("alpha", format!("must be in [0, 1), got {alpha}")));
+    }
+    if !(initial.is_finite() && initial > 0.0) {
+        return Err((
+            "initial",
+            format!("must be a finite number > 0, got {initial}"),
+        ));
+    }
+    let kind = match sc.estimator.as_deref() {
+        None => match config.estimator {
+            EstimatorKind::Oracle => EstimatorKind::Oracle,
+            EstimatorKind::LastValue { .. } => EstimatorKind::LastValue { initial },
+            EstimatorKind::Ema { .. } => EstimatorKind::Ema { alpha, initial },
+            EstimatorKind::Pessimistic { .. } => EstimatorKind::Pessimistic { alpha, initial },
+        },
+        Some("oracle") => EstimatorKind::Oracle,
+        Some("last-value") => EstimatorKind::LastValue { initial },
+        Some("ema") => EstimatorKind::Ema { alpha, initial },
+        Some("pessimistic") => EstimatorKind::Pessimistic { alpha, initial },
+        Some(other) => {
+            return Err((
+                "estimator",
+                format!(
+                    "unknown estimator {other:?}; allowed: oracle, last-value, ema, pessimistic"
+                ),
+            ))
+        }
+    };
+    config = config.estimator(kind);
+    match sc.clock.as_deref() {
+        None => {}
+        Some("gps") => config = config.clock(VirtualClock::Gps { capacity }),
+        Some("approximate") => config = config.clock(VirtualClock::Approximate),
+        Some("last-dispatched") => config = config.clock(VirtualClock::LastDispatched),
+        Some(other) => {
+            return Err((
+                "clock",
+                format!("unknown clock {other:?}; allowed: gps, approximate, last-dispatched"),
+            ))
+        }
+    }
+    if matches!(config.clock, Some(VirtualClock::Gps { .. })) && kind != EstimatorKind::Oracle {
+        return Err((
+            "clock",
+            "gps needs known costs (estimator = \"oracle\"); use approximate".into(),
+        ));
+    }
+    config = config.charging(Charging {
+        retroactive: sc.retroactive.unwrap_or(true),
+        refresh: sc.refresh.unwrap_or(true),
+    });
+    if let Some(q) = sc.quantum {
+        if !(q.is_finite() && q > 0.0) {
+            return Err(("quantum", format!("must be a finite number > 0, got {q}")));
+        }
+        config = config.drr_quantum(q);
+    }
+    let config = default_clock(config, capacity);
+    let name = sc.name.clone().unwrap_or_else(|| config.name().to_string());
+    if name.is_empty() || name.contains([',', '"', '/']) {
+        return Err((
+            "name",
+            format!("must be non-empty without ',', '\"' or '/', got {name:?}"),
+        ));
+    }
+    Ok(SchedulerChoice { name, config })
+}
