@@ -481,3 +481,28 @@ fn shipped_experiments_parse() {
     }
     assert!(n >= 4, "{n} specs");
 }
+
+#[test]
+fn the_docs_example_runs() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/simulator.md"),
+    )
+    .unwrap();
+    let start = doc
+        .find("```toml\nname = ")
+        .expect("docs/simulator.md has an example spec")
+        + 8;
+    let text = &doc[start..start + doc[start..].find("```").unwrap()];
+    let mut s = spec(text);
+    s.set("duration", toml::Value::Float(5.0)).unwrap();
+    let rs = run_all(&s.scenarios().unwrap(), 2, &mut |_| {}).unwrap();
+    assert_eq!(rs.len(), 3);
+    // Small tenants fare best under 2DFQ in this two-size workload.
+    let small_sigma = |r: &RunResult| r.tenants[0].lag_std;
+    assert!(
+        small_sigma(&rs[2]) < small_sigma(&rs[0]),
+        "{} vs {}",
+        small_sigma(&rs[2]),
+        small_sigma(&rs[0])
+    );
+}
