@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod demo;
 mod experiments;
 mod reproduce;
 mod simulate;
@@ -22,6 +23,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Demonstrations on real work.
+    #[command(subcommand)]
+    Demo(demo::DemoCommand),
     /// Run the shipped reproductions and write an HTML report beside the papers' numbers.
     Reproduce(reproduce::ReproduceArgs),
     /// Run a TOML experiment spec under each of its schedulers.
@@ -34,6 +38,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Demo(cmd) => demo::run(cmd),
         Command::Reproduce(args) => reproduce::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tam(cmd) => tam::run(cmd),

@@ -22,7 +22,7 @@ const SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
 
 fn cost(tenant: usize, i: u64) -> f64 {
     let jitter = ((tenant as u64).wrapping_mul(2654435761) ^ i.wrapping_mul(40503)) % 100;
-    if tenant % 2 == 0 {
+    if tenant.is_multiple_of(2) {
         1.0 + jitter as f64 / 1000.0
     } else {
         1000.0 + jitter as f64

@@ -17,7 +17,7 @@ use support::{Exec, Rng};
 fn case(preset: &str, seed: u64) -> f64 {
     let mut rng = Rng::new(seed);
     let n = 1 + (rng.next() % 8) as usize;
-    let tenants = 2 + (rng.next() % 11) as u64;
+    let tenants = 2 + rng.next() % 11;
     let s = Config::preset(preset)
         .unwrap()
         .workers(n)

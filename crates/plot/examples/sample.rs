@@ -84,11 +84,11 @@ fn main() -> std::io::Result<()> {
             while row.len() < 4000 {
                 if rng.next() < 0.2 {
                     let idle = (rng.next() * 30.0) as usize;
-                    row.extend(std::iter::repeat(None).take(idle));
+                    row.extend(std::iter::repeat_n(None, idle));
                 } else {
                     let cost = rng.heavy() * 1000.0;
                     let len = (cost.min(400.0) as usize).max(1);
-                    row.extend(std::iter::repeat(Some(cost)).take(len));
+                    row.extend(std::iter::repeat_n(Some(cost), len));
                 }
             }
             row.truncate(4000);

@@ -30,7 +30,7 @@ impl<V> Thinned<V> {
 
     /// Offer the next sample; kept when it falls on the current stride.
     pub fn push(&mut self, t: f64, v: V) {
-        if self.count % self.stride == 0 {
+        if self.count.is_multiple_of(self.stride) {
             self.points.push((t, v));
             if self.points.len() >= self.cap {
                 let mut i = 0;

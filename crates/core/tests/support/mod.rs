@@ -114,7 +114,8 @@ impl Exec {
                 .flatten()
                 .map(|r| r.record.end)
                 .fold(f64::INFINITY, f64::min);
-            if !(next <= until) {
+            // Also stops on NaN (no worker busy: the fold stays infinite).
+            if next.is_nan() || next > until {
                 break;
             }
             self.now = next;
@@ -144,8 +145,9 @@ impl Exec {
             .iter()
             .chain(self.workers.iter().flatten().map(|r| &r.record));
         for r in all {
-            for col in (r.start as usize)..(r.end as usize).min(until) {
-                rows[r.worker][col] = r.label.clone();
+            let span = (r.start as usize)..(r.end as usize).min(until);
+            for cell in rows[r.worker].iter_mut().take(span.end).skip(span.start) {
+                *cell = r.label.clone();
             }
         }
         rows.iter()

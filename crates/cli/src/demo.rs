@@ -1,0 +1,72 @@
+//! `fairlane demo pool`: real work on a `FairPool` under several schedulers, side by side
+//! (thin glue over `fairlane_runtime::demo`).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use fairlane_runtime::demo::{self, DemoOptions};
+
+#[derive(Subcommand)]
+pub enum DemoCommand {
+    /// Small, large and unpredictable tenants hashing real data on a FairPool, under FIFO,
+    /// WFQᴱ, WF²Qᴱ and 2DFQᴱ: per-tenant throughput and p50/p99 latency.
+    Pool(PoolArgs),
+}
+
+#[derive(Args)]
+pub struct PoolArgs {
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// About 10 s in all instead of about 30 s.
+    #[arg(long)]
+    quick: bool,
+    /// Worker threads of the pool.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Measured seconds per scheduler (ignored with --quick).
+    #[arg(long, default_value_t = 6.0)]
+    seconds: f64,
+    /// Schedulers to compare, comma-separated presets.
+    #[arg(long, value_delimiter = ',')]
+    schedulers: Option<Vec<String>>,
+    /// Seed of the arrivals and request sizes.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+}
+
+pub fn run(cmd: DemoCommand) -> ExitCode {
+    let DemoCommand::Pool(args) = cmd;
+    if !(args.seconds.is_finite() && args.seconds > 0.0) {
+        eprintln!(
+            "error: --seconds must be a positive number, got {}",
+            args.seconds
+        );
+        return ExitCode::from(2);
+    }
+    let mut options = DemoOptions {
+        workers: args.workers,
+        duration: Duration::from_secs_f64(args.seconds),
+        quick: args.quick,
+        seed: args.seed,
+        ..DemoOptions::default()
+    };
+    if let Some(s) = args.schedulers {
+        options.schedulers = s;
+    }
+    match demo::run(&options) {
+        Ok(report) => {
+            if args.json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.to_table());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! FairPool throughput against a plain FIFO pool (crossbeam channel), measured in one run.
+//!
+//! 2 workers run batches of 2,000 tasks of ~10 µs of CPU each, submitted round-robin by 100
+//! tenants from the bench thread, which then waits for all of them. The FairPool waits on each
+//! task's handle (its real API); the crossbeam pool runs boxed closures and signals the batch's
+//! end with one counter (the least a pool can do).
+//!
+//! After criterion's groups, an interleaved A/B loop measures the ratio directly (alternating
+//! batches, median of 21 each), since this 2-core VM is noisy.
+//!
+//! Run: `cargo bench -p fairlane-runtime --bench pool`
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use criterion::{black_box, criterion_group, BenchmarkId, Criterion, Throughput};
+use fairlane_runtime::FairPool;
+
+const WORKERS: usize = 2;
+const TENANTS: usize = 100;
+const TASKS: usize = 2_000;
+const ROUNDS: usize = 21;
+
+/// Deterministic CPU work: `iters` rounds of xorshift.
+fn work(iters: u64) -> u64 {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    for _ in 0..iters {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    black_box(x)
+}
+
+/// Rounds of `work` that take about 10 µs here (fastest of several trials, so a busy moment
+/// during calibration does not inflate the tasks).
+fn calibrate() -> u64 {
+    const PROBE: u64 = 20_000;
+    let best = (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..50 {
+                work(PROBE);
+            }
+            t.elapsed() / 50
+        })
+        .min()
+        .unwrap();
+    (PROBE as f64 * 10_000.0 / best.as_nanos().max(1) as f64) as u64
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The baseline: n threads taking boxed closures from one crossbeam channel.
+struct CrossbeamPool {
+    tx: Option<crossbeam_channel::Sender<Job>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl CrossbeamPool {
+    fn new(n: usize) -> Self {
+        let (tx, rx) = crossbeam_channel::unbounded::<Job>();
+        let threads = (0..n)
+            .map(|_| {
+                let rx = rx.clone();
+                std::thread::spawn(move || {
+                    for job in rx {
+                        job();
+                    }
+                })
+            })
+            .collect();
+        CrossbeamPool {
+            tx: Some(tx),
+            threads,
+        }
+    }
+
+    fn batch(&self, iters: u64) {
+        let left = Arc::new(AtomicUsize::new(TASKS));
+        let done = Arc::new((Mutex::new(false), Condvar::new()));
+        let tx = self.tx.as_ref().unwrap();
+        for _ in 0..TASKS {
+            let (left, done) = (left.clone(), done.clone());
+            tx.send(Box::new(move || {
+                work(iters);
+                if left.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    *done.0.lock().unwrap() = true;
+                    done.1.notify_all();
+                }
+            }))
+            .unwrap();
+        }
+        let mut d = done.0.lock().unwrap();
+        while !*d {
+            d = done.1.wait(d).unwrap();
+        }
+    }
+}
+
+impl Drop for CrossbeamPool {
+    fn drop(&mut self) {
+        self.tx.take();
+        for t in self.threads.drain(..) {
+            t.join().unwrap();
+        }
+    }
+}
+
+/// Submit the batch, wait until the pool is idle (one wake-up, like the baseline's counter),
+/// then collect every result from its handle (all ready: no blocking).
+fn fair_batch(pool: &FairPool, iters: u64) {
+    let handles: Vec<_> = (0..TASKS)
+        .map(|i| {
+            pool.submit((i % TENANTS) as u64, 0u32, move || work(iters))
+                .unwrap()
+        })
+        .collect();
+    pool.wait_idle();
+    for h in handles {
+        black_box(h.join().unwrap());
+    }
+}
+
+/// The same batch, blocking on each handle in turn: the bench thread is woken for most
+/// tasks, which costs the workers CPU on a 2-core machine.
+fn fair_batch_join_each(pool: &FairPool, iters: u64) {
+    let handles: Vec<_> = (0..TASKS)
+        .map(|i| {
+            pool.submit((i % TENANTS) as u64, 0u32, move || work(iters))
+                .unwrap()
+        })
+        .collect();
+    for h in handles {
+        black_box(h.join().unwrap());
+    }
+}
+
+fn fair_pool(preset: &str) -> FairPool {
+    FairPool::builder()
+        .workers(WORKERS)
+        .preset(preset)
+        .build()
+        .unwrap()
+}
+
+const PRESETS: [&str; 4] = ["fifo", "wfqe", "wf2qe", "2dfqe"];
+
+fn throughput(c: &mut Criterion) {
+    let iters = calibrate();
+    let mut g = c.benchmark_group("pool_2x10us_100_tenants");
+    g.throughput(Throughput::Elements(TASKS as u64));
+    g.sample_size(20);
+    g.measurement_time(Duration::from_secs(4));
+    let base = CrossbeamPool::new(WORKERS);
+    g.bench_function("crossbeam_fifo", |b| b.iter(|| base.batch(iters)));
+    drop(base);
+    for p in PRESETS {
+        let pool = fair_pool(p);
+        g.bench_with_input(BenchmarkId::new("fairpool", p), &pool, |b, pool| {
+            b.iter(|| fair_batch(pool, iters))
+        });
+    }
+    let pool = fair_pool("2dfqe");
+    g.bench_function("fairpool_join_each/2dfqe", |b| {
+        b.iter(|| fair_batch_join_each(&pool, iters))
+    });
+    g.finish();
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Alternate baseline and FairPool batches; print throughput ratios of medians.
+fn interleaved() {
+    let iters = calibrate();
+    let task = (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..100 {
+                work(iters);
+            }
+            t.elapsed() / 100
+        })
+        .min()
+        .unwrap();
+    let base = CrossbeamPool::new(WORKERS);
+    let pools: Vec<(&str, FairPool)> = PRESETS.iter().map(|p| (*p, fair_pool(p))).collect();
+    let mut t_base = Vec::new();
+    let mut t_fair: Vec<Vec<Duration>> = vec![Vec::new(); pools.len()];
+    // Warm up every pool (estimators learn the tasks).
+    base.batch(iters);
+    for (_, p) in &pools {
+        fair_batch(p, iters);
+    }
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        base.batch(iters);
+        t_base.push(t.elapsed());
+        for (i, (_, p)) in pools.iter().enumerate() {
+            let t = Instant::now();
+            fair_batch(p, iters);
+            t_fair[i].push(t.elapsed());
+        }
+    }
+    let b = median(t_base);
+    let per_task = |d: Duration| d.as_secs_f64() * 1e6 / TASKS as f64;
+    println!(
+        "\ninterleaved, median of {ROUNDS} batches of {TASKS} tasks ({:.1} µs each alone) on {WORKERS} workers, {TENANTS} tenants:",
+        task.as_secs_f64() * 1e6
+    );
+    println!(
+        "  crossbeam FIFO pool   {:>8.0} tasks/s   ({:.2} µs/task)",
+        TASKS as f64 / b.as_secs_f64(),
+        per_task(b)
+    );
+    for (i, (name, _)) in pools.iter().enumerate() {
+        let f = median(t_fair[i].clone());
+        println!(
+            "  FairPool {name:<6}       {:>8.0} tasks/s   ({:.2} µs/task)   {:.1} % of crossbeam",
+            TASKS as f64 / f.as_secs_f64(),
+            per_task(f),
+            100.0 * b.as_secs_f64() / f.as_secs_f64()
+        );
+    }
+}
+
+criterion_group!(benches, throughput);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    interleaved();
+}

@@ -1,0 +1,1049 @@
+//! [`FairPool`]: n OS threads fed by any fairlane-core scheduler through the seam.
+//!
+//! The life of a task is the seam's (DESIGN.md): `submit` enqueues it; a free worker `i` asks
+//! the scheduler `dequeue(i)`; while it runs, a refresh thread reports its cumulative CPU time
+//! every 10 ms (`progress`, 2DFQ §5 refresh charging); when it returns, the worker reports
+//! the total (`complete`, retroactive charging). Costs are the worker thread's CPU time in
+//! nanoseconds ([`CostClock::ThreadCpu`]), so the scheduler sees what each task really cost.
+
+use std::any::Any;
+use std::cell::Cell;
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use fairlane_core::{
+    ClassId, Config, Decision, Dispatch, Request, Scheduler, TenantId, TenantView, Ticket,
+};
+
+use crate::cpu::{CostClock, ThreadCpuClock};
+use crate::oneshot;
+use crate::setup::{self, SchedulerChoice};
+use crate::stats::{MetricsSnapshot, Stats};
+
+/// Why a task's handle holds no value.
+#[derive(Debug)]
+pub enum TaskError {
+    /// The task panicked; the panic is here, and the worker carried on.
+    Panicked(Panic),
+    /// [`TaskHandle::cancel`] removed the task before it started.
+    Cancelled,
+    /// The task was never run: [`FairPool::shutdown_now`] handed it back and the
+    /// [`PendingTask`] was dropped without [`PendingTask::run`].
+    NotRun,
+}
+
+impl fmt::Display for TaskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TaskError::Panicked(p) => write!(f, "task panicked: {}", p.message()),
+            TaskError::Cancelled => f.write_str("task was cancelled before it started"),
+            TaskError::NotRun => f.write_str("task was handed back at shutdown and never run"),
+        }
+    }
+}
+
+impl std::error::Error for TaskError {}
+
+/// A caught panic: its message and its payload.
+pub struct Panic {
+    message: String,
+    payload: Mutex<Box<dyn Any + Send>>,
+}
+
+impl Panic {
+    fn new(payload: Box<dyn Any + Send>) -> Self {
+        let message = if let Some(s) = payload.downcast_ref::<&'static str>() {
+            (*s).to_string()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "<non-string panic payload>".to_string()
+        };
+        Panic {
+            message,
+            payload: Mutex::new(payload),
+        }
+    }
+
+    /// The panic message (`"<non-string panic payload>"` if the payload was not a string).
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The payload, as `std::panic::catch_unwind` returned it.
+    pub fn into_payload(self) -> Box<dyn Any + Send> {
+        self.payload.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Continue the panic on the calling thread.
+    pub fn resume(self) -> ! {
+        std::panic::resume_unwind(self.into_payload())
+    }
+}
+
+impl fmt::Debug for Panic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Panic")
+            .field("message", &self.message)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`FairPool::submit`] refused a task. A refused task is dropped without running.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubmitError {
+    /// The pool already holds `limit` queued tasks.
+    QueueFull {
+        /// [`PoolBuilder::max_queued`].
+        limit: usize,
+    },
+    /// The tenant already has `limit` queued tasks.
+    TenantQueueFull {
+        /// The tenant.
+        tenant: TenantId,
+        /// [`PoolBuilder::max_queued_per_tenant`].
+        limit: usize,
+    },
+    /// The pool is shutting down or shut down.
+    ShutDown,
+    /// The scheduler refused the request (an invalid cost, or a scheduler that needs costs
+    /// up front and got none).
+    Scheduler(fairlane_core::Error),
+}
+
+impl fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubmitError::QueueFull { limit } => {
+                write!(f, "pool queue is full ({limit} tasks queued)")
+            }
+            SubmitError::TenantQueueFull { tenant, limit } => {
+                write!(f, "queue of {tenant} is full ({limit} tasks queued)")
+            }
+            SubmitError::ShutDown => f.write_str("pool is shut down"),
+            SubmitError::Scheduler(e) => write!(f, "scheduler refused the task: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SubmitError::Scheduler(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Why a [`FairPool`] or [`FairGate`](crate::FairGate) could not be built.
+#[derive(Debug)]
+pub enum BuildError {
+    /// A configuration value is out of range (names the field).
+    Config(fairlane_core::Error),
+    /// A thread could not be started.
+    Spawn(std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Config(e) => write!(f, "{e}"),
+            BuildError::Spawn(e) => write!(f, "could not start a thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Config(e) => Some(e),
+            BuildError::Spawn(e) => Some(e),
+        }
+    }
+}
+
+impl From<fairlane_core::Error> for BuildError {
+    fn from(e: fairlane_core::Error) -> Self {
+        BuildError::Config(e)
+    }
+}
+
+pub(crate) fn config_error(field: &'static str, reason: String) -> BuildError {
+    BuildError::Config(fairlane_core::Error::InvalidConfig { field, reason })
+}
+
+/// A task wrapped to catch its panic and fill its handle; it calls `done(panicked)` first.
+type RunFn = Box<dyn FnOnce(&mut dyn FnMut(bool)) + Send>;
+
+/// What travels through the scheduler: the wrapped task and when it was submitted.
+pub(crate) struct Job {
+    /// Runs the task, calls `done(panicked)` (the worker settles the cost and metrics there),
+    /// then fills the handle, so a joined task is already accounted for.
+    run: RunFn,
+    /// Submission time, nanoseconds since the pool's epoch.
+    submitted: f64,
+}
+
+/// A queued task that [`FairPool::shutdown_now`] handed back instead of running.
+///
+/// [`run`](PendingTask::run) runs it on the calling thread and completes its handle;
+/// dropping it completes its handle with [`TaskError::NotRun`].
+pub struct PendingTask {
+    tenant: TenantId,
+    class: ClassId,
+    job: Job,
+}
+
+impl PendingTask {
+    /// The task's tenant.
+    pub fn tenant(&self) -> TenantId {
+        self.tenant
+    }
+    /// The task's class.
+    pub fn class(&self) -> ClassId {
+        self.class
+    }
+    /// Run the task here; a panic is caught and delivered to its handle. Returns whether it
+    /// panicked.
+    pub fn run(self) -> bool {
+        let mut panicked = false;
+        (self.job.run)(&mut |p| panicked = p);
+        panicked
+    }
+}
+
+impl fmt::Debug for PendingTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingTask")
+            .field("tenant", &self.tenant)
+            .field("class", &self.class)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The result of a submitted task: [`join`](TaskHandle::join) blocks for it, `.await` waits
+/// for it asynchronously.
+///
+/// Dropping the handle does not cancel the task; [`cancel`](TaskHandle::cancel) does, while
+/// the task is still queued.
+pub struct TaskHandle<R> {
+    rx: oneshot::Receiver<R>,
+    ticket: Ticket,
+    pool: Weak<Shared>,
+}
+
+impl<R> TaskHandle<R> {
+    /// Wait for the task: its value, or why there is none.
+    pub fn join(self) -> Result<R, TaskError> {
+        self.rx.wait()
+    }
+
+    /// Whether the result is ready (`join` would not block).
+    pub fn is_finished(&self) -> bool {
+        self.rx.is_done()
+    }
+
+    /// Remove the task if it is still queued. Returns `true` if it was removed (the handle
+    /// then resolves to [`TaskError::Cancelled`]), `false` if it already started, finished
+    /// or was handed back.
+    pub fn cancel(&self) -> bool {
+        let Some(shared) = self.pool.upgrade() else {
+            return false;
+        };
+        let mut st = shared.lock();
+        let now = shared.now();
+        match st.sched.cancel(self.ticket, now) {
+            Ok(req) => {
+                st.stats.get(req.tenant).cancelled();
+                shared.check_idle(&st);
+                drop(st);
+                self.rx.resolve(Err(TaskError::Cancelled));
+                drop(req); // user code (the closure's captures) runs outside the pool's lock
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl<R> Future for TaskHandle<R> {
+    type Output = Result<R, TaskError>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.rx.poll(cx)
+    }
+}
+
+impl<R> fmt::Debug for TaskHandle<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskHandle")
+            .field("ticket", &self.ticket)
+            .field("finished", &self.is_finished())
+            .finish()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Open,
+    /// `shutdown`: no new tasks; workers run the queue dry, then exit.
+    Draining,
+    /// `shutdown_now`: the queue was handed back; workers exit after their current task.
+    Stopping,
+}
+
+/// Where a running task's cost measurement started.
+#[derive(Clone, Copy)]
+enum Meter {
+    Cpu { clock: ThreadCpuClock, at: u64 },
+    Wall { at: Instant },
+}
+
+impl Meter {
+    fn start(clock: Option<ThreadCpuClock>) -> Meter {
+        match clock.and_then(|c| Some((c, c.read()?))) {
+            Some((clock, at)) => Meter::Cpu { clock, at },
+            None => Meter::Wall { at: Instant::now() },
+        }
+    }
+
+    /// The cost so far, and a meter that starts now.
+    fn stop(&self) -> (Option<f64>, Meter) {
+        match self {
+            Meter::Cpu { clock, at } => match clock.read() {
+                Some(now) => (
+                    Some(now.saturating_sub(*at) as f64),
+                    Meter::Cpu {
+                        clock: *clock,
+                        at: now,
+                    },
+                ),
+                None => (None, Meter::Wall { at: Instant::now() }),
+            },
+            Meter::Wall { at } => {
+                let now = Instant::now();
+                (
+                    Some(now.saturating_duration_since(*at).as_nanos() as f64),
+                    Meter::Wall { at: now },
+                )
+            }
+        }
+    }
+
+    /// Cost so far, in nanoseconds. Readable from any thread while the worker lives.
+    fn used(&self) -> Option<f64> {
+        match self {
+            Meter::Cpu { clock, at } => Some(clock.read()?.saturating_sub(*at) as f64),
+            Meter::Wall { at } => Some(at.elapsed().as_nanos() as f64),
+        }
+    }
+}
+
+struct Running {
+    ticket: Ticket,
+    meter: Meter,
+    /// The largest usage reported by the refresh thread, so the final report never goes back.
+    reported: f64,
+}
+
+struct State {
+    sched: Box<dyn Scheduler<Job> + Send>,
+    running: Vec<Option<Running>>,
+    idle: usize,
+    /// Threads blocked in `wait_idle`.
+    idle_waiters: usize,
+    phase: Phase,
+    stats: Stats,
+}
+
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    work: Condvar,
+    /// Signalled when the pool becomes idle and someone waits in `wait_idle`.
+    idle_cv: Condvar,
+    stop: Mutex<bool>,
+    stop_cv: Condvar,
+    epoch: Instant,
+    cost_clock: CostClock,
+    max_queued: usize,
+    max_queued_per_tenant: usize,
+    requires_cost: bool,
+    workers: usize,
+    name: &'static str,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Nanoseconds since the pool started: the scheduler's time unit.
+    fn now(&self) -> f64 {
+        self.epoch.elapsed().as_nanos() as f64
+    }
+
+    /// Wake `wait_idle` callers if the pool just became idle.
+    fn check_idle(&self, st: &State) {
+        if st.idle_waiters > 0 && st.sched.queued() + st.sched.running() == 0 {
+            self.idle_cv.notify_all();
+        }
+    }
+}
+
+thread_local! {
+    /// The pool whose worker this thread is (0 for none), so `shutdown` from a task does not
+    /// try to join its own thread.
+    static WORKER_OF: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Builds a [`FairPool`].
+///
+/// Defaults: as many workers as the machine has cores, the `2dfqe` preset with unseen
+/// (tenant, class) pairs estimated at 1 ms of CPU, refresh charging every 10 ms, per-thread
+/// CPU time as the cost ([`CostClock::best`]), at most 100,000 queued tasks of which 10,000
+/// per tenant.
+#[derive(Clone, Debug)]
+pub struct PoolBuilder {
+    workers: Option<usize>,
+    scheduler: SchedulerChoice,
+    initial_estimate: Duration,
+    max_queued: usize,
+    max_queued_per_tenant: usize,
+    refresh: Option<Duration>,
+    cost_clock: Option<CostClock>,
+    thread_name: String,
+    stack_size: Option<usize>,
+}
+
+impl Default for PoolBuilder {
+    fn default() -> Self {
+        PoolBuilder {
+            workers: None,
+            scheduler: SchedulerChoice::Preset("2dfqe".into()),
+            initial_estimate: Duration::from_millis(1),
+            max_queued: 100_000,
+            max_queued_per_tenant: 10_000,
+            refresh: Some(Duration::from_millis(10)),
+            cost_clock: None,
+            thread_name: "fairlane-worker".into(),
+            stack_size: None,
+        }
+    }
+}
+
+impl PoolBuilder {
+    /// Number of worker threads (≥ 1).
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = Some(workers);
+        self
+    }
+
+    /// A core preset by name (`fifo`, `drr`, `sfq`, `wfq`, `wf2q`, `2dfq`, `wfqe`, `wf2qe`,
+    /// `2dfqe`). Its estimator starts unseen (tenant, class) pairs at
+    /// [`initial_estimate`](PoolBuilder::initial_estimate). The known-cost presets (`wfq`,
+    /// `2dfq`, …) need every task submitted with [`FairPool::submit_with_cost`].
+    pub fn preset(mut self, name: &str) -> Self {
+        self.scheduler = SchedulerChoice::Preset(name.to_string());
+        self
+    }
+
+    /// A scheduler configuration, used as given except for its number of workers. Costs are
+    /// in nanoseconds: set the estimator's `initial` in nanoseconds too.
+    pub fn scheduler(mut self, config: Config) -> Self {
+        self.scheduler = SchedulerChoice::Config(config);
+        self
+    }
+
+    /// The estimate for a (tenant, class) pair never seen before, for presets (default 1 ms:
+    /// pessimistic about newcomers, in 2DFQᴱ's spirit; retroactive charging refunds it).
+    pub fn initial_estimate(mut self, estimate: Duration) -> Self {
+        self.initial_estimate = estimate;
+        self
+    }
+
+    /// At most this many queued tasks over all tenants; more are refused with
+    /// [`SubmitError::QueueFull`].
+    pub fn max_queued(mut self, limit: usize) -> Self {
+        self.max_queued = limit;
+        self
+    }
+
+    /// At most this many queued tasks per tenant; more are refused with
+    /// [`SubmitError::TenantQueueFull`].
+    pub fn max_queued_per_tenant(mut self, limit: usize) -> Self {
+        self.max_queued_per_tenant = limit;
+        self
+    }
+
+    /// Report running tasks' usage this often (2DFQ §5 refresh charging; default 10 ms).
+    /// `None` turns the refresh thread off: costs are then charged only at completion.
+    pub fn refresh_interval(mut self, every: Option<Duration>) -> Self {
+        self.refresh = every;
+        self
+    }
+
+    /// How task costs are measured (default [`CostClock::best`]).
+    pub fn cost_clock(mut self, clock: CostClock) -> Self {
+        self.cost_clock = Some(clock);
+        self
+    }
+
+    /// Name of the worker threads (suffixed with their index).
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// Stack size of the worker threads, in bytes.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Start the pool's threads.
+    pub fn build(self) -> Result<FairPool, BuildError> {
+        let workers = match self.workers {
+            Some(w) => w,
+            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        if workers == 0 {
+            return Err(config_error("workers", "must be at least 1, got 0".into()));
+        }
+        if self.max_queued == 0 || self.max_queued_per_tenant == 0 {
+            return Err(config_error(
+                "max_queued",
+                "queue limits must be at least 1".into(),
+            ));
+        }
+        if let Some(every) = self.refresh {
+            if every.is_zero() {
+                return Err(config_error(
+                    "refresh_interval",
+                    "must be > 0 (use None to turn refresh charging off)".into(),
+                ));
+            }
+        }
+        let cost_clock = self.cost_clock.unwrap_or_else(CostClock::best);
+        if cost_clock == CostClock::ThreadCpu && !crate::cpu::thread_cpu_supported() {
+            return Err(config_error(
+                "cost_clock",
+                "per-thread CPU clocks are not supported on this platform; use CostClock::Wall"
+                    .into(),
+            ));
+        }
+        let initial = self.initial_estimate.as_nanos() as f64;
+        let config = self.scheduler.resolve(workers, initial)?;
+        let sched = config.build::<Job>()?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                sched,
+                running: (0..workers).map(|_| None).collect(),
+                idle: 0,
+                idle_waiters: 0,
+                phase: Phase::Open,
+                stats: Stats::new("pool"),
+            }),
+            work: Condvar::new(),
+            idle_cv: Condvar::new(),
+            stop: Mutex::new(false),
+            stop_cv: Condvar::new(),
+            epoch: Instant::now(),
+            cost_clock,
+            max_queued: self.max_queued,
+            max_queued_per_tenant: self.max_queued_per_tenant,
+            requires_cost: setup::requires_cost(&config),
+            workers,
+            name: config.name(),
+        });
+        let pool = FairPool {
+            shared: shared.clone(),
+            threads: Mutex::new(Threads::default()),
+        };
+        for w in 0..workers {
+            let s = shared.clone();
+            let mut b = std::thread::Builder::new().name(format!("{}-{w}", self.thread_name));
+            if let Some(size) = self.stack_size {
+                b = b.stack_size(size);
+            }
+            match b.spawn(move || worker_main(&s, w)) {
+                Ok(h) => pool.threads_lock().workers.push(h),
+                Err(e) => return Err(BuildError::Spawn(e)), // Drop shuts the started ones down
+            }
+        }
+        if let Some(every) = self.refresh {
+            let s = shared.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("{}-refresh", self.thread_name))
+                .spawn(move || refresh_main(&s, every))
+                .map_err(BuildError::Spawn)?;
+            pool.threads_lock().refresh = Some(h);
+        }
+        Ok(pool)
+    }
+}
+
+#[derive(Default)]
+struct Threads {
+    workers: Vec<JoinHandle<()>>,
+    refresh: Option<JoinHandle<()>>,
+}
+
+/// A fair thread pool: n OS threads, one fairlane-core scheduler deciding which tenant's task
+/// runs next on which thread, each task charged the CPU time it really used.
+///
+/// ```
+/// use fairlane_runtime::FairPool;
+///
+/// let pool = FairPool::builder().workers(2).preset("2dfqe").build().unwrap();
+/// pool.set_weight(1u64, 3.0).unwrap(); // tenant 1 gets three times tenant 2's share
+/// let a = pool.submit(1u64, 0u32, || 6 * 7).unwrap();
+/// let b = pool.submit(2u64, 0u32, || panic!("bad request")).unwrap();
+/// assert_eq!(a.join().unwrap(), 42);
+/// assert!(b.join().is_err()); // the panic is returned; the worker lives on
+/// pool.shutdown(); // runs every accepted task, then stops the threads
+/// ```
+///
+/// `FairPool` is `Send + Sync`: share it by reference or in an `Arc` to submit from many
+/// threads. Dropping it shuts it down gracefully (runs every queued task first).
+pub struct FairPool {
+    shared: Arc<Shared>,
+    threads: Mutex<Threads>,
+}
+
+impl fmt::Debug for FairPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FairPool")
+            .field("scheduler", &self.shared.name)
+            .field("workers", &self.shared.workers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FairPool {
+    /// Start building a pool.
+    pub fn builder() -> PoolBuilder {
+        PoolBuilder::default()
+    }
+
+    fn threads_lock(&self) -> MutexGuard<'_, Threads> {
+        self.threads.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Submit a task of unknown cost; the scheduler estimates it and charges the CPU time it
+    /// really used when it finishes.
+    pub fn submit<F, R>(
+        &self,
+        tenant: impl Into<TenantId>,
+        class: impl Into<ClassId>,
+        task: F,
+    ) -> Result<TaskHandle<R>, SubmitError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.submit_inner(tenant.into(), class.into(), None, task)
+    }
+
+    /// Submit a task whose cost is known up front (2DFQ §4), in CPU time. It is still
+    /// reconciled with the measured cost at completion.
+    pub fn submit_with_cost<F, R>(
+        &self,
+        tenant: impl Into<TenantId>,
+        class: impl Into<ClassId>,
+        cost: Duration,
+        task: F,
+    ) -> Result<TaskHandle<R>, SubmitError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let cost = cost.as_nanos() as f64;
+        self.submit_inner(tenant.into(), class.into(), Some(cost), task)
+    }
+
+    fn submit_inner<F, R>(
+        &self,
+        tenant: TenantId,
+        class: ClassId,
+        cost: Option<f64>,
+        task: F,
+    ) -> Result<TaskHandle<R>, SubmitError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        // Checked before taking the lock: the core drops a refused request's payload itself,
+        // and the payload's drop is user code.
+        if cost.is_none() && self.shared.requires_cost {
+            return Err(SubmitError::Scheduler(fairlane_core::Error::CostRequired {
+                tenant,
+                class,
+            }));
+        }
+        let (tx, rx) = oneshot::channel();
+        let run: RunFn = Box::new(move |done| {
+            let result = catch_unwind(AssertUnwindSafe(task));
+            done(result.is_err());
+            tx.send(result.map_err(|p| TaskError::Panicked(Panic::new(p))));
+        });
+        let shared = &self.shared;
+        let mut st = shared.lock();
+        let now = shared.now();
+        if st.phase != Phase::Open {
+            drop(st);
+            return Err(SubmitError::ShutDown);
+        }
+        if st.sched.queued() >= shared.max_queued {
+            st.stats.get(tenant).rejected();
+            drop(st);
+            return Err(SubmitError::QueueFull {
+                limit: shared.max_queued,
+            });
+        }
+        if st.stats.queued(tenant) >= shared.max_queued_per_tenant {
+            st.stats.get(tenant).rejected();
+            drop(st);
+            return Err(SubmitError::TenantQueueFull {
+                tenant,
+                limit: shared.max_queued_per_tenant,
+            });
+        }
+        let mut req = Request::new(
+            tenant,
+            class,
+            Job {
+                run,
+                submitted: now,
+            },
+        );
+        if let Some(c) = cost {
+            req = req.with_cost(c);
+        }
+        let ticket = match st.sched.enqueue(req, now) {
+            Ok(t) => t,
+            Err(e) => {
+                drop(st);
+                return Err(SubmitError::Scheduler(e));
+            }
+        };
+        st.stats.get(tenant).enqueued();
+        let wake = st.idle > 0;
+        drop(st);
+        if wake {
+            shared.work.notify_one();
+        }
+        Ok(TaskHandle {
+            rx,
+            ticket,
+            pool: Arc::downgrade(shared),
+        })
+    }
+
+    /// Set a tenant's weight φ (its share is proportional to it; default 1).
+    pub fn set_weight(
+        &self,
+        tenant: impl Into<TenantId>,
+        weight: f64,
+    ) -> Result<(), fairlane_core::Error> {
+        let mut st = self.shared.lock();
+        let now = self.shared.now();
+        st.sched.set_weight(tenant.into(), weight, now)
+    }
+
+    /// The scheduler's view of a tenant: weight, queued and running counts, and its virtual
+    /// start tag (nanoseconds of cost per unit weight), which refresh and retroactive charging
+    /// move.
+    pub fn tenant(&self, tenant: impl Into<TenantId>) -> Option<TenantView> {
+        self.shared.lock().sched.tenant(tenant.into())
+    }
+
+    /// Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.shared.lock().stats.snapshot()
+    }
+
+    /// Tasks queued now.
+    pub fn queued(&self) -> usize {
+        self.shared.lock().sched.queued()
+    }
+
+    /// Tasks running now.
+    pub fn running(&self) -> usize {
+        self.shared.lock().sched.running()
+    }
+
+    /// Number of worker threads.
+    pub fn workers(&self) -> usize {
+        self.shared.workers
+    }
+
+    /// The scheduler's preset-style name (`"2dfqe"`, `"fifo"`, …).
+    pub fn scheduler_name(&self) -> &'static str {
+        self.shared.name
+    }
+
+    /// How task costs are measured.
+    pub fn cost_clock(&self) -> CostClock {
+        self.shared.cost_clock
+    }
+
+    /// Block until no task is queued or running (every task submitted so far has finished
+    /// and is in [`metrics`](FairPool::metrics); the last handles are filled a moment later,
+    /// so `join` may still wait briefly). Returns at once when called from one of the pool's
+    /// own tasks, which could never see the pool idle.
+    pub fn wait_idle(&self) {
+        let me = Arc::as_ptr(&self.shared) as usize;
+        if WORKER_OF.with(|w| w.get()) == me {
+            return;
+        }
+        let mut st = self.shared.lock();
+        while st.sched.queued() + st.sched.running() > 0 {
+            st.idle_waiters += 1;
+            st = self
+                .shared
+                .idle_cv
+                .wait(st)
+                .unwrap_or_else(|e| e.into_inner());
+            st.idle_waiters -= 1;
+        }
+    }
+
+    /// Graceful shutdown: refuse new tasks, run every queued task, then stop the threads.
+    /// Returns once they have stopped (called from one of the pool's own tasks, it only
+    /// starts the shutdown). Calling it again is harmless.
+    pub fn shutdown(&self) {
+        {
+            let mut st = self.shared.lock();
+            if st.phase == Phase::Open {
+                st.phase = Phase::Draining;
+            }
+        }
+        self.shared.work.notify_all();
+        self.join_threads();
+    }
+
+    /// Immediate shutdown: refuse new tasks, let running tasks finish, and hand back every
+    /// queued task instead of running it. Nothing is lost: each accepted task has run, or is
+    /// in the returned list (run it with [`PendingTask::run`], or drop it and its handle
+    /// resolves to [`TaskError::NotRun`]).
+    pub fn shutdown_now(&self) -> Vec<PendingTask> {
+        let mut pending = Vec::new();
+        {
+            let mut st = self.shared.lock();
+            st.phase = Phase::Stopping;
+            let mut now = self.shared.now();
+            // The seam has no "list the queue", so empty it through dequeue and settle each
+            // request at zero cost. Bounded by the queue length (plus RetryAt hops).
+            let mut budget = 2 * st.sched.queued() + 16;
+            while budget > 0 {
+                budget -= 1;
+                match st.sched.dequeue(0, now) {
+                    Ok(Decision::Run(Dispatch {
+                        ticket, request, ..
+                    })) => {
+                        let _ = st.sched.complete(ticket, 0.0, now);
+                        st.stats.get(request.tenant).cancelled();
+                        pending.push(PendingTask {
+                            tenant: request.tenant,
+                            class: request.class,
+                            job: request.payload,
+                        });
+                    }
+                    Ok(Decision::RetryAt(t)) => now = now.max(t),
+                    Ok(Decision::Empty) | Err(_) => break,
+                }
+            }
+            self.shared.check_idle(&st);
+        }
+        self.shared.work.notify_all();
+        self.join_threads();
+        pending
+    }
+
+    fn join_threads(&self) {
+        let me = Arc::as_ptr(&self.shared) as usize;
+        if WORKER_OF.with(|w| w.get()) == me {
+            return; // a task of this pool cannot wait for its own thread
+        }
+        let mut threads = self.threads_lock();
+        for h in threads.workers.drain(..) {
+            let _ = h.join();
+        }
+        if let Some(h) = threads.refresh.take() {
+            *self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.shared.stop_cv.notify_all();
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for FairPool {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// A task taken off the queue for one worker.
+struct Started {
+    ticket: Ticket,
+    tenant: TenantId,
+    job: Job,
+    meter: Meter,
+}
+
+/// Record that worker `w` starts the dispatched request, metering from `meter`.
+fn start(st: &mut State, w: usize, d: Dispatch<Job>, now: f64, meter: Meter) -> Started {
+    let Dispatch {
+        ticket, request, ..
+    } = d;
+    let Request {
+        tenant, payload, ..
+    } = request;
+    st.stats
+        .get(tenant)
+        .started((now - payload.submitted).max(0.0) as u64);
+    st.running[w] = Some(Running {
+        ticket,
+        meter,
+        reported: 0.0,
+    });
+    Started {
+        ticket,
+        tenant,
+        job: payload,
+        meter,
+    }
+}
+
+fn worker_main(shared: &Arc<Shared>, w: usize) {
+    WORKER_OF.with(|c| c.set(Arc::as_ptr(shared) as usize));
+    let clock = match shared.cost_clock {
+        CostClock::ThreadCpu => ThreadCpuClock::current(),
+        CostClock::Wall => None,
+    };
+    let mut next: Option<Started> = None;
+    loop {
+        let task = match next.take() {
+            Some(t) => t,
+            None => {
+                let mut st = shared.lock();
+                loop {
+                    let now = shared.now();
+                    match st.sched.dequeue(w, now) {
+                        Ok(Decision::Run(d)) => {
+                            break start(&mut st, w, d, now, Meter::start(clock));
+                        }
+                        Ok(Decision::RetryAt(t)) => {
+                            if st.phase == Phase::Stopping {
+                                return;
+                            }
+                            let wait = Duration::from_nanos((t - now).clamp(1_000.0, 1e12) as u64);
+                            st.idle += 1;
+                            st = shared
+                                .work
+                                .wait_timeout(st, wait)
+                                .unwrap_or_else(|e| e.into_inner())
+                                .0;
+                            st.idle -= 1;
+                        }
+                        Ok(Decision::Empty) | Err(_) => {
+                            if st.phase != Phase::Open {
+                                return;
+                            }
+                            st.idle += 1;
+                            st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                            st.idle -= 1;
+                        }
+                    }
+                }
+            }
+        };
+        let Started {
+            ticket,
+            tenant,
+            job,
+            meter,
+        } = task;
+        let mut settled = false;
+        // Called by the task wrapper once the task has returned (before its handle is filled):
+        // settle the cost and take the next task in one critical section. The meter reading
+        // that ends this task starts the next one, so the dispatch overhead between them is
+        // charged to the next task and a task costs one clock read.
+        let mut done = |panicked: bool| {
+            if std::mem::replace(&mut settled, true) {
+                return;
+            }
+            let (used, following) = meter.stop();
+            let mut st = shared.lock();
+            let reported = st.running[w].take().map_or(0.0, |r| r.reported);
+            let used = used.unwrap_or(reported).max(reported);
+            let now = shared.now();
+            let _ = st.sched.complete(ticket, used, now);
+            st.stats.get(tenant).finished(used, panicked);
+            if let Ok(Decision::Run(d)) = st.sched.dequeue(w, now) {
+                next = Some(start(&mut st, w, d, now, following));
+            } else {
+                shared.check_idle(&st);
+            }
+        };
+        // The task catches its own panic; this catches anything else (a panicking drop of a
+        // capture), so nothing ever unwinds a worker.
+        let run = job.run;
+        let outer = catch_unwind(AssertUnwindSafe(|| run(&mut done)));
+        done(outer.is_err()); // no-op if the task already reported
+    }
+}
+
+/// Every `every`, report each running task's usage so far (refresh charging, 2DFQ §5).
+fn refresh_main(shared: &Shared, every: Duration) {
+    let mut running: Vec<(usize, Ticket, Meter)> = Vec::new();
+    let mut readings: Vec<(usize, Ticket, f64)> = Vec::new();
+    loop {
+        {
+            let stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
+            let (stop, _) = shared
+                .stop_cv
+                .wait_timeout_while(stop, every, |s| !*s)
+                .unwrap_or_else(|e| e.into_inner());
+            if *stop {
+                return;
+            }
+        }
+        running.clear();
+        readings.clear();
+        {
+            let st = shared.lock();
+            for (w, r) in st.running.iter().enumerate() {
+                if let Some(r) = r {
+                    running.push((w, r.ticket, r.meter));
+                }
+            }
+        }
+        // Read the clocks without holding the pool's lock.
+        for &(w, ticket, meter) in &running {
+            if let Some(used) = meter.used() {
+                readings.push((w, ticket, used));
+            }
+        }
+        if readings.is_empty() {
+            continue;
+        }
+        let mut guard = shared.lock();
+        let st = &mut *guard;
+        let now = shared.now();
+        for &(w, ticket, used) in &readings {
+            if let Some(r) = st.running[w].as_mut() {
+                // Tickets are never reused: a match means the same task is still running.
+                if r.ticket == ticket && used > r.reported {
+                    r.reported = used;
+                    let _ = st.sched.progress(ticket, used, now);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Per-tenant metrics: live counters kept by the pool and the gate, and the snapshot they hand
+//! out. With the `metrics` feature the same events are also exported through the `metrics`
+//! facade.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use fairlane_core::TenantId;
+use serde::Serialize;
+
+use crate::histogram::Histogram;
+
+/// One tenant's counters and histograms at the moment of a snapshot.
+///
+/// Times are nanoseconds; costs are in the executor's cost unit (CPU or wall nanoseconds for
+/// [`FairPool`](crate::FairPool), holding nanoseconds or caller-set costs for
+/// [`FairGate`](crate::FairGate)).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TenantMetrics {
+    /// The tenant.
+    pub tenant: u64,
+    /// Requests waiting now.
+    pub queued: usize,
+    /// Requests running (tasks on a worker, permits held) now.
+    pub running: usize,
+    /// Requests that finished (including tasks that panicked).
+    pub completed: u64,
+    /// Tasks that panicked (pool only; counted in `completed` too).
+    pub panicked: u64,
+    /// Requests refused because a queue was full.
+    pub rejected: u64,
+    /// Requests removed while waiting (a cancelled task, a dropped waiter, a closed gate).
+    pub cancelled: u64,
+    /// Total cost of the finished requests.
+    pub cost_total: f64,
+    /// Time from submission to start, in nanoseconds.
+    pub wait: Histogram,
+    /// Cost of each finished request.
+    pub cost: Histogram,
+}
+
+/// Every tenant's metrics, ordered by tenant id.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MetricsSnapshot {
+    /// One entry per tenant seen so far.
+    pub tenants: Vec<TenantMetrics>,
+}
+
+impl MetricsSnapshot {
+    /// The metrics of one tenant, if it was ever seen.
+    pub fn tenant(&self, tenant: impl Into<TenantId>) -> Option<&TenantMetrics> {
+        let id = tenant.into().0;
+        self.tenants
+            .binary_search_by_key(&id, |t| t.tenant)
+            .ok()
+            .map(|i| &self.tenants[i])
+    }
+
+    /// All tenants added together (`tenant` is 0).
+    pub fn total(&self) -> TenantMetrics {
+        let mut all = TenantMetrics::default();
+        for t in &self.tenants {
+            all.queued += t.queued;
+            all.running += t.running;
+            all.completed += t.completed;
+            all.panicked += t.panicked;
+            all.rejected += t.rejected;
+            all.cancelled += t.cancelled;
+            all.cost_total += t.cost_total;
+            all.wait.merge(&t.wait);
+            all.cost.merge(&t.cost);
+        }
+        all
+    }
+
+    /// The snapshot as JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
+
+/// The live counters of one tenant.
+pub(crate) struct TenantStats {
+    pub m: TenantMetrics,
+    #[cfg(feature = "metrics")]
+    exported: export::Exported,
+}
+
+/// A multiplicative hash for tenant ids (FxHash's step): the stats table is looked up twice
+/// per task under the executor's lock, where SipHash's DoS resistance buys nothing.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+/// The live counters of every tenant of one executor.
+pub(crate) struct Stats {
+    tenants: HashMap<TenantId, TenantStats, BuildHasherDefault<IdHasher>>,
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    label: std::sync::Arc<str>,
+}
+
+impl Stats {
+    /// `label` names the executor in exported metrics (the `executor` label).
+    pub fn new(label: &str) -> Self {
+        Stats {
+            tenants: HashMap::default(),
+            label: label.into(),
+        }
+    }
+
+    pub fn get(&mut self, tenant: TenantId) -> &mut TenantStats {
+        let label = &self.label;
+        self.tenants.entry(tenant).or_insert_with(|| {
+            let _ = label;
+            TenantStats {
+                m: TenantMetrics {
+                    tenant: tenant.0,
+                    ..TenantMetrics::default()
+                },
+                #[cfg(feature = "metrics")]
+                exported: export::Exported::new(label, tenant),
+            }
+        })
+    }
+
+    pub fn queued(&self, tenant: TenantId) -> usize {
+        self.tenants.get(&tenant).map_or(0, |t| t.m.queued)
+    }
+
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        let mut tenants: Vec<TenantMetrics> = self.tenants.values().map(|t| t.m.clone()).collect();
+        tenants.sort_by_key(|t| t.tenant);
+        MetricsSnapshot { tenants }
+    }
+}
+
+impl TenantStats {
+    pub fn enqueued(&mut self) {
+        self.m.queued += 1;
+        #[cfg(feature = "metrics")]
+        self.exported.queued.increment(1.0);
+    }
+
+    pub fn rejected(&mut self) {
+        self.m.rejected += 1;
+        #[cfg(feature = "metrics")]
+        self.exported.rejected.increment(1);
+    }
+
+    pub fn cancelled(&mut self) {
+        self.m.queued = self.m.queued.saturating_sub(1);
+        self.m.cancelled += 1;
+        #[cfg(feature = "metrics")]
+        {
+            self.exported.queued.decrement(1.0);
+            self.exported.cancelled.increment(1);
+        }
+    }
+
+    /// A request started after waiting `wait_ns`.
+    pub fn started(&mut self, wait_ns: u64) {
+        self.m.queued = self.m.queued.saturating_sub(1);
+        self.m.running += 1;
+        self.m.wait.record(wait_ns);
+        #[cfg(feature = "metrics")]
+        {
+            self.exported.queued.decrement(1.0);
+            self.exported.running.increment(1.0);
+            self.exported.wait.record(wait_ns as f64 * 1e-9);
+        }
+    }
+
+    /// A running request finished having cost `cost`.
+    pub fn finished(&mut self, cost: f64, panicked: bool) {
+        self.m.running = self.m.running.saturating_sub(1);
+        self.m.completed += 1;
+        self.m.cost_total += cost;
+        self.m.cost.record_f64(cost);
+        if panicked {
+            self.m.panicked += 1;
+        }
+        #[cfg(feature = "metrics")]
+        {
+            self.exported.running.decrement(1.0);
+            self.exported.completed.increment(1);
+            self.exported.cost.record(cost);
+            if panicked {
+                self.exported.panicked.increment(1);
+            }
+        }
+    }
+
+    /// A request that had started was given up without running (a granted permit dropped
+    /// before its holder saw it).
+    pub fn abandoned(&mut self) {
+        self.m.running = self.m.running.saturating_sub(1);
+        self.m.cancelled += 1;
+        #[cfg(feature = "metrics")]
+        {
+            self.exported.running.decrement(1.0);
+            self.exported.cancelled.increment(1);
+        }
+    }
+}
+
+#[cfg(feature = "metrics")]
+mod export {
+    //! Handles registered once per tenant, so recording is as cheap as the recorder allows.
+    use fairlane_core::TenantId;
+    use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+
+    pub(super) struct Exported {
+        pub queued: Gauge,
+        pub running: Gauge,
+        pub completed: Counter,
+        pub panicked: Counter,
+        pub rejected: Counter,
+        pub cancelled: Counter,
+        pub wait: Histogram,
+        pub cost: Histogram,
+    }
+
+    impl Exported {
+        pub fn new(executor: &std::sync::Arc<str>, tenant: TenantId) -> Self {
+            let labels = [
+                ("executor", executor.to_string()),
+                ("tenant", tenant.0.to_string()),
+            ];
+            Exported {
+                queued: gauge!("fairlane_queued", &labels),
+                running: gauge!("fairlane_running", &labels),
+                completed: counter!("fairlane_completed_total", &labels),
+                panicked: counter!("fairlane_panicked_total", &labels),
+                rejected: counter!("fairlane_rejected_total", &labels),
+                cancelled: counter!("fairlane_cancelled_total", &labels),
+                wait: histogram!("fairlane_wait_seconds", &labels),
+                cost: histogram!("fairlane_cost", &labels),
+            }
+        }
+    }
+}
