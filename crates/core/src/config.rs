@@ -63,8 +63,8 @@ impl fmt::Display for Algorithm {
 }
 
 /// The presets [`Config::preset`] accepts.
-pub const PRESETS: [&str; 9] = [
-    "fifo", "drr", "sfq", "wfq", "wf2q", "2dfq", "wfqe", "wf2qe", "2dfqe",
+pub const PRESETS: [&str; 10] = [
+    "fifo", "drr", "sfq", "wfq", "wf2q", "2dfq", "wfqe", "wf2qe", "2dfqe", "drre",
 ];
 
 pub(crate) fn check_workers(workers: usize) -> Result<usize, Error> {
