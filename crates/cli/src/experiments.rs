@@ -5,10 +5,8 @@
 
 use std::fmt::Write as _;
 
-use fairlane_plot::{
-    cdf, escape, fmt_num, Axis, BarChart, LineChart, Occupancy, Series, Style, Table,
-};
-use fairlane_sim::{RunResult, SpecFile};
+use fairlane_plot::{cdf, escape, fmt_num, Axis, BarChart, LineChart, Series, Style, Table};
+use fairlane_sim::{report, RunResult, SpecFile};
 
 use crate::simulate::{default_jobs, Progress};
 
@@ -175,22 +173,8 @@ fn window(points: &[(f64, f64)], from: f64, to: f64) -> Vec<(f64, f64)> {
 
 fn occupancy_figs(body: &mut String, runs: &[&RunResult], caption: &str) {
     for r in runs {
-        let occ = &r.occupancy;
-        let cells = occ
-            .cells
-            .iter()
-            .map(|row| row.iter().map(|c| c.map(f64::from)).collect())
-            .collect();
-        let chart = Occupancy::new(
-            format!("{caption}: thread occupancy under {}", r.scheduler),
-            (0..occ.cells.len()).map(|w| format!("w{w}")),
-            occ.t0,
-            occ.dt,
-            cells,
-        )
-        .value_label("cost of the running request (units)")
-        .log_color(true);
-        fig(body, chart.to_svg());
+        let title = format!("{caption}: thread occupancy under {}", r.scheduler);
+        fig(body, report::occupancy_chart(r, title).to_svg());
     }
 }
 

@@ -49,7 +49,7 @@ fn cpu_ratio(preset: &str) -> f64 {
                 .unwrap();
         }
     }
-    wait_until(Duration::from_secs(20), || {
+    wait_until(Duration::from_secs(60), || {
         pool.metrics().total().completed >= 600
     });
     let leftover = pool.shutdown_now();
@@ -146,7 +146,7 @@ fn tag_while_running(refresh: Option<Duration>) -> f64 {
     let tag = || pool.tenant(9u64).unwrap().tag;
     if refresh.is_some() {
         // The refresh thread reports the 40 ms within an interval or two.
-        wait_until(Duration::from_secs(5), || tag() >= 39e6);
+        wait_until(Duration::from_secs(30), || tag() >= 39e6);
     } else {
         std::thread::sleep(Duration::from_millis(30));
     }
@@ -280,7 +280,7 @@ fn a_queued_task_can_be_cancelled_a_running_one_cannot() {
     assert_eq!(pool.metrics().tenant(1u64).unwrap().cancelled, 1);
     // A finished task cannot be cancelled.
     let done = pool.submit(1u64, 0u32, || ()).unwrap();
-    wait_until(Duration::from_secs(5), || done.is_finished());
+    wait_until(Duration::from_secs(30), || done.is_finished());
     assert!(!done.cancel());
 }
 
@@ -339,7 +339,7 @@ fn shutdown_now_hands_back_every_queued_task() {
     let p = pool.clone();
     let stopper = std::thread::spawn(move || p.shutdown_now());
     // shutdown_now empties the queue first, then waits for the running task.
-    wait_until(Duration::from_secs(5), || pool.queued() == 0);
+    wait_until(Duration::from_secs(30), || pool.queued() == 0);
     assert_eq!(
         pool.submit(1u64, 0u32, || 0).unwrap_err(),
         SubmitError::ShutDown

@@ -227,26 +227,11 @@ pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
     blocks.push(Block::Svg(g.to_svg()));
 
     for r in runs {
-        let occ = &r.occupancy;
-        let cells = occ
-            .cells
-            .iter()
-            .map(|row| row.iter().map(|c| c.map(f64::from)).collect())
-            .collect();
-        let rows = (0..occ.cells.len()).map(|w| format!("w{w}"));
-        let chart = Occupancy::new(
-            format!(
-                "Thread occupancy under {}: cost of the running request",
-                r.scheduler
-            ),
-            rows,
-            occ.t0,
-            occ.dt,
-            cells,
-        )
-        .value_label("request cost (units)")
-        .log_color(true);
-        blocks.push(Block::Svg(chart.to_svg()));
+        let title = format!(
+            "Thread occupancy under {}: cost of the running request",
+            r.scheduler
+        );
+        blocks.push(Block::Svg(occupancy_chart(r, title).to_svg()));
     }
 
     let mut headers = vec!["tenant".to_string(), "completed".into()];
@@ -274,6 +259,25 @@ pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
     }
     blocks.push(Block::Table(table));
     blocks
+}
+
+/// A run's thread occupancy: one row per worker, coloured by the running request's cost.
+pub fn occupancy_chart(r: &RunResult, title: String) -> Occupancy {
+    let occ = &r.occupancy;
+    let cells = occ
+        .cells
+        .iter()
+        .map(|row| row.iter().map(|c| c.map(f64::from)).collect())
+        .collect();
+    Occupancy::new(
+        title,
+        (0..occ.cells.len()).map(|w| format!("w{w}")),
+        occ.t0,
+        occ.dt,
+        cells,
+    )
+    .value_label("request cost (units)")
+    .log_color(true)
 }
 
 /// The runs table: one row per run.
