@@ -171,6 +171,33 @@ fn window(points: &[(f64, f64)], from: f64, to: f64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Service received and service lag of one tracked tenant over `window`, a line per scheduler.
+fn tenant_series_figs(
+    body: &mut String,
+    runs: &[&RunResult],
+    tenant: &str,
+    caption: &str,
+    (from, to): (f64, f64),
+) {
+    for (what, lag) in [
+        ("service received (units/s)", false),
+        ("service lag (s, positive = behind GPS)", true),
+    ] {
+        let mut c = LineChart::new(
+            format!("{caption}, {what}"),
+            Axis::linear("time (s)"),
+            Axis::linear(what),
+        );
+        for r in runs {
+            if let Some(s) = r.series.iter().find(|s| s.name == tenant) {
+                let p = if lag { &s.lag } else { &s.service };
+                c = c.series(Series::new(&r.scheduler, window(p, from, to)));
+            }
+        }
+        fig(body, c.to_svg());
+    }
+}
+
 fn occupancy_figs(body: &mut String, runs: &[&RunResult], caption: &str) {
     for r in runs {
         let title = format!("{caption}: thread occupancy under {}", r.scheduler);
@@ -258,23 +285,13 @@ fn fig8(results: &[RunResult], body: &mut String) {
     if let Some(first) = runs.first() {
         let end = first.sim_seconds;
         let (from, to) = ((end - 15.0).max(0.0), end);
-        for (what, pick) in [
-            ("service received (units/s)", 0),
-            ("service lag (s, positive = behind GPS)", 1),
-        ] {
-            let mut c = LineChart::new(
-                format!("Fig. 8a: small-0 at n = 50, {what}"),
-                Axis::linear("time (s)"),
-                Axis::linear(what),
-            );
-            for r in &runs {
-                if let Some(s) = r.series.iter().find(|s| s.name == "small-0") {
-                    let p = if pick == 0 { &s.service } else { &s.lag };
-                    c = c.series(Series::new(&r.scheduler, window(p, from, to)));
-                }
-            }
-            fig(body, c.to_svg());
-        }
+        tenant_series_figs(
+            body,
+            &runs,
+            "small-0",
+            "Fig. 8a: small-0 at n = 50",
+            (from, to),
+        );
         occupancy_figs(body, &runs, "Fig. 8b, n = 50");
     }
 }
@@ -285,20 +302,7 @@ fn fig9(results: &[RunResult], body: &mut String) {
     let Some(first) = runs.first() else { return };
     let end = first.sim_seconds;
     let (from, to) = ((end - 15.0).max(0.0), end);
-    for (what, pick) in [("service received (units/s)", 0), ("service lag (s)", 1)] {
-        let mut c = LineChart::new(
-            format!("Fig. 9a: T1, {what}"),
-            Axis::linear("time (s)"),
-            Axis::linear(what),
-        );
-        for r in &runs {
-            if let Some(s) = r.series.iter().find(|s| s.name == "T1") {
-                let p = if pick == 0 { &s.service } else { &s.lag };
-                c = c.series(Series::new(&r.scheduler, window(p, from, to)));
-            }
-        }
-        fig(body, c.to_svg());
-    }
+    tenant_series_figs(body, &runs, "T1", "Fig. 9a: T1", (from, to));
     let mut g = LineChart::new(
         "Fig. 9a bottom: Gini index across tenants",
         Axis::linear("time (s)"),
@@ -308,25 +312,15 @@ fn fig9(results: &[RunResult], body: &mut String) {
         g = g.series(Series::new(&r.scheduler, window(&r.gini, from, to)));
     }
     fig(body, g.to_svg());
-    let samples: Vec<(String, Vec<f64>)> = runs
-        .iter()
-        .map(|r| {
-            (
-                r.scheduler.clone(),
-                r.tenants.iter().map(|t| t.lag_std).collect(),
-            )
-        })
-        .collect();
-    let mut c = cdf(
-        "Fig. 10 left: CDF of service-lag σ across tenants",
-        Axis::log("σ of service lag (s)"),
-        &samples,
-    );
-    c.y.label = "fraction of tenants".into();
+    let c = report::lag_sigma_cdf(&runs, "Fig. 10 left: CDF of service-lag σ across tenants");
     fig(body, c.to_svg());
-    let q1: Vec<f64> = samples
+    let sigmas: Vec<Vec<f64>> = runs
         .iter()
-        .map(|(_, v)| quantile(&mut v.clone(), 0.25))
+        .map(|r| r.tenants.iter().map(|t| t.lag_std).collect())
+        .collect();
+    let q1: Vec<f64> = sigmas
+        .iter()
+        .map(|v| quantile(&mut v.clone(), 0.25))
         .collect();
     let mut t = Table::new([
         "scheduler",
@@ -335,7 +329,7 @@ fn fig9(results: &[RunResult], body: &mut String) {
         "T1 σ (s)",
         "mean Gini",
     ]);
-    for (r, (_, v)) in runs.iter().zip(&samples) {
+    for (r, v) in runs.iter().zip(&sigmas) {
         t.push_row([
             r.scheduler.clone(),
             fmt_num(quantile(&mut v.clone(), 0.25)),
@@ -450,21 +444,10 @@ fn fig11(results: &[RunResult], body: &mut String) {
             }
             fig(body, bars.to_svg());
         }
-        let samples: Vec<(String, Vec<f64>)> = runs
-            .iter()
-            .map(|r| {
-                (
-                    r.scheduler.clone(),
-                    r.tenants.iter().map(|t| t.lag_std).collect(),
-                )
-            })
-            .collect();
-        let mut c = cdf(
+        let c = report::lag_sigma_cdf(
+            &runs,
             &format!("Fig. 12 bottom left: CDF of lag σ, {label}"),
-            Axis::log("σ of service lag (s)"),
-            &samples,
         );
-        c.y.label = "fraction of tenants".into();
         fig(body, c.to_svg());
     }
     body.push_str("<h3>T1's p99 latency</h3>");

@@ -185,21 +185,7 @@ pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
         blocks.push(Block::Svg(service.to_svg()));
         blocks.push(Block::Svg(lag.to_svg()));
     }
-    let samples: Vec<(String, Vec<f64>)> = runs
-        .iter()
-        .map(|r| {
-            (
-                r.scheduler.clone(),
-                r.tenants.iter().map(|t| t.lag_std).collect(),
-            )
-        })
-        .collect();
-    let mut c = cdf(
-        "CDF of service-lag σ across tenants",
-        Axis::log("lag σ (s)"),
-        &samples,
-    );
-    c.y.label = "fraction of tenants".into();
+    let c = lag_sigma_cdf(runs, "CDF of service-lag σ across tenants");
     blocks.push(Block::Svg(c.to_svg()));
 
     let reps = representatives(first, &tracked, 24);
@@ -259,6 +245,22 @@ pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
     }
     blocks.push(Block::Table(table));
     blocks
+}
+
+/// The CDF of service-lag σ across a point's tenants, one line per scheduler.
+pub fn lag_sigma_cdf(runs: &[&RunResult], title: &str) -> LineChart {
+    let samples: Vec<(String, Vec<f64>)> = runs
+        .iter()
+        .map(|r| {
+            (
+                r.scheduler.clone(),
+                r.tenants.iter().map(|t| t.lag_std).collect(),
+            )
+        })
+        .collect();
+    let mut c = cdf(title, Axis::log("σ of service lag (s)"), &samples);
+    c.y.label = "fraction of tenants".into();
+    c
 }
 
 /// A run's thread occupancy: one row per worker, coloured by the running request's cost.
