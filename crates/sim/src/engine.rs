@@ -17,6 +17,7 @@ use fairlane_core::{
 };
 use serde::Serialize;
 
+use crate::blackbox::{BlackBox, BlackBoxResult};
 use crate::metrics::{gini, Latency, Moments, Occupancy, TenantResult, TenantSeries, Thinned};
 use crate::rng::Rng;
 use crate::spec::{Scenario, SchedulerChoice};
@@ -60,8 +61,11 @@ pub struct RunResult {
     pub gini: Vec<(f64, f64)>,
     /// Tracked tenants' series.
     pub series: Vec<TenantSeries>,
-    /// Thread occupancy.
+    /// Thread occupancy (black box: issue-slot occupancy).
     pub occupancy: Occupancy,
+    /// The black-box server's measurements (response times, depth), when it ran one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blackbox: Option<BlackBoxResult>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +73,10 @@ struct Job {
     tenant: u32,
     cost: f64,
     arrived: f64,
+    /// Black box: the service time and the component (random routing) drawn at arrival,
+    /// so a request's service is the same under every scheduler.
+    service: f64,
+    component: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -80,7 +88,7 @@ struct Running {
 
 const ARRIVAL: u8 = 0; // next open arrival of tenant idx
 const ISSUE: u8 = 1; // a closed-loop client of tenant idx issues; a backlogged tenant starts
-const COMPLETE: u8 = 2; // worker idx finishes
+const COMPLETE: u8 = 2; // worker idx finishes (black box: component idx)
 const REFRESH: u8 = 3;
 const SAMPLE: u8 = 4;
 const OCCUPANCY: u8 = 5;
@@ -120,6 +128,8 @@ struct TenantState {
     on_until: f64,
     /// Trace: next row.
     cursor: usize,
+    /// Black box: service times and routing.
+    service: Rng,
 }
 
 struct Sim<'a> {
@@ -150,6 +160,7 @@ struct Sim<'a> {
     series: Vec<(Thinned<f64>, Thinned<f64>)>,
     track_slot: Vec<u32>,
     occupancy: Vec<Thinned<Option<f32>>>,
+    bb: Option<BlackBox>,
 }
 
 /// Run one scheduler on a scenario. `progress` is called now and then with the fraction of
@@ -167,6 +178,9 @@ pub fn run(
         .map_err(core)?;
     let known_costs = choice.config.estimator == EstimatorKind::Oracle;
     let n = sc.tenants.len();
+    // Issue slots: the worker model's workers, the black box's largest depth.
+    let slots = sc.blackbox.as_ref().map_or(sc.workers, |bb| bb.depth.max());
+    let capacity = sc.blackbox.as_ref().map_or(sc.workers, |bb| bb.components) as f64 * sc.rate;
     let mut sim = Sim {
         sc,
         sched,
@@ -174,8 +188,8 @@ pub fn run(
         heap: BinaryHeap::with_capacity(1024),
         seq: 0,
         events: 0,
-        workers: vec![None; sc.workers],
-        idle: (0..sc.workers as u32).map(Reverse).collect(),
+        workers: vec![None; slots],
+        idle: (0..slots as u32).map(Reverse).collect(),
         retry_at: f64::INFINITY,
         tenants: sc
             .tenants
@@ -186,9 +200,10 @@ pub fn run(
                 on_from: 0.0,
                 on_until: 0.0,
                 cursor: 0,
+                service: Rng::new(sc.seed, t.stream ^ 0xB1AC_B0C5),
             })
             .collect(),
-        gps: GpsClock::new(sc.workers as f64 * sc.rate).map_err(core)?,
+        gps: GpsClock::new(capacity).map_err(core)?,
         done: vec![0.0; n],
         partial: vec![0.0; n],
         prev_actual: vec![0.0; n],
@@ -214,9 +229,11 @@ pub fn run(
                     .map_or(u32::MAX, |i| i as u32)
             })
             .collect(),
-        occupancy: (0..sc.workers)
-            .map(|_| Thinned::new(sc.max_points))
-            .collect(),
+        occupancy: (0..slots).map(|_| Thinned::new(sc.max_points)).collect(),
+        bb: sc
+            .blackbox
+            .as_ref()
+            .map(|def| BlackBox::new(def, n, sc.track.len(), sc.max_points)),
     };
     sim.start()?;
     let end = sc.duration;
@@ -264,15 +281,23 @@ impl Sim<'_> {
                     }
                 }
                 Arrival::Poisson { .. } | Arrival::OnOff { .. } => {
-                    if let Arrival::OnOff { on, off, .. } = t.arrival {
+                    if let Arrival::OnOff {
+                        on, off, periodic, ..
+                    } = t.arrival
+                    {
                         let st = &mut self.tenants[f];
-                        // Start ON with the stationary probability on / (on + off).
-                        st.on_from = if st.arrivals.uniform() < on / (on + off) {
-                            t.start
+                        if periodic {
+                            st.on_from = t.start;
+                            st.on_until = t.start + on;
                         } else {
-                            t.start + st.arrivals.exp(off)
-                        };
-                        st.on_until = st.on_from + st.arrivals.exp(on);
+                            // Start ON with the stationary probability on / (on + off).
+                            st.on_from = if st.arrivals.uniform() < on / (on + off) {
+                                t.start
+                            } else {
+                                t.start + st.arrivals.exp(off)
+                            };
+                            st.on_until = st.on_from + st.arrivals.exp(on);
+                        }
                     }
                     let at = self.next_open_arrival(f, t.start);
                     self.push(at, ARRIVAL, f as u32);
@@ -298,7 +323,12 @@ impl Sim<'_> {
         let st = &mut self.tenants[f];
         match self.sc.tenants[f].arrival {
             Arrival::Poisson { rate } => now + st.arrivals.exp(1.0 / rate),
-            Arrival::OnOff { rate, on, off } => {
+            Arrival::OnOff {
+                rate,
+                on,
+                off,
+                periodic,
+            } => {
                 let mut now = now.max(st.on_from);
                 loop {
                     let t = now + st.arrivals.exp(1.0 / rate);
@@ -306,8 +336,13 @@ impl Sim<'_> {
                         return t;
                     }
                     // The ON period ended first: an OFF period, then a new ON period.
-                    st.on_from = st.on_until + st.arrivals.exp(off);
-                    st.on_until = st.on_from + st.arrivals.exp(on);
+                    if periodic {
+                        st.on_from = st.on_until + off;
+                        st.on_until = st.on_from + on;
+                    } else {
+                        st.on_from = st.on_until + st.arrivals.exp(off);
+                        st.on_until = st.on_from + st.arrivals.exp(on);
+                    }
                     now = st.on_from;
                 }
             }
@@ -358,6 +393,7 @@ impl Sim<'_> {
                     _ => {}
                 }
             }
+            COMPLETE if self.bb.is_some() => self.component_done(ev.idx, now)?,
             COMPLETE => self.complete(ev.idx as usize, now)?,
             REFRESH => {
                 let rate = self.sc.rate;
@@ -407,10 +443,20 @@ impl Sim<'_> {
         if now >= self.sc.warmup {
             self.arrived[f] += 1;
         }
+        let (service, component) = match &self.sc.blackbox {
+            Some(bb) => {
+                let rng = &mut self.tenants[f].service;
+                let service = rng.exp(cost / self.sc.rate);
+                (service, rng.below(bb.components as u64) as u32)
+            }
+            None => (0.0, 0),
+        };
         let job = Job {
             tenant: f as u32,
             cost,
             arrived: now,
+            service,
+            component,
         };
         let mut req = Request::new(TenantId(f as u64), ClassId(class), job);
         if self.known_costs {
@@ -426,7 +472,7 @@ impl Sim<'_> {
     /// Give idle workers work, lowest index first.
     fn dispatch(&mut self, now: f64) -> Result<(), SimError> {
         while let Some(&Reverse(w)) = self.idle.peek() {
-            if self.sched.queued() == 0 {
+            if self.sched.queued() == 0 || self.bb.as_ref().is_some_and(|b| !b.has_room()) {
                 break;
             }
             match self.sched.dequeue(w as usize, now).map_err(core)? {
@@ -436,7 +482,9 @@ impl Sim<'_> {
                 }
                 Decision::Empty => break,
                 Decision::RetryAt(t) => {
-                    if t < self.retry_at {
+                    // An infinite time means "after the next completion", which dispatches
+                    // anyway: no event.
+                    if t.is_finite() && t < self.retry_at {
                         self.retry_at = t;
                         self.push(t.max(now), RETRY, 0);
                     }
@@ -453,7 +501,28 @@ impl Sim<'_> {
             job,
             start: now,
         });
-        self.push(now + job.cost / self.sc.rate, COMPLETE, w as u32);
+        match &mut self.bb {
+            None => self.push(now + job.cost / self.sc.rate, COMPLETE, w as u32),
+            Some(bb) => {
+                if let Some(c) = bb.admit(w as u32, job.component, now) {
+                    self.push(now + job.service, COMPLETE, c);
+                }
+            }
+        }
+    }
+
+    /// Black box: component `c` finished; it starts its next queued request, and the
+    /// finished request's issue slot completes.
+    fn component_done(&mut self, c: u32, now: f64) -> Result<(), SimError> {
+        let bb = self.bb.as_mut().expect("black-box run");
+        let (slot, next) = bb.finish(c, now);
+        if let Some(s) = next {
+            let job = self.workers[s as usize]
+                .expect("a queued request holds its issue slot")
+                .job;
+            self.push(now + job.service, COMPLETE, c);
+        }
+        self.complete(slot as usize, now)
     }
 
     fn complete(&mut self, w: usize, now: f64) -> Result<(), SimError> {
@@ -469,6 +538,9 @@ impl Sim<'_> {
             self.completed[f] += 1;
             self.work[f] += r.job.cost;
             self.latency[f].record(now - r.job.arrived);
+            if let Some(bb) = &mut self.bb {
+                bb.record(f, now - r.job.arrived);
+            }
         }
         let t = &self.sc.tenants[f];
         match t.arrival {
@@ -494,10 +566,21 @@ impl Sim<'_> {
     fn sample(&mut self, now: f64) {
         let sc = self.sc;
         self.gps.advance(now);
-        for w in self.workers.iter().flatten() {
-            self.partial[w.job.tenant as usize] += ((now - w.start) * sc.rate).min(w.job.cost);
-        }
         let measured = now >= sc.warmup;
+        if let Some(bb) = &mut self.bb {
+            // Inside the black box progress is invisible: work counts when it completes.
+            bb.sample(
+                now,
+                sc.interval,
+                measured,
+                sc.tenants.iter().map(|t| t.target),
+                &self.track_slot,
+            );
+        } else {
+            for w in self.workers.iter().flatten() {
+                self.partial[w.job.tenant as usize] += ((now - w.start) * sc.rate).min(w.job.cost);
+            }
+        }
         self.scratch.clear();
         for f in 0..sc.tenants.len() {
             let actual = self.done[f] + self.partial[f];
@@ -529,13 +612,17 @@ impl Sim<'_> {
 
     fn finish(self, wall: f64) -> RunResult {
         let sc = self.sc;
-        let done: f64 = self.done.iter().sum::<f64>()
-            + self
-                .workers
+        let running: f64 = if self.bb.is_some() {
+            0.0
+        } else {
+            self.workers
                 .iter()
                 .flatten()
                 .map(|w| ((sc.duration - w.start) * sc.rate).min(w.job.cost))
-                .sum::<f64>();
+                .sum::<f64>()
+        };
+        let done: f64 = self.done.iter().sum::<f64>() + running;
+        let capacity = sc.blackbox.as_ref().map_or(sc.workers, |b| b.components) as f64 * sc.rate;
         let tenants = sc
             .tenants
             .iter()
@@ -574,7 +661,7 @@ impl Sim<'_> {
             events: self.events,
             wall_seconds: wall,
             sim_seconds: sc.duration,
-            utilization: done / (sc.workers as f64 * sc.rate * sc.duration),
+            utilization: done / (capacity * sc.duration),
             gini_mean: self.gini_moments.mean(),
             tenants,
             gini: self.gini.points,
@@ -597,6 +684,10 @@ impl Sim<'_> {
                     .map(|s| s.points.into_iter().map(|p| p.1).collect())
                     .collect(),
             },
+            blackbox: self.bb.map(|bb| {
+                let k = sc.blackbox.as_ref().map_or(0, |b| b.components);
+                bb.finish_run(sc.duration, k, &sc.tenants, &sc.track)
+            }),
         }
     }
 }

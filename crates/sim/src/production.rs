@@ -67,7 +67,12 @@ fn poisson(rate: f64) -> Arrival {
 }
 
 fn onoff(rate: f64, on: f64, off: f64) -> Arrival {
-    Arrival::OnOff { rate, on, off }
+    Arrival::OnOff {
+        rate,
+        on,
+        off,
+        periodic: false,
+    }
 }
 
 fn class(api: &str, share: f64, dist: CostDist) -> (String, f64, CostDist) {

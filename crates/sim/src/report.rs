@@ -20,6 +20,34 @@ pub fn summary_json(results: &[RunResult]) -> Value {
             for t in &r.tenants {
                 tenants.insert(t.name.clone(), tenant_json(t));
             }
+            if let Some(bb) = &r.blackbox {
+                for b in &bb.tenants {
+                    if let Some(Value::Object(t)) = tenants.get_mut(&b.name) {
+                        t.insert("target".into(), json!(b.target));
+                        t.insert("intervals".into(), json!(b.intervals));
+                        t.insert("intervals_met".into(), json!(b.intervals_met));
+                    }
+                }
+                let mut run = json!({
+                    "scheduler": r.scheduler,
+                    "label": r.label,
+                    "events": r.events,
+                    "wall_seconds": r.wall_seconds,
+                    "events_per_second": r.events as f64 / r.wall_seconds.max(1e-9),
+                    "sim_seconds": r.sim_seconds,
+                    "utilization": r.utilization,
+                    "gini_mean": r.gini_mean,
+                    "tenants": tenants,
+                });
+                run["blackbox"] = json!({
+                    "components": bb.components,
+                    "mean_depth": bb.mean_depth,
+                    "mean_outstanding": bb.mean_outstanding,
+                    "max_outstanding": bb.max_outstanding,
+                    "over_depth": bb.over_depth,
+                });
+                return run;
+            }
             json!({
                 "scheduler": r.scheduler,
                 "label": r.label,
@@ -130,6 +158,27 @@ pub fn write_csv(dir: &Path, results: &[RunResult]) -> io::Result<()> {
             }
         }
         std::fs::write(dir.join(format!("{stem}-occupancy.csv")), s)?;
+        if let Some(bb) = &r.blackbox {
+            let mut s = String::from("t,tenant,mean_response_s\n");
+            for t in &bb.tenants {
+                for (x, y) in &t.response {
+                    let _ = writeln!(s, "{x},{},{y}", t.name);
+                }
+            }
+            std::fs::write(dir.join(format!("{stem}-response.csv")), s)?;
+            let mut s = String::from("t,tenant,completions_per_s\n");
+            for t in &bb.tenants {
+                for (x, y) in &t.throughput {
+                    let _ = writeln!(s, "{x},{},{y}", t.name);
+                }
+            }
+            std::fs::write(dir.join(format!("{stem}-throughput.csv")), s)?;
+            let mut s = String::from("t,depth\n");
+            for (x, y) in &bb.depth {
+                let _ = writeln!(s, "{x},{y}");
+            }
+            std::fs::write(dir.join(format!("{stem}-depth.csv")), s)?;
+        }
     }
     Ok(())
 }
@@ -164,6 +213,9 @@ pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
         return blocks;
     };
     let tracked: Vec<String> = first.series.iter().map(|s| s.name.clone()).collect();
+    if first.blackbox.is_some() {
+        blocks.extend(blackbox_blocks(runs, &tracked));
+    }
     for name in &tracked {
         let mut service = LineChart::new(
             format!("Service received by {name} (per sampling interval)"),
@@ -244,6 +296,48 @@ pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
         table.push_row(row);
     }
     blocks.push(Block::Table(table));
+    blocks
+}
+
+/// Black-box runs: each tracked tenant's mean response time and throughput per interval,
+/// and the depth D over time.
+fn blackbox_blocks(runs: &[&RunResult], tracked: &[String]) -> Vec<Block> {
+    let mut blocks = Vec::new();
+    for name in tracked {
+        let mut rt = LineChart::new(
+            format!("Mean response time of {name} per interval"),
+            Axis::linear("time (s)"),
+            Axis::log("seconds"),
+        );
+        let mut tp = LineChart::new(
+            format!("Throughput of {name} per interval"),
+            Axis::linear("time (s)"),
+            Axis::linear("requests / s"),
+        );
+        for r in runs {
+            if let Some(t) = r
+                .blackbox
+                .as_ref()
+                .and_then(|b| b.tenants.iter().find(|t| &t.name == name))
+            {
+                rt = rt.series(Series::new(&r.scheduler, t.response.clone()));
+                tp = tp.series(Series::new(&r.scheduler, t.throughput.clone()).style(Style::Step));
+            }
+        }
+        blocks.push(Block::Svg(rt.to_svg()));
+        blocks.push(Block::Svg(tp.to_svg()));
+    }
+    let mut d = LineChart::new(
+        "Depth D (issue slots)",
+        Axis::linear("time (s)"),
+        Axis::linear("D"),
+    );
+    for r in runs {
+        if let Some(b) = &r.blackbox {
+            d = d.series(Series::new(&r.scheduler, b.depth.clone()).style(Style::Step));
+        }
+    }
+    blocks.push(Block::Svg(d.to_svg()));
     blocks
 }
 

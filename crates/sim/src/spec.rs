@@ -98,19 +98,127 @@ pub struct Spec {
     pub suite: Option<SuiteSpec>,
 }
 
-/// `[server]`: one stage of identical workers.
+/// `[server]`: one stage of identical workers (`model = "workers"`, the default), or a black
+/// box with `components` internal service components fed through `depth` issue slots by an
+/// interposed scheduler (`model = "blackbox"`, seeds/002 §5).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerSpec {
-    /// Worker threads.
-    pub workers: usize,
-    /// Cost units each worker processes per second (default 1).
+    /// `workers` (default) or `blackbox`.
+    pub model: Option<String>,
+    /// Worker threads (worker model).
+    pub workers: Option<usize>,
+    /// Cost units each worker (black box: each component) processes per second (default 1).
     pub rate: Option<f64>,
-    /// Or the whole server's units per second, split evenly over the workers.
+    /// Or the whole server's units per second, split evenly over the workers (components).
     pub capacity: Option<f64>,
-    /// Refresh-charging interval in seconds (2DFQ §5: 10 ms); 0 turns it off.
+    /// Refresh-charging interval in seconds (2DFQ §5: 10 ms); 0 turns it off. The black box
+    /// does not refresh: its requests' progress is invisible to the scheduler.
     #[serde(default = "default_refresh")]
     pub refresh: f64,
+    /// Black box: internal service components (disks), each FIFO with exponential service.
+    pub components: Option<usize>,
+    /// Black box: `random` (each request goes to a uniformly random component and queues
+    /// there: a striped disk array; the default) or `shared` (one FIFO queue feeds all).
+    pub routing: Option<String>,
+    /// Black box: the depth D (issue slots), an integer, or a table
+    /// `{ min, max, initial, interval }` for the adaptive depth controller (§5.4).
+    pub depth: Option<toml::Value>,
+}
+
+impl ServerSpec {
+    /// Whether this is the black-box model.
+    pub fn is_blackbox(&self) -> bool {
+        self.model.as_deref() == Some("blackbox")
+    }
+
+    /// A backlogged tenant's default outstanding requests: one more than the server's slots.
+    pub(crate) fn default_outstanding(&self) -> usize {
+        let slots = if self.is_blackbox() {
+            match &self.depth {
+                Some(toml::Value::Integer(d)) => (*d).clamp(0, 1 << 20) as usize,
+                Some(toml::Value::Table(t)) => t
+                    .get("max")
+                    .and_then(toml::Value::as_integer)
+                    .unwrap_or(0)
+                    .clamp(0, 1 << 20) as usize,
+                _ => 0,
+            }
+        } else {
+            self.workers.unwrap_or(0)
+        };
+        slots + 1
+    }
+}
+
+/// `[server.depth]` as a table: the adaptive depth controller (seeds/002 §5.4, after Facade).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdaptiveDepthSpec {
+    /// Smallest depth.
+    pub min: usize,
+    /// Largest depth.
+    pub max: usize,
+    /// Depth at the start (default: `min`).
+    pub initial: Option<usize>,
+    /// Seconds between controller updates (default 1).
+    pub interval: Option<f64>,
+}
+
+/// How requests reach the components of a black-box server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// Each request to a uniformly random component, FIFO there (a striped array).
+    Random,
+    /// One FIFO queue feeding every component.
+    Shared,
+}
+
+/// The depth D of a black-box server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Depth {
+    /// Always D issue slots.
+    Fixed(usize),
+    /// Adjusted by the depth controller.
+    Adaptive {
+        /// Smallest D.
+        min: usize,
+        /// Largest D.
+        max: usize,
+        /// D at the start.
+        initial: usize,
+        /// Seconds between updates.
+        interval: f64,
+    },
+}
+
+impl Depth {
+    /// The depth at the start.
+    pub fn initial(&self) -> usize {
+        match self {
+            Depth::Fixed(d) => *d,
+            Depth::Adaptive { initial, .. } => *initial,
+        }
+    }
+    /// The largest depth the run may reach (the issue slots to allocate).
+    pub fn max(&self) -> usize {
+        match self {
+            Depth::Fixed(d) => *d,
+            Depth::Adaptive { max, .. } => *max,
+        }
+    }
+}
+
+/// A black-box server, resolved (seeds/002 §5): `components` FIFO components of `rate` units
+/// per second each (exponential service), fed through `depth` issue slots.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlackBoxDef {
+    /// Internal service components.
+    pub components: usize,
+    /// How requests reach them.
+    pub routing: Routing,
+    /// The depth D.
+    pub depth: Depth,
 }
 
 /// `[metrics]`.
@@ -178,6 +286,9 @@ pub struct TenantSpec {
     /// Weight φ.
     #[serde(default = "one")]
     pub weight: f64,
+    /// Response-time target in seconds (EDF's relative deadline; the adaptive depth
+    /// controller keeps every tenant's mean response time under its target).
+    pub target: Option<f64>,
     /// A built-in profile (`T1`…`T12`, `t1`…`t7`, `production`, `expensive`): its arrivals
     /// and classes, unless `arrival`, `cost` or `class` are given.
     pub template: Option<String>,
@@ -209,7 +320,8 @@ pub enum ArrivalSpec {
         /// Requests per second.
         rate: f64,
     },
-    /// Poisson at `rate` while ON; ON and OFF periods exponential with these means.
+    /// Poisson at `rate` while ON; ON and OFF periods exponential with these means, or,
+    /// with `periodic = true`, exactly `on` then `off` seconds from the tenant's start.
     OnOff {
         /// Requests per second while ON.
         rate: f64,
@@ -217,6 +329,9 @@ pub enum ArrivalSpec {
         on: f64,
         /// Mean OFF seconds.
         off: f64,
+        /// Fixed ON and OFF periods, starting ON (default false: exponential periods).
+        #[serde(default)]
+        periodic: bool,
     },
     /// `clients` clients, each issuing a request, waiting for it, then thinking.
     Closed {
@@ -364,8 +479,11 @@ pub struct Scenario {
     pub warmup: f64,
     /// Workers.
     pub workers: usize,
-    /// Units per second per worker.
+    /// Units per second per worker (black box: per component).
     pub rate: f64,
+    /// The black-box server, when `server.model = "blackbox"` (`workers` is then the initial
+    /// depth D).
+    pub blackbox: Option<BlackBoxDef>,
     /// Refresh interval (0 = off).
     pub refresh: f64,
     /// Sampling interval.
@@ -611,12 +729,55 @@ impl Spec {
         }
         pos("speed", self.speed)?;
         let s = &self.server;
-        if s.workers == 0 || s.workers > 4096 {
+        let blackbox = match s.model.as_deref() {
+            None | Some("workers") => {
+                for (k, set) in [
+                    ("components", s.components.is_some()),
+                    ("routing", s.routing.is_some()),
+                    ("depth", s.depth.is_some()),
+                ] {
+                    if set {
+                        return Err(err(
+                            &format!("server.{k}"),
+                            "only the black-box server has it; set model = \"blackbox\"".into(),
+                        ));
+                    }
+                }
+                None
+            }
+            Some("blackbox") => Some(blackbox_def(s).map_err(|(k, m)| err(&k, m))?),
+            Some(other) => {
+                return Err(err(
+                    "server.model",
+                    format!("unknown server model {other:?}; allowed: workers, blackbox"),
+                ))
+            }
+        };
+        // Workers: the worker model's threads, or the black box's initial depth D.
+        let workers = match (&blackbox, s.workers) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "server.workers",
+                    "the black-box server has `depth` (issue slots), not `workers`".into(),
+                ))
+            }
+            (Some(bb), None) => bb.depth.initial(),
+            (None, Some(w)) => w,
+            (None, None) => {
+                return Err(err(
+                    "server.workers",
+                    "missing: give the number of worker threads".into(),
+                ))
+            }
+        };
+        if workers == 0 || workers > 4096 {
             return Err(err(
                 "server.workers",
-                format!("must be between 1 and 4096, got {}", s.workers),
+                format!("must be between 1 and 4096, got {workers}"),
             ));
         }
+        // Units per second of one worker or one component, and of the whole server.
+        let units = blackbox.as_ref().map_or(workers, |bb| bb.components);
         let rate = match (s.rate, s.capacity) {
             (Some(_), Some(_)) => {
                 return Err(err(
@@ -625,9 +786,10 @@ impl Spec {
                 ))
             }
             (Some(r), None) => pos("server.rate", r)?,
-            (None, Some(c)) => pos("server.capacity", c)? / s.workers as f64,
+            (None, Some(c)) => pos("server.capacity", c)? / units as f64,
             (None, None) => 1.0,
         };
+        let capacity = units as f64 * rate;
         nonneg("server.refresh", s.refresh)?;
         let m = &self.metrics;
         pos("metrics.interval", m.interval)?;
@@ -646,14 +808,12 @@ impl Spec {
                 .map_err(|e| err(&format!("schedulers[{i}]"), core_reason(e)))?;
             schedulers.push(SchedulerChoice {
                 name: config.name().to_string(),
-                config: default_clock(config, s.workers as f64 * rate),
+                config: default_clock(config, capacity),
             });
         }
         for (i, sc) in self.scheduler.iter().enumerate() {
             let f = |k: &str| format!("scheduler[{i}].{k}");
-            schedulers.push(
-                scheduler_choice(sc, s.workers as f64 * rate).map_err(|(k, m)| err(&f(k), m))?,
-            );
+            schedulers.push(scheduler_choice(sc, capacity).map_err(|(k, m)| err(&f(k), m))?);
         }
         if schedulers.is_empty() {
             return Err(err(
@@ -694,6 +854,9 @@ impl Spec {
                 ));
             }
             pos(&f("weight"), t.weight)?;
+            if let Some(target) = t.target {
+                pos(&f("target"), target)?;
+            }
             nonneg(&f("start"), t.start)?;
             if let Some(stop) = t.stop {
                 nonneg(&f("stop"), stop)?;
@@ -767,9 +930,11 @@ impl Spec {
             seed: self.seed,
             duration: self.duration,
             warmup: self.warmup,
-            workers: s.workers,
+            workers,
             rate,
-            refresh: s.refresh,
+            blackbox,
+            // The black box's requests make no visible progress: no refresh charging.
+            refresh: if s.is_blackbox() { 0.0 } else { s.refresh },
             interval: m.interval,
             occupancy_interval: m.occupancy_interval,
             max_points: m.max_points,
@@ -779,6 +944,107 @@ impl Spec {
             schedulers,
         })
     }
+}
+
+/// Resolve `[server]` of the black-box model. Errors are `(field, message)`.
+fn blackbox_def(s: &ServerSpec) -> Result<BlackBoxDef, (String, String)> {
+    let components = s.components.ok_or_else(|| {
+        (
+            "server.components".to_string(),
+            "missing: the black box needs its number of service components".to_string(),
+        )
+    })?;
+    if components == 0 || components > 4096 {
+        return Err((
+            "server.components".into(),
+            format!("must be between 1 and 4096, got {components}"),
+        ));
+    }
+    let routing = match s.routing.as_deref() {
+        None | Some("random") => Routing::Random,
+        Some("shared") => Routing::Shared,
+        Some(other) => {
+            return Err((
+                "server.routing".into(),
+                format!("unknown routing {other:?}; allowed: random, shared"),
+            ))
+        }
+    };
+    let slots = |field: &str, d: i64| -> Result<usize, (String, String)> {
+        if (1..=4096).contains(&d) {
+            Ok(d as usize)
+        } else {
+            Err((
+                field.to_string(),
+                format!("must be between 1 and 4096, got {d}"),
+            ))
+        }
+    };
+    let depth = match &s.depth {
+        None => {
+            return Err((
+                "server.depth".into(),
+                "missing: give the depth D (issue slots), e.g. depth = 8, or an adaptive \
+                 table depth = { min = 1, max = 64 }"
+                    .into(),
+            ))
+        }
+        Some(toml::Value::Integer(d)) => Depth::Fixed(slots("server.depth", *d)?),
+        Some(v @ toml::Value::Table(_)) => {
+            let a: AdaptiveDepthSpec =
+                serde_path_to_error::deserialize(v.clone()).map_err(|e| {
+                    let path = e.path().to_string();
+                    let field = if path == "." || path.is_empty() {
+                        "server.depth".to_string()
+                    } else {
+                        format!("server.depth.{path}")
+                    };
+                    (field, e.inner().message().to_string())
+                })?;
+            let min = slots("server.depth.min", a.min as i64)?;
+            let max = slots("server.depth.max", a.max as i64)?;
+            if max < min {
+                return Err((
+                    "server.depth.max".into(),
+                    format!("must be ≥ min ({min}), got {max}"),
+                ));
+            }
+            let initial = a.initial.unwrap_or(min);
+            if !(min..=max).contains(&initial) {
+                return Err((
+                    "server.depth.initial".into(),
+                    format!("must be between min ({min}) and max ({max}), got {initial}"),
+                ));
+            }
+            let interval = a.interval.unwrap_or(1.0);
+            if !(interval.is_finite() && interval > 0.0) {
+                return Err((
+                    "server.depth.interval".into(),
+                    format!("must be a finite number > 0, got {interval}"),
+                ));
+            }
+            Depth::Adaptive {
+                min,
+                max,
+                initial,
+                interval,
+            }
+        }
+        Some(other) => {
+            return Err((
+                "server.depth".into(),
+                format!(
+                    "must be an integer D or a table {{ min, max, initial, interval }}, got {}",
+                    other.type_str()
+                ),
+            ))
+        }
+    };
+    Ok(BlackBoxDef {
+        components,
+        routing,
+        depth,
+    })
 }
 
 fn core_reason(e: fairlane_core::Error) -> String {

@@ -243,6 +243,8 @@ pub enum Arrival {
         on: f64,
         /// Mean OFF seconds.
         off: f64,
+        /// ON and OFF last exactly `on` and `off` seconds, starting ON.
+        periodic: bool,
     },
     /// Closed loop.
     Closed {
@@ -260,7 +262,7 @@ impl Arrival {
     pub fn mean_rate(&self) -> f64 {
         match self {
             Arrival::Poisson { rate } => *rate,
-            Arrival::OnOff { rate, on, off } => rate * on / (on + off),
+            Arrival::OnOff { rate, on, off, .. } => rate * on / (on + off),
             Arrival::Trace(rows) => match (rows.first(), rows.last()) {
                 (Some(a), Some(b)) if b.time > a.time => rows.len() as f64 / (b.time - a.time),
                 _ => f64::NAN,
@@ -320,6 +322,8 @@ pub struct TenantDef {
     pub group: String,
     /// Weight φ.
     pub weight: f64,
+    /// Response-time target in seconds, if any.
+    pub target: Option<f64>,
     /// Arrivals.
     pub arrival: Arrival,
     /// Classes (empty for trace tenants).
@@ -508,6 +512,7 @@ pub(crate) fn tenant_def(
         name,
         group: t.name.clone(),
         weight: t.weight,
+        target: t.target,
         arrival,
         classes: class_list,
         pool: pooled.then(Default::default),
@@ -521,10 +526,16 @@ pub(crate) fn tenant_def(
 fn scale(a: Arrival, speed: f64) -> Arrival {
     match a {
         Arrival::Poisson { rate } => Arrival::Poisson { rate: rate * speed },
-        Arrival::OnOff { rate, on, off } => Arrival::OnOff {
+        Arrival::OnOff {
+            rate,
+            on,
+            off,
+            periodic,
+        } => Arrival::OnOff {
             rate: rate * speed,
             on,
             off,
+            periodic,
         },
         other => other,
     }
@@ -551,7 +562,7 @@ fn arrival_def(
     };
     Ok(match a {
         ArrivalSpec::Backlogged { outstanding } => {
-            let k = outstanding.unwrap_or(server.workers + 1);
+            let k = outstanding.unwrap_or(server.default_outstanding());
             if k == 0 || k > 1_000_000 {
                 return Err((
                     "arrival.outstanding".into(),
@@ -563,10 +574,16 @@ fn arrival_def(
         ArrivalSpec::Poisson { rate } => Arrival::Poisson {
             rate: pos("rate", *rate)? * speed,
         },
-        ArrivalSpec::OnOff { rate, on, off } => Arrival::OnOff {
+        ArrivalSpec::OnOff {
+            rate,
+            on,
+            off,
+            periodic,
+        } => Arrival::OnOff {
             rate: pos("rate", *rate)? * speed,
             on: pos("on", *on)?,
             off: pos("off", *off)?,
+            periodic: *periodic,
         },
         ArrivalSpec::Closed { clients, think } => {
             if *clients == 0 || *clients > 1_000_000 {
@@ -638,10 +655,16 @@ pub(crate) fn link_pooled(tenants: &mut [TenantDef]) -> Result<(), String> {
             let k = classes_mean(&t.classes) / pool_mean;
             t.arrival = match t.arrival.clone() {
                 Arrival::Poisson { rate } => Arrival::Poisson { rate: rate * k },
-                Arrival::OnOff { rate, on, off } => Arrival::OnOff {
+                Arrival::OnOff {
+                    rate,
+                    on,
+                    off,
+                    periodic,
+                } => Arrival::OnOff {
                     rate: rate * k,
                     on,
                     off,
+                    periodic,
                 },
                 other => other,
             };

@@ -1,0 +1,298 @@
+//! The black-box server of seeds/002 §5: closed-network throughput, exponential service,
+//! FIFO components, the depth bound, determinism, spec errors, periodic ON/OFF clients.
+//! Statistical checks state their tolerance; runs are long enough that it holds with a
+//! wide margin for the fixed seeds used.
+
+use fairlane_sim::{report, run_all, RunResult, SpecFile};
+
+fn spec(text: &str) -> SpecFile {
+    SpecFile::parse(text, "test.toml", std::env::temp_dir()).unwrap()
+}
+
+fn run(text: &str) -> Vec<RunResult> {
+    run_all(&spec(text).scenarios().unwrap(), 2, &mut |_| {}).unwrap()
+}
+
+fn err(text: &str) -> String {
+    match SpecFile::parse(text, "bad.toml", ".".into()).and_then(|s| s.scenarios().map(|_| ())) {
+        Ok(()) => panic!("spec was accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// One backlogged client keeping far more than D requests outstanding: the server always
+/// holds exactly D.
+fn backlogged(depth: usize, routing: &str, schedulers: &str) -> String {
+    format!(
+        r#"
+name = "closed"
+duration = 300.0
+warmup = 10.0
+schedulers = [{schedulers}]
+[server]
+model = "blackbox"
+components = 6
+rate = 100.0
+routing = "{routing}"
+depth = {depth}
+[[tenant]]
+name = "a"
+arrival = {{ kind = "backlogged", outstanding = 200 }}
+cost = {{ kind = "constant", value = 1.0 }}
+"#
+    )
+}
+
+fn throughput(r: &RunResult) -> f64 {
+    r.tenants[0].completed as f64 / (r.sim_seconds - 10.0)
+}
+
+#[test]
+fn random_routing_is_a_closed_network_of_k_queues() {
+    // K = 6 exponential queues of μ = 100/s with D customers routed uniformly:
+    // X(D) = K·μ·D / (D + K − 1) (product form; every state equally likely).
+    for d in [1usize, 4, 8, 32] {
+        let rs = run(&backlogged(d, "random", "\"fifo\", \"sfq\""));
+        let want = 600.0 * d as f64 / (d as f64 + 5.0);
+        for r in &rs {
+            let got = throughput(r);
+            assert!(
+                (got / want - 1.0).abs() < 0.03,
+                "D = {d} under {}: {got:.1} IO/s, formula {want:.1}",
+                r.scheduler
+            );
+            let bb = r.blackbox.as_ref().unwrap();
+            assert_eq!(bb.max_outstanding, d);
+            assert_eq!(bb.over_depth, 0);
+            assert!((bb.mean_outstanding - d as f64).abs() < 0.05 * d as f64);
+        }
+        // Both schedulers see the same requests with the same service times.
+        assert_eq!(rs[0].tenants[0].completed, rs[1].tenants[0].completed);
+    }
+}
+
+#[test]
+fn shared_routing_is_one_queue_feeding_k_servers() {
+    // D customers at an M/M/K station: min(D, K) busy, X = μ·min(D, K).
+    for d in [2usize, 6, 16] {
+        let r = &run(&backlogged(d, "shared", "\"fifo\""))[0];
+        let want = 100.0 * d.min(6) as f64;
+        let got = throughput(r);
+        assert!(
+            (got / want - 1.0).abs() < 0.03,
+            "D = {d}: {got:.1} IO/s, want {want:.1}"
+        );
+    }
+}
+
+/// One component, Poisson arrivals at `lambda`, depth `d`.
+fn mm1(lambda: f64, d: usize) -> RunResult {
+    run(&format!(
+        r#"
+name = "mm1"
+duration = 2000.0
+warmup = 20.0
+schedulers = ["fifo"]
+[server]
+model = "blackbox"
+components = 1
+rate = 100.0
+depth = {d}
+[[tenant]]
+name = "a"
+arrival = {{ kind = "poisson", rate = {lambda} }}
+cost = {{ kind = "constant", value = 1.0 }}
+"#
+    ))
+    .remove(0)
+}
+
+#[test]
+fn service_is_exponential_with_mean_cost_over_rate() {
+    // Nearly no queueing (λ = 2/s on μ = 100/s): response ≈ service, exponential of mean
+    // 10 ms: median 10·ln 2 ≈ 6.93 ms, p99 10·ln 100 ≈ 46.1 ms. M/M/1 mean 1/(μ − λ).
+    let r = mm1(2.0, 1);
+    let t = &r.tenants[0];
+    let mean = 1.0 / (100.0 - 2.0);
+    assert!(
+        (t.latency_mean / mean - 1.0).abs() < 0.05,
+        "{}",
+        t.latency_mean
+    );
+    let p50 = 0.01 * 2f64.ln();
+    let p99 = 0.01 * 100f64.ln();
+    assert!(
+        (t.latency_p50 / p50 - 1.0).abs() < 0.08,
+        "{}",
+        t.latency_p50
+    );
+    assert!((t.latency_p99 / p99 - 1.0).abs() < 0.1, "{}", t.latency_p99);
+}
+
+#[test]
+fn a_component_is_a_fifo_queue() {
+    // With D large the queue forms inside the component: M/M/1 at ρ = 0.6, mean response
+    // 1/(μ − λ) = 25 ms whether it waits in the scheduler (D = 1) or in the disk (D = 64).
+    for d in [1usize, 64] {
+        let t = &mm1(60.0, d).tenants[0];
+        assert!(
+            (t.latency_mean / 0.025 - 1.0).abs() < 0.06,
+            "D = {d}: {}",
+            t.latency_mean
+        );
+    }
+}
+
+const TWO: &str = r#"
+name = "two"
+duration = 40.0
+warmup = 2.0
+schedulers = ["fifo", "sfq"]
+[server]
+model = "blackbox"
+components = 6
+rate = 100.0
+depth = 8
+[metrics]
+interval = 1.0
+track = ["heavy", "bursty"]
+[[tenant]]
+name = "heavy"
+weight = 2.0
+target = 1.0
+arrival = { kind = "poisson", rate = 200.0 }
+cost = { kind = "constant", value = 1.0 }
+[[tenant]]
+name = "bursty"
+target = 0.01
+arrival = { kind = "on-off", rate = 120.0, on = 5.0, off = 5.0, periodic = true }
+cost = { kind = "constant", value = 1.0 }
+"#;
+
+#[test]
+fn same_spec_and_seed_same_black_box_output() {
+    let strip = |rs: &[RunResult]| {
+        let mut v = report::summary_json(rs);
+        for r in v["runs"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("wall_seconds");
+            r.as_object_mut().unwrap().remove("events_per_second");
+        }
+        v.to_string()
+    };
+    let (a, b) = (run(TWO), run(TWO));
+    assert_eq!(strip(&a), strip(&b));
+    for (x, y) in a.iter().zip(&b) {
+        let (x, y) = (x.blackbox.as_ref().unwrap(), y.blackbox.as_ref().unwrap());
+        assert_eq!(format!("{x:?}"), format!("{y:?}"));
+    }
+    let s = strip(&a);
+    assert!(s.contains("\"blackbox\""), "{s}");
+}
+
+#[test]
+fn periodic_on_off_is_on_exactly_half_the_time() {
+    let rs = run(TWO);
+    let bb = rs[0].blackbox.as_ref().unwrap();
+    let bursty = &bb.tenants[1];
+    assert_eq!(bursty.target, Some(0.01));
+    // ON during [0, 5), [10, 15), …: the interval ending at t has completions only when
+    // [t − 1, t) overlaps an ON period (allowing a straggler right after the end).
+    for &(t, x) in &bursty.throughput {
+        let phase = (t - 1.0).rem_euclid(10.0);
+        if (6.0..9.0).contains(&phase) {
+            assert_eq!(x, 0.0, "completions in an OFF period at t = {t}");
+        }
+    }
+    let t = &rs[0].tenants[1];
+    let rate = t.arrived as f64 / 38.0;
+    assert!((rate / 60.0 - 1.0).abs() < 0.1, "{rate}");
+    // Interval means are recorded, and the depth series is flat at D.
+    assert!(!bursty.response.is_empty());
+    assert!(bb.depth.iter().all(|&(_, d)| d == 8.0));
+    assert_eq!(bb.max_outstanding, 8);
+}
+
+#[test]
+fn black_box_spec_errors_name_the_field() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "model = \"blackbox\"",
+            "model = \"blackboxx\"",
+            &["server.model", "workers, blackbox"],
+        ),
+        (
+            "components = 6",
+            "components = 0",
+            &["server.components", "between 1 and 4096"],
+        ),
+        ("components = 6\n", "", &["server.components", "missing"]),
+        (
+            "depth = 8",
+            "depth = 8\nrouting = \"striped\"",
+            &["server.routing", "random, shared"],
+        ),
+        ("depth = 8", "depth = 0", &["server.depth", "between 1"]),
+        ("depth = 8\n", "", &["server.depth", "missing"]),
+        (
+            "depth = 8",
+            "depth = \"deep\"",
+            &["server.depth", "integer D or a table"],
+        ),
+        (
+            "depth = 8",
+            "depth = { min = 8, max = 4 }",
+            &["server.depth.max", "≥ min"],
+        ),
+        (
+            "depth = 8",
+            "depth = { min = 1, max = 4, initial = 9 }",
+            &["server.depth.initial", "between min"],
+        ),
+        (
+            "depth = 8",
+            "depth = { min = 1, max = 4, step = 2 }",
+            &["server.depth", "unknown field `step`"],
+        ),
+        (
+            "depth = 8",
+            "depth = { min = 1, max = 4, interval = -1.0 }",
+            &["server.depth.interval", "> 0"],
+        ),
+        (
+            "depth = 8",
+            "depth = 8\nworkers = 4",
+            &["server.workers", "`depth`"],
+        ),
+        (
+            "target = 0.01",
+            "target = -0.01",
+            &["tenant[1].target", "> 0"],
+        ),
+        (
+            "periodic = true",
+            "periodic = 1",
+            &["tenant[1].arrival", "invalid type"],
+        ),
+    ];
+    for (from, to, wants) in cases {
+        assert!(TWO.contains(from), "{from}");
+        let e = err(&TWO.replacen(from, to, 1));
+        for w in *wants {
+            assert!(e.contains(w), "error {e:?} lacks {w:?}");
+        }
+    }
+    // Black-box fields on the worker model.
+    let e = err("name = \"w\"\nduration = 1.0\nschedulers = [\"fifo\"]\n[server]\nworkers = 2\ndepth = 4\n[[tenant]]\nname = \"a\"\narrival = { kind = \"poisson\", rate = 1.0 }\ncost = { kind = \"constant\", value = 1.0 }\n");
+    assert!(e.contains("server.depth") && e.contains("blackbox"), "{e}");
+    let e = err("name = \"w\"\nduration = 1.0\nschedulers = [\"fifo\"]\n[server]\nrate = 2.0\n[[tenant]]\nname = \"a\"\narrival = { kind = \"poisson\", rate = 1.0 }\ncost = { kind = \"constant\", value = 1.0 }\n");
+    assert!(e.contains("server.workers") && e.contains("missing"), "{e}");
+}
+
+#[test]
+fn capacity_is_split_over_components() {
+    let text = backlogged(64, "random", "\"fifo\"").replace("rate = 100.0", "capacity = 600.0");
+    let r = &run(&text)[0];
+    let want = 600.0 * 64.0 / 69.0;
+    assert!((throughput(r) / want - 1.0).abs() < 0.03);
+    assert!((r.utilization - want / 600.0 * 290.0 / 300.0).abs() < 0.05);
+}
