@@ -79,7 +79,8 @@ impl<T: Send> Scheduler<T> for Edf<T> {
 
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.book.observe(now)?;
-        let (ticket, t, was_empty) = self.book.push(request, self.est.requires_known_cost())?;
+        // EDF never needs costs: they only fill in `Dispatch::charged`, as in FIFO.
+        let (ticket, t, was_empty) = self.book.push(request, false)?;
         let target = self.target_of(t);
         let slot = ticket.slot() as usize;
         if slot >= self.deadline.len() {
