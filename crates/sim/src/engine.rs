@@ -12,6 +12,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
+use fairlane_core::depth::DepthController;
 use fairlane_core::{
     ClassId, Decision, EstimatorKind, GpsClock, Request, Scheduler, TenantId, Ticket,
 };
@@ -20,7 +21,7 @@ use serde::Serialize;
 use crate::blackbox::{BlackBox, BlackBoxResult};
 use crate::metrics::{gini, Latency, Moments, Occupancy, TenantResult, TenantSeries, Thinned};
 use crate::rng::Rng;
-use crate::spec::{Scenario, SchedulerChoice};
+use crate::spec::{Depth, Scenario, SchedulerChoice};
 use crate::workload::Arrival;
 
 /// A simulation failure (a scheduler refused what the engine asked: a bug somewhere).
@@ -93,6 +94,7 @@ const REFRESH: u8 = 3;
 const SAMPLE: u8 = 4;
 const OCCUPANCY: u8 = 5;
 const RETRY: u8 = 6;
+const DEPTH: u8 = 7; // the depth controller's period ends
 
 #[derive(Clone, Copy, Debug)]
 struct Ev {
@@ -161,6 +163,7 @@ struct Sim<'a> {
     track_slot: Vec<u32>,
     occupancy: Vec<Thinned<Option<f32>>>,
     bb: Option<BlackBox>,
+    depth_ctl: Option<DepthController>,
 }
 
 /// Run one scheduler on a scenario. `progress` is called now and then with the fraction of
@@ -234,6 +237,10 @@ pub fn run(
             .blackbox
             .as_ref()
             .map(|def| BlackBox::new(def, n, sc.track.len(), sc.max_points)),
+        depth_ctl: match sc.blackbox.as_ref().map(|b| &b.depth) {
+            Some(Depth::Adaptive(cfg)) => Some(DepthController::new(*cfg).map_err(core)?),
+            _ => None,
+        },
     };
     sim.start()?;
     let end = sc.duration;
@@ -272,6 +279,15 @@ impl Sim<'_> {
                     .set_weight(TenantId(f as u64), t.weight, 0.0)
                     .map_err(core)?;
                 self.gps.set_weight(f, t.weight, 0.0);
+            }
+            if t.target.is_some() {
+                // EDF's deadlines; the other schedulers ignore targets.
+                self.sched
+                    .set_target(TenantId(f as u64), t.target, 0.0)
+                    .map_err(core)?;
+                if let Some(ctl) = &mut self.depth_ctl {
+                    ctl.set_target(TenantId(f as u64), t.target).map_err(core)?;
+                }
             }
             match &t.arrival {
                 Arrival::Backlogged { .. } => self.push(t.start, ISSUE, f as u32),
@@ -314,6 +330,12 @@ impl Sim<'_> {
         }
         self.push(sc.interval, SAMPLE, 0);
         self.push(0.0, OCCUPANCY, 0);
+        if let Some(ctl) = &mut self.depth_ctl {
+            // Align the controller's periods with t = 0.
+            ctl.update(0.0);
+            let every = ctl.config().interval;
+            self.push(every, DEPTH, 0);
+        }
         Ok(())
     }
 
@@ -418,6 +440,20 @@ impl Sim<'_> {
             RETRY => {
                 self.retry_at = f64::INFINITY;
                 self.dispatch(now)?;
+            }
+            DEPTH => {
+                let ctl = self.depth_ctl.as_mut().expect("adaptive depth");
+                let every = ctl.config().interval;
+                if let Some(d) = ctl.update(now) {
+                    // Shrinking: what is inside finishes, nothing new enters until fewer
+                    // than D are outstanding. Growing: the new slots dispatch at once.
+                    self.sched.set_workers(d).map_err(core)?;
+                    if let Some(bb) = &mut self.bb {
+                        bb.set_depth(d, now);
+                    }
+                    self.dispatch(now)?;
+                }
+                self.push(now + every, DEPTH, 0);
             }
             _ => unreachable!(),
         }
@@ -541,6 +577,9 @@ impl Sim<'_> {
             if let Some(bb) = &mut self.bb {
                 bb.record(f, now - r.job.arrived);
             }
+        }
+        if let Some(ctl) = &mut self.depth_ctl {
+            ctl.observe(TenantId(f as u64), now - r.job.arrived, now);
         }
         let t = &self.sc.tenants[f];
         match t.arrival {

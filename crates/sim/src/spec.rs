@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use fairlane_core::depth::{DepthConfig, DepthController};
 use fairlane_core::{Algorithm, Charging, Config, EstimatorKind, VirtualClock};
 use serde::Deserialize;
 
@@ -163,6 +164,16 @@ pub struct AdaptiveDepthSpec {
     pub initial: Option<usize>,
     /// Seconds between controller updates (default 1).
     pub interval: Option<f64>,
+    /// Multiplicative decrease on a missed target, in (0, 1) (default 0.5).
+    pub decrease: Option<f64>,
+    /// Additive increase when every flow has headroom (default 1).
+    pub increase: Option<usize>,
+    /// Grow only while every flow's mean ≤ (1 − headroom) × target (default 0.1).
+    pub headroom: Option<f64>,
+    /// Completions a flow needs in a period to be judged (default 5).
+    pub min_samples: Option<u64>,
+    /// Good periods just below the last missing depth before probing it again (default 10).
+    pub probe: Option<u32>,
 }
 
 /// How requests reach the components of a black-box server.
@@ -179,17 +190,8 @@ pub enum Routing {
 pub enum Depth {
     /// Always D issue slots.
     Fixed(usize),
-    /// Adjusted by the depth controller.
-    Adaptive {
-        /// Smallest D.
-        min: usize,
-        /// Largest D.
-        max: usize,
-        /// D at the start.
-        initial: usize,
-        /// Seconds between updates.
-        interval: f64,
-    },
+    /// Adjusted by the depth controller (`fairlane_core::depth`).
+    Adaptive(DepthConfig),
 }
 
 impl Depth {
@@ -197,14 +199,14 @@ impl Depth {
     pub fn initial(&self) -> usize {
         match self {
             Depth::Fixed(d) => *d,
-            Depth::Adaptive { initial, .. } => *initial,
+            Depth::Adaptive(c) => c.initial,
         }
     }
     /// The largest depth the run may reach (the issue slots to allocate).
     pub fn max(&self) -> usize {
         match self {
             Depth::Fixed(d) => *d,
-            Depth::Adaptive { max, .. } => *max,
+            Depth::Adaptive(c) => c.max,
         }
     }
 }
@@ -1023,12 +1025,28 @@ fn blackbox_def(s: &ServerSpec) -> Result<BlackBoxDef, (String, String)> {
                     format!("must be a finite number > 0, got {interval}"),
                 ));
             }
-            Depth::Adaptive {
+            let d = DepthConfig::default();
+            let cfg = DepthConfig {
                 min,
                 max,
                 initial,
                 interval,
+                decrease: a.decrease.unwrap_or(d.decrease),
+                increase: a.increase.unwrap_or(d.increase),
+                headroom: a.headroom.unwrap_or(d.headroom),
+                min_samples: a.min_samples.unwrap_or(d.min_samples),
+                probe: a.probe.unwrap_or(d.probe),
+            };
+            // The controller checks the rest and names the field.
+            if let Err(e) = DepthController::new(cfg) {
+                return Err(match e {
+                    fairlane_core::Error::InvalidConfig { field, reason } => {
+                        (format!("server.{field}"), reason)
+                    }
+                    other => ("server.depth".into(), other.to_string()),
+                });
             }
+            Depth::Adaptive(cfg)
         }
         Some(other) => {
             return Err((
