@@ -18,7 +18,7 @@ pub struct Experiment {
     section: fn(&[RunResult], &mut String),
 }
 
-pub const EXPERIMENTS: [Experiment; 4] = [
+pub const EXPERIMENTS: [Experiment; 9] = [
     Experiment {
         name: "2dfq-fig8",
         path: "experiments/2dfq-fig8.toml",
@@ -42,6 +42,37 @@ pub const EXPERIMENTS: [Experiment; 4] = [
         path: "experiments/2dfq-fig13-suite.toml",
         text: include_str!("../../../experiments/2dfq-fig13-suite.toml"),
         section: fig13,
+    },
+    // The interposed-scheduling paper (seeds/002 §5); sections in repro_interposed.rs.
+    Experiment {
+        name: "interposed-fig3-4",
+        path: "experiments/interposed-fig3-4.toml",
+        text: include_str!("../../../experiments/interposed-fig3-4.toml"),
+        section: crate::repro_interposed::fig3_4,
+    },
+    Experiment {
+        name: "interposed-fig5",
+        path: "experiments/interposed-fig5.toml",
+        text: include_str!("../../../experiments/interposed-fig5.toml"),
+        section: crate::repro_interposed::fig5,
+    },
+    Experiment {
+        name: "interposed-fig6",
+        path: "experiments/interposed-fig6.toml",
+        text: include_str!("../../../experiments/interposed-fig6.toml"),
+        section: crate::repro_interposed::fig6,
+    },
+    Experiment {
+        name: "interposed-fig7",
+        path: "experiments/interposed-fig7.toml",
+        text: include_str!("../../../experiments/interposed-fig7.toml"),
+        section: crate::repro_interposed::fig7,
+    },
+    Experiment {
+        name: "interposed-fig8",
+        path: "experiments/interposed-fig8.toml",
+        text: include_str!("../../../experiments/interposed-fig8.toml"),
+        section: crate::repro_interposed::fig8,
     },
 ];
 

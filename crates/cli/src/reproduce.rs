@@ -3,7 +3,8 @@
 //!
 //! The 2DFQ paper's worked example (§4, Fig. 5c, 5d, 6b) scheduled by the real core
 //! schedulers; its §6 evaluation (Fig. 8–13) run by the simulator from the specs under
-//! `experiments/` (see `experiments.rs`); and Table 2 of the Thread Architecture Models paper
+//! `experiments/` (see `experiments.rs`); the interposed-scheduling paper's §5 evaluation
+//! on the black-box server (`repro_interposed.rs`); and Table 2 of the Thread Architecture Models paper
 //! computed from the catalog under `models/`.
 
 use std::fmt::Write as _;
@@ -27,19 +28,25 @@ const TABLE2: [(&str, &str); 6] = [
 ];
 
 /// The reproductions this command knows, by name, in report order.
-const NAMES: [&str; 6] = [
+const NAMES: [&str; 11] = [
     "2dfq-fig5",
     "2dfq-fig8",
     "2dfq-fig9",
     "2dfq-fig11",
     "2dfq-fig13",
+    "interposed-fig3-4",
+    "interposed-fig5",
+    "interposed-fig6",
+    "interposed-fig7",
+    "interposed-fig8",
     "tam-table2",
 ];
 
 #[derive(Args)]
 pub struct ReproduceArgs {
     /// Which reproductions to run (default: all). Known: 2dfq-fig5, 2dfq-fig8, 2dfq-fig9,
-    /// 2dfq-fig11, 2dfq-fig13, tam-table2.
+    /// 2dfq-fig11, 2dfq-fig13, interposed-fig3-4, interposed-fig5, interposed-fig6,
+    /// interposed-fig7, interposed-fig8, tam-table2.
     names: Vec<String>,
     /// Run every reproduction (the default when no name is given).
     #[arg(long)]
