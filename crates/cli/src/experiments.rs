@@ -627,6 +627,12 @@ mod tests {
                 "{}: a ratio of missing values",
                 e.name
             );
+            // The interposed sections quote the paper beside our numbers and chart both
+            // clients.
+            if e.name.starts_with("interposed") {
+                assert!(body.contains("Paper (§5"), "{}: no paper claim", e.name);
+                assert!(body.matches("<svg").count() >= 2, "{}: charts", e.name);
+            }
         }
     }
 }
