@@ -190,6 +190,9 @@ impl<T> StartTag<T> {
             }
         };
         let id = ten.id.0;
+        if self.flows[ti].head == Some(tags) {
+            return; // most syncs (a completion with a known cost) change nothing
+        }
         self.flows[ti].head = Some(tags);
         self.select.set_key(t, (tags.s, tags.sbar, id));
         if self.variant == Variant::Fsfq {
