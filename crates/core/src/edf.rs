@@ -178,7 +178,11 @@ impl<T: Send> Scheduler<T> for Edf<T> {
             queued: ten.queued,
             running: ten.running,
             active: ten.queued + ten.running > 0,
-            tag: self.targets.get(t as usize).copied().unwrap_or(f64::INFINITY),
+            tag: self
+                .targets
+                .get(t as usize)
+                .copied()
+                .unwrap_or(f64::INFINITY),
         })
     }
 
