@@ -101,6 +101,14 @@ pub(crate) fn check_workers(workers: usize) -> Result<usize, Error> {
     Ok(workers)
 }
 
+/// A `dequeue` for a worker the scheduler does not have.
+pub(crate) fn check_worker(worker: usize, workers: usize) -> Result<(), Error> {
+    if worker >= workers {
+        return Err(Error::InvalidWorker { worker, workers });
+    }
+    Ok(())
+}
+
 /// How to build a scheduler.
 ///
 /// ```
