@@ -5,12 +5,12 @@ use std::str::FromStr;
 
 use crate::clock::VirtualClock;
 use crate::drr::Drr;
+use crate::edf::Edf;
 use crate::estimate::{CostEstimator, EstimatorKind};
 use crate::fifo::Fifo;
-use crate::scheduler::Scheduler;
-use crate::edf::Edf;
 use crate::interposed::{StartTag, Variant};
 use crate::rw::Rw;
+use crate::scheduler::Scheduler;
 use crate::select::{Eligible, MinFinish, Staggered};
 use crate::tags::{Charging, Clock, TagScheduler};
 use crate::types::{Error, TenantId};
@@ -99,6 +99,14 @@ pub(crate) fn check_workers(workers: usize) -> Result<usize, Error> {
         });
     }
     Ok(workers)
+}
+
+/// A `dequeue` for a worker the scheduler does not have.
+pub(crate) fn check_worker(worker: usize, workers: usize) -> Result<(), Error> {
+    if worker >= workers {
+        return Err(Error::InvalidWorker { worker, workers });
+    }
+    Ok(())
 }
 
 /// How to build a scheduler.
@@ -297,9 +305,7 @@ impl Config {
             Algorithm::Fifo => Box::new(Fifo::new(workers, est, w)),
             Algorithm::Drr => Box::new(Drr::new(workers, est, c, w, self.drr_quantum)),
             Algorithm::Sfq => Box::new(StartTag::new(name, Variant::Sfq, workers, est, c, w)),
-            Algorithm::MinSfq => {
-                Box::new(StartTag::new(name, Variant::MinSfq, workers, est, c, w))
-            }
+            Algorithm::MinSfq => Box::new(StartTag::new(name, Variant::MinSfq, workers, est, c, w)),
             Algorithm::Fsfq => Box::new(StartTag::new(name, Variant::Fsfq, workers, est, c, w)),
             Algorithm::Rw => Box::new(Rw::new(name, workers, self.window_unit, est, w)),
             Algorithm::Edf => Box::new(Edf::new(name, workers, est, w)),

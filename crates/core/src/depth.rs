@@ -297,9 +297,15 @@ mod tests {
             depths.push(c.depth());
         }
         let tail = &depths[40..];
-        assert!(tail.iter().all(|&d| d <= 10), "never above the target depth: {tail:?}");
+        assert!(
+            tail.iter().all(|&d| d <= 10),
+            "never above the target depth: {tail:?}"
+        );
         let mean = tail.iter().sum::<usize>() as f64 / tail.len() as f64;
-        assert!(mean >= 7.5, "stays near the largest depth meeting the target: {tail:?}");
+        assert!(
+            mean >= 7.5,
+            "stays near the largest depth meeting the target: {tail:?}"
+        );
     }
 
     #[test]
@@ -317,12 +323,49 @@ mod tests {
     #[test]
     fn bad_settings_name_the_field() {
         for (cfg, field) in [
-            (DepthConfig { min: 0, ..DepthConfig::default() }, "depth.min"),
-            (DepthConfig { max: 0, min: 1, ..DepthConfig::default() }, "depth.max"),
-            (DepthConfig { initial: 100, ..DepthConfig::default() }, "depth.initial"),
-            (DepthConfig { interval: 0.0, ..DepthConfig::default() }, "depth.interval"),
-            (DepthConfig { decrease: 1.0, ..DepthConfig::default() }, "depth.decrease"),
-            (DepthConfig { headroom: 1.0, ..DepthConfig::default() }, "depth.headroom"),
+            (
+                DepthConfig {
+                    min: 0,
+                    ..DepthConfig::default()
+                },
+                "depth.min",
+            ),
+            (
+                DepthConfig {
+                    max: 0,
+                    min: 1,
+                    ..DepthConfig::default()
+                },
+                "depth.max",
+            ),
+            (
+                DepthConfig {
+                    initial: 100,
+                    ..DepthConfig::default()
+                },
+                "depth.initial",
+            ),
+            (
+                DepthConfig {
+                    interval: 0.0,
+                    ..DepthConfig::default()
+                },
+                "depth.interval",
+            ),
+            (
+                DepthConfig {
+                    decrease: 1.0,
+                    ..DepthConfig::default()
+                },
+                "depth.decrease",
+            ),
+            (
+                DepthConfig {
+                    headroom: 1.0,
+                    ..DepthConfig::default()
+                },
+                "depth.headroom",
+            ),
         ] {
             match DepthController::new(cfg) {
                 Err(Error::InvalidConfig { field: f, .. }) => assert_eq!(f, field),

@@ -95,12 +95,7 @@ impl<T: Send> Scheduler<T> for Edf<T> {
     }
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        if worker >= self.workers {
-            return Err(Error::InvalidWorker {
-                worker,
-                workers: self.workers,
-            });
-        }
+        crate::config::check_worker(worker, self.workers)?;
         self.book.observe(now)?;
         let Some((t, _)) = self.heads.peek() else {
             return Ok(Decision::Empty);
@@ -178,7 +173,11 @@ impl<T: Send> Scheduler<T> for Edf<T> {
             queued: ten.queued,
             running: ten.running,
             active: ten.queued + ten.running > 0,
-            tag: self.targets.get(t as usize).copied().unwrap_or(f64::INFINITY),
+            tag: self
+                .targets
+                .get(t as usize)
+                .copied()
+                .unwrap_or(f64::INFINITY),
         })
     }
 

@@ -190,6 +190,9 @@ impl<T> StartTag<T> {
             }
         };
         let id = ten.id.0;
+        if self.flows[ti].head == Some(tags) {
+            return; // most syncs (a completion with a known cost) change nothing
+        }
         self.flows[ti].head = Some(tags);
         self.select.set_key(t, (tags.s, tags.sbar, id));
         if self.variant == Variant::Fsfq {
@@ -245,12 +248,7 @@ impl<T: Send> Scheduler<T> for StartTag<T> {
     }
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        if worker >= self.workers {
-            return Err(Error::InvalidWorker {
-                worker,
-                workers: self.workers,
-            });
-        }
+        crate::config::check_worker(worker, self.workers)?;
         self.book.observe(now)?;
         let Some((t, _)) = self.select.peek_key() else {
             return Ok(Decision::Empty);

@@ -156,12 +156,7 @@ impl<T: Send> Scheduler<T> for Rw<T> {
     }
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        if worker >= self.workers {
-            return Err(Error::InvalidWorker {
-                worker,
-                workers: self.workers,
-            });
-        }
+        crate::config::check_worker(worker, self.workers)?;
         self.book.observe(now)?;
         while let Some(t) = self.ready.pop_front() {
             self.listed[t as usize] = false;

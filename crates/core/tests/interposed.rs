@@ -224,8 +224,8 @@ fn theorem3_rw_d_on_a_fifo_server() {
                 assert!(gap <= 2.0 + 1e-9, "seed {seed}: flows {f}/{g}: {gap} > 2");
             }
             // Each flow gets its window's share of the FIFO server: n_f/D of completions.
-            let share = bb.done.iter().filter(|x| x.tenant == f).count() as f64
-                / bb.done.len() as f64;
+            let share =
+                bb.done.iter().filter(|x| x.tenant == f).count() as f64 / bb.done.len() as f64;
             assert!(
                 (share - n[f as usize] / d).abs() < 0.01,
                 "seed {seed}: flow {f} share {share}, want {}",
@@ -312,12 +312,18 @@ fn min_sfq_d_lets_a_lagging_flow_shut_out_a_backlogged_one() {
         // g is refilled at each of its completions; f sends at t = k + 0.5.
         let mut next_f = 0.5;
         while next_f < 100.0 {
-            bb.run(next_f, |t, _| if t == g { vec![(g, 1.0)] } else { Vec::new() });
+            bb.run(
+                next_f,
+                |t, _| if t == g { vec![(g, 1.0)] } else { Vec::new() },
+            );
             bb.now = next_f;
             bb.submit(f, 1.0);
             next_f += 1.0;
         }
-        bb.run(100.0, |t, _| if t == g { vec![(g, 1.0)] } else { Vec::new() });
+        bb.run(
+            100.0,
+            |t, _| if t == g { vec![(g, 1.0)] } else { Vec::new() },
+        );
         let f_share = completed(&bb.done, f, 50.0, 100.0) / 50.0;
         assert!(
             (f_share - 1.0).abs() < 0.05,
@@ -327,7 +333,10 @@ fn min_sfq_d_lets_a_lagging_flow_shut_out_a_backlogged_one() {
         for _ in 0..200 {
             bb.submit(f, 1.0);
         }
-        bb.run(140.0, |t, _| if t == g { vec![(g, 1.0)] } else { Vec::new() });
+        bb.run(
+            140.0,
+            |t, _| if t == g { vec![(g, 1.0)] } else { Vec::new() },
+        );
         g_during_burst.insert(preset, completed(&bb.done, g, 101.0, 140.0));
     }
     assert!(
@@ -430,8 +439,10 @@ fn edf_orders_by_arrival_plus_target() {
     s.enqueue(Request::new(3u64, 0u32, "none"), 0.0).unwrap();
     s.enqueue(Request::new(1u64, 0u32, "loose-0"), 0.0).unwrap();
     s.enqueue(Request::new(1u64, 0u32, "loose-1"), 0.0).unwrap();
-    s.enqueue(Request::new(2u64, 0u32, "tight-late"), 0.5).unwrap(); // 0.51
-    s.enqueue(Request::new(2u64, 0u32, "tight-later"), 2.0).unwrap(); // 2.01
+    s.enqueue(Request::new(2u64, 0u32, "tight-late"), 0.5)
+        .unwrap(); // 0.51
+    s.enqueue(Request::new(2u64, 0u32, "tight-later"), 2.0)
+        .unwrap(); // 2.01
     let mut order = Vec::new();
     while let Decision::Run(d) = s.dequeue(0, 2.0).unwrap() {
         order.push(d.request.payload);
@@ -472,4 +483,154 @@ fn interposed_configs_are_validated() {
             ..
         })
     ));
+}
+
+/// The three start-tag schedulers tag each request when it reaches the head of its flow; the
+/// paper tags at arrival. With known costs the two must agree: a naive reference that tags at
+/// arrival by Eq. 2–3 / 23–27 and scans every outstanding request makes the same dispatch
+/// decisions on random enqueue / dequeue / complete sequences with random weights.
+#[test]
+fn start_tags_match_a_naive_arrival_time_reference() {
+    #[derive(Clone, Copy)]
+    struct Req {
+        id: u64,
+        flow: u64,
+        s: f64,
+        sbar: f64,
+        dispatched: bool,
+    }
+    struct Naive {
+        variant: &'static str,
+        reqs: Vec<Req>,
+        prev: BTreeMap<u64, (f64, f64)>, // last *assigned* F, F̄ per flow
+        v: f64,
+        max_f: f64,
+    }
+    impl Naive {
+        fn vs(&self) -> (f64, f64) {
+            if self.reqs.is_empty() {
+                let idle = self.v.max(self.max_f);
+                return (idle, idle);
+            }
+            let min_s = self.reqs.iter().map(|r| r.s).fold(f64::INFINITY, f64::min);
+            let min_sbar = self
+                .reqs
+                .iter()
+                .map(|r| r.sbar)
+                .fold(f64::INFINITY, f64::min);
+            match self.variant {
+                "minsfq" => (min_s, min_s),
+                "sfq" => (self.v, self.v),
+                _ => (self.v, min_sbar),
+            }
+        }
+        fn arrive(&mut self, id: u64, flow: u64, c: f64, phi: f64) {
+            let (v, vbar) = self.vs();
+            let (pf, pfbar) = self.prev.get(&flow).copied().unwrap_or((0.0, 0.0));
+            let (s, sbar, f, fbar) = if self.variant == "fsfq" {
+                let sbar = vbar.max(if pf < v { pf } else { pfbar });
+                let s = v.max(sbar);
+                (s, sbar, s + c / phi, sbar + c / phi)
+            } else {
+                let s = v.max(pf);
+                (s, 0.0, s + c / phi, 0.0)
+            };
+            self.prev.insert(flow, (f, fbar));
+            self.reqs.push(Req {
+                id,
+                flow,
+                s,
+                sbar,
+                dispatched: false,
+            });
+        }
+        fn pick(&mut self) -> Option<u64> {
+            let i = (0..self.reqs.len())
+                .filter(|&i| !self.reqs[i].dispatched)
+                .min_by(|&a, &b| {
+                    let (x, y) = (&self.reqs[a], &self.reqs[b]);
+                    x.s.total_cmp(&y.s)
+                        .then(x.sbar.total_cmp(&y.sbar))
+                        .then(x.flow.cmp(&y.flow))
+                        .then(x.id.cmp(&y.id))
+                })?;
+            self.reqs[i].dispatched = true;
+            if self.variant != "minsfq" {
+                self.v = self.v.max(self.reqs[i].s);
+            }
+            Some(self.reqs[i].id)
+        }
+        fn complete(&mut self, id: u64, finish: f64) {
+            self.reqs.retain(|r| r.id != id);
+            self.max_f = self.max_f.max(finish);
+            if self.reqs.is_empty() {
+                self.v = self.v.max(self.max_f);
+            }
+        }
+    }
+    for variant in ["minsfq", "sfq", "fsfq"] {
+        for seed in 0..40u64 {
+            let mut rng = Rng::new(seed * 7 + 3);
+            let mut s = Config::preset(variant)
+                .unwrap()
+                .workers(4)
+                .build::<u64>()
+                .unwrap();
+            let mut naive = Naive {
+                variant,
+                reqs: Vec::new(),
+                prev: BTreeMap::new(),
+                v: 0.0,
+                max_f: 0.0,
+            };
+            let phi: Vec<f64> = (0..4)
+                .map(|_| [0.5, 1.0, 2.0][(rng.next() % 3) as usize])
+                .collect();
+            for (f, &w) in phi.iter().enumerate() {
+                s.set_weight(TenantId(f as u64), w, 0.0).unwrap();
+            }
+            // Finish tags of dispatched requests, for the reference's max F (its own
+            // bookkeeping: the finish tag assigned at arrival).
+            let mut finish: BTreeMap<u64, f64> = BTreeMap::new();
+            let mut cost: BTreeMap<u64, f64> = BTreeMap::new();
+            let mut running: Vec<(Ticket, u64)> = Vec::new();
+            let mut next_id = 0u64;
+            let mut now = 0.0;
+            for step in 0..400 {
+                now += 0.01;
+                match rng.next() % 3 {
+                    0 => {
+                        let flow = rng.next() % 4;
+                        let c = (1 + rng.next() % 5) as f64;
+                        naive.arrive(next_id, flow, c, phi[flow as usize]);
+                        finish.insert(next_id, naive.prev[&flow].0);
+                        cost.insert(next_id, c);
+                        s.enqueue(Request::new(flow, 0u32, next_id).with_cost(c), now)
+                            .unwrap();
+                        next_id += 1;
+                    }
+                    1 if running.len() < 4 => {
+                        let want = naive.pick();
+                        let got = s.dequeue(running.len(), now).unwrap().run();
+                        assert_eq!(
+                            got.as_ref().map(|d| d.request.payload),
+                            want,
+                            "{variant} seed {seed} step {step}"
+                        );
+                        if let Some(d) = got {
+                            running.push((d.ticket, d.request.payload));
+                        }
+                    }
+                    _ if !running.is_empty() => {
+                        let (ticket, id) =
+                            running.remove((rng.next() % running.len() as u64) as usize);
+                        naive.complete(id, finish[&id]);
+                        // Completing with the known cost: no correction.
+                        s.complete(ticket, cost[&id], now).unwrap();
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
 }
