@@ -8,8 +8,12 @@
 //! When every judged flow is comfortably inside its target (mean ≤ (1 − `headroom`) ×
 //! target), D grows by `increase`, but not to the ceiling; after `probe` such periods in a
 //! row just below the ceiling, the ceiling is lifted by one, so the controller re-probes
-//! when the load has changed. Flows with fewer than `min_samples` completions in a period
-//! (idle, or OFF) are not judged, and a period with no judged flow leaves D alone.
+//! when the load has changed. If a shrink did not improve the worst flow's mean/target ratio
+//! by 5 %, the target is out of reach by concurrency alone (the server is too slow for it):
+//! the controller goes back to the depth before the shrink and holds it as a floor for
+//! `probe` periods, rather than starving every flow at depth 1. Flows with fewer than
+//! `min_samples` completions in a period (idle, or OFF) are not judged, and a period with no
+//! judged flow leaves D alone.
 //!
 //! Like the schedulers, the controller reads no clock: `now` and response times are in the
 //! caller's unit.
@@ -153,8 +157,16 @@ pub struct DepthController {
     period_end: Option<f64>,
     ceiling: Option<usize>,
     good_below_ceiling: u32,
+    /// The depth and worst mean/target ratio of the last period that missed.
+    last_miss: Option<(usize, f64)>,
+    /// A depth below which shrinking was seen not to help, and the periods spent at it.
+    floor: Option<usize>,
+    at_floor: u32,
     last: Vec<FlowReport>,
 }
+
+/// A shrink must cut the worst mean/target ratio by this fraction to count as helping.
+const MIN_GAIN: f64 = 0.05;
 
 impl DepthController {
     /// A controller at `cfg.initial`; errors name the bad field.
@@ -167,6 +179,9 @@ impl DepthController {
             period_end: None,
             ceiling: None,
             good_below_ceiling: 0,
+            last_miss: None,
+            floor: None,
+            at_floor: 0,
             last: Vec::new(),
         })
     }
@@ -215,6 +230,7 @@ impl DepthController {
         self.period_end = Some(now + self.cfg.interval);
         self.last.clear();
         let (mut judged, mut missed, mut comfortable) = (0, false, true);
+        let mut worst: f64 = 0.0;
         for (&tenant, w) in self.flows.iter_mut() {
             if let Some(target) = w.target {
                 let mean = if w.count > 0 {
@@ -231,6 +247,7 @@ impl DepthController {
                 if w.count >= self.cfg.min_samples {
                     judged += 1;
                     missed |= mean > target;
+                    worst = worst.max(mean / target);
                     comfortable &= mean <= (1.0 - self.cfg.headroom) * target;
                 }
             }
@@ -242,11 +259,33 @@ impl DepthController {
             return None;
         }
         if missed {
-            self.ceiling = Some(old);
-            self.good_below_ceiling = 0;
-            let shrunk = (old as f64 * self.cfg.decrease).floor() as usize;
-            self.depth = shrunk.min(old - 1).max(self.cfg.min);
+            let previous = self.last_miss.replace((old, worst));
+            match previous {
+                // We shrank since the last miss and the worst flow did not get better: its
+                // target is out of reach by concurrency alone (the server is too slow for
+                // it). Go back up and stay there instead of starving everyone.
+                Some((d, r)) if d > old && worst >= r * (1.0 - MIN_GAIN) => {
+                    self.floor = Some(d);
+                    self.at_floor = 0;
+                    self.last_miss = Some((d, r));
+                    self.depth = d;
+                }
+                _ if self.floor.is_some_and(|f| old <= f) => {
+                    self.at_floor += 1;
+                    if self.at_floor >= self.cfg.probe {
+                        self.floor = None; // try shrinking again: the load may have changed
+                    }
+                }
+                _ => {
+                    self.ceiling = Some(old);
+                    self.good_below_ceiling = 0;
+                    let shrunk = (old as f64 * self.cfg.decrease).floor() as usize;
+                    self.depth = shrunk.min(old - 1).max(self.cfg.min);
+                }
+            }
         } else if comfortable {
+            self.last_miss = None;
+            self.floor = None;
             let mut limit = self.cfg.max;
             if let Some(c) = self.ceiling {
                 if old + 1 >= c {
@@ -261,6 +300,9 @@ impl DepthController {
                 }
             }
             self.depth = (old + self.cfg.increase).min(limit.max(old));
+        }
+        if !missed && !comfortable {
+            self.last_miss = None;
         }
         (self.depth != old).then_some(self.depth)
     }
@@ -306,6 +348,29 @@ mod tests {
             mean >= 7.5,
             "stays near the largest depth meeting the target: {tail:?}"
         );
+    }
+
+    /// A server too slow for the target: the response time is 12 ms at any depth up to 12,
+    /// then 1 ms × D. Shrinking below 12 does not help, so the controller must not collapse
+    /// to depth 1 (which would starve the flows without a tight target); it holds the
+    /// smallest depth whose shrink still helped.
+    #[test]
+    fn an_unreachable_target_does_not_collapse_the_depth() {
+        let mut c = controller(32);
+        c.set_target(TenantId(1), Some(0.010)).unwrap();
+        let mut depths = Vec::new();
+        for period in 1..=80 {
+            let rt = 0.001 * (c.depth() as f64).max(12.0);
+            c.observe(TenantId(1), rt, period as f64 - 0.5);
+            c.update(period as f64);
+            depths.push(c.depth());
+        }
+        let tail = &depths[20..];
+        let mean = tail.iter().sum::<usize>() as f64 / tail.len() as f64;
+        // 32 → 16 → 8 each cut the ratio (3.2, 1.6, 1.2); 4 did not (1.2): floor at 8, with
+        // a probe of 4 every `probe` periods.
+        assert!(tail.iter().all(|&d| d >= 4), "never collapses: {tail:?}");
+        assert!(mean >= 7.0, "mostly at the floor of 8: {tail:?}");
     }
 
     #[test]
