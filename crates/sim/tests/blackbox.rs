@@ -299,8 +299,10 @@ fn capacity_is_split_over_components() {
 
 #[test]
 fn adaptive_depth_changes_are_honoured() {
-    // A 5 ms target for client 2 is below one disk's 10 ms mean service: every period misses,
-    // so the controller shrinks D to its minimum; the server never holds more than D.
+    // A 5 ms target for client 2 is below one disk's 10 ms mean service: every ON period
+    // misses. The controller halves D, sees that halving did not help, and holds a floor
+    // instead of collapsing; in OFF periods only client 1 is judged and D may grow. Whatever
+    // it decides, the server never holds more than D.
     let text = TWO
         .replace(
             "depth = 8",
@@ -310,14 +312,17 @@ fn adaptive_depth_changes_are_honoured() {
     for r in &run(&text) {
         let bb = r.blackbox.as_ref().unwrap();
         assert_eq!(bb.over_depth, 0, "{}", r.scheduler);
-        assert!(bb.max_outstanding <= 16);
+        assert!(bb.max_outstanding <= 32);
         assert_eq!(
             bb.depth.first().map(|p| p.1),
             Some(8.0),
             "16 → 8 at t = 0.5"
         );
-        assert_eq!(bb.depth.last().map(|p| p.1), Some(2.0));
-        assert!(bb.mean_depth < 4.0, "{}", bb.mean_depth);
+        assert!(bb.depth.iter().all(|p| (2.0..=32.0).contains(&p.1)));
+        assert!(
+            bb.depth.windows(2).any(|w| w[1].1 > w[0].1),
+            "shrinking did not help, so D went back up at least once"
+        );
     }
     // A loose target lets it grow towards max.
     let text = TWO
