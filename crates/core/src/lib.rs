@@ -41,6 +41,7 @@ mod drr;
 pub mod estimate;
 mod fifo;
 mod scheduler;
+pub mod reserve;
 mod select;
 mod tags;
 mod types;
