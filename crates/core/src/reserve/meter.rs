@@ -156,7 +156,7 @@ pub struct MeterRecord {
 ///
 /// ```
 /// use fairlane_core::reserve::jain_index;
-/// assert_eq!(jain_index(&[0.3, 0.3, 0.3]), Some(1.0));
+/// assert!((jain_index(&[0.3, 0.3, 0.3]).unwrap() - 1.0).abs() < 1e-12);
 /// assert_eq!(jain_index(&[1.0, 0.0, 0.0, 0.0]), Some(0.25));
 /// ```
 pub fn jain_index(values: &[f64]) -> Option<f64> {
