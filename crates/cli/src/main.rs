@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod demo;
 mod experiments;
+mod repro_ldf;
 mod reproduce;
 mod simulate;
 mod tam;

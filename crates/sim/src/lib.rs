@@ -37,6 +37,7 @@
 
 #![warn(missing_docs)]
 
+pub mod dbserver;
 pub mod engine;
 pub mod metrics;
 pub mod production;
