@@ -110,15 +110,16 @@ impl<T> ReserveScheduler<T> {
         for k in 0..self.active.len() {
             let t = self.active[k];
             self.examined += 1;
-            let r = self.meter.reading(t, now);
+            self.meter.sync(t, now);
             let u = self.meter.usage(t);
+            let cpu = u.cpu(now, cores);
             let terms = &self.tenants[t].terms;
-            if r.cpu >= terms.max_cpu {
+            if cpu >= terms.max_cpu {
                 retry = retry.min(u.below_at(terms.max_cpu, now, cores).unwrap_or(now));
                 continue;
             }
-            let deadline = u.end() - (terms.res_cpu - r.cpu) / 100.0 * u.len;
-            self.tenants[t].deficit = terms.res_cpu - r.cpu;
+            let deadline = u.end() - (terms.res_cpu - cpu) / 100.0 * u.len;
+            self.tenants[t].deficit = terms.res_cpu - cpu;
             let better = match best {
                 None => true,
                 Some((b, bd)) => {

@@ -1,6 +1,6 @@
 //! Largest Deficit First (§3.4, Alg. 1) with the extensions of Alg. 2.
 
-use super::{DeficitMode, LdfOptions, MeterReading, Pick, Reservation, ReserveScheduler};
+use super::{DeficitMode, LdfOptions, Pick, Reservation, ReserveScheduler};
 
 /// The deficit of Alg. 2 for a tenant with `terms`, its meter `reading` so far in the interval
 /// and `budget` = the share of the whole interval's CPU it has used (%).
@@ -19,12 +19,12 @@ use super::{DeficitMode, LdfOptions, MeterReading, Pick, Reservation, ReserveSch
 ///   replace the boosted value).
 pub(super) fn deficit(
     terms: &Reservation,
-    reading: &MeterReading,
+    cpu: f64,
+    viol_cpu: &mut dyn FnMut() -> f64,
     budget: f64,
     o: LdfOptions,
     max_price: f64,
 ) -> f64 {
-    let cpu = reading.cpu;
     let res = terms.res_cpu;
     let w = terms.effective_weight();
     if res <= 0.0 {
@@ -44,10 +44,10 @@ pub(super) fn deficit(
     } else {
         match o.deficit {
             DeficitMode::Fractional => {}
-            DeficitMode::Revenue => d = terms.penalty.refund(reading.viol_cpu) * terms.price,
+            DeficitMode::Revenue => d = terms.penalty.refund(viol_cpu()) * terms.price,
             DeficitMode::Blend { alpha } => {
                 let revenue = if max_price > 0.0 {
-                    terms.penalty.refund(reading.viol_cpu) * terms.price / max_price
+                    terms.penalty.refund(viol_cpu()) * terms.price / max_price
                 } else {
                     0.0
                 };
@@ -73,15 +73,19 @@ impl<T> ReserveScheduler<T> {
     /// The deficit of active tenant `t` now, or `Err(retry time)` if it is at `MaxCPU`.
     pub(super) fn eval(&mut self, t: usize, o: LdfOptions, now: f64) -> Result<(f64, f64), f64> {
         self.examined += 1;
-        let r = self.meter.reading(t, now);
+        self.meter.sync(t, now);
+        let now = self.meter.now();
         let cores = self.cores as f64;
         let u = self.meter.usage(t);
+        let cpu = u.cpu(now, cores);
         let terms = &self.tenants[t].terms;
-        if r.cpu >= terms.max_cpu {
+        if cpu >= terms.max_cpu {
             return Err(u.below_at(terms.max_cpu, now, cores).unwrap_or(now));
         }
-        let d = deficit(terms, &r, u.budget_cpu(now, cores), o, self.max_price);
-        let tie = tie_key(terms, r.cpu);
+        let meter = &self.meter;
+        let mut viol = || meter.viol_cpu(t);
+        let d = deficit(terms, cpu, &mut viol, u.budget_cpu(now, cores), o, self.max_price);
+        let tie = tie_key(terms, cpu);
         self.tenants[t].deficit = d;
         Ok((d, tie))
     }

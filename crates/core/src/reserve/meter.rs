@@ -381,7 +381,24 @@ impl Meter {
         self.last
     }
 
-    /// The tenant's usage window (call [`Meter::reading`] first to bring it up to date).
+    /// Bring the meter to `now` and the tenant's interval up to date (cheap when already).
+    pub(crate) fn sync(&mut self, t: usize, now: f64) {
+        if now > self.last {
+            self.advance(now);
+        }
+        let m = &self.tenants[t];
+        if self.last >= m.usage.end() {
+            self.touch(t);
+        }
+    }
+
+    /// `ViolCPU` so far (after [`Meter::sync`]).
+    pub(crate) fn viol_cpu(&self, t: usize) -> f64 {
+        let m = &self.tenants[t];
+        eff_viol(m.usage.consumed(self.last), m.delay, m.res).1
+    }
+
+    /// The tenant's usage window (call [`Meter::sync`] first to bring it up to date).
     pub(crate) fn usage(&self, t: usize) -> &Usage {
         &self.tenants[t].usage
     }
