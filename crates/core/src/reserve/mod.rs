@@ -42,6 +42,11 @@
 //! s.complete(d.ticket, 0.004, 0.004).unwrap(); // a 4 ms quantum
 //! ```
 
+/// `docs/reservations.md`'s example, compiled and run as a doctest.
+#[doc = include_str!("../../../../docs/reservations.md")]
+#[cfg(doctest)]
+pub struct ReservationsDoctest;
+
 mod baselines;
 mod ldf;
 mod meter;
