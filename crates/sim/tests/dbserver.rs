@@ -96,3 +96,19 @@ fn spec_errors_name_the_field() {
         assert!(e.starts_with("t.toml: ") && e.contains(field), "{field}: {e}");
     }
 }
+
+#[test]
+fn shipped_ldf_experiments_parse() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        if name.starts_with("ldf-") && name.ends_with(".toml") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            DbSpec::parse(&text, &name).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert_eq!(n, 5, "{n} ldf specs");
+}
