@@ -4,7 +4,11 @@
 use super::{LdfOptions, Pick, ReserveScheduler, SlotState};
 
 /// DRR's active list: a circular doubly linked list of tenants with ready tasks and a cursor.
-/// A newly active tenant goes right after the cursor (§3.3: "next to the current element").
+/// A newly active tenant goes just behind the cursor, so it waits for the rest of the round.
+/// §3.3 says "next to the current element"; we take the reading under which "a highly
+/// CPU-deficient tenant [that] appears late in the round robin order" waits, as the paper
+/// describes. (Right after the cursor, the other reading, makes DRR indistinguishable from
+/// LDF in Table 1.)
 #[derive(Clone, Debug, Default)]
 pub(super) struct Ring {
     next: Vec<usize>,
@@ -28,11 +32,12 @@ impl Ring {
                 self.cursor = Some(t);
             }
             Some(c) => {
-                let n = self.next[c];
-                self.next[c] = t;
-                self.prev[t] = c;
-                self.next[t] = n;
-                self.prev[n] = t;
+                // Just behind the cursor: the new tenant waits for the rest of the round.
+                let p = self.prev[c];
+                self.next[p] = t;
+                self.prev[t] = p;
+                self.next[t] = c;
+                self.prev[c] = t;
             }
         }
         self.len += 1;
