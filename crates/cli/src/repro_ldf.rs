@@ -59,7 +59,10 @@ pub fn run(e: &LdfExperiment, quick: bool, body: &mut String) -> Result<(), Stri
         spec.duration /= 2.0;
         spec.warmup /= 2.0;
     }
-    eprintln!("reproduce: {} ({} simulated seconds per run)", e.name, spec.duration);
+    eprintln!(
+        "reproduce: {} ({} simulated seconds per run)",
+        e.name, spec.duration
+    );
     let runs = run_all(&spec, default_jobs()).map_err(|e| e.to_string())?;
     let dispatches: u64 = runs.iter().map(|r| r.dispatches).sum();
     let _ = write!(
@@ -68,7 +71,11 @@ pub fn run(e: &LdfExperiment, quick: bool, body: &mut String) -> Result<(), Stri
         escape(&spec.name),
         escape(&spec.description),
         e.path,
-        if quick { " (--quick: half duration)" } else { "" },
+        if quick {
+            " (--quick: half duration)"
+        } else {
+            ""
+        },
         runs.len(),
         dispatches
     );
@@ -91,7 +98,8 @@ fn verdict(body: &mut String, ok: bool, what: &str) {
 }
 
 fn find<'a>(runs: &'a [DbRun], label: &str, sched: &str) -> Option<&'a DbRun> {
-    runs.iter().find(|r| r.label == label && r.scheduler == sched)
+    runs.iter()
+        .find(|r| r.label == label && r.scheduler == sched)
 }
 
 fn labels(runs: &[DbRun]) -> Vec<String> {
@@ -133,19 +141,32 @@ const SCHEDS: [(&str, &str); 4] = [
 
 /// Table 1 of the paper: T8's CPU (avg, std dev) by number of bullies, LDF, DRR, EDF, No Res.
 const PAPER_T1: [(u32, [(f64, f64); 4]); 5] = [
-    (0, [(25.0, 1.06), (25.06, 0.71), (25.09, 0.84), (11.89, 1.29)]),
-    (2, [(25.11, 1.49), (23.86, 2.24), (25.14, 1.39), (9.48, 0.78)]),
-    (4, [(25.12, 1.61), (20.93, 3.89), (25.11, 1.46), (7.93, 0.55)]),
+    (
+        0,
+        [(25.0, 1.06), (25.06, 0.71), (25.09, 0.84), (11.89, 1.29)],
+    ),
+    (
+        2,
+        [(25.11, 1.49), (23.86, 2.24), (25.14, 1.39), (9.48, 0.78)],
+    ),
+    (
+        4,
+        [(25.12, 1.61), (20.93, 3.89), (25.11, 1.46), (7.93, 0.55)],
+    ),
     (6, [(25.09, 1.7), (19.36, 4.9), (25.12, 3.45), (6.82, 0.49)]),
-    (8, [(25.09, 1.62), (17.5, 6.01), (24.85, 3.48), (5.97, 0.42)]),
+    (
+        8,
+        [(25.09, 1.62), (17.5, 6.01), (24.85, 3.48), (5.97, 0.42)],
+    ),
 ];
 
 fn table1(runs: &[DbRun], body: &mut String) {
     let mut t = Table::new(
-        ["bullies"]
-            .into_iter()
-            .map(String::from)
-            .chain(SCHEDS.iter().flat_map(|(_, n)| [format!("{n} ours"), format!("{n} paper")])),
+        ["bullies"].into_iter().map(String::from).chain(
+            SCHEDS
+                .iter()
+                .flat_map(|(_, n)| [format!("{n} ours"), format!("{n} paper")]),
+        ),
     );
     let mut p99: Vec<Vec<(f64, f64)>> = vec![Vec::new(); 4];
     let mut ldf_ok = true;
@@ -240,21 +261,71 @@ fn table1(runs: &[DbRun], body: &mut String) {
     );
 }
 
-/// Table 3 (no bullies): (tenant, ResCPU, [(CPU avg, sd, violation avg, sd) for LDF, DRR, EDF]).
-const PAPER_T3: [(&str, f64, [(f64, f64, f64, f64); 3]); 4] = [
-    ("T1", 10.0, [(5.75, 0.37, 2.94, 0.4), (6.35, 2.51, 1.36, 1.95), (0.93, 0.53, 8.54, 0.97)]),
-    ("T3", 16.0, [(9.09, 0.62, 4.91, 0.64), (9.58, 3.81, 2.67, 3.26), (6.89, 0.58, 8.18, 1.0)]),
-    ("T5", 20.0, [(11.31, 0.89, 6.47, 0.97), (11.69, 4.9, 3.69, 4.22), (10.87, 0.68, 8.04, 1.13)]),
-    ("T8", 50.0, [(27.89, 2.45, 17.68, 2.32), (26.67, 12.58, 12.97, 9.97), (40.81, 3.01, 7.48, 1.37)]),
+/// CPU avg, its std dev, violation avg, its std dev.
+type CpuViol = (f64, f64, f64, f64);
+
+/// Table 3 (no bullies): (tenant, ResCPU, [CpuViol for LDF, DRR, EDF]).
+const PAPER_T3: [(&str, f64, [CpuViol; 3]); 4] = [
+    (
+        "T1",
+        10.0,
+        [
+            (5.75, 0.37, 2.94, 0.4),
+            (6.35, 2.51, 1.36, 1.95),
+            (0.93, 0.53, 8.54, 0.97),
+        ],
+    ),
+    (
+        "T3",
+        16.0,
+        [
+            (9.09, 0.62, 4.91, 0.64),
+            (9.58, 3.81, 2.67, 3.26),
+            (6.89, 0.58, 8.18, 1.0),
+        ],
+    ),
+    (
+        "T5",
+        20.0,
+        [
+            (11.31, 0.89, 6.47, 0.97),
+            (11.69, 4.9, 3.69, 4.22),
+            (10.87, 0.68, 8.04, 1.13),
+        ],
+    ),
+    (
+        "T8",
+        50.0,
+        [
+            (27.89, 2.45, 17.68, 2.32),
+            (26.67, 12.58, 12.97, 9.97),
+            (40.81, 3.01, 7.48, 1.37),
+        ],
+    ),
 ];
 
 /// Table 4: T8's CPU by bullies (avg, sd) for LDF, DRR, EDF, No Res.
 const PAPER_T4: [(u32, [(f64, f64); 4]); 5] = [
-    (0, [(27.89, 2.45), (26.67, 12.58), (40.81, 3.01), (11.89, 1.29)]),
-    (2, [(27.89, 1.75), (24.32, 11.29), (40.67, 3.19), (9.48, 0.78)]),
-    (4, [(27.70, 2.86), (28.24, 9.99), (40.5, 2.95), (7.93, 0.55)]),
-    (6, [(27.64, 1.43), (17.71, 12.28), (40.58, 2.59), (6.82, 0.49)]),
-    (8, [(27.47, 2.55), (14.32, 11.035), (40.56, 2.96), (5.97, 0.42)]),
+    (
+        0,
+        [(27.89, 2.45), (26.67, 12.58), (40.81, 3.01), (11.89, 1.29)],
+    ),
+    (
+        2,
+        [(27.89, 1.75), (24.32, 11.29), (40.67, 3.19), (9.48, 0.78)],
+    ),
+    (
+        4,
+        [(27.70, 2.86), (28.24, 9.99), (40.5, 2.95), (7.93, 0.55)],
+    ),
+    (
+        6,
+        [(27.64, 1.43), (17.71, 12.28), (40.58, 2.59), (6.82, 0.49)],
+    ),
+    (
+        8,
+        [(27.47, 2.55), (14.32, 11.035), (40.56, 2.96), (5.97, 0.42)],
+    ),
 ];
 
 fn table3(runs: &[DbRun], body: &mut String) {
@@ -320,14 +391,19 @@ fn table3(runs: &[DbRun], body: &mut String) {
     verdict(
         body,
         jl >= 0.98 && (0.8..=0.92).contains(&je),
-        &format!("Jain's index: LDF ≈ 0.99, EDF ≈ 0.87 (ours {} and {})", fmt_num(jl), fmt_num(je)),
+        &format!(
+            "Jain's index: LDF ≈ 0.99, EDF ≈ 0.87 (ours {} and {})",
+            fmt_num(jl),
+            fmt_num(je)
+        ),
     );
     // Table 4.
     let mut t4 = Table::new(
-        ["bullies"]
-            .into_iter()
-            .map(String::from)
-            .chain(SCHEDS.iter().flat_map(|(_, n)| [format!("{n} ours"), format!("{n} paper")])),
+        ["bullies"].into_iter().map(String::from).chain(
+            SCHEDS
+                .iter()
+                .flat_map(|(_, n)| [format!("{n} ours"), format!("{n} paper")]),
+        ),
     );
     let mut ldf_steady = true;
     let mut at8 = [f64::NAN; 4];
@@ -427,7 +503,12 @@ fn fig4(runs: &[DbRun], body: &mut String) {
     ]);
     let mut chart = BarChart::new(
         "Fig. 4: mean query latency of the bursty tenants",
-        ["4Res-20Bursty static", "4Res-20Bursty elastic", "40Bursty static", "40Bursty elastic"],
+        [
+            "4Res-20Bursty static",
+            "4Res-20Bursty elastic",
+            "40Bursty static",
+            "40Bursty elastic",
+        ],
         Axis::log("mean latency (ms)"),
     );
     let mut ratios = Vec::new();
@@ -437,7 +518,9 @@ fn fig4(runs: &[DbRun], body: &mut String) {
         for scen in ["4Res-20Bursty", "40Bursty"] {
             let st = find(runs, &format!("{scen} static"), s).map(bursty_latency);
             let el = find(runs, &format!("{scen} elastic"), s).map(bursty_latency);
-            let (Some(st), Some(el)) = (st, el) else { continue };
+            let (Some(st), Some(el)) = (st, el) else {
+                continue;
+            };
             vals.push(st.0 * 1000.0);
             vals.push(el.0 * 1000.0);
             let change = if st.1.is_finite() {
@@ -488,7 +571,10 @@ fn fig4(runs: &[DbRun], body: &mut String) {
     verdict(
         body,
         r("40Bursty", "ldf") >= 2.5,
-        &format!("40Bursty: elastic reservations cut LDF's bursty latency 3–5× (ours {})", times(r("40Bursty", "ldf"))),
+        &format!(
+            "40Bursty: elastic reservations cut LDF's bursty latency 3–5× (ours {})",
+            times(r("40Bursty", "ldf"))
+        ),
     );
     verdict(
         body,
@@ -514,17 +600,22 @@ fn fig5(runs: &[DbRun], body: &mut String) {
         labels.clone(),
         Axis::linear("% penalty"),
     );
-    let mut jain = BarChart::new("Fig. 5(b): Jain's index over ViolCPU", labels.clone(), Axis::linear("Jain"));
+    let mut jain = BarChart::new(
+        "Fig. 5(b): Jain's index over ViolCPU",
+        labels.clone(),
+        Axis::linear("Jain"),
+    );
     let mut gold = BarChart::new(
         "Fig. 5(c): p99 latency of a Gold tenant's queries",
         labels.clone(),
         Axis::linear("p99 latency (ms)"),
     );
     let mut t = Table::new(
-        ["configuration"]
-            .into_iter()
-            .map(String::from)
-            .chain(scheds.iter().map(|s| format!("{s} % penalty / Jain / Gold p99 ms"))),
+        ["configuration"].into_iter().map(String::from).chain(
+            scheds
+                .iter()
+                .map(|s| format!("{s} % penalty / Jain / Gold p99 ms")),
+        ),
     );
     let mut opt_better = true;
     let mut opt_vs_edf = true;
@@ -537,7 +628,8 @@ fn fig5(runs: &[DbRun], body: &mut String) {
                 (
                     penalty_pct(r),
                     r.jain,
-                    r.tenant("gold-0").map_or(f64::NAN, |t| t.latency_p99 * 1000.0),
+                    r.tenant("gold-0")
+                        .map_or(f64::NAN, |t| t.latency_p99 * 1000.0),
                 )
             });
             row.push(format!("{} / {} / {}", fmt2(p), fmt2(j), fmt_num(g)));
@@ -553,13 +645,19 @@ fn fig5(runs: &[DbRun], body: &mut String) {
     }
     for s in scheds {
         let col = |f: &dyn Fn(&DbRun) -> f64| -> Vec<f64> {
-            labels.iter().map(|l| find(runs, l, s).map_or(f64::NAN, f)).collect()
+            labels
+                .iter()
+                .map(|l| find(runs, l, s).map_or(f64::NAN, f))
+                .collect()
         };
         pen = pen.group(s, col(&penalty_pct));
         jain = jain.group(s, col(&|r| r.jain));
         gold = gold.group(
             s,
-            col(&|r| r.tenant("gold-0").map_or(f64::NAN, |t| t.latency_p99 * 1000.0)),
+            col(&|r| {
+                r.tenant("gold-0")
+                    .map_or(f64::NAN, |t| t.latency_p99 * 1000.0)
+            }),
         );
     }
     fig(body, pen.to_svg());
@@ -571,9 +669,21 @@ fn fig5(runs: &[DbRun], body: &mut String) {
          LDF-NoOpt but more than LDF-Opt; DRR's local decisions do not reach the global optimum; \
          optimization lowers Jain's index and improves Gold's p99 by 20–30 %.</p>",
     );
-    verdict(body, opt_better, "LDF-Opt refunds less than LDF-NoOpt in every configuration with penalties");
-    verdict(body, opt_vs_edf, "LDF-Opt refunds no more than EDF in every configuration with penalties");
-    verdict(body, less_fair, "revenue optimization comes at a lower (or equal) Jain's index");
+    verdict(
+        body,
+        opt_better,
+        "LDF-Opt refunds less than LDF-NoOpt in every configuration with penalties",
+    );
+    verdict(
+        body,
+        opt_vs_edf,
+        "LDF-Opt refunds no more than EDF in every configuration with penalties",
+    );
+    verdict(
+        body,
+        less_fair,
+        "revenue optimization comes at a lower (or equal) Jain's index",
+    );
 }
 
 fn fig6(runs: &[DbRun], body: &mut String) {
@@ -592,8 +702,16 @@ fn fig6(runs: &[DbRun], body: &mut String) {
     for c in ["C1", "C2"] {
         let mut rp = Vec::new();
         let mut jp = Vec::new();
-        for r in runs.iter().filter(|r| r.label.starts_with(&format!("{c} "))) {
-            let a: f64 = r.label.rsplit('=').next().and_then(|x| x.parse().ok()).unwrap_or(f64::NAN);
+        for r in runs
+            .iter()
+            .filter(|r| r.label.starts_with(&format!("{c} ")))
+        {
+            let a: f64 = r
+                .label
+                .rsplit('=')
+                .next()
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(f64::NAN);
             let revenue = 100.0 - penalty_pct(r);
             rp.push((a, revenue));
             jp.push((a, r.jain));
@@ -603,7 +721,15 @@ fn fig6(runs: &[DbRun], body: &mut String) {
         let last = (rp.last().copied(), jp.last().copied());
         if let ((Some(r0), Some(j0)), (Some(r1), Some(j1))) = (first, last) {
             let steady = rp.windows(2).all(|w| w[1].1 <= w[0].1 + 0.5);
-            notes.push((c, r0.1 >= r1.1 && j0.1 <= j1.1, r0.1, r1.1, j0.1, j1.1, steady));
+            notes.push((
+                c,
+                r0.1 >= r1.1 && j0.1 <= j1.1,
+                r0.1,
+                r1.1,
+                j0.1,
+                j1.1,
+                steady,
+            ));
         }
         rev = rev.series(Series::new(c, rp).style(Style::LinePoints));
         fair = fair.series(Series::new(c, jp).style(Style::LinePoints));
@@ -622,7 +748,11 @@ fn fig6(runs: &[DbRun], body: &mut String) {
                 fmt2(r1),
                 fmt_num(j0),
                 fmt_num(j1),
-                if steady { "monotone in between" } else { "not monotone in between" }
+                if steady {
+                    "monotone in between"
+                } else {
+                    "not monotone in between"
+                }
             ),
         );
     }

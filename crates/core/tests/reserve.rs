@@ -48,16 +48,13 @@ type Task = (usize, f64);
 
 /// Run until `until`; returns the closed metering intervals, and the dispatch sequence
 /// (tenant ids).
-fn run(
-    s: &mut ReserveScheduler<Task>,
-    loads: &[Load],
-    until: f64,
-) -> (Vec<MeterRecord>, Vec<u64>) {
+fn run(s: &mut ReserveScheduler<Task>, loads: &[Load], until: f64) -> (Vec<MeterRecord>, Vec<u64>) {
     let cores = s.workers();
     let mut rng = Lcg(42);
     for (i, l) in loads.iter().enumerate() {
         for _ in 0..l.conns {
-            s.enqueue(Request::new(l.id, 0u32, (i, l.work)), 0.0).unwrap();
+            s.enqueue(Request::new(l.id, 0u32, (i, l.work)), 0.0)
+                .unwrap();
         }
     }
     let mut busy: Vec<Option<(Ticket, f64, f64, Task)>> = vec![None; cores];
@@ -84,11 +81,7 @@ fn run(
                 Decision::Empty => break,
             }
         }
-        let next = busy
-            .iter()
-            .flatten()
-            .map(|b| b.1)
-            .fold(retry, f64::min);
+        let next = busy.iter().flatten().map(|b| b.1).fold(retry, f64::min);
         if !next.is_finite() || next >= until {
             break;
         }
@@ -114,7 +107,10 @@ fn run(
 }
 
 fn of(records: &[MeterRecord], id: u64) -> Vec<&MeterRecord> {
-    records.iter().filter(|r| r.tenant == TenantId(id)).collect()
+    records
+        .iter()
+        .filter(|r| r.tenant == TenantId(id))
+        .collect()
 }
 
 const RES: [f64; 8] = [5.0, 8.0, 8.0, 8.0, 10.0, 10.0, 10.0, 25.0];
@@ -243,10 +239,7 @@ fn overbooked_ldf_is_proportional_and_edf_favours_large_reservations() {
 fn max_cpu_holds_under_flooding() {
     for policy in [Policy::ldf(), Policy::drr(), Policy::Edf] {
         for other in [false, true] {
-            let mut s = ReserveConfig::new(policy)
-                .cores(4)
-                .build::<Task>()
-                .unwrap();
+            let mut s = ReserveConfig::new(policy).cores(4).build::<Task>().unwrap();
             s.set_reservation(TenantId(1), Reservation::new(10.0, 30.0), 0.0)
                 .unwrap();
             let mut loads = vec![flood(1, 64, 0.004)];
@@ -320,7 +313,10 @@ fn meter_idle_half_the_time_is_not_violated() {
     assert_eq!(ra.viol_cpu, 0.0);
     let rb = recs.iter().find(|r| r.tenant == TenantId(2)).unwrap();
     // B waited [0, 2.5) while A ran: Delay 25 %, CPU 75 %, CPU_eff 75 %; no reservation.
-    assert_eq!((rb.cpu, rb.delay, rb.cpu_eff, rb.violated), (75.0, 25.0, 75.0, false));
+    assert_eq!(
+        (rb.cpu, rb.delay, rb.cpu_eff, rb.violated),
+        (75.0, 25.0, 75.0, false)
+    );
 }
 
 /// Two cores, 4 s interval. A (ResCPU 50 % = one core) has three tasks ready from 0; B holds
@@ -475,7 +471,10 @@ fn revenue_mode_lowers_penalties_and_fairness() {
         rev_refund < 0.8 * fair_refund,
         "refunds: revenue {rev_refund} vs fair {fair_refund}"
     );
-    assert!(fair_jain > rev_jain, "Jain fair {fair_jain} vs revenue {rev_jain}");
+    assert!(
+        fair_jain > rev_jain,
+        "Jain fair {fair_jain} vs revenue {rev_jain}"
+    );
 }
 
 /// Elastic reservations (§4): a bursty tenant with a 1 % reservation boosted to 30 % finishes
@@ -497,12 +496,15 @@ fn elastic_boost_speeds_up_a_burst() {
         }
         s.set_reservation(TenantId(2), burst, 0.0).unwrap();
         // The burst: 0.4 core-s of work on one connection (0.17 % of the minute).
-        let loads = [flood(1, 16, 0.004), Load {
-            id: 2,
-            conns: 1,
-            quantum: 0.004,
-            work: 0.4,
-        }];
+        let loads = [
+            flood(1, 16, 0.004),
+            Load {
+                id: 2,
+                conns: 1,
+                quantum: 0.004,
+                work: 0.4,
+            },
+        ];
         let (_, order) = run(&mut s, &loads, 5.0);
         // Dispatches until tenant 2's last quantum.
         let last = order.iter().rposition(|&t| t == 2).unwrap();
@@ -533,7 +535,10 @@ fn bad_terms_name_the_field() {
         (Reservation::new(10.0, 20.0).weight(0.0), "weight"),
         (Reservation::new(10.0, 20.0).elastic(1.5, 15.0), "elastic.f"),
         (Reservation::new(10.0, 20.0).elastic(0.5, 30.0), "elastic.b"),
-        (Reservation::new(10.0, 20.0).priced(-1.0, Penalty::None), "price"),
+        (
+            Reservation::new(10.0, 20.0).priced(-1.0, Penalty::None),
+            "price",
+        ),
         (
             Reservation::new(10.0, 20.0).priced(1.0, Penalty::Step(vec![(0.5, 0.2), (0.3, 0.4)])),
             "penalty",
@@ -551,12 +556,17 @@ fn bad_terms_name_the_field() {
         (Reservation::new(10.0, 20.0).interval(0.0), "interval"),
     ];
     for (terms, want) in cases {
-        let e = s.set_reservation(TenantId(1), terms.clone(), 0.0).unwrap_err();
+        let e = s
+            .set_reservation(TenantId(1), terms.clone(), 0.0)
+            .unwrap_err();
         assert_eq!(field(e), want, "{terms:?}");
     }
     let cfg = |c: ReserveConfig| field(c.build::<()>().unwrap_err());
     assert_eq!(cfg(ReserveConfig::new(Policy::ldf()).cores(0)), "cores");
-    assert_eq!(cfg(ReserveConfig::new(Policy::ldf()).interval(-1.0)), "interval");
+    assert_eq!(
+        cfg(ReserveConfig::new(Policy::ldf()).interval(-1.0)),
+        "interval"
+    );
     assert_eq!(
         cfg(ReserveConfig::new(Policy::ldf()).utilization_cap(120.0)),
         "utilization_cap"
@@ -568,10 +578,7 @@ fn bad_terms_name_the_field() {
         }))),
         "alpha"
     );
-    assert!(matches!(
-        s.dequeue(0, f64::NAN),
-        Err(Error::InvalidTime(_))
-    ));
+    assert!(matches!(s.dequeue(0, f64::NAN), Err(Error::InvalidTime(_))));
     assert!(matches!(
         s.dequeue(3, 0.0),
         Err(Error::InvalidWorker { .. })
@@ -591,14 +598,20 @@ fn seam_bookkeeping() {
     assert!(matches!(s.cancel(t1, 0.0), Err(Error::UnknownTicket(_))));
     let d = s.dequeue(0, 0.0).unwrap().run().unwrap();
     assert_eq!(d.request.payload, 2);
-    assert!(matches!(s.remove_tenant(TenantId(2)), Err(Error::TenantBusy(_))));
+    assert!(matches!(
+        s.remove_tenant(TenantId(2)),
+        Err(Error::TenantBusy(_))
+    ));
     s.progress(d.ticket, 0.5, 0.5).unwrap();
     assert!(matches!(
         s.complete(d.ticket, 0.1, 1.0),
         Err(Error::UsageDecreased { .. })
     ));
     s.complete(d.ticket, 1.0, 1.0).unwrap();
-    assert!(matches!(s.complete(d.ticket, 1.0, 1.0), Err(Error::UnknownTicket(_))));
+    assert!(matches!(
+        s.complete(d.ticket, 1.0, 1.0),
+        Err(Error::UnknownTicket(_))
+    ));
     s.remove_tenant(TenantId(2)).unwrap();
     assert!(s.tenant(TenantId(2)).is_none());
     assert!(matches!(s.dequeue(0, 1.0).unwrap(), Decision::Empty));

@@ -32,8 +32,8 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use fairlane_core::reserve::{
-    jain_index, DeficitMode, LdfOptions, MeterRecord, Penalty, Policy, Reservation,
-    ReserveConfig, ReserveScheduler,
+    jain_index, DeficitMode, LdfOptions, MeterRecord, Penalty, Policy, Reservation, ReserveConfig,
+    ReserveScheduler,
 };
 use fairlane_core::{Decision, Request, Scheduler, TenantId, Ticket};
 use serde::Deserialize;
@@ -233,7 +233,9 @@ impl DbDist {
         if fine {
             Ok(())
         } else {
-            Err(format!("{what}: values must be finite, ≥ 0 (and min ≤ max)"))
+            Err(format!(
+                "{what}: values must be finite, ≥ 0 (and min ≤ max)"
+            ))
         }
     }
 }
@@ -309,7 +311,10 @@ impl DbSpec {
             return err("duration", format!("must be > 0, got {}", self.duration));
         }
         if !(self.warmup >= 0.0 && self.warmup < self.duration) {
-            return err("warmup", format!("must be in [0, duration), got {}", self.warmup));
+            return err(
+                "warmup",
+                format!("must be in [0, duration), got {}", self.warmup),
+            );
         }
         if self.tenant.is_empty() {
             return err("tenant", "at least one tenant is needed".into());
@@ -321,9 +326,7 @@ impl DbSpec {
             let f = |x: &str| format!("tenant[{i}].{x}");
             if let Err(e) = t.terms().validate() {
                 return match e {
-                    fairlane_core::Error::InvalidConfig { field, reason } => {
-                        err(&f(field), reason)
-                    }
+                    fairlane_core::Error::InvalidConfig { field, reason } => err(&f(field), reason),
                     other => err(&f("terms"), other.to_string()),
                 };
             }
@@ -334,7 +337,9 @@ impl DbSpec {
                     think,
                     quantum,
                 } => {
-                    demand.check("demand").map_err(|m| (f("workload.demand"), m))?;
+                    demand
+                        .check("demand")
+                        .map_err(|m| (f("workload.demand"), m))?;
                     think.check("think").map_err(|m| (f("workload.think"), m))?;
                     (quantum, connections)
                 }
@@ -345,7 +350,9 @@ impl DbSpec {
                     quantum,
                     ..
                 } => {
-                    demand.check("demand").map_err(|m| (f("workload.demand"), m))?;
+                    demand
+                        .check("demand")
+                        .map_err(|m| (f("workload.demand"), m))?;
                     if !(period.is_finite() && period > 0.0) {
                         return err(&f("workload.period"), format!("must be > 0, got {period}"));
                     }
@@ -633,8 +640,9 @@ struct Inst {
 
 fn stream_of(name: &str) -> u64 {
     // FNV-1a: a stable stream per tenant name.
-    name.bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 fn run_one(
@@ -761,18 +769,26 @@ fn run_one(
                         match spec.tenant[inst.spec].workload {
                             DbWorkload::Closed { think, .. } => {
                                 let at = now + think.sample(&mut inst.rng);
-                                push(&mut heap, at, Ev::Issue {
-                                    tenant: task.tenant,
-                                    conn: task.conn,
-                                });
+                                push(
+                                    &mut heap,
+                                    at,
+                                    Ev::Issue {
+                                        tenant: task.tenant,
+                                        conn: task.conn,
+                                    },
+                                );
                             }
                             DbWorkload::Bursty { .. } => {
                                 if inst.burst_left > 0 {
                                     inst.burst_left -= 1;
-                                    push(&mut heap, now, Ev::Issue {
-                                        tenant: task.tenant,
-                                        conn: task.conn,
-                                    });
+                                    push(
+                                        &mut heap,
+                                        now,
+                                        Ev::Issue {
+                                            tenant: task.tenant,
+                                            conn: task.conn,
+                                        },
+                                    );
                                 }
                             }
                         }
@@ -789,11 +805,11 @@ fn run_one(
         if idle == 0 || heap.peek().is_some_and(|n| n.at == now) {
             continue;
         }
-        for core in 0..cores {
+        for (core, slot) in busy.iter_mut().enumerate() {
             if idle == 0 {
                 break;
             }
-            if busy[core].is_some() {
+            if slot.is_some() {
                 continue;
             }
             match s.dequeue(core, now).map_err(e)? {
@@ -806,7 +822,7 @@ fn run_one(
                     };
                     let run = q.min(task.left);
                     task.left -= run;
-                    busy[core] = Some((d.ticket, now, task));
+                    *slot = Some((d.ticket, now, task));
                     idle -= 1;
                     dispatches += 1;
                     push(&mut heap, now + run, Ev::QuantumEnd { core });

@@ -83,17 +83,35 @@ fn reservations_met_and_limits_held_with_bullies() {
 #[test]
 fn spec_errors_name_the_field() {
     let cases = [
-        (BASE.replace("res = 25.0", "res = 250.0"), "tenant[1].res_cpu"),
+        (
+            BASE.replace("res = 25.0", "res = 250.0"),
+            "tenant[1].res_cpu",
+        ),
         (BASE.replace("max = 5.0", "max = 2.0"), "tenant[0].max_cpu"),
-        (BASE.replace("duration = 12.0", "duration = -1.0"), "duration"),
-        (BASE.replace("quantum = 0.001", "quantum = 0.0"), "tenant[0].workload.quantum"),
+        (
+            BASE.replace("duration = 12.0", "duration = -1.0"),
+            "duration",
+        ),
+        (
+            BASE.replace("quantum = 0.001", "quantum = 0.0"),
+            "tenant[0].workload.quantum",
+        ),
         (BASE.replace("\"no-res\"", "\"lottery\""), "schedulers[3]"),
-        (BASE.replace("utilization_cap = 95.0", "utilization_cap = 0.0"), "utilization_cap"),
-        (BASE.replace("count = 8", "count = 8\ncolor = 1"), "tenant[2]"),
+        (
+            BASE.replace("utilization_cap = 95.0", "utilization_cap = 0.0"),
+            "utilization_cap",
+        ),
+        (
+            BASE.replace("count = 8", "count = 8\ncolor = 1"),
+            "tenant[2]",
+        ),
     ];
     for (text, field) in cases {
         let e = DbSpec::parse(&text, "t.toml").unwrap_err().to_string();
-        assert!(e.starts_with("t.toml: ") && e.contains(field), "{field}: {e}");
+        assert!(
+            e.starts_with("t.toml: ") && e.contains(field),
+            "{field}: {e}"
+        );
     }
 }
 

@@ -473,7 +473,9 @@ fn shipped_experiments_parse() {
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         // ldf-*.toml are database-server specs (fairlane_sim::dbserver), checked in dbserver.rs.
-        let db = p.file_name().is_some_and(|f| f.to_string_lossy().starts_with("ldf-"));
+        let db = p
+            .file_name()
+            .is_some_and(|f| f.to_string_lossy().starts_with("ldf-"));
         if p.extension().is_some_and(|x| x == "toml") && !db {
             let s = SpecFile::load(&p).unwrap();
             let sc = s.scenarios().unwrap_or_else(|e| panic!("{e}"));

@@ -84,7 +84,14 @@ impl<T> ReserveScheduler<T> {
         }
         let meter = &self.meter;
         let mut viol = || meter.viol_cpu(t);
-        let d = deficit(terms, cpu, &mut viol, u.budget_cpu(now, cores), o, self.max_price);
+        let d = deficit(
+            terms,
+            cpu,
+            &mut viol,
+            u.budget_cpu(now, cores),
+            o,
+            self.max_price,
+        );
         let tie = tie_key(terms, cpu);
         self.tenants[t].deficit = d;
         Ok((d, tie))

@@ -58,7 +58,9 @@ pub use meter::{jain_index, Meter, MeterReading, MeterRecord};
 pub use penalty::Penalty;
 
 use crate::scheduler::{Scheduler, TenantView};
-use crate::types::{check_cost, check_weight, Decision, Dispatch, Error, Request, TenantId, Ticket};
+use crate::types::{
+    check_cost, check_weight, Decision, Dispatch, Error, Request, TenantId, Ticket,
+};
 use meter::{check_interval, Usage};
 
 /// Elastic reservation parameters (§4): while the tenant's utilization of the whole interval
@@ -139,8 +141,11 @@ impl Reservation {
 
     /// The surplus weight in effect.
     pub fn effective_weight(&self) -> f64 {
-        self.weight
-            .unwrap_or(if self.res_cpu > 0.0 { self.res_cpu } else { 1.0 })
+        self.weight.unwrap_or(if self.res_cpu > 0.0 {
+            self.res_cpu
+        } else {
+            1.0
+        })
     }
 
     /// Check every field; the error names the first bad one.
@@ -190,7 +195,10 @@ impl Reservation {
             }
         }
         if !(self.price.is_finite() && self.price >= 0.0) {
-            return bad("price", format!("must be finite and ≥ 0, got {}", self.price));
+            return bad(
+                "price",
+                format!("must be finite and ≥ 0, got {}", self.price),
+            );
         }
         self.penalty.validate()?;
         if let Some(i) = self.interval {
@@ -462,12 +470,8 @@ impl<T> ReserveScheduler<T> {
         terms.validate()?;
         let t = self.tenant_index(tenant, now)?;
         let interval = terms.interval.unwrap_or(self.interval);
-        self.meter.set_terms(
-            t,
-            terms.res_cpu,
-            terms.elastic.map(|e| e.b),
-            interval,
-        )?;
+        self.meter
+            .set_terms(t, terms.res_cpu, terms.elastic.map(|e| e.b), interval)?;
         self.tenants[t].terms = terms;
         self.refresh_max_price();
         Ok(())

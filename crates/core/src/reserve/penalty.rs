@@ -37,7 +37,11 @@ pub enum Penalty {
 impl Penalty {
     /// The fraction of the price refunded at fractional violation `viol` (clamped to [0, 1]).
     pub fn refund(&self, viol: f64) -> f64 {
-        let v = if viol.is_nan() { 0.0 } else { viol.clamp(0.0, 1.0) };
+        let v = if viol.is_nan() {
+            0.0
+        } else {
+            viol.clamp(0.0, 1.0)
+        };
         match self {
             Penalty::None => 0.0,
             Penalty::Linear { slope, max } => (slope * v).min(*max),
