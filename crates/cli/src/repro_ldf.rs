@@ -757,3 +757,24 @@ fn fig6(runs: &[DbRun], body: &mut String) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Table 1 in quick mode renders with its verdicts, and LDF holds T8's reservation.
+    #[test]
+    fn table1_section_renders() {
+        let mut body = String::new();
+        run(&EXPERIMENTS[0], true, &mut body).unwrap();
+        assert!(body.contains("Table 1") && body.contains("<svg"));
+        assert!(body.contains("reproduced: LDF keeps T8 within 0.5 points"));
+    }
+
+    #[test]
+    fn shipped_specs_parse() {
+        for e in &EXPERIMENTS {
+            DbSpec::parse(e.text, e.path).unwrap();
+        }
+    }
+}

@@ -617,3 +617,35 @@ fn seam_bookkeeping() {
     assert!(matches!(s.dequeue(0, 1.0).unwrap(), Decision::Empty));
     assert_eq!((s.queued(), s.running()), (0, 0));
 }
+
+/// §2.3: an elastic tenant that stayed below its reservation is judged against its burst `b`.
+#[test]
+fn meter_burst_violation() {
+    for (waits, want) in [(true, Some(true)), (false, Some(false))] {
+        let mut m = Meter::new(1);
+        let e = m
+            .add_tenant(TenantId(1), 20.0, Some(30.0), 10.0, 0.0)
+            .unwrap();
+        let b = m.add_tenant(TenantId(2), 0.0, None, 10.0, 0.0).unwrap();
+        m.enqueued(e, 0.0);
+        if waits {
+            // B holds the core while E's burst waits for a second, then E gives up.
+            m.enqueued(b, 0.0);
+            m.started(b, 0.0);
+            m.cancelled(e, 1.0);
+            m.finished(b, 0.0, 10.0, 10.0);
+        } else {
+            // E runs its one-second burst at once: CPU 10 % < 20 %, but CPU_eff 100 % ≥ b.
+            m.started(e, 0.0);
+            m.finished(e, 0.0, 1.0, 1.0);
+        }
+        m.close_through(10.0);
+        let r = m
+            .take_records()
+            .into_iter()
+            .find(|r| r.tenant == TenantId(1))
+            .unwrap();
+        assert_eq!(r.burst_violated, want, "{r:?}");
+        assert_eq!(r.violated, waits);
+    }
+}
