@@ -649,3 +649,17 @@ fn meter_burst_violation() {
         assert_eq!(r.violated, waits);
     }
 }
+
+/// The standalone meter ignores handles it never issued instead of panicking.
+#[test]
+fn meter_ignores_unknown_handles() {
+    let mut m = Meter::new(2);
+    m.enqueued(7, 0.0);
+    m.started(7, 0.0);
+    m.finished(7, 0.0, 1.0, 1.0);
+    m.cancelled(7, 1.0);
+    assert!(m.reading(7, 1.0).is_none());
+    let a = m.add_tenant(TenantId(1), 10.0, None, 1.0, 0.0).unwrap();
+    assert!(m.reading(a, 1.0).is_some());
+    assert!(m.add_tenant(TenantId(2), 10.0, None, 0.0, 0.0).is_err());
+}

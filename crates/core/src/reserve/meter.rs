@@ -199,7 +199,8 @@ struct Metered {
 
 /// The metering logic of §2.2/§3.5 for a server of `cores` cores. Tenants are handles
 /// (`usize`) returned by [`Meter::add_tenant`]. Feed it every task transition with a
-/// non-decreasing `now`; closed intervals are collected with [`Meter::take_records`].
+/// non-decreasing `now` (an earlier one is taken as the latest seen); closed intervals are
+/// collected with [`Meter::take_records`]. Handles it never issued are ignored.
 ///
 /// ```
 /// use fairlane_core::reserve::Meter;
@@ -303,6 +304,9 @@ impl Meter {
 
     /// The tenant got a ready task.
     pub fn enqueued(&mut self, t: usize, now: f64) {
+        if t >= self.tenants.len() {
+            return;
+        }
         self.advance(now);
         self.touch(t);
         let m = &mut self.tenants[t];
@@ -316,6 +320,9 @@ impl Meter {
 
     /// A ready task left without running (cancelled).
     pub fn cancelled(&mut self, t: usize, now: f64) {
+        if t >= self.tenants.len() {
+            return;
+        }
         self.advance(now);
         self.touch(t);
         self.unqueue(t);
@@ -323,6 +330,9 @@ impl Meter {
 
     /// One of the tenant's ready tasks started on a core.
     pub fn started(&mut self, t: usize, now: f64) {
+        if t >= self.tenants.len() {
+            return;
+        }
         self.advance(now);
         self.touch(t);
         self.unqueue(t);
@@ -335,6 +345,9 @@ impl Meter {
     /// A task of the tenant that started at `start` left its core at `now` having used `used`
     /// core-time.
     pub fn finished(&mut self, t: usize, start: f64, used: f64, now: f64) {
+        if t >= self.tenants.len() {
+            return;
+        }
         self.advance(now);
         self.touch(t);
         self.tenants[t].usage.finished(start, used, self.last);
@@ -349,8 +362,11 @@ impl Meter {
         }
     }
 
-    /// The tenant's meter so far in its current interval.
-    pub fn reading(&mut self, t: usize, now: f64) -> MeterReading {
+    /// The tenant's meter so far in its current interval (`None` for an unknown handle).
+    pub fn reading(&mut self, t: usize, now: f64) -> Option<MeterReading> {
+        if t >= self.tenants.len() {
+            return None;
+        }
         self.advance(now);
         self.touch(t);
         let now = self.last;
@@ -363,12 +379,12 @@ impl Meter {
             0.0
         };
         let (cpu_eff, viol_cpu) = eff_viol(m.usage.consumed(now), m.delay, m.res);
-        MeterReading {
+        Some(MeterReading {
             cpu,
             delay,
             cpu_eff,
             viol_cpu,
-        }
+        })
     }
 
     /// Closed intervals collected so far (in closing order), emptied.

@@ -486,7 +486,7 @@ impl<T> ReserveScheduler<T> {
     pub fn meter_reading(&mut self, tenant: TenantId, now: f64) -> Option<MeterReading> {
         let now = self.observe(now).ok()?;
         let t = *self.index.get(&tenant)?;
-        Some(self.meter.reading(t, now))
+        self.meter.reading(t, now)
     }
 
     /// Close every metering interval that ended by `now`.
