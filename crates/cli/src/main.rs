@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod demo;
 mod experiments;
 mod repro_interposed;
+mod repro_ldf;
 mod reproduce;
 mod simulate;
 mod tam;

@@ -28,7 +28,7 @@ const TABLE2: [(&str, &str); 6] = [
 ];
 
 /// The reproductions this command knows, by name, in report order.
-const NAMES: [&str; 11] = [
+const NAMES: [&str; 16] = [
     "2dfq-fig5",
     "2dfq-fig8",
     "2dfq-fig9",
@@ -40,13 +40,19 @@ const NAMES: [&str; 11] = [
     "interposed-fig7",
     "interposed-fig8",
     "tam-table2",
+    "ldf-table1",
+    "ldf-table3",
+    "ldf-fig4",
+    "ldf-fig5",
+    "ldf-fig6",
 ];
 
 #[derive(Args)]
 pub struct ReproduceArgs {
     /// Which reproductions to run (default: all). Known: 2dfq-fig5, 2dfq-fig8, 2dfq-fig9,
     /// 2dfq-fig11, 2dfq-fig13, interposed-fig3-4, interposed-fig5, interposed-fig6,
-    /// interposed-fig7, interposed-fig8, tam-table2.
+    /// interposed-fig7, interposed-fig8, tam-table2, ldf-table1, ldf-table3, ldf-fig4,
+    /// ldf-fig5, ldf-fig6.
     names: Vec<String>,
     /// Run every reproduction (the default when no name is given).
     #[arg(long)]
@@ -179,6 +185,14 @@ pub fn run(args: ReproduceArgs) -> ExitCode {
     for e in &crate::experiments::EXPERIMENTS {
         if selected(e.name) {
             if let Err(err) = crate::experiments::run(e, args.quick, &mut body) {
+                eprintln!("reproduce: {}: {err}", e.name);
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    for e in &crate::repro_ldf::EXPERIMENTS {
+        if selected(e.name) {
+            if let Err(err) = crate::repro_ldf::run(e, args.quick, &mut body) {
                 eprintln!("reproduce: {}: {err}", e.name);
                 return ExitCode::FAILURE;
             }

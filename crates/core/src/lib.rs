@@ -46,6 +46,7 @@ pub mod estimate;
 mod fifo;
 mod interposed;
 mod rw;
+pub mod reserve;
 mod scheduler;
 mod select;
 mod tags;

@@ -38,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod blackbox;
+pub mod dbserver;
 pub mod engine;
 pub mod metrics;
 pub mod production;
