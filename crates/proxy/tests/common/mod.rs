@@ -163,6 +163,7 @@ pub fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("fairlane-proxy-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(&p, text).unwrap();
     p
 }
