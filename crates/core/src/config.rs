@@ -5,10 +5,13 @@ use std::str::FromStr;
 
 use crate::clock::VirtualClock;
 use crate::drr::Drr;
+use crate::edf::Edf;
 use crate::estimate::{CostEstimator, EstimatorKind};
 use crate::fifo::Fifo;
+use crate::interposed::{StartTag, Variant};
+use crate::rw::Rw;
 use crate::scheduler::Scheduler;
-use crate::select::{Eligible, MinFinish, MinStart, Staggered};
+use crate::select::{Eligible, MinFinish, Staggered};
 use crate::tags::{Charging, Clock, TagScheduler};
 use crate::types::{Error, TenantId};
 
@@ -30,17 +33,33 @@ pub enum Algorithm {
     /// Two-Dimensional Fair Queueing (2DFQ §4): smallest finish tag among requests eligible on
     /// worker `i` of `n`, i.e. with `S − (i/n)·l ≤ v`.
     TwoDfq,
+    /// Min-SFQ(D) (Jin et al. §3.1): SFQ with v = the smallest start tag of any outstanding
+    /// request. Unfair by design; kept to show why.
+    MinSfq,
+    /// FSFQ(D) (Jin et al. §3.3): SFQ(D) plus adjusted tags that favour a flow arriving after
+    /// others took its share of the D slots.
+    Fsfq,
+    /// Request Windows RW(D) (Jin et al. §4): each flow may have `D·u·φ_f/Σφ` of cost
+    /// outstanding. Not work-conserving.
+    Rw,
+    /// Earliest Deadline First on per-tenant response-time targets (Facade; Jin et al.'s
+    /// baseline). Ignores weights.
+    Edf,
 }
 
 impl Algorithm {
     /// Every algorithm, in a stable order.
-    pub const ALL: [Algorithm; 6] = [
+    pub const ALL: [Algorithm; 10] = [
         Algorithm::Fifo,
         Algorithm::Drr,
         Algorithm::Sfq,
         Algorithm::Wfq,
         Algorithm::Wf2q,
         Algorithm::TwoDfq,
+        Algorithm::MinSfq,
+        Algorithm::Fsfq,
+        Algorithm::Rw,
+        Algorithm::Edf,
     ];
 
     /// The short name.
@@ -52,6 +71,10 @@ impl Algorithm {
             Algorithm::Wfq => "wfq",
             Algorithm::Wf2q => "wf2q",
             Algorithm::TwoDfq => "2dfq",
+            Algorithm::MinSfq => "minsfq",
+            Algorithm::Fsfq => "fsfq",
+            Algorithm::Rw => "rw",
+            Algorithm::Edf => "edf",
         }
     }
 }
@@ -63,8 +86,9 @@ impl fmt::Display for Algorithm {
 }
 
 /// The presets [`Config::preset`] accepts.
-pub const PRESETS: [&str; 10] = [
-    "fifo", "drr", "sfq", "wfq", "wf2q", "2dfq", "wfqe", "wf2qe", "2dfqe", "drre",
+pub const PRESETS: [&str; 14] = [
+    "fifo", "drr", "sfq", "wfq", "wf2q", "2dfq", "wfqe", "wf2qe", "2dfqe", "drre", "minsfq",
+    "fsfq", "rw", "edf",
 ];
 
 pub(crate) fn check_workers(workers: usize) -> Result<usize, Error> {
@@ -75,6 +99,14 @@ pub(crate) fn check_workers(workers: usize) -> Result<usize, Error> {
         });
     }
     Ok(workers)
+}
+
+/// A `dequeue` for a worker the scheduler does not have.
+pub(crate) fn check_worker(worker: usize, workers: usize) -> Result<(), Error> {
+    if worker >= workers {
+        return Err(Error::InvalidWorker { worker, workers });
+    }
+    Ok(())
 }
 
 /// How to build a scheduler.
@@ -107,6 +139,9 @@ pub struct Config {
     pub default_weight: f64,
     /// DRR's quantum per unit weight; `None` = the largest charge/weight seen.
     pub drr_quantum: Option<f64>,
+    /// RW(D)'s window per issue slot, in cost units: flow f may have
+    /// `workers · window_unit · φ_f/Σφ` of cost outstanding. 1 when requests cost one unit.
+    pub window_unit: f64,
 }
 
 impl Config {
@@ -120,12 +155,15 @@ impl Config {
             charging: Charging::default(),
             default_weight: 1.0,
             drr_quantum: None,
+            window_unit: 1.0,
         }
     }
 
     /// A named preset: `fifo`, `drr`, `sfq`, `wfq`, `wf2q`, `2dfq` (known costs), or `wfqe`,
     /// `wf2qe` (per-tenant-per-class EMA, α = 0.99) and `2dfqe` (pessimistic L_max,
-    /// α = 0.99), the paper's §6.2 configurations. Estimated presets start unseen pairs at
+    /// α = 0.99), the 2DFQ paper's §6.2 configurations; `drre` (DRR with the EMA); and the
+    /// interposed schedulers `minsfq`, `sfq` (SFQ(D)), `fsfq`, `rw` and `edf` with known
+    /// costs (workers = the depth D). Estimated presets start unseen pairs at
     /// an estimate of 1 cost unit; set [`Config::estimator`] to change it.
     pub fn preset(name: &str) -> Result<Self, Error> {
         let ema = EstimatorKind::Ema {
@@ -147,6 +185,10 @@ impl Config {
             "wf2qe" => Config::new(Algorithm::Wf2q).estimator(ema),
             "2dfqe" => Config::new(Algorithm::TwoDfq).estimator(pessimistic),
             "drre" => Config::new(Algorithm::Drr).estimator(ema),
+            "minsfq" => Config::new(Algorithm::MinSfq),
+            "fsfq" => Config::new(Algorithm::Fsfq),
+            "rw" => Config::new(Algorithm::Rw),
+            "edf" => Config::new(Algorithm::Edf),
             _ => {
                 return Err(Error::InvalidConfig {
                     field: "scheduler",
@@ -186,6 +228,11 @@ impl Config {
         self.drr_quantum = Some(quantum);
         self
     }
+    /// Set RW(D)'s window per issue slot, in cost units.
+    pub fn window_unit(mut self, unit: f64) -> Self {
+        self.window_unit = unit;
+        self
+    }
 
     /// The preset-style name of what this config builds (`"2dfqe"`, `"wfq"`, …).
     pub fn name(&self) -> &'static str {
@@ -202,6 +249,13 @@ impl Config {
             (Algorithm::Wf2q, true) => "wf2qe",
             (Algorithm::TwoDfq, false) => "2dfq",
             (Algorithm::TwoDfq, true) => "2dfqe",
+            (Algorithm::MinSfq, false) => "minsfq",
+            (Algorithm::MinSfq, true) => "minsfqe",
+            (Algorithm::Fsfq, false) => "fsfq",
+            (Algorithm::Fsfq, true) => "fsfqe",
+            (Algorithm::Rw, false) => "rw",
+            (Algorithm::Rw, true) => "rwe",
+            (Algorithm::Edf, _) => "edf",
         }
     }
 
@@ -225,21 +279,36 @@ impl Config {
                 });
             }
         }
+        if !(self.window_unit.is_finite() && self.window_unit > 0.0) {
+            return Err(Error::InvalidConfig {
+                field: "window_unit",
+                reason: format!("must be finite and > 0, got {}", self.window_unit),
+            });
+        }
+        let interposed = matches!(
+            self.algorithm,
+            Algorithm::Sfq | Algorithm::MinSfq | Algorithm::Fsfq | Algorithm::Rw | Algorithm::Edf
+        );
+        if interposed && !matches!(self.clock, None | Some(VirtualClock::LastDispatched)) {
+            return Err(Error::InvalidConfig {
+                field: "clock",
+                reason: format!(
+                    "{} keeps its own virtual time (Jin et al. §3); leave the clock unset",
+                    self.algorithm
+                ),
+            });
+        }
         let name = self.name();
         let clock = |default| Clock::new(self.clock.unwrap_or(default));
         let (c, w) = (self.charging, self.default_weight);
         Ok(match self.algorithm {
             Algorithm::Fifo => Box::new(Fifo::new(workers, est, w)),
             Algorithm::Drr => Box::new(Drr::new(workers, est, c, w, self.drr_quantum)),
-            Algorithm::Sfq => Box::new(TagScheduler::new(
-                name,
-                workers,
-                MinStart::default(),
-                clock(VirtualClock::LastDispatched)?,
-                est,
-                c,
-                w,
-            )),
+            Algorithm::Sfq => Box::new(StartTag::new(name, Variant::Sfq, workers, est, c, w)),
+            Algorithm::MinSfq => Box::new(StartTag::new(name, Variant::MinSfq, workers, est, c, w)),
+            Algorithm::Fsfq => Box::new(StartTag::new(name, Variant::Fsfq, workers, est, c, w)),
+            Algorithm::Rw => Box::new(Rw::new(name, workers, self.window_unit, est, w)),
+            Algorithm::Edf => Box::new(Edf::new(name, workers, est, w)),
             Algorithm::Wfq => {
                 let clock = clock(VirtualClock::Approximate)?;
                 let track_start = matches!(clock, Clock::Approximate { .. });

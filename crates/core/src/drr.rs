@@ -107,12 +107,7 @@ impl<T: Send> Scheduler<T> for Drr<T> {
     }
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        if worker >= self.workers {
-            return Err(Error::InvalidWorker {
-                worker,
-                workers: self.workers,
-            });
-        }
+        crate::config::check_worker(worker, self.workers)?;
         self.book.observe(now)?;
         let q = self.quantum();
         loop {

@@ -51,12 +51,7 @@ impl<T: Send> Scheduler<T> for Fifo<T> {
     }
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        if worker >= self.workers {
-            return Err(Error::InvalidWorker {
-                worker,
-                workers: self.workers,
-            });
-        }
+        crate::config::check_worker(worker, self.workers)?;
         self.book.observe(now)?;
         while let Some(ticket) = self.order.pop_front() {
             let slot = &self.book.slots[ticket.slot() as usize];

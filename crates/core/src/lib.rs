@@ -7,9 +7,11 @@
 //! enqueue(request, now) ─▶ dequeue(worker, now) ─▶ progress(ticket, used, now)* ─▶ complete(ticket, used, now)
 //! ```
 //!
-//! Algorithms ([`Algorithm`]): FIFO, DRR, SFQ, WFQ over n workers (MSFQ), WF²Q over n
-//! workers, and 2DFQ (Mace et al., SIGCOMM '16 §4), each with known costs or with a cost
-//! estimator ([`EstimatorKind`]: oracle, last value, EMA, pessimistic L_max) and retroactive
+//! Algorithms ([`Algorithm`]): FIFO, DRR, WFQ over n workers (MSFQ), WF²Q over n
+//! workers, and 2DFQ (Mace et al., SIGCOMM '16 §4); and, in front of a black-box server with
+//! D issue slots (the workers), Min-SFQ(D), SFQ(D), FSFQ(D), Request Windows RW(D) and EDF
+//! (Jin, Chase & Kaur, SIGMETRICS '04), with an adaptive depth controller ([`depth`]). Each
+//! works with known costs or with a cost estimator ([`EstimatorKind`]: oracle, last value, EMA, pessimistic L_max) and retroactive
 //! and refresh charging ([`Charging`], §5). 2DFQ with the pessimistic estimator is 2DFQᴱ
 //! (Fig. 7). Virtual time is exact GPS ([`GpsClock`]) or an approximation ([`VirtualClock`]).
 //!
@@ -37,9 +39,13 @@
 mod book;
 pub mod clock;
 mod config;
+pub mod depth;
 mod drr;
+mod edf;
 pub mod estimate;
 mod fifo;
+mod interposed;
+mod rw;
 mod scheduler;
 mod select;
 mod tags;

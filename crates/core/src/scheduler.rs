@@ -63,6 +63,14 @@ pub trait Scheduler<T> {
     /// the tenant's next charge and its next finish tag.
     fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error>;
 
+    /// Set a tenant's response-time target (`None` = no target), in the unit of `now`.
+    /// EDF dispatches by deadline = arrival + target (Facade, the interposed paper's
+    /// baseline); the other algorithms share by weight and ignore it.
+    fn set_target(&mut self, tenant: TenantId, target: Option<f64>, now: f64) -> Result<(), Error> {
+        let _ = (tenant, now);
+        check_target(target)
+    }
+
     /// Forget a tenant that has nothing queued or running (its estimates too).
     fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error>;
 
@@ -77,6 +85,17 @@ pub trait Scheduler<T> {
 
     /// The system virtual time, for schedulers that keep one.
     fn virtual_time(&self) -> Option<f64>;
+}
+
+/// A response-time target must be finite and > 0.
+pub(crate) fn check_target(target: Option<f64>) -> Result<(), Error> {
+    match target {
+        Some(t) if !(t.is_finite() && t > 0.0) => Err(Error::InvalidConfig {
+            field: "target",
+            reason: format!("must be finite and > 0, got {t}"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// A snapshot of one tenant inside a scheduler.

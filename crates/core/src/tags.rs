@@ -217,12 +217,7 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
     }
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        if worker >= self.workers {
-            return Err(Error::InvalidWorker {
-                worker,
-                workers: self.workers,
-            });
-        }
+        crate::config::check_worker(worker, self.workers)?;
         let now = self.book.observe(now)?;
         if self.sel.len() == 0 {
             return Ok(Decision::Empty);

@@ -35,15 +35,57 @@ pub(crate) fn before(key_a: f64, tie_a: u64, key_b: f64, tie_b: u64) -> bool {
 
 const ABSENT: u32 = u32::MAX;
 
-/// A binary min-heap of dense item ids keyed by `(f64, u64)`, with O(log n) update and removal
-/// of any item.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct IndexedHeap {
-    heap: Vec<(f64, u64, u32)>,
+/// A heap key: `before` is the strict order, smallest first.
+pub(crate) trait HeapKey: Copy {
+    fn before(&self, other: &Self) -> bool;
+}
+
+/// `(key, tie)`: the key, then the tie-breaker.
+impl HeapKey for (f64, u64) {
+    #[inline]
+    fn before(&self, o: &Self) -> bool {
+        before(self.0, self.1, o.0, o.1)
+    }
+}
+
+/// `(key, second key, tie)`: FSFQ(D) orders by start tag, then adjusted start tag, then tenant.
+impl HeapKey for (f64, f64, u64) {
+    #[inline]
+    fn before(&self, o: &Self) -> bool {
+        self.0 < o.0 || (self.0 == o.0 && before(self.1, self.2, o.1, o.2))
+    }
+}
+
+/// A binary min-heap of dense item ids keyed by `K` (by default `(f64, u64)`), with
+/// O(log n) update and removal of any item.
+#[derive(Clone, Debug)]
+pub(crate) struct IndexedHeap<K = (f64, u64)> {
+    heap: Vec<(K, u32)>,
     pos: Vec<u32>,
 }
 
-impl IndexedHeap {
+impl<K> Default for IndexedHeap<K> {
+    fn default() -> Self {
+        IndexedHeap {
+            heap: Vec::new(),
+            pos: Vec::new(),
+        }
+    }
+}
+
+impl IndexedHeap<(f64, u64)> {
+    /// The smallest item and its key.
+    pub fn peek(&self) -> Option<(u32, f64)> {
+        self.heap.first().map(|&((k, _), i)| (i, k))
+    }
+
+    /// Insert `item`, or move it to its new key.
+    pub fn set(&mut self, item: u32, key: f64, tie: u64) {
+        self.set_key(item, (key, tie));
+    }
+}
+
+impl<K: HeapKey> IndexedHeap<K> {
     pub fn len(&self) -> usize {
         self.heap.len()
     }
@@ -56,28 +98,28 @@ impl IndexedHeap {
         self.pos.get(item as usize).is_some_and(|&p| p != ABSENT)
     }
 
-    /// The smallest item and its key.
-    pub fn peek(&self) -> Option<(u32, f64)> {
-        self.heap.first().map(|&(k, _, i)| (i, k))
+    /// The smallest item and its full key.
+    pub fn peek_key(&self) -> Option<(u32, K)> {
+        self.heap.first().map(|&(k, i)| (i, k))
     }
 
     /// Insert `item`, or move it to its new key.
-    pub fn set(&mut self, item: u32, key: f64, tie: u64) {
+    pub fn set_key(&mut self, item: u32, key: K) {
         let idx = item as usize;
         if idx >= self.pos.len() {
             self.pos.resize(idx + 1, ABSENT);
         }
         let p = self.pos[idx];
         if p == ABSENT {
-            self.heap.push((key, tie, item));
+            self.heap.push((key, item));
             let at = self.heap.len() - 1;
             self.pos[idx] = at as u32;
             self.up(at);
         } else {
             let p = p as usize;
-            let old = self.heap[p];
-            self.heap[p] = (key, tie, item);
-            if before(key, tie, old.0, old.1) {
+            let old = self.heap[p].0;
+            self.heap[p] = (key, item);
+            if key.before(&old) {
                 self.up(p);
             } else {
                 self.down(p);
@@ -94,9 +136,9 @@ impl IndexedHeap {
         let last = self.heap.pop().expect("contains implies non-empty");
         if p < self.heap.len() {
             self.heap[p] = last;
-            self.pos[last.2 as usize] = p as u32;
+            self.pos[last.1 as usize] = p as u32;
             self.up(p);
-            let p = self.pos[last.2 as usize] as usize;
+            let p = self.pos[last.1 as usize] as usize;
             self.down(p);
         }
     }
@@ -106,15 +148,15 @@ impl IndexedHeap {
         while at > 0 {
             let parent = (at - 1) / 2;
             let p = self.heap[parent];
-            if !before(item.0, item.1, p.0, p.1) {
+            if !item.0.before(&p.0) {
                 break;
             }
             self.heap[at] = p;
-            self.pos[p.2 as usize] = at as u32;
+            self.pos[p.1 as usize] = at as u32;
             at = parent;
         }
         self.heap[at] = item;
-        self.pos[item.2 as usize] = at as u32;
+        self.pos[item.1 as usize] = at as u32;
     }
 
     fn down(&mut self, mut at: usize) {
@@ -126,27 +168,21 @@ impl IndexedHeap {
                 break;
             }
             let r = l + 1;
-            let c = if r < n
-                && before(
-                    self.heap[r].0,
-                    self.heap[r].1,
-                    self.heap[l].0,
-                    self.heap[l].1,
-                ) {
+            let c = if r < n && self.heap[r].0.before(&self.heap[l].0) {
                 r
             } else {
                 l
             };
             let ch = self.heap[c];
-            if !before(ch.0, ch.1, item.0, item.1) {
+            if !ch.0.before(&item.0) {
                 break;
             }
             self.heap[at] = ch;
-            self.pos[ch.2 as usize] = at as u32;
+            self.pos[ch.1 as usize] = at as u32;
             at = c;
         }
         self.heap[at] = item;
-        self.pos[item.2 as usize] = at as u32;
+        self.pos[item.1 as usize] = at as u32;
     }
 }
 

@@ -160,28 +160,3 @@ impl Selector for Eligible {
     }
     fn set_workers(&mut self, _: usize) {}
 }
-
-/// SFQ: the smallest start tag (Goyal et al.; 2DFQ §2).
-#[derive(Default)]
-pub(crate) struct MinStart {
-    by_start: IndexedHeap,
-}
-
-impl Selector for MinStart {
-    fn set(&mut self, t: u32, key: TagKey) {
-        self.by_start.set(t, key.start, key.tie);
-    }
-    fn remove(&mut self, t: u32) {
-        self.by_start.remove(t);
-    }
-    fn select(&mut self, _worker: usize, _v: f64) -> Option<u32> {
-        self.by_start.peek().map(|(t, _)| t)
-    }
-    fn min_start(&self) -> Option<f64> {
-        self.by_start.peek().map(|(_, k)| k)
-    }
-    fn len(&self) -> usize {
-        self.by_start.len()
-    }
-    fn set_workers(&mut self, _: usize) {}
-}

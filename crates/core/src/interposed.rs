@@ -1,0 +1,362 @@
+//! Interposed start-time fair queueing in front of a black-box server with D issue slots
+//! (Jin, Chase & Kaur, SIGMETRICS '04 §3): Min-SFQ(D), SFQ(D) and FSFQ(D). The D slots are
+//! the scheduler's workers; a completion frees a slot and the executor asks again.
+//!
+//! All three tag each request by Eq. 2–3, `S = max(v(A), F_prev)`, `F = S + c/φ`, with
+//! `v(A)` read at the request's arrival, and dispatch the smallest start tag. They differ in
+//! the virtual time:
+//! - Min-SFQ(D) (§3.1): the smallest start tag of any outstanding (queued or dispatched)
+//!   request. Kept to show its flaw: a flow that keeps one request outstanding holds v back.
+//! - SFQ(D) (§3.2): the start tag of the last dispatched request.
+//! - FSFQ(D) (§3.3): SFQ(D)'s v plus an adjusted v̄, the smallest adjusted start tag S̄ of the
+//!   outstanding requests (the Min-SFQ(D) analogue); four tags by Eq. 23–27, ties on S broken
+//!   by S̄, so a flow that arrives "slightly late" goes ahead of flows holding its slots.
+//!
+//! When nothing is outstanding (end of a busy period), v and v̄ are the largest finish tag
+//! dispatched so far (§2.3, §3.3).
+//!
+//! A request's tags are computed when it becomes its flow's head, from the `v(A)`, `v̄(A)`
+//! recorded at arrival and the flow's previous finish tags. With known costs this equals
+//! tagging at arrival; with estimated costs, retroactive and refresh corrections (2DFQ §5,
+//! the same bookkeeping as 2DFQᴱ) shift the flow's previous finish tags and so reach the
+//! head and every later request.
+
+use crate::book::Book;
+use crate::estimate::CostEstimator;
+use crate::scheduler::{Scheduler, TenantView};
+use crate::tags::Charging;
+use crate::types::{Decision, Dispatch, Error, Request, TenantId, Ticket};
+use crate::util::IndexedHeap;
+
+/// Which virtual time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Variant {
+    MinSfq,
+    Sfq,
+    Fsfq,
+}
+
+/// A request's tags: start, finish, adjusted start, adjusted finish (the adjusted pair only
+/// for FSFQ(D)).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Tags {
+    s: f64,
+    f: f64,
+    sbar: f64,
+    fbar: f64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Flow {
+    /// F(p_f^{j-1}) and F̄(p_f^{j-1}): the last dispatched request's finish tags, plus
+    /// corrections. Both start at 0 (Eq. 2, 23).
+    prev_f: f64,
+    prev_fbar: f64,
+    /// The queued head's tags.
+    head: Option<Tags>,
+}
+
+pub(crate) struct StartTag<T> {
+    name: &'static str,
+    variant: Variant,
+    workers: usize,
+    book: Book<T>,
+    flows: Vec<Flow>,
+    /// `(v(A), v̄(A))` of each queued request, by ticket slot.
+    arrived: Vec<(f64, f64)>,
+    /// Flows with a queued head, by (S, S̄ for FSFQ else 0, tenant id).
+    select: IndexedHeap<(f64, f64, u64)>,
+    /// FSFQ(D): queued heads by S̄.
+    heads_bar: IndexedHeap,
+    /// Dispatched requests by ticket slot, keyed by S (Min-SFQ) or S̄ (FSFQ): with the
+    /// queued heads, the minimum over outstanding requests.
+    dispatched: IndexedHeap,
+    /// Start tag of the last dispatched request (SFQ(D), FSFQ(D)).
+    v: f64,
+    /// The largest finish tag dispatched: v and v̄ after a busy period.
+    max_finish: f64,
+    est: Box<dyn CostEstimator>,
+    charging: Charging,
+}
+
+impl<T> StartTag<T> {
+    pub fn new(
+        name: &'static str,
+        variant: Variant,
+        workers: usize,
+        est: Box<dyn CostEstimator>,
+        charging: Charging,
+        default_weight: f64,
+    ) -> Self {
+        StartTag {
+            name,
+            variant,
+            workers,
+            book: Book::new(default_weight),
+            flows: Vec::new(),
+            arrived: Vec::new(),
+            select: IndexedHeap::default(),
+            heads_bar: IndexedHeap::default(),
+            dispatched: IndexedHeap::default(),
+            v: 0.0,
+            max_finish: 0.0,
+            est,
+            charging,
+        }
+    }
+
+    fn outstanding(&self) -> usize {
+        self.book.queued + self.book.running
+    }
+
+    /// The smallest of the queued heads' and dispatched requests' keys.
+    fn min_outstanding(&self, heads: Option<f64>) -> f64 {
+        let d = self.dispatched.peek().map(|(_, k)| k);
+        match (heads, d) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => self.max_finish,
+        }
+    }
+
+    /// `(v(now), v̄(now))`; the second is only meaningful for FSFQ(D).
+    fn virtual_times(&self) -> (f64, f64) {
+        if self.outstanding() == 0 {
+            let idle = self.v.max(self.max_finish);
+            return (idle, idle);
+        }
+        match self.variant {
+            Variant::Sfq => (self.v, self.v),
+            Variant::MinSfq => {
+                let v = self.min_outstanding(self.select.peek_key().map(|(_, k)| k.0));
+                (v, v)
+            }
+            Variant::Fsfq => (
+                self.v,
+                self.min_outstanding(self.heads_bar.peek().map(|(_, k)| k)),
+            ),
+        }
+    }
+
+    /// A busy period ended: v restarts at the largest finish tag (§2.3, §3.3).
+    fn maybe_idle(&mut self) {
+        if self.outstanding() == 0 {
+            self.v = self.v.max(self.max_finish);
+        }
+    }
+
+    /// Recompute tenant `t`'s head tags (Eq. 2–3 or 23–27) and its place in the heaps.
+    fn sync(&mut self, t: u32) {
+        let ti = t as usize;
+        let Some(h) = self.book.head(t) else {
+            self.flows[ti].head = None;
+            self.select.remove(t);
+            self.heads_bar.remove(t);
+            return;
+        };
+        let slot = &self.book.slots[h.slot() as usize];
+        let (class, known) = (slot.class, slot.cost);
+        let ten = &mut self.book.tenants[ti];
+        let l = known.unwrap_or_else(|| self.est.estimate(ten.id, class));
+        ten.head_cost = l;
+        let (va, vbar) = self.arrived[h.slot() as usize];
+        let flow = &self.flows[ti];
+        let tags = match self.variant {
+            Variant::MinSfq | Variant::Sfq => {
+                let s = va.max(flow.prev_f);
+                Tags {
+                    s,
+                    f: s + l / ten.weight,
+                    sbar: 0.0,
+                    fbar: 0.0,
+                }
+            }
+            Variant::Fsfq => {
+                // Eq. 23 for a flow that arrives after v passed its last finish tag (it gets
+                // the credit v − S̄ for tie-breaking), Eq. 24 otherwise.
+                let base = if flow.prev_f < va {
+                    flow.prev_f
+                } else {
+                    flow.prev_fbar
+                };
+                let sbar = vbar.max(base);
+                let s = va.max(sbar); // Eq. 26
+                Tags {
+                    s,
+                    f: s + l / ten.weight,
+                    sbar,
+                    fbar: sbar + l / ten.weight,
+                }
+            }
+        };
+        let id = ten.id.0;
+        if self.flows[ti].head == Some(tags) {
+            return; // most syncs (a completion with a known cost) change nothing
+        }
+        self.flows[ti].head = Some(tags);
+        self.select.set_key(t, (tags.s, tags.sbar, id));
+        if self.variant == Variant::Fsfq {
+            self.heads_bar.set(t, tags.sbar, id);
+        }
+    }
+
+    /// Shift the flow's previous finish tags by a correction (retroactive or refresh).
+    fn correct(&mut self, t: u32, amount: f64) {
+        if amount != 0.0 {
+            let d = amount / self.book.tenants[t as usize].weight;
+            let flow = &mut self.flows[t as usize];
+            flow.prev_f += d;
+            flow.prev_fbar += d;
+            self.sync(t);
+        }
+    }
+
+    fn ensure(&mut self, t: u32, slot: u32) {
+        if t as usize >= self.flows.len() {
+            self.flows.resize(t as usize + 1, Flow::default());
+        }
+        if slot as usize >= self.arrived.len() {
+            self.arrived.resize(slot as usize + 1, (0.0, 0.0));
+        }
+    }
+}
+
+impl<T: Send> Scheduler<T> for StartTag<T> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
+        self.workers = crate::config::check_workers(workers)?;
+        Ok(())
+    }
+
+    fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
+        self.book.observe(now)?;
+        let arrival = self.virtual_times();
+        let (ticket, t, was_empty) = self.book.push(request, self.est.requires_known_cost())?;
+        self.ensure(t, ticket.slot());
+        self.arrived[ticket.slot() as usize] = arrival;
+        if was_empty {
+            self.sync(t);
+        }
+        Ok(ticket)
+    }
+
+    fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
+        crate::config::check_worker(worker, self.workers)?;
+        self.book.observe(now)?;
+        let Some((t, _)) = self.select.peek_key() else {
+            return Ok(Decision::Empty);
+        };
+        let tags = self.flows[t as usize]
+            .head
+            .expect("a selectable flow has head tags");
+        let ten = &self.book.tenants[t as usize];
+        let (l, id) = (ten.head_cost, ten.id.0);
+        if self.variant != Variant::MinSfq {
+            self.v = self.v.max(tags.s);
+        }
+        self.max_finish = self.max_finish.max(tags.f);
+        let flow = &mut self.flows[t as usize];
+        flow.prev_f = tags.f;
+        flow.prev_fbar = tags.fbar;
+        let (ticket, request) = self.book.start_head(t, l);
+        match self.variant {
+            Variant::MinSfq => self.dispatched.set(ticket.slot(), tags.s, id),
+            Variant::Fsfq => self.dispatched.set(ticket.slot(), tags.sbar, id),
+            Variant::Sfq => {}
+        }
+        self.sync(t);
+        Ok(Decision::Run(Dispatch {
+            ticket,
+            request,
+            charged: l,
+        }))
+    }
+
+    fn progress(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
+        self.book.observe(now)?;
+        let t = self.book.check_usage(ticket, used)?;
+        if self.charging.refresh {
+            let excess = self.book.refresh_charge(ticket, used);
+            self.correct(t, excess);
+        }
+        Ok(())
+    }
+
+    fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
+        self.book.observe(now)?;
+        let t = self.book.check_usage(ticket, used)?;
+        if self.charging.retroactive {
+            let owed = self.book.settle(ticket, used);
+            self.correct(t, owed);
+        }
+        self.dispatched.remove(ticket.slot());
+        let (t, class) = self.book.finish(ticket);
+        let id = self.book.tenants[t as usize].id;
+        self.est.observe(id, class, used);
+        self.sync(t); // the head's estimate may have changed
+        self.maybe_idle();
+        Ok(())
+    }
+
+    fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error> {
+        self.book.observe(now)?;
+        let (request, t, was_head) = self.book.cancel(ticket)?;
+        if was_head {
+            self.sync(t);
+        }
+        self.maybe_idle();
+        Ok(request)
+    }
+
+    fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
+        self.book.observe(now)?;
+        let (t, _) = self.book.set_weight(tenant, weight)?;
+        self.ensure(t, 0);
+        self.sync(t);
+        Ok(())
+    }
+
+    fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
+        let t = self.book.remove_tenant(tenant)?;
+        self.select.remove(t);
+        self.heads_bar.remove(t);
+        if let Some(f) = self.flows.get_mut(t as usize) {
+            *f = Flow::default();
+        }
+        self.est.forget(tenant);
+        Ok(())
+    }
+
+    fn tenant(&self, tenant: TenantId) -> Option<TenantView> {
+        let t = self.book.lookup(tenant)?;
+        let ten = &self.book.tenants[t as usize];
+        let flow = self.flows.get(t as usize).copied().unwrap_or_default();
+        Some(TenantView {
+            id: ten.id,
+            weight: ten.weight,
+            queued: ten.queued,
+            running: ten.running,
+            active: ten.queued + ten.running > 0,
+            tag: flow.head.map_or(flow.prev_f, |h| h.s),
+        })
+    }
+
+    fn queued(&self) -> usize {
+        self.book.queued
+    }
+
+    fn running(&self) -> usize {
+        self.book.running
+    }
+
+    fn virtual_time(&self) -> Option<f64> {
+        Some(self.virtual_times().0)
+    }
+}
