@@ -441,6 +441,12 @@ impl ProxyConfig {
                     ),
                 ));
             }
+            if s.depth < a.min || s.depth > a.max {
+                return Err(ConfigError::new(
+                    "scheduler.depth",
+                    format!("the starting depth must be within adaptive [{}, {}], got {}", a.min, a.max, s.depth),
+                ));
+            }
             if a.interval_ms == 0 {
                 return Err(ConfigError::new("scheduler.adaptive.interval_ms", "must be ≥ 1"));
             }

@@ -20,6 +20,7 @@ use crate::gate::{Permit, Reject};
 use crate::metrics::{Reason, TenantStats};
 use crate::server::Inner;
 use crate::tenant::Who;
+use fairlane_core::TenantId;
 
 /// Errors of bodies the proxy streams.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -69,12 +70,15 @@ impl Body for ProxyBody {
 pub struct MeteredBody {
     inner: Incoming,
     done: Option<Done>,
+    now: Option<crate::gate::Gate>,
 }
 
 struct Done {
     permit: Permit,
     stats: Arc<TenantStats>,
     reported_cost: Option<f64>,
+    /// For the adaptive depth controller: response time = arrival → end of response.
+    depth: Option<(crate::depth::Controller, TenantId, Instant)>,
 }
 
 impl MeteredBody {
@@ -84,6 +88,10 @@ impl MeteredBody {
             let cost = d.reported_cost.unwrap_or(secs);
             d.permit.set_cost(cost);
             d.stats.complete(secs, cost);
+            if let Some((c, tenant, arrival)) = d.depth {
+                let now = self.now.as_ref().map_or(0.0, |g| g.now());
+                crate::depth::observe(&c, tenant, arrival.elapsed().as_secs_f64(), now);
+            }
             drop(d.permit);
         }
     }
@@ -337,7 +345,9 @@ pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: Sock
             permit,
             stats,
             reported_cost,
+            depth: inner.depth.clone().map(|c| (c, tenant, arrival)),
         }),
+        now: inner.depth.as_ref().map(|_| inner.gate.clone()),
     };
     if body.inner.is_end_stream() {
         body.finish();

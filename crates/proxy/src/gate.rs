@@ -48,7 +48,9 @@ pub fn resolve_scheduler(name: &str, depth: usize, initial: f64) -> Result<Confi
         other => other,
     };
     let c = if c.algorithm == Algorithm::Fifo { c } else { c.estimator(estimator) };
-    let c = c.workers(depth);
+    // RW(D): a window of one typical request per issue slot (the paper's n_f = D·φ_f/Σφ
+    // requests), in the proxy's cost unit.
+    let c = c.workers(depth).window_unit(initial);
     // Build once to surface any remaining problem now.
     c.build::<()>().map_err(|e| e.to_string())?;
     Ok(c)
@@ -606,7 +608,7 @@ mod tests {
 
     #[test]
     fn every_preset_resolves() {
-        for p in ["fifo", "sfq", "wfq", "wf2q", "drr", "2dfq", "2dfqe", "wfqe"] {
+        for p in fairlane_core::PRESETS {
             resolve_scheduler(p, 4, 0.01).unwrap();
         }
         assert!(resolve_scheduler("nope", 4, 0.01).unwrap_err().contains("known"));

@@ -76,6 +76,8 @@ pub(crate) struct Settings {
 
 pub(crate) struct Inner {
     pub gate: Gate,
+    /// The adaptive depth controller, if the depth is adaptive.
+    pub depth: Option<crate::depth::Controller>,
     pub metrics: Metrics,
     settings: RwLock<Arc<Settings>>,
     registry: Mutex<Registry>,
@@ -125,13 +127,19 @@ fn settings(config: ProxyConfig, registry: &mut Registry) -> Result<Settings, Co
 }
 
 /// Apply per-tenant weights, caps and targets to the gate.
-fn apply_tenants(gate: &Gate, config: &ProxyConfig, registry: &mut Registry) -> Result<(), ConfigError> {
+fn apply_tenants(
+    gate: &Gate,
+    depth: Option<&crate::depth::Controller>,
+    config: &ProxyConfig,
+    registry: &mut Registry,
+) -> Result<(), ConfigError> {
     for (i, t) in config.tenants.iter().enumerate() {
         let id = registry.intern(&t.name);
         gate.set_weight(id, t.weight)
             .map_err(|e| ConfigError { file: None, field: format!("tenant[{i}].weight"), reason: e })?;
         gate.set_tenant_cap(id, t.max_queued);
-        crate::depth::set_target(gate, id, t.target_ms.map(|ms| ms / 1000.0));
+        crate::depth::set_target(gate, depth, id, t.target_ms.map(|ms| ms / 1000.0))
+            .map_err(|e| ConfigError { file: None, field: format!("tenant[{i}].target_ms"), reason: e })?;
     }
     gate.set_caps(config.limits.max_queued, config.limits.max_queued_per_tenant);
     Ok(())
@@ -161,8 +169,14 @@ impl Proxy {
             .map_err(|e| ConfigError { file: None, field: "scheduler.algorithm".into(), reason: e })?;
         let gate = Gate::new(&sched, s.depth, config.limits.max_queued, config.limits.max_queued_per_tenant)
             .map_err(|e| ConfigError { file: None, field: "scheduler".into(), reason: e })?;
+        let depth = crate::depth::controller(&config)
+            .map_err(|e| ConfigError { file: None, field: "scheduler.adaptive".into(), reason: e })?;
+        if let Some(c) = &depth {
+            let d = c.lock().unwrap_or_else(|e| e.into_inner()).depth();
+            gate.set_depth(d).map_err(|e| ConfigError { file: None, field: "scheduler.depth".into(), reason: e })?;
+        }
         let mut registry = Registry::default();
-        apply_tenants(&gate, &config, &mut registry)?;
+        apply_tenants(&gate, depth.as_ref(), &config, &mut registry)?;
         let settings = settings(config, &mut registry)?;
         let listener = TcpListener::bind(addr)
             .await
@@ -173,6 +187,7 @@ impl Proxy {
         Ok(Proxy {
             inner: Arc::new(Inner {
                 gate,
+                depth,
                 metrics: Metrics::default(),
                 settings: RwLock::new(Arc::new(settings)),
                 registry: Mutex::new(registry),
@@ -288,7 +303,7 @@ impl ProxyHandle {
             warnings.push("scheduler.adaptive: switching between fixed and adaptive depth needs a restart".to_string());
         }
         let mut registry = self.inner.registry.lock().unwrap_or_else(|e| e.into_inner());
-        apply_tenants(&self.inner.gate, &config, &mut registry)?;
+        apply_tenants(&self.inner.gate, self.inner.depth.as_ref(), &config, &mut registry)?;
         if o.scheduler.adaptive.is_none() && n.scheduler.adaptive.is_none() {
             self.inner
                 .gate
@@ -336,6 +351,7 @@ pub fn raise_fd_limit() -> Option<u64> {
                 r.rlim_cur = r.rlim_max;
             }
         }
+        #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 everywhere
         Some(r.rlim_cur as u64)
     }
 }
