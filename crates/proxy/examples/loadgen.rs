@@ -24,12 +24,23 @@ fn main() {
     let n: f64 = a[3].parse().expect("a number");
     let secs = Duration::from_secs_f64(a[4].parse().expect("seconds"));
     fairlane_proxy::server::raise_fd_limit();
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let r = rt.block_on(async {
         match a[0].as_str() {
             "closed" => closed(&target, n as usize, secs).await,
             _ => open(&target, n, secs).await,
         }
     });
-    println!("{}{}", r.summary(), if a[0] == "closed" { format!(" connections {}", r.connections) } else { String::new() });
+    println!(
+        "{}{}",
+        r.summary(),
+        if a[0] == "closed" {
+            format!(" connections {}", r.connections)
+        } else {
+            String::new()
+        }
+    );
 }

@@ -33,13 +33,21 @@ pub(crate) async fn serve(inner: Arc<Inner>, listener: TcpListener) {
     }
 }
 
-fn reply(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+fn reply(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(body.into()));
     *r.status_mut() = status;
-    r.headers_mut()
-        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r.headers_mut()
-        .insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type),
+    );
+    r.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-store"),
+    );
     r
 }
 
@@ -56,9 +64,14 @@ fn route(inner: &Inner, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/status" => reply(
             StatusCode::OK,
             "application/json",
-            serde_json::to_string(&inner.status()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")),
+            serde_json::to_string(&inner.status())
+                .unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}")),
         ),
-        "/dashboard" | "/" => reply(StatusCode::OK, "text/html; charset=utf-8", crate::dashboard::HTML),
+        "/dashboard" | "/" => reply(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            crate::dashboard::HTML,
+        ),
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),
         _ => reply(
             StatusCode::NOT_FOUND,

@@ -403,7 +403,10 @@ impl ProxyConfig {
         parse_addr("listen.admin", &self.listen.admin)?;
         self.upstream_authority()?;
         if self.upstream.connect_timeout_ms == 0 {
-            return Err(ConfigError::new("upstream.connect_timeout_ms", "must be ≥ 1"));
+            return Err(ConfigError::new(
+                "upstream.connect_timeout_ms",
+                "must be ≥ 1",
+            ));
         }
         if self.upstream.timeout_ms == 0 {
             return Err(ConfigError::new("upstream.timeout_ms", "must be ≥ 1"));
@@ -444,17 +447,26 @@ impl ProxyConfig {
             if s.depth < a.min || s.depth > a.max {
                 return Err(ConfigError::new(
                     "scheduler.depth",
-                    format!("the starting depth must be within adaptive [{}, {}], got {}", a.min, a.max, s.depth),
+                    format!(
+                        "the starting depth must be within adaptive [{}, {}], got {}",
+                        a.min, a.max, s.depth
+                    ),
                 ));
             }
             if a.interval_ms == 0 {
-                return Err(ConfigError::new("scheduler.adaptive.interval_ms", "must be ≥ 1"));
+                return Err(ConfigError::new(
+                    "scheduler.adaptive.interval_ms",
+                    "must be ≥ 1",
+                ));
             }
         }
         let l = &self.limits;
         for (field, v) in [
             ("limits.max_queued", l.max_queued as u64),
-            ("limits.max_queued_per_tenant", l.max_queued_per_tenant as u64),
+            (
+                "limits.max_queued_per_tenant",
+                l.max_queued_per_tenant as u64,
+            ),
             ("limits.queue_timeout_ms", l.queue_timeout_ms),
         ] {
             if v == 0 {
@@ -469,20 +481,32 @@ impl ProxyConfig {
             ));
         }
         if id.default_tenant.is_empty() {
-            return Err(ConfigError::new("identity.default_tenant", "must not be empty"));
+            return Err(ConfigError::new(
+                "identity.default_tenant",
+                "must not be empty",
+            ));
         }
         let mut names = HashSet::new();
         let mut keys = HashSet::new();
         for (i, t) in self.tenants.iter().enumerate() {
             let f = |name: &str| format!("tenant[{i}].{name}");
-            if t.name.is_empty() || !t.name.chars().all(|c| c.is_ascii_graphic()) || t.name.contains('"') {
+            if t.name.is_empty()
+                || !t.name.chars().all(|c| c.is_ascii_graphic())
+                || t.name.contains('"')
+            {
                 return Err(ConfigError::new(
                     f("name"),
-                    format!("must be non-empty printable ASCII without quotes or spaces, got {:?}", t.name),
+                    format!(
+                        "must be non-empty printable ASCII without quotes or spaces, got {:?}",
+                        t.name
+                    ),
                 ));
             }
             if !names.insert(t.name.as_str()) {
-                return Err(ConfigError::new(f("name"), format!("{:?} is listed twice", t.name)));
+                return Err(ConfigError::new(
+                    f("name"),
+                    format!("{:?} is listed twice", t.name),
+                ));
             }
             if !(t.weight.is_finite() && t.weight > 0.0) {
                 return Err(ConfigError::new(
@@ -547,11 +571,17 @@ impl ProxyConfig {
     /// The upstream's `host:port`.
     pub fn upstream_authority(&self) -> Result<http::uri::Authority, ConfigError> {
         let raw = self.upstream.addr.trim();
-        let raw = raw.strip_prefix("http://").unwrap_or(raw).trim_end_matches('/');
+        let raw = raw
+            .strip_prefix("http://")
+            .unwrap_or(raw)
+            .trim_end_matches('/');
         if raw.starts_with("https://") || raw.contains('/') {
             return Err(ConfigError::new(
                 "upstream.addr",
-                format!("expected host:port or http://host:port, got {:?}", self.upstream.addr),
+                format!(
+                    "expected host:port or http://host:port, got {:?}",
+                    self.upstream.addr
+                ),
             ));
         }
         let a: http::uri::Authority = raw.parse().map_err(|_| {

@@ -44,7 +44,10 @@ impl ProxyBody {
 impl Body for ProxyBody {
     type Data = Bytes;
     type Error = BoxError;
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match self.get_mut() {
             ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             ProxyBody::Upstream(m) => Pin::new(m).poll_frame(cx),
@@ -100,7 +103,10 @@ impl MeteredBody {
 impl Body for MeteredBody {
     type Data = Bytes;
     type Error = BoxError;
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let r = Pin::new(&mut self.inner).poll_frame(cx);
         match &r {
             Poll::Ready(None) | Poll::Ready(Some(Err(_))) => self.finish(),
@@ -139,7 +145,10 @@ impl std::error::Error for TooLarge {}
 impl Body for LimitedBody {
     type Data = Bytes;
     type Error = BoxError;
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(d) = frame.data_ref() {
@@ -196,26 +205,40 @@ fn strip_hop_by_hop(h: &mut HeaderMap) {
 fn own(status: StatusCode, msg: &str) -> Response<ProxyBody> {
     let mut r = Response::new(ProxyBody::text(format!("{msg}\n")));
     *r.status_mut() = status;
-    r.headers_mut()
-        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     r
 }
 
 fn rejected(inner: &Inner, stats: &TenantStats, reason: Reason, msg: &str) -> Response<ProxyBody> {
     stats.reject(reason);
-    let mut r = own(StatusCode::from_u16(reason.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), msg);
+    let mut r = own(
+        StatusCode::from_u16(reason.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        msg,
+    );
     if matches!(reason.status(), 429 | 503) {
         let secs = inner.settings().config.limits.retry_after_s;
-        r.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
+        r.headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
     }
-    if matches!(reason, Reason::Shutdown | Reason::BodyTooLarge | Reason::BadRequest) {
-        r.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    if matches!(
+        reason,
+        Reason::Shutdown | Reason::BodyTooLarge | Reason::BadRequest
+    ) {
+        r.headers_mut()
+            .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
     }
     r
 }
 
 /// Serve one client request.
-pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: SocketAddr) -> Response<ProxyBody> {
+pub(crate) async fn handle(
+    inner: Arc<Inner>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+) -> Response<ProxyBody> {
     let arrival = Instant::now();
     let settings = inner.settings();
     let tenant = match settings.identifier.identify(req.headers(), peer.ip()) {
@@ -223,7 +246,10 @@ pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: Sock
         Who::Unauthorized => {
             inner.metrics.unauthorized.fetch_add(1, Relaxed);
             let mut r = own(StatusCode::UNAUTHORIZED, "unknown or missing API key");
-            r.headers_mut().insert(http::header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            r.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer"),
+            );
             return r;
         }
     };
@@ -233,44 +259,87 @@ pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: Sock
 
     // Checks that need no slot.
     if req.method() == http::Method::CONNECT {
-        return rejected(&inner, &stats, Reason::BadRequest, "CONNECT is not supported");
+        return rejected(
+            &inner,
+            &stats,
+            Reason::BadRequest,
+            "CONNECT is not supported",
+        );
     }
     let Some(pq) = req.uri().path_and_query().cloned() else {
-        return rejected(&inner, &stats, Reason::BadRequest, "request target must be a path");
+        return rejected(
+            &inner,
+            &stats,
+            Reason::BadRequest,
+            "request target must be a path",
+        );
     };
     if !pq.path().starts_with('/') && pq.path() != "*" {
-        return rejected(&inner, &stats, Reason::BadRequest, "request target must be a path");
+        return rejected(
+            &inner,
+            &stats,
+            Reason::BadRequest,
+            "request target must be a path",
+        );
     }
     let declared = req
         .headers()
         .get(http::header::CONTENT_LENGTH)
         .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()));
     match declared {
-        Some(None) => return rejected(&inner, &stats, Reason::BadRequest, "invalid Content-Length"),
+        Some(None) => {
+            return rejected(&inner, &stats, Reason::BadRequest, "invalid Content-Length")
+        }
         Some(Some(n)) if n > limits.max_body_bytes => {
-            return rejected(&inner, &stats, Reason::BodyTooLarge, "request body too large")
+            return rejected(
+                &inner,
+                &stats,
+                Reason::BodyTooLarge,
+                "request body too large",
+            )
         }
         _ => {}
     }
     let class = settings.identifier.classify(req.method(), pq.path());
 
     // Queue for an upstream slot.
-    let waiting = match inner.gate.acquire(tenant, class) {
+    let mut waiting = match inner.gate.acquire(tenant, class) {
         Ok(w) => w,
         Err(Reject::Closed) => return rejected(&inner, &stats, Reason::Shutdown, "shutting down"),
         Err(Reject::QueueFull { .. }) => {
-            return rejected(&inner, &stats, Reason::QueueFull, "proxy queue full, retry later")
+            return rejected(
+                &inner,
+                &stats,
+                Reason::QueueFull,
+                "proxy queue full, retry later",
+            )
         }
         Err(Reject::TenantQueueFull { .. }) => {
-            return rejected(&inner, &stats, Reason::TenantQueueFull, "tenant queue full, retry later")
+            return rejected(
+                &inner,
+                &stats,
+                Reason::TenantQueueFull,
+                "tenant queue full, retry later",
+            )
         }
         Err(Reject::Scheduler(e)) => return rejected(&inner, &stats, Reason::Internal, &e),
     };
     let queue_timeout = std::time::Duration::from_millis(limits.queue_timeout_ms);
-    let permit = match tokio::time::timeout(queue_timeout, waiting).await {
-        Ok(Ok(p)) => p,
-        Ok(Err(_)) => return rejected(&inner, &stats, Reason::Shutdown, "shutting down"),
-        Err(_) => return rejected(&inner, &stats, Reason::QueueTimeout, "timed out waiting for the upstream"),
+    let granted = waiting.try_granted();
+    let permit = match granted {
+        Some(p) => p,
+        None => match tokio::time::timeout(queue_timeout, waiting).await {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => return rejected(&inner, &stats, Reason::Shutdown, "shutting down"),
+            Err(_) => {
+                return rejected(
+                    &inner,
+                    &stats,
+                    Reason::QueueTimeout,
+                    "timed out waiting for the upstream",
+                )
+            }
+        },
     };
     stats.wait.record(arrival.elapsed().as_secs_f64());
 
@@ -293,12 +362,20 @@ pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: Sock
         }
     }
     if let Ok(v) = HeaderValue::from_str(&peer.ip().to_string()) {
-        parts.headers.append(HeaderName::from_static("x-forwarded-for"), v);
+        parts
+            .headers
+            .append(HeaderName::from_static("x-forwarded-for"), v);
     }
     // Overwrite whatever the client sent: the upstream may trust this header.
     parts.headers.remove("x-fairlane-tenant");
-    if let Some(v) = settings.names.get(tenant.0 as usize).and_then(|n| HeaderValue::from_str(n).ok()) {
-        parts.headers.insert(HeaderName::from_static("x-fairlane-tenant"), v);
+    if let Some(v) = settings
+        .names
+        .get(tenant.0 as usize)
+        .and_then(|n| HeaderValue::from_str(n).ok())
+    {
+        parts
+            .headers
+            .insert(HeaderName::from_static("x-fairlane-tenant"), v);
     }
     let exceeded = Arc::new(AtomicBool::new(false));
     let body = LimitedBody {
@@ -307,7 +384,10 @@ pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: Sock
         exceeded: exceeded.clone(),
     };
     let upstream_req = Request::from_parts(parts, body);
-    let call = tokio::time::timeout(settings.config.upstream_timeout(), settings.client.request(upstream_req));
+    let call = tokio::time::timeout(
+        settings.config.upstream_timeout(),
+        settings.client.request(upstream_req),
+    );
     let mut hard_stop = inner.hard_stop.subscribe();
     let result = tokio::select! {
         r = call => r,
@@ -316,15 +396,37 @@ pub(crate) async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: Sock
         }
     };
     let resp = match result {
-        Err(_) => return rejected(&inner, &stats, Reason::UpstreamTimeout, "upstream timed out"),
+        Err(_) => {
+            return rejected(
+                &inner,
+                &stats,
+                Reason::UpstreamTimeout,
+                "upstream timed out",
+            )
+        }
         Ok(Err(e)) => {
             if exceeded.load(Relaxed) {
-                return rejected(&inner, &stats, Reason::BodyTooLarge, "request body too large");
+                return rejected(
+                    &inner,
+                    &stats,
+                    Reason::BodyTooLarge,
+                    "request body too large",
+                );
             }
             if e.is_connect() {
-                return rejected(&inner, &stats, Reason::UpstreamConnect, "cannot connect to the upstream");
+                return rejected(
+                    &inner,
+                    &stats,
+                    Reason::UpstreamConnect,
+                    "cannot connect to the upstream",
+                );
             }
-            return rejected(&inner, &stats, Reason::UpstreamError, "upstream connection failed");
+            return rejected(
+                &inner,
+                &stats,
+                Reason::UpstreamError,
+                "upstream connection failed",
+            );
         }
         Ok(Ok(r)) => r,
     };

@@ -47,7 +47,11 @@ pub fn resolve_scheduler(name: &str, depth: usize, initial: f64) -> Result<Confi
         EstimatorKind::Pessimistic { alpha, .. } => EstimatorKind::Pessimistic { alpha, initial },
         other => other,
     };
-    let c = if c.algorithm == Algorithm::Fifo { c } else { c.estimator(estimator) };
+    let c = if c.algorithm == Algorithm::Fifo {
+        c
+    } else {
+        c.estimator(estimator)
+    };
     // RW(D): a window of one typical request per issue slot (the paper's n_f = D·φ_f/Σφ
     // requests), in the proxy's cost unit.
     let c = c.workers(depth).window_unit(initial);
@@ -123,7 +127,9 @@ pub struct Gate {
 
 impl std::fmt::Debug for Gate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gate").field("scheduler", &self.shared.name).finish_non_exhaustive()
+        f.debug_struct("Gate")
+            .field("scheduler", &self.shared.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -159,8 +165,16 @@ pub struct GateTenant {
 
 impl Gate {
     /// A gate of `depth` slots over the scheduler `config` builds.
-    pub fn new(config: &Config, depth: usize, max_queued: usize, max_queued_per_tenant: usize) -> Result<Gate, String> {
-        let sched = config.workers(depth).build::<Payload>().map_err(|e| e.to_string())?;
+    pub fn new(
+        config: &Config,
+        depth: usize,
+        max_queued: usize,
+        max_queued_per_tenant: usize,
+    ) -> Result<Gate, String> {
+        let sched = config
+            .workers(depth)
+            .build::<Payload>()
+            .map_err(|e| e.to_string())?;
         Ok(Gate {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -196,7 +210,9 @@ impl Gate {
             return Err(Reject::Closed);
         }
         if st.queued.len() >= st.max_queued {
-            return Err(Reject::QueueFull { limit: st.max_queued });
+            return Err(Reject::QueueFull {
+                limit: st.max_queued,
+            });
         }
         let default_cap = st.max_queued_per_tenant;
         let ts = st.tenant(tenant);
@@ -252,7 +268,9 @@ impl Gate {
     pub fn set_weight(&self, tenant: TenantId, weight: f64) -> Result<(), String> {
         let mut st = self.shared.lock();
         let now = self.shared.now();
-        st.sched.set_weight(tenant, weight, now).map_err(|e| e.to_string())?;
+        st.sched
+            .set_weight(tenant, weight, now)
+            .map_err(|e| e.to_string())?;
         st.tenant(tenant).weight = weight;
         Ok(())
     }
@@ -319,7 +337,10 @@ impl Gate {
 
     /// Run `f` on the scheduler under the gate's lock (for calls this gate does not wrap,
     /// such as per-tenant targets), with the gate's `now`.
-    pub fn with_scheduler<R>(&self, f: impl FnOnce(&mut dyn Scheduler<oneshot::Sender<Permit>>, f64) -> R) -> R {
+    pub fn with_scheduler<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Scheduler<oneshot::Sender<Permit>>, f64) -> R,
+    ) -> R {
         let mut st = self.shared.lock();
         let now = self.shared.now();
         f(st.sched.as_mut(), now)
@@ -428,6 +449,15 @@ pub struct Waiting {
     done: bool,
 }
 
+impl Waiting {
+    /// The permit, if it was granted already (no timer needed then).
+    pub fn try_granted(&mut self) -> Option<Permit> {
+        let p = self.rx.try_recv().ok()?;
+        self.done = true;
+        Some(p)
+    }
+}
+
 impl Future for Waiting {
     type Output = Result<Permit, Reject>;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -500,8 +530,12 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let Some(shared) = self.shared.take() else { return };
-        let cost = self.cost.unwrap_or_else(|| self.dispatched.elapsed().as_secs_f64());
+        let Some(shared) = self.shared.take() else {
+            return;
+        };
+        let cost = self
+            .cost
+            .unwrap_or_else(|| self.dispatched.elapsed().as_secs_f64());
         let mut st = shared.lock();
         let now = shared.now();
         let _ = st.sched.complete(self.ticket, cost, now);
@@ -579,7 +613,9 @@ mod tests {
         let g = gate("fifo", 1);
         let mut first = g.acquire(TenantId(0), ClassId(0)).unwrap();
         let _p = poll_now(&mut first).unwrap().unwrap();
-        let mut waiting: Vec<_> = (0..10).map(|_| g.acquire(TenantId(0), ClassId(0)).unwrap()).collect();
+        let mut waiting: Vec<_> = (0..10)
+            .map(|_| g.acquire(TenantId(0), ClassId(0)).unwrap())
+            .collect();
         assert_eq!(
             g.acquire(TenantId(0), ClassId(0)).err(),
             Some(Reject::TenantQueueFull { limit: 10 })
@@ -590,7 +626,10 @@ mod tests {
         for w in &mut waiting {
             assert_eq!(poll_now(w).unwrap().err(), Some(Reject::Closed));
         }
-        assert_eq!(g.acquire(TenantId(1), ClassId(0)).err(), Some(Reject::Closed));
+        assert_eq!(
+            g.acquire(TenantId(1), ClassId(0)).err(),
+            Some(Reject::Closed)
+        );
         assert_eq!(g.load(), (0, 1));
     }
 
@@ -611,6 +650,8 @@ mod tests {
         for p in fairlane_core::PRESETS {
             resolve_scheduler(p, 4, 0.01).unwrap();
         }
-        assert!(resolve_scheduler("nope", 4, 0.01).unwrap_err().contains("known"));
+        assert!(resolve_scheduler("nope", 4, 0.01)
+            .unwrap_err()
+            .contains("known"));
     }
 }

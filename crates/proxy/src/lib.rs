@@ -44,8 +44,8 @@
 pub mod admin;
 pub mod cli;
 pub mod config;
-mod depth;
 mod dashboard;
+mod depth;
 pub mod forward;
 pub mod gate;
 pub mod loadgen;

@@ -55,7 +55,11 @@ impl Report {
     }
     /// 2xx answers.
     pub fn ok(&self) -> u64 {
-        self.status.iter().filter(|(s, _)| (200..300).contains(*s)).map(|(_, c)| c).sum()
+        self.status
+            .iter()
+            .filter(|(s, _)| (200..300).contains(*s))
+            .map(|(_, c)| c)
+            .sum()
     }
     /// Answers with this status.
     pub fn count(&self, status: u16) -> u64 {
@@ -89,7 +93,10 @@ impl Report {
     }
     /// One line: sent, answered, status counts, throughput, p50/p99.
     pub fn summary(&self) -> String {
-        let ms = |q| self.quantile(q).map_or("-".into(), |s| format!("{:.3} ms", s * 1e3));
+        let ms = |q| {
+            self.quantile(q)
+                .map_or("-".into(), |s| format!("{:.3} ms", s * 1e3))
+        };
         format!(
             "sent {} answered {} errors {} status {:?} ok/s {:.0} p50 {} p99 {}",
             self.sent,
@@ -104,7 +111,20 @@ impl Report {
 }
 
 fn request(t: &Target) -> Request<Empty<Bytes>> {
-    let mut b = Request::get(format!("http://{}{}", t.addr, t.path));
+    request_to(t, format!("http://{}{}", t.addr, t.path))
+}
+
+/// Origin-form target and a Host header, for a raw connection (what a browser sends).
+fn origin_request(t: &Target) -> Request<Empty<Bytes>> {
+    let mut r = request_to(t, t.path.clone());
+    if let Ok(h) = http::HeaderValue::from_str(&t.addr.to_string()) {
+        r.headers_mut().insert(http::header::HOST, h);
+    }
+    r
+}
+
+fn request_to(t: &Target, uri: String) -> Request<Empty<Bytes>> {
+    let mut b = Request::get(uri);
     if let Some(k) = &t.key {
         b = b.header("authorization", format!("Bearer {k}"));
     }
@@ -144,7 +164,7 @@ pub async fn closed(target: &Target, connections: usize, duration: Duration) -> 
                 }
                 let sent = Instant::now();
                 r.sent += 1;
-                match send.send_request(request(&t)).await {
+                match send.send_request(origin_request(&t)).await {
                     Ok(resp) => {
                         let status = resp.status().as_u16();
                         let ok = resp.into_body().collect().await.is_ok();

@@ -26,7 +26,10 @@ pub struct Histogram {
 impl Histogram {
     /// Record one value (seconds).
     pub fn record(&self, secs: f64) {
-        let i = BUCKETS.iter().position(|&b| secs <= b).unwrap_or(BUCKETS.len());
+        let i = BUCKETS
+            .iter()
+            .position(|&b| secs <= b)
+            .unwrap_or(BUCKETS.len());
         self.counts[i].fetch_add(1, Relaxed);
         self.sum_ns.fetch_add((secs.max(0.0) * 1e9) as u64, Relaxed);
     }
@@ -160,7 +163,8 @@ impl TenantStats {
     pub fn complete(&self, upstream_secs: f64, cost: f64) {
         self.completed.fetch_add(1, Relaxed);
         self.upstream.record(upstream_secs);
-        self.cost_micro.fetch_add((cost.max(0.0) * 1e6) as u64, Relaxed);
+        self.cost_micro
+            .fetch_add((cost.max(0.0) * 1e6) as u64, Relaxed);
     }
 }
 
@@ -182,7 +186,12 @@ impl Metrics {
     /// The stats of a tenant, created on first use.
     pub fn tenant(&self, id: TenantId) -> Arc<TenantStats> {
         let i = id.0 as usize;
-        if let Some(t) = self.tenants.read().unwrap_or_else(|e| e.into_inner()).get(i) {
+        if let Some(t) = self
+            .tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(i)
+        {
             return t.clone();
         }
         let mut w = self.tenants.write().unwrap_or_else(|e| e.into_inner());
@@ -193,7 +202,10 @@ impl Metrics {
     }
 
     fn all(&self) -> Vec<Arc<TenantStats>> {
-        self.tenants.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.tenants
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The `/status` document.
@@ -207,7 +219,10 @@ impl Metrics {
                 let wait = s.wait.counts();
                 let up = s.upstream.counts();
                 TenantStatus {
-                    name: names.get(i).cloned().unwrap_or_else(|| format!("tenant{i}")),
+                    name: names
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_else(|| format!("tenant{i}")),
                     weight: if g.weight > 0.0 { g.weight } else { 1.0 },
                     queued: g.queued,
                     in_flight: g.running,
@@ -320,25 +335,86 @@ impl Status {
         let g = |o: &mut String, name: &str, help: &str, kind: &str| {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
         };
-        g(&mut o, "fairlane_proxy_depth", "Requests allowed outstanding upstream (D).", "gauge");
+        g(
+            &mut o,
+            "fairlane_proxy_depth",
+            "Requests allowed outstanding upstream (D).",
+            "gauge",
+        );
         let _ = writeln!(o, "fairlane_proxy_depth {}", self.depth);
-        g(&mut o, "fairlane_proxy_virtual_time", "The scheduler's virtual time.", "gauge");
-        let _ = writeln!(o, "fairlane_proxy_virtual_time {}", self.virtual_time.unwrap_or(0.0));
-        g(&mut o, "fairlane_proxy_connections", "Client connections open.", "gauge");
+        g(
+            &mut o,
+            "fairlane_proxy_virtual_time",
+            "The scheduler's virtual time.",
+            "gauge",
+        );
+        let _ = writeln!(
+            o,
+            "fairlane_proxy_virtual_time {}",
+            self.virtual_time.unwrap_or(0.0)
+        );
+        g(
+            &mut o,
+            "fairlane_proxy_connections",
+            "Client connections open.",
+            "gauge",
+        );
         let _ = writeln!(o, "fairlane_proxy_connections {}", self.connections);
-        g(&mut o, "fairlane_proxy_unauthorized_total", "Requests answered 401.", "counter");
+        g(
+            &mut o,
+            "fairlane_proxy_unauthorized_total",
+            "Requests answered 401.",
+            "counter",
+        );
         let _ = writeln!(o, "fairlane_proxy_unauthorized_total {}", self.unauthorized);
-        g(&mut o, "fairlane_proxy_reloads_total", "Configuration reloads applied.", "counter");
+        g(
+            &mut o,
+            "fairlane_proxy_reloads_total",
+            "Configuration reloads applied.",
+            "counter",
+        );
         let _ = writeln!(o, "fairlane_proxy_reloads_total {}", self.reloads);
         type Field = fn(&TenantStatus) -> f64;
         let per: [(&str, &str, &str, Field); 7] = [
-            ("fairlane_proxy_queued", "Requests waiting for a slot.", "gauge", |t| t.queued as f64),
-            ("fairlane_proxy_in_flight", "Requests outstanding upstream.", "gauge", |t| t.in_flight as f64),
-            ("fairlane_proxy_weight", "Tenant weight.", "gauge", |t| t.weight),
-            ("fairlane_proxy_received_total", "Requests received.", "counter", |t| t.received as f64),
-            ("fairlane_proxy_completed_total", "Requests answered by the upstream.", "counter", |t| t.completed as f64),
-            ("fairlane_proxy_cancelled_total", "Requests whose client left while queued.", "counter", |t| t.cancelled as f64),
-            ("fairlane_proxy_cost_total", "Cost charged.", "counter", |t| t.cost_total),
+            (
+                "fairlane_proxy_queued",
+                "Requests waiting for a slot.",
+                "gauge",
+                |t| t.queued as f64,
+            ),
+            (
+                "fairlane_proxy_in_flight",
+                "Requests outstanding upstream.",
+                "gauge",
+                |t| t.in_flight as f64,
+            ),
+            ("fairlane_proxy_weight", "Tenant weight.", "gauge", |t| {
+                t.weight
+            }),
+            (
+                "fairlane_proxy_received_total",
+                "Requests received.",
+                "counter",
+                |t| t.received as f64,
+            ),
+            (
+                "fairlane_proxy_completed_total",
+                "Requests answered by the upstream.",
+                "counter",
+                |t| t.completed as f64,
+            ),
+            (
+                "fairlane_proxy_cancelled_total",
+                "Requests whose client left while queued.",
+                "counter",
+                |t| t.cancelled as f64,
+            ),
+            (
+                "fairlane_proxy_cost_total",
+                "Cost charged.",
+                "counter",
+                |t| t.cost_total,
+            ),
         ];
         for (name, help, kind, f) in per {
             g(&mut o, name, help, kind);
@@ -346,7 +422,12 @@ impl Status {
                 let _ = writeln!(o, "{name}{{tenant=\"{}\"}} {}", t.name, f(t));
             }
         }
-        g(&mut o, "fairlane_proxy_rejected_total", "Requests answered by the proxy, by reason.", "counter");
+        g(
+            &mut o,
+            "fairlane_proxy_rejected_total",
+            "Requests answered by the proxy, by reason.",
+            "counter",
+        );
         for t in &self.tenants {
             for r in Reason::ALL {
                 let c = t.rejected.get(r.name()).copied().unwrap_or(0);
@@ -360,20 +441,48 @@ impl Status {
             }
         }
         for (name, help, pick) in [
-            ("fairlane_proxy_wait_seconds", "Time from arrival to an upstream slot.", 0),
-            ("fairlane_proxy_upstream_seconds", "Time from dispatch to the end of the upstream response.", 1),
+            (
+                "fairlane_proxy_wait_seconds",
+                "Time from arrival to an upstream slot.",
+                0,
+            ),
+            (
+                "fairlane_proxy_upstream_seconds",
+                "Time from dispatch to the end of the upstream response.",
+                1,
+            ),
         ] {
             g(&mut o, name, help, "histogram");
             for t in &self.tenants {
-                let counts = if pick == 0 { &t.wait_buckets } else { &t.upstream_buckets };
+                let counts = if pick == 0 {
+                    &t.wait_buckets
+                } else {
+                    &t.upstream_buckets
+                };
                 let mut cum = 0;
                 for (i, c) in counts.iter().enumerate() {
                     cum += c;
-                    let le = self.buckets.get(i).map_or("+Inf".to_string(), |b| b.to_string());
-                    let _ = writeln!(o, "{name}_bucket{{tenant=\"{}\",le=\"{le}\"}} {cum}", t.name);
+                    let le = self
+                        .buckets
+                        .get(i)
+                        .map_or("+Inf".to_string(), |b| b.to_string());
+                    let _ = writeln!(
+                        o,
+                        "{name}_bucket{{tenant=\"{}\",le=\"{le}\"}} {cum}",
+                        t.name
+                    );
                 }
                 let _ = writeln!(o, "{name}_count{{tenant=\"{}\"}} {cum}", t.name);
-                let _ = writeln!(o, "{name}_sum{{tenant=\"{}\"}} {}", t.name, if pick == 0 { t.wait_sum } else { t.upstream_sum });
+                let _ = writeln!(
+                    o,
+                    "{name}_sum{{tenant=\"{}\"}} {}",
+                    t.name,
+                    if pick == 0 {
+                        t.wait_sum
+                    } else {
+                        t.upstream_sum
+                    }
+                );
             }
         }
         o

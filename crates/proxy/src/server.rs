@@ -49,7 +49,9 @@ impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StartError::Config(e) => e.fmt(f),
-            StartError::Bind { field, addr, error } => write!(f, "{field}: cannot listen on {addr}: {error}"),
+            StartError::Bind { field, addr, error } => {
+                write!(f, "{field}: cannot listen on {addr}: {error}")
+            }
         }
     }
 }
@@ -88,19 +90,28 @@ pub(crate) struct Inner {
 
 impl Inner {
     pub fn settings(&self) -> Arc<Settings> {
-        self.settings.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn status(&self) -> Status {
         let names = self.settings().names.clone();
-        self.metrics.status(&names, &self.gate.snapshot(), self.started.elapsed().as_secs_f64())
+        self.metrics.status(
+            &names,
+            &self.gate.snapshot(),
+            self.started.elapsed().as_secs_f64(),
+        )
     }
 }
 
 fn client(config: &ProxyConfig) -> UpstreamClient {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
-    http.set_connect_timeout(Some(Duration::from_millis(config.upstream.connect_timeout_ms)));
+    http.set_connect_timeout(Some(Duration::from_millis(
+        config.upstream.connect_timeout_ms,
+    )));
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(30))
         .pool_max_idle_per_host(config.scheduler.depth.max(64) * 2)
@@ -135,13 +146,24 @@ fn apply_tenants(
 ) -> Result<(), ConfigError> {
     for (i, t) in config.tenants.iter().enumerate() {
         let id = registry.intern(&t.name);
-        gate.set_weight(id, t.weight)
-            .map_err(|e| ConfigError { file: None, field: format!("tenant[{i}].weight"), reason: e })?;
+        gate.set_weight(id, t.weight).map_err(|e| ConfigError {
+            file: None,
+            field: format!("tenant[{i}].weight"),
+            reason: e,
+        })?;
         gate.set_tenant_cap(id, t.max_queued);
-        crate::depth::set_target(gate, depth, id, t.target_ms.map(|ms| ms / 1000.0))
-            .map_err(|e| ConfigError { file: None, field: format!("tenant[{i}].target_ms"), reason: e })?;
+        crate::depth::set_target(gate, depth, id, t.target_ms.map(|ms| ms / 1000.0)).map_err(
+            |e| ConfigError {
+                file: None,
+                field: format!("tenant[{i}].target_ms"),
+                reason: e,
+            },
+        )?;
     }
-    gate.set_caps(config.limits.max_queued, config.limits.max_queued_per_tenant);
+    gate.set_caps(
+        config.limits.max_queued,
+        config.limits.max_queued_per_tenant,
+    );
     Ok(())
 }
 
@@ -166,24 +188,52 @@ impl Proxy {
         let admin_addr = parse_addr("listen.admin", &config.listen.admin)?;
         let s = &config.scheduler;
         let sched = resolve_scheduler(&s.algorithm, s.depth, s.initial_estimate_ms / 1000.0)
-            .map_err(|e| ConfigError { file: None, field: "scheduler.algorithm".into(), reason: e })?;
-        let gate = Gate::new(&sched, s.depth, config.limits.max_queued, config.limits.max_queued_per_tenant)
-            .map_err(|e| ConfigError { file: None, field: "scheduler".into(), reason: e })?;
-        let depth = crate::depth::controller(&config)
-            .map_err(|e| ConfigError { file: None, field: "scheduler.adaptive".into(), reason: e })?;
+            .map_err(|e| ConfigError {
+                file: None,
+                field: "scheduler.algorithm".into(),
+                reason: e,
+            })?;
+        let gate = Gate::new(
+            &sched,
+            s.depth,
+            config.limits.max_queued,
+            config.limits.max_queued_per_tenant,
+        )
+        .map_err(|e| ConfigError {
+            file: None,
+            field: "scheduler".into(),
+            reason: e,
+        })?;
+        let depth = crate::depth::controller(&config).map_err(|e| ConfigError {
+            file: None,
+            field: "scheduler.adaptive".into(),
+            reason: e,
+        })?;
         if let Some(c) = &depth {
             let d = c.lock().unwrap_or_else(|e| e.into_inner()).depth();
-            gate.set_depth(d).map_err(|e| ConfigError { file: None, field: "scheduler.depth".into(), reason: e })?;
+            gate.set_depth(d).map_err(|e| ConfigError {
+                file: None,
+                field: "scheduler.depth".into(),
+                reason: e,
+            })?;
         }
         let mut registry = Registry::default();
         apply_tenants(&gate, depth.as_ref(), &config, &mut registry)?;
         let settings = settings(config, &mut registry)?;
         let listener = TcpListener::bind(addr)
             .await
-            .map_err(|error| StartError::Bind { field: "listen.addr", addr, error })?;
+            .map_err(|error| StartError::Bind {
+                field: "listen.addr",
+                addr,
+                error,
+            })?;
         let admin = TcpListener::bind(admin_addr)
             .await
-            .map_err(|error| StartError::Bind { field: "listen.admin", addr: admin_addr, error })?;
+            .map_err(|error| StartError::Bind {
+                field: "listen.admin",
+                addr: admin_addr,
+                error,
+            })?;
         Ok(Proxy {
             inner: Arc::new(Inner {
                 gate,
@@ -202,22 +252,32 @@ impl Proxy {
 
     /// The proxy's address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.listener.local_addr().expect("bound listener has an address")
+        self.listener
+            .local_addr()
+            .expect("bound listener has an address")
     }
 
     /// The admin listener's address.
     pub fn admin_addr(&self) -> SocketAddr {
-        self.admin.local_addr().expect("bound listener has an address")
+        self.admin
+            .local_addr()
+            .expect("bound listener has an address")
     }
 
     /// A handle for shutdown and reload.
     pub fn handle(&self) -> ProxyHandle {
-        ProxyHandle { inner: self.inner.clone() }
+        ProxyHandle {
+            inner: self.inner.clone(),
+        }
     }
 
     /// Serve until [`ProxyHandle::shutdown`] and the drain that follows complete.
     pub async fn run(self) {
-        let Proxy { inner, listener, admin } = self;
+        let Proxy {
+            inner,
+            listener,
+            admin,
+        } = self;
         let admin_task = tokio::spawn(crate::admin::serve(inner.clone(), admin));
         let depth_task = crate::depth::spawn(inner.clone());
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -253,7 +313,9 @@ impl Proxy {
             if !http2 {
                 builder = builder.http1_only();
             }
-            let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+            let conn = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .into_owned();
             let conn = graceful.watch(conn);
             let counted = inner.clone();
             counted.metrics.connections.fetch_add(1, Relaxed);
@@ -264,7 +326,9 @@ impl Proxy {
         }
         drop(listener);
         let grace = Duration::from_millis(inner.settings().config.limits.shutdown_grace_ms);
-        let drained = tokio::time::timeout(grace, graceful.shutdown()).await.is_ok();
+        let drained = tokio::time::timeout(grace, graceful.shutdown())
+            .await
+            .is_ok();
         if !drained {
             // Deadline: whatever is queued or in flight is answered 503 now.
             inner.gate.close();
@@ -293,22 +357,43 @@ impl ProxyHandle {
         let old = self.inner.settings();
         let mut warnings = Vec::new();
         let (o, n) = (&old.config, &config);
-        if o.listen.addr != n.listen.addr || o.listen.admin != n.listen.admin || o.listen.http2 != n.listen.http2 {
+        if o.listen.addr != n.listen.addr
+            || o.listen.admin != n.listen.admin
+            || o.listen.http2 != n.listen.http2
+        {
             warnings.push("listen: changes need a restart; kept the old listeners".to_string());
         }
-        if o.scheduler.algorithm != n.scheduler.algorithm || o.scheduler.initial_estimate_ms != n.scheduler.initial_estimate_ms {
+        if o.scheduler.algorithm != n.scheduler.algorithm
+            || o.scheduler.initial_estimate_ms != n.scheduler.initial_estimate_ms
+        {
             warnings.push("scheduler.algorithm / initial_estimate_ms: changes need a restart; kept the old scheduler".to_string());
         }
         if o.scheduler.adaptive.is_some() != n.scheduler.adaptive.is_some() {
-            warnings.push("scheduler.adaptive: switching between fixed and adaptive depth needs a restart".to_string());
+            warnings.push(
+                "scheduler.adaptive: switching between fixed and adaptive depth needs a restart"
+                    .to_string(),
+            );
         }
-        let mut registry = self.inner.registry.lock().unwrap_or_else(|e| e.into_inner());
-        apply_tenants(&self.inner.gate, self.inner.depth.as_ref(), &config, &mut registry)?;
+        let mut registry = self
+            .inner
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        apply_tenants(
+            &self.inner.gate,
+            self.inner.depth.as_ref(),
+            &config,
+            &mut registry,
+        )?;
         if o.scheduler.adaptive.is_none() && n.scheduler.adaptive.is_none() {
             self.inner
                 .gate
                 .set_depth(n.scheduler.depth)
-                .map_err(|e| ConfigError { file: None, field: "scheduler.depth".into(), reason: e })?;
+                .map_err(|e| ConfigError {
+                    file: None,
+                    field: "scheduler.depth".into(),
+                    reason: e,
+                })?;
         }
         let mut config = config;
         config.listen = o.listen.clone();
@@ -318,7 +403,11 @@ impl ProxyHandle {
             config.scheduler.adaptive = o.scheduler.adaptive.clone();
         }
         let new = settings(config, &mut registry)?;
-        *self.inner.settings.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+        *self
+            .inner
+            .settings
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
         self.inner.metrics.reloads.fetch_add(1, Relaxed);
         Ok(warnings)
     }
@@ -330,8 +419,15 @@ impl ProxyHandle {
 
     /// The id a tenant name has (for tests and tools).
     pub fn tenant_id(&self, name: &str) -> Option<TenantId> {
-        let reg = self.inner.registry.lock().unwrap_or_else(|e| e.into_inner());
-        reg.names().iter().position(|n| n == name).map(|i| TenantId(i as u64))
+        let reg = self
+            .inner
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        reg.names()
+            .iter()
+            .position(|n| n == name)
+            .map(|i| TenantId(i as u64))
     }
 }
 
@@ -341,12 +437,18 @@ impl ProxyHandle {
 pub fn raise_fd_limit() -> Option<u64> {
     // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
     unsafe {
-        let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
             return None;
         }
         if r.rlim_cur < r.rlim_max {
-            let want = libc::rlimit { rlim_cur: r.rlim_max, rlim_max: r.rlim_max };
+            let want = libc::rlimit {
+                rlim_cur: r.rlim_max,
+                rlim_max: r.rlim_max,
+            };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
                 r.rlim_cur = r.rlim_max;
             }

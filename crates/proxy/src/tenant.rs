@@ -53,7 +53,9 @@ impl Cidr {
             v4 => v4,
         };
         match (self.addr, ip) {
-            (IpAddr::V4(a), IpAddr::V4(b)) => mask(u32::from(a).into(), u32::from(b).into(), self.prefix, 32),
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                mask(u32::from(a).into(), u32::from(b).into(), self.prefix, 32)
+            }
             (IpAddr::V6(a), IpAddr::V6(b)) => mask(u128::from(a), u128::from(b), self.prefix, 128),
             _ => false,
         }
@@ -147,7 +149,10 @@ impl Identifier {
             .classes
             .iter()
             .map(|c| ClassRule {
-                method: c.method.as_ref().and_then(|m| Method::from_bytes(m.as_bytes()).ok()),
+                method: c
+                    .method
+                    .as_ref()
+                    .and_then(|m| Method::from_bytes(m.as_bytes()).ok()),
                 prefix: c.path.trim_end_matches('*').to_string(),
                 exact: !c.path.ends_with('*'),
             })
@@ -217,7 +222,10 @@ impl Identifier {
     pub fn class_name(&self, class: ClassId) -> &str {
         match class.0 {
             0 => "default",
-            i => self.class_names.get(i as usize - 1).map_or("?", |s| s.as_str()),
+            i => self
+                .class_names
+                .get(i as usize - 1)
+                .map_or("?", |s| s.as_str()),
         }
     }
 }
@@ -254,7 +262,10 @@ mod tests {
     fn h(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut m = HeaderMap::new();
         for (k, v) in pairs {
-            m.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            m.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         m
     }
@@ -265,17 +276,35 @@ mod tests {
         let id = Identifier::new(&config(""), &mut reg);
         let local: IpAddr = "127.0.0.1".parse().unwrap();
         let ten: IpAddr = "10.1.2.3".parse().unwrap();
-        assert_eq!(id.identify(&h(&[("authorization", "Bearer ka")]), local), Who::Tenant(TenantId(0)));
-        assert_eq!(id.identify(&h(&[("authorization", "bearer  kb")]), ten), Who::Tenant(TenantId(1)));
+        assert_eq!(
+            id.identify(&h(&[("authorization", "Bearer ka")]), local),
+            Who::Tenant(TenantId(0))
+        );
+        assert_eq!(
+            id.identify(&h(&[("authorization", "bearer  kb")]), ten),
+            Who::Tenant(TenantId(1))
+        );
         assert_eq!(id.identify(&h(&[]), ten), Who::Tenant(TenantId(0)));
         assert_eq!(id.identify(&h(&[]), local), Who::Unauthorized);
         // An unknown key is not rescued by the address, and a tenant-naming header is ignored.
-        assert_eq!(id.identify(&h(&[("authorization", "Bearer nope")]), ten), Who::Unauthorized);
-        assert_eq!(id.identify(&h(&[("x-fairlane-tenant", "a")]), local), Who::Unauthorized);
-        assert_eq!(id.identify(&h(&[("authorization", "Basic ka")]), local), Who::Unauthorized);
+        assert_eq!(
+            id.identify(&h(&[("authorization", "Bearer nope")]), ten),
+            Who::Unauthorized
+        );
+        assert_eq!(
+            id.identify(&h(&[("x-fairlane-tenant", "a")]), local),
+            Who::Unauthorized
+        );
+        assert_eq!(
+            id.identify(&h(&[("authorization", "Basic ka")]), local),
+            Who::Unauthorized
+        );
 
         let mut reg = Registry::default();
-        let id = Identifier::new(&config("[identity]\nunknown = \"default\"\ndefault_tenant = \"anon\""), &mut reg);
+        let id = Identifier::new(
+            &config("[identity]\nunknown = \"default\"\ndefault_tenant = \"anon\""),
+            &mut reg,
+        );
         assert_eq!(id.identify(&h(&[]), local), Who::Tenant(TenantId(2)));
         assert_eq!(reg.name(TenantId(2)), "anon");
     }
@@ -297,7 +326,9 @@ mod tests {
         assert!(c.contains("192.168.3.4".parse().unwrap()));
         assert!(c.contains("::ffff:192.168.3.4".parse().unwrap()));
         assert!(!c.contains("192.169.0.1".parse().unwrap()));
-        assert!(Cidr::parse("0.0.0.0/0").unwrap().contains("8.8.8.8".parse().unwrap()));
+        assert!(Cidr::parse("0.0.0.0/0")
+            .unwrap()
+            .contains("8.8.8.8".parse().unwrap()));
         assert!(Cidr::parse("::1").unwrap().contains("::1".parse().unwrap()));
         assert!(Cidr::parse("10.0.0.0/33").is_err());
         assert!(Cidr::parse("nope").is_err());

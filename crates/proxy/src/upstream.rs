@@ -50,7 +50,10 @@ impl UpstreamServer {
     }
 
     /// Serve on `addr`, counting into `counters` (to keep counting across a restart).
-    pub async fn start_with(addr: SocketAddr, counters: Arc<UpstreamCounters>) -> std::io::Result<UpstreamServer> {
+    pub async fn start_with(
+        addr: SocketAddr,
+        counters: Arc<UpstreamCounters>,
+    ) -> std::io::Result<UpstreamServer> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let c = counters.clone();
@@ -73,7 +76,11 @@ impl UpstreamServer {
                 }
             }
         });
-        Ok(UpstreamServer { addr, task, counters })
+        Ok(UpstreamServer {
+            addr,
+            task,
+            counters,
+        })
     }
 
     /// Its address.
@@ -113,7 +120,10 @@ fn jitter(j: f64) -> f64 {
     })
 }
 
-async fn respond(req: Request<Incoming>, c: Arc<UpstreamCounters>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn respond(
+    req: Request<Incoming>,
+    c: Arc<UpstreamCounters>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     c.requests.fetch_add(1, Relaxed);
     let active = c.active.fetch_add(1, Relaxed) + 1;
     c.max_active.fetch_max(active, Relaxed);

@@ -22,16 +22,29 @@ async fn upstream_killed_mid_run_and_restarted() {
     let up = start_upstream().await;
     let up_addr = up.addr();
     let counters = up.counters.clone();
-    let p = start_proxy(config(up_addr, &format!("[scheduler]\ndepth = 2\n{TENANTS}"))).await;
+    let p = start_proxy(config(
+        up_addr,
+        &format!("[scheduler]\ndepth = 2\n{TENANTS}"),
+    ))
+    .await;
     // Two requests in flight and four queued when the upstream dies.
     let reqs: Vec<_> = (0..6)
-        .map(|i| tokio::spawn(get(p.addr, "/slow?delay_ms=400", Some(if i % 2 == 0 { "ka" } else { "kb" }))))
+        .map(|i| {
+            tokio::spawn(get(
+                p.addr,
+                "/slow?delay_ms=400",
+                Some(if i % 2 == 0 { "ka" } else { "kb" }),
+            ))
+        })
         .collect();
     tokio::time::sleep(Duration::from_millis(150)).await;
     up.stop();
     for r in reqs {
         let (code, _, _) = r.await.unwrap();
-        assert_eq!(code, 502, "in-flight and queued requests get 502 when the upstream is gone");
+        assert_eq!(
+            code, 502,
+            "in-flight and queued requests get 502 when the upstream is gone"
+        );
     }
     let (code, _, _) = get(p.addr, "/", Some("ka")).await;
     assert_eq!(code, 502, "connect refused → 502");
@@ -43,7 +56,12 @@ async fn upstream_killed_mid_run_and_restarted() {
     assert_eq!(s["queued"], 0);
     assert_eq!(s["in_flight"], 0);
     let a = tenant(&s, "alice");
-    assert_eq!(a["received"].as_u64().unwrap(), a["completed"].as_u64().unwrap() + a["rejected"]["upstream_error"].as_u64().unwrap_or(0) + a["rejected"]["upstream_connect"].as_u64().unwrap_or(0));
+    assert_eq!(
+        a["received"].as_u64().unwrap(),
+        a["completed"].as_u64().unwrap()
+            + a["rejected"]["upstream_error"].as_u64().unwrap_or(0)
+            + a["rejected"]["upstream_connect"].as_u64().unwrap_or(0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -91,7 +109,11 @@ fn raw(addr: std::net::SocketAddr, bytes: &[u8]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_and_oversized_requests() {
     let up = start_upstream().await;
-    let p = start_proxy(config(up.addr(), &format!("[limits]\nmax_body_bytes = 1000\n{TENANTS}"))).await;
+    let p = start_proxy(config(
+        up.addr(),
+        &format!("[limits]\nmax_body_bytes = 1000\n{TENANTS}"),
+    ))
+    .await;
     let addr = p.addr;
     let answers = tokio::task::spawn_blocking(move || {
         vec![
@@ -127,32 +149,51 @@ async fn malformed_and_oversized_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_disconnecting_while_queued_is_removed() {
     let up = start_upstream().await;
-    let p = start_proxy(config(up.addr(), &format!("[scheduler]\ndepth = 1\n{TENANTS}"))).await;
+    let p = start_proxy(config(
+        up.addr(),
+        &format!("[scheduler]\ndepth = 1\n{TENANTS}"),
+    ))
+    .await;
     let first = tokio::spawn(get(p.addr, "/?delay_ms=800", Some("ka")));
     let admin = p.admin;
-    eventually(Duration::from_secs(5), "first request in flight", || async move {
-        status(admin).await["in_flight"] == 1
-    })
+    eventually(
+        Duration::from_secs(5),
+        "first request in flight",
+        || async move { status(admin).await["in_flight"] == 1 },
+    )
     .await;
     // Three clients queue and hang up.
     let addr = p.addr;
     let socks: Vec<_> = (0..3)
         .map(|_| {
             let mut s = std::net::TcpStream::connect(addr).unwrap();
-            s.write_all(b"GET /never HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kb\r\n\r\n").unwrap();
+            s.write_all(b"GET /never HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kb\r\n\r\n")
+                .unwrap();
             s
         })
         .collect();
-    eventually(Duration::from_secs(5), "three queued", || async move { status(admin).await["queued"] == 3 }).await;
-    drop(socks);
-    eventually(Duration::from_secs(5), "queue emptied by the disconnects", || async move {
-        let s = status(admin).await;
-        s["queued"] == 0 && tenant(&s, "bob")["cancelled"] == 3
+    eventually(Duration::from_secs(5), "three queued", || async move {
+        status(admin).await["queued"] == 3
     })
+    .await;
+    drop(socks);
+    eventually(
+        Duration::from_secs(5),
+        "queue emptied by the disconnects",
+        || async move {
+            let s = status(admin).await;
+            s["queued"] == 0 && tenant(&s, "bob")["cancelled"] == 3
+        },
+    )
     .await;
     assert_eq!(first.await.unwrap().0, 200);
     // The upstream never saw the abandoned requests.
-    assert_eq!(up.counters.requests.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(
+        up.counters
+            .requests
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +201,10 @@ async fn identity_cannot_be_spoofed() {
     let up = start_upstream().await;
     let p = start_proxy(config(up.addr(), TENANTS)).await;
     let (code, h, _) = get(p.addr, "/", None).await;
-    assert_eq!((code, h["www-authenticate"].to_str().unwrap()), (401, "Bearer"));
+    assert_eq!(
+        (code, h["www-authenticate"].to_str().unwrap()),
+        (401, "Bearer")
+    );
     assert_eq!(get(p.addr, "/", Some("not-a-key")).await.0, 401);
     // A client naming another tenant in a header is still who its key says.
     let req = http::Request::get(format!("http://{}/", p.addr))
@@ -171,11 +215,19 @@ async fn identity_cannot_be_spoofed() {
     let resp = client().request(req).await.unwrap();
     assert_eq!(resp.headers()["x-saw-tenant"], "bob");
     // Default tenant mode.
-    let p2 = start_proxy(config(up.addr(), &format!("[identity]\nunknown = \"default\"\ndefault_tenant = \"anon\"\n{TENANTS}"))).await;
+    let p2 = start_proxy(config(
+        up.addr(),
+        &format!("[identity]\nunknown = \"default\"\ndefault_tenant = \"anon\"\n{TENANTS}"),
+    ))
+    .await;
     let (code, h, _) = get(p2.addr, "/", Some("not-a-key")).await;
     assert_eq!((code, h["x-saw-tenant"].to_str().unwrap()), (200, "anon"));
     // By address.
-    let p3 = start_proxy(config(up.addr(), "[[tenant]]\nname = \"local\"\nips = [\"127.0.0.0/8\"]\n")).await;
+    let p3 = start_proxy(config(
+        up.addr(),
+        "[[tenant]]\nname = \"local\"\nips = [\"127.0.0.0/8\"]\n",
+    ))
+    .await;
     let (code, h, _) = get(p3.addr, "/", None).await;
     assert_eq!((code, h["x-saw-tenant"].to_str().unwrap()), (200, "local"));
 }
@@ -190,15 +242,28 @@ async fn queue_caps_answer_429_with_retry_after() {
     .await;
     let admin = p.admin;
     let mut held = vec![tokio::spawn(get(p.addr, "/?delay_ms=500", Some("ka")))];
-    eventually(Duration::from_secs(5), "in flight", || async move { status(admin).await["in_flight"] == 1 }).await;
+    eventually(Duration::from_secs(5), "in flight", || async move {
+        status(admin).await["in_flight"] == 1
+    })
+    .await;
     for _ in 0..2 {
         held.push(tokio::spawn(get(p.addr, "/", Some("ka"))));
     }
-    eventually(Duration::from_secs(5), "alice queued 2", || async move { status(admin).await["queued"] == 2 }).await;
+    eventually(Duration::from_secs(5), "alice queued 2", || async move {
+        status(admin).await["queued"] == 2
+    })
+    .await;
     let (code, h, _) = get(p.addr, "/", Some("ka")).await;
-    assert_eq!((code, h["retry-after"].to_str().unwrap()), (429, "3"), "tenant cap");
+    assert_eq!(
+        (code, h["retry-after"].to_str().unwrap()),
+        (429, "3"),
+        "tenant cap"
+    );
     held.push(tokio::spawn(get(p.addr, "/", Some("kb"))));
-    eventually(Duration::from_secs(5), "3 queued", || async move { status(admin).await["queued"] == 3 }).await;
+    eventually(Duration::from_secs(5), "3 queued", || async move {
+        status(admin).await["queued"] == 3
+    })
+    .await;
     assert_eq!(get(p.addr, "/", Some("kb")).await.0, 429, "global cap");
     for h in held {
         assert_eq!(h.await.unwrap().0, 200);
@@ -211,7 +276,11 @@ async fn queue_caps_answer_429_with_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cost_header_http2_and_metrics() {
     let up = start_upstream().await;
-    let p = start_proxy(config(up.addr(), &format!("cost_header = \"x-cost\"\n{TENANTS}"))).await;
+    let p = start_proxy(config(
+        up.addr(),
+        &format!("cost_header = \"x-cost\"\n{TENANTS}"),
+    ))
+    .await;
     for _ in 0..4 {
         assert_eq!(get(p.addr, "/?cost=250", Some("ka")).await.0, 200);
     }
@@ -225,13 +294,22 @@ async fn cost_header_http2_and_metrics() {
         .body(http_body_util::Empty::new())
         .unwrap();
     let resp = h2.request(req).await.unwrap();
-    assert_eq!((resp.status().as_u16(), resp.version()), (200, http::Version::HTTP_2));
+    assert_eq!(
+        (resp.status().as_u16(), resp.version()),
+        (200, http::Version::HTTP_2)
+    );
     let s = status(p.admin).await;
     let cost = tenant(&s, "alice")["cost_total"].as_f64().unwrap();
-    assert!((cost - 1.0).abs() < 1e-3, "4 × 250 ms reported = 1 s, got {cost}");
+    assert!(
+        (cost - 1.0).abs() < 1e-3,
+        "4 × 250 ms reported = 1 s, got {cost}"
+    );
     let (code, h, text) = get(p.admin, "/metrics", None).await;
     assert_eq!(code, 200);
-    assert!(h["content-type"].to_str().unwrap().starts_with("text/plain"));
+    assert!(h["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
     for needle in [
         "fairlane_proxy_depth 8",
         "fairlane_proxy_completed_total{tenant=\"alice\"} 4",
@@ -250,12 +328,29 @@ async fn cost_header_http2_and_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn depth_is_respected_upstream() {
     let up = start_upstream().await;
-    let p = start_proxy(config(up.addr(), &format!("[scheduler]\nalgorithm = \"2dfqe\"\ndepth = 3\n{TENANTS}"))).await;
-    let reqs: Vec<_> = (0..30).map(|i| tokio::spawn(get(p.addr, "/?delay_ms=20", Some(if i % 3 == 0 { "ka" } else { "kb" })))).collect();
+    let p = start_proxy(config(
+        up.addr(),
+        &format!("[scheduler]\nalgorithm = \"2dfqe\"\ndepth = 3\n{TENANTS}"),
+    ))
+    .await;
+    let reqs: Vec<_> = (0..30)
+        .map(|i| {
+            tokio::spawn(get(
+                p.addr,
+                "/?delay_ms=20",
+                Some(if i % 3 == 0 { "ka" } else { "kb" }),
+            ))
+        })
+        .collect();
     for r in reqs {
         assert_eq!(r.await.unwrap().0, 200);
     }
-    assert_eq!(up.counters.max_active.load(std::sync::atomic::Ordering::Relaxed), 3);
+    assert_eq!(
+        up.counters
+            .max_active
+            .load(std::sync::atomic::Ordering::Relaxed),
+        3
+    );
 }
 
 #[test]
@@ -271,7 +366,9 @@ fn config_errors_name_the_field() {
         ("[upstream]\naddr = \"127.0.0.1:1\"\n[limits]\nbogus = 1", "bogus"),
     ];
     for (text, field) in bad {
-        let e = fairlane_proxy::ProxyConfig::from_toml_str(text).unwrap_err().to_string();
+        let e = fairlane_proxy::ProxyConfig::from_toml_str(text)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(field), "{field} not named in {e:?}");
     }
 }

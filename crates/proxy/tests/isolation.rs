@@ -48,7 +48,11 @@ keys = ["kh"]
 }
 
 fn target(addr: std::net::SocketAddr, path: &str, key: &str) -> Target {
-    Target { addr, path: path.into(), key: Some(key.into()) }
+    Target {
+        addr,
+        path: path.into(),
+        key: Some(key.into()),
+    }
 }
 
 /// The light tenant's report while the aggressive tenant runs (started 2 s earlier).
@@ -58,7 +62,12 @@ async fn contended(addr: std::net::SocketAddr) -> (Report, Report) {
         async move { open(&t, 800.0, Duration::from_secs(11)).await }
     });
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let light = open(&target(addr, LIGHT_PATH, "kl"), 10.0, Duration::from_secs(8)).await;
+    let light = open(
+        &target(addr, LIGHT_PATH, "kl"),
+        10.0,
+        Duration::from_secs(8),
+    )
+    .await;
     (light, heavy.await.unwrap())
 }
 
@@ -72,7 +81,12 @@ async fn light_tenant_is_isolated_under_sfq_but_not_fifo() {
     let sfq = start_proxy(proxy_config(up.addr(), "sfq")).await;
     let fifo = start_proxy(proxy_config(up.addr(), "fifo")).await;
 
-    let alone = open(&target(sfq.addr, LIGHT_PATH, "kl"), 10.0, Duration::from_secs(6)).await;
+    let alone = open(
+        &target(sfq.addr, LIGHT_PATH, "kl"),
+        10.0,
+        Duration::from_secs(6),
+    )
+    .await;
     let (light_sfq, heavy_sfq) = contended(sfq.addr).await;
     let (light_fifo, heavy_fifo) = contended(fifo.addr).await;
 
@@ -82,14 +96,38 @@ async fn light_tenant_is_isolated_under_sfq_but_not_fifo() {
     eprintln!("FIFO light    {}", light_fifo.summary());
     eprintln!("FIFO heavy    {}", heavy_fifo.summary());
     for r in [&alone, &light_sfq, &light_fifo] {
-        assert_eq!(r.ok(), r.sent, "every light request succeeds: {}", r.summary());
+        assert_eq!(
+            r.ok(),
+            r.sent,
+            "every light request succeeds: {}",
+            r.summary()
+        );
     }
     for r in [&heavy_sfq, &heavy_fifo] {
-        assert_eq!(r.answered(), r.sent, "every heavy request is answered: {}", r.summary());
-        assert!(r.count(429) > 0, "the aggressive tenant exceeded its queue cap: {}", r.summary());
+        assert_eq!(
+            r.answered(),
+            r.sent,
+            "every heavy request is answered: {}",
+            r.summary()
+        );
+        assert!(
+            r.count(429) > 0,
+            "the aggressive tenant exceeded its queue cap: {}",
+            r.summary()
+        );
     }
     let (a, s, f) = (p99(&alone), p99(&light_sfq), p99(&light_fifo));
-    eprintln!("light p99: alone {:.1} ms, SFQ(16) {:.1} ms ({:.2}×), FIFO {:.1} ms ({:.2}×)", a * 1e3, s * 1e3, s / a, f * 1e3, f / a);
-    assert!(s <= 2.0 * a, "SFQ(D) keeps the light tenant within 2× of alone: {s} vs {a}");
+    eprintln!(
+        "light p99: alone {:.1} ms, SFQ(16) {:.1} ms ({:.2}×), FIFO {:.1} ms ({:.2}×)",
+        a * 1e3,
+        s * 1e3,
+        s / a,
+        f * 1e3,
+        f / a
+    );
+    assert!(
+        s <= 2.0 * a,
+        "SFQ(D) keeps the light tenant within 2× of alone: {s} vs {a}"
+    );
     assert!(f > 2.0 * a, "FIFO does not: {f} vs {a}");
 }

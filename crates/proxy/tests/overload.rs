@@ -45,7 +45,11 @@ keys = ["kc"]
     let p = ProxyProcess::start(&path);
     let rss_start = p.rss_kb();
     let run = |key: &'static str, rate: f64| {
-        let t = Target { addr: p.addr, path: "/work?delay_ms=50".into(), key: Some(key.into()) };
+        let t = Target {
+            addr: p.addr,
+            path: "/work?delay_ms=50".into(),
+            key: Some(key.into()),
+        };
         tokio::spawn(async move { open(&t, rate, Duration::from_secs(30)).await })
     };
     let loads = [run("ka", 400.0), run("kb", 300.0), run("kc", 100.0)];
@@ -63,7 +67,11 @@ keys = ["kc"]
         assert_eq!(r.errors, 0, "no request lost: {}", r.summary());
         assert_eq!(r.answered(), r.sent);
         for code in r.status.keys() {
-            assert!([200, 429, 503].contains(code), "unexpected status {code}: {}", r.summary());
+            assert!(
+                [200, 429, 503].contains(code),
+                "unexpected status {code}: {}",
+                r.summary()
+            );
         }
         assert!(r.ok() > 0, "tenant {name} got service: {}", r.summary());
         sent += r.sent;
@@ -81,7 +89,12 @@ keys = ["kc"]
     let mut received = 0;
     let mut accounted = 0;
     for t in s["tenants"].as_array().unwrap() {
-        let rejected: u64 = t["rejected"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+        let rejected: u64 = t["rejected"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
         received += t["received"].as_u64().unwrap();
         accounted += t["completed"].as_u64().unwrap() + rejected;
     }
@@ -92,5 +105,8 @@ keys = ["kc"]
     let early = rss[5..10].iter().max().unwrap();
     eprintln!("sent {sent}, ok {ok}; proxy RSS start {rss_start} kB, max {max_rss} kB, 5–10 s {early} kB, 25–30 s {late} kB");
     assert!(max_rss < 200 * 1024, "proxy memory bounded: {max_rss} kB");
-    assert!(*late < early + 32 * 1024, "proxy memory not growing: {early} → {late} kB");
+    assert!(
+        *late < early + 32 * 1024,
+        "proxy memory not growing: {early} → {late} kB"
+    );
 }

@@ -33,15 +33,28 @@ target_ms = 200
         ))
         .await;
         let reqs: Vec<_> = (0..24)
-            .map(|i| tokio::spawn(get(p.addr, "/?delay_ms=5&jitter_ms=4", Some(if i % 3 == 0 { "ka" } else { "kb" }))))
+            .map(|i| {
+                tokio::spawn(get(
+                    p.addr,
+                    "/?delay_ms=5&jitter_ms=4",
+                    Some(if i % 3 == 0 { "ka" } else { "kb" }),
+                ))
+            })
             .collect();
         for r in reqs {
             assert_eq!(r.await.unwrap().0, 200, "{preset}");
         }
         let max = up.counters.max_active.load(Relaxed);
-        assert!((1..=3).contains(&max), "{preset}: {max} outstanding upstream with D = 3");
+        assert!(
+            (1..=3).contains(&max),
+            "{preset}: {max} outstanding upstream with D = 3"
+        );
         let s = status(p.admin).await;
-        assert_eq!((s["queued"].as_u64(), s["in_flight"].as_u64()), (Some(0), Some(0)), "{preset}");
+        assert_eq!(
+            (s["queued"].as_u64(), s["in_flight"].as_u64()),
+            (Some(0), Some(0)),
+            "{preset}"
+        );
         p.handle.shutdown();
         p.task.await.unwrap();
     }
@@ -68,10 +81,21 @@ target_ms = 10
     .await;
     assert_eq!(status(p.admin).await["depth"], 16);
     // 30 ms requests against a 10 ms target: every period misses, D halves down to min.
-    let t = fairlane_proxy::loadgen::Target { addr: p.addr, path: "/?delay_ms=30".into(), key: Some("ka".into()) };
-    let load = tokio::spawn(async move { fairlane_proxy::loadgen::closed(&t, 8, Duration::from_secs(3)).await });
+    let t = fairlane_proxy::loadgen::Target {
+        addr: p.addr,
+        path: "/?delay_ms=30".into(),
+        key: Some("ka".into()),
+    };
+    let load = tokio::spawn(async move {
+        fairlane_proxy::loadgen::closed(&t, 8, Duration::from_secs(3)).await
+    });
     let admin = p.admin;
-    eventually(Duration::from_secs(10), "depth shrinks to min", || async move { status(admin).await["depth"] == 2 }).await;
+    eventually(
+        Duration::from_secs(10),
+        "depth shrinks to min",
+        || async move { status(admin).await["depth"] == 2 },
+    )
+    .await;
     let r = load.await.unwrap();
     assert_eq!(r.ok(), r.sent, "{}", r.summary());
 }

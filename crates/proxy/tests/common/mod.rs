@@ -34,11 +34,18 @@ pub async fn start_proxy(config: ProxyConfig) -> Running {
     let proxy = Proxy::bind(config).await.expect("proxy binds");
     let (addr, admin, handle) = (proxy.local_addr(), proxy.admin_addr(), proxy.handle());
     let task = tokio::spawn(proxy.run());
-    Running { addr, admin, handle, task }
+    Running {
+        addr,
+        admin,
+        handle,
+        task,
+    }
 }
 
 pub async fn start_upstream() -> UpstreamServer {
-    UpstreamServer::start("127.0.0.1:0".parse().unwrap()).await.expect("upstream starts")
+    UpstreamServer::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("upstream starts")
 }
 
 pub fn client() -> Client<HttpConnector, Empty<Bytes>> {
@@ -46,15 +53,27 @@ pub fn client() -> Client<HttpConnector, Empty<Bytes>> {
 }
 
 /// GET `path` with an optional API key; (status, headers, body).
-pub async fn get(addr: SocketAddr, path: &str, key: Option<&str>) -> (u16, http::HeaderMap, String) {
+pub async fn get(
+    addr: SocketAddr,
+    path: &str,
+    key: Option<&str>,
+) -> (u16, http::HeaderMap, String) {
     let mut b = http::Request::get(format!("http://{addr}{path}"));
     if let Some(k) = key {
         b = b.header("authorization", format!("Bearer {k}"));
     }
-    let resp = client().request(b.body(Empty::new()).unwrap()).await.expect("an HTTP answer");
+    let resp = client()
+        .request(b.body(Empty::new()).unwrap())
+        .await
+        .expect("an HTTP answer");
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
-    let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     (status, headers, String::from_utf8_lossy(&body).into_owned())
 }
 
@@ -117,22 +136,39 @@ impl ProxyProcess {
                 log2.lock().unwrap().push(line);
             }
         });
-        let line = rx.recv_timeout(Duration::from_secs(20)).expect("proxy prints its addresses");
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("proxy prints its addresses");
         let grab = |after: &str| -> SocketAddr {
             let i = line.find(after).expect("address in banner") + after.len();
-            line[i..].split(|c: char| c == ' ' || c == '/' || c == ';').next().unwrap().parse().unwrap()
+            line[i..]
+                .split(|c: char| c == ' ' || c == '/' || c == ';')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
         };
-        ProxyProcess { addr: grab("listening on http://"), admin: grab("admin http://"), child, log }
+        ProxyProcess {
+            addr: grab("listening on http://"),
+            admin: grab("admin http://"),
+            child,
+            log,
+        }
     }
 
     pub fn signal(&self, sig: &str) {
-        let ok = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().unwrap();
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
         assert!(ok.success());
     }
 
     /// Resident set size in kB, from /proc.
     pub fn rss_kb(&self) -> u64 {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
         s.lines()
             .find(|l| l.starts_with("VmRSS:"))
             .and_then(|l| l.split_whitespace().nth(1))
@@ -146,7 +182,11 @@ impl ProxyProcess {
             if let Some(s) = self.child.try_wait().unwrap() {
                 return s;
             }
-            assert!(Instant::now() < end, "proxy did not exit; log: {:?}", self.log.lock().unwrap());
+            assert!(
+                Instant::now() < end,
+                "proxy did not exit; log: {:?}",
+                self.log.lock().unwrap()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -170,7 +210,11 @@ pub fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
 
 /// A program the tests need, after `scripts/test-deps.sh` ran: fail loudly if absent.
 pub fn require(program: &str) -> String {
-    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain(["/usr/bin", "/usr/sbin", "/bin"]) {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain([
+        "/usr/bin",
+        "/usr/sbin",
+        "/bin",
+    ]) {
         let p = std::path::Path::new(dir).join(program);
         if p.is_file() {
             return p.display().to_string();
