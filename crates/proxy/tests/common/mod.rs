@@ -142,7 +142,7 @@ impl ProxyProcess {
         let grab = |after: &str| -> SocketAddr {
             let i = line.find(after).expect("address in banner") + after.len();
             line[i..]
-                .split(|c: char| c == ' ' || c == '/' || c == ';')
+                .split([' ', '/', ';'])
                 .next()
                 .unwrap()
                 .parse()
