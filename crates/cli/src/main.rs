@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod demo;
 mod experiments;
+mod proxy;
 mod repro_interposed;
 mod repro_ldf;
 mod reproduce;
@@ -28,6 +29,8 @@ enum Command {
     /// Demonstrations on real work.
     #[command(subcommand)]
     Demo(demo::DemoCommand),
+    /// Fair-scheduling HTTP proxy in front of a black-box server (docs/proxy.md).
+    Proxy(proxy::ProxyArgs),
     /// Run the shipped reproductions and write an HTML report beside the papers' numbers.
     Reproduce(reproduce::ReproduceArgs),
     /// Run a TOML experiment spec under each of its schedulers.
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo(cmd) => demo::run(cmd),
+        Command::Proxy(args) => proxy::run(args),
         Command::Reproduce(args) => reproduce::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Tam(cmd) => tam::run(cmd),

@@ -223,7 +223,7 @@ impl DepthController {
     /// Close the period if `now` reached its end; returns the new depth if it changed.
     pub fn update(&mut self, now: f64) -> Option<usize> {
         let end = *self.period_end.get_or_insert(now + self.cfg.interval);
-        if !(now >= end) {
+        if now.is_nan() || now < end {
             return None;
         }
         // The next period starts now; skipped periods (no calls) are not replayed.

@@ -1,0 +1,93 @@
+//! Running the proxy as a program: `fairlane proxy --config proxy.toml` and the
+//! `fairlane-proxy` binary both call [`run`]. SIGTERM / SIGINT drain and stop; SIGHUP
+//! re-reads the file and reloads.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use crate::{Proxy, ProxyConfig};
+
+/// Load the config, start the proxy, and serve until a signal stops it. Exit code 2 for a
+/// bad config, 1 for a start-up failure.
+pub fn run(config_path: &Path) -> ExitCode {
+    let config = match ProxyConfig::from_file(config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fairlane proxy: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("fairlane proxy: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(serve(config, config_path.to_path_buf()))
+}
+
+async fn serve(config: ProxyConfig, path: PathBuf) -> ExitCode {
+    let fds = crate::server::raise_fd_limit();
+    let proxy = match Proxy::bind(config.clone()).await {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("fairlane proxy: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    eprintln!(
+        "fairlane proxy: listening on http://{} → upstream {} ({}, D = {}); admin http://{}/dashboard{}",
+        proxy.local_addr(),
+        config.upstream.addr,
+        config.scheduler.algorithm,
+        config.scheduler.depth,
+        proxy.admin_addr(),
+        fds.map_or(String::new(), |n| format!("; open-files limit {n}")),
+    );
+    let handle = proxy.handle();
+    let signals = tokio::spawn(async move { watch_signals(handle, path).await });
+    proxy.run().await;
+    signals.abort();
+    eprintln!("fairlane proxy: stopped");
+    ExitCode::SUCCESS
+}
+
+#[cfg(unix)]
+async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        eprintln!("fairlane proxy: cannot install signal handlers");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => { eprintln!("fairlane proxy: SIGTERM, draining"); handle.shutdown(); }
+            _ = int.recv() => { eprintln!("fairlane proxy: SIGINT, draining"); handle.shutdown(); }
+            _ = hup.recv() => {
+                match ProxyConfig::from_file(&path).and_then(|c| handle.reload(c)) {
+                    Ok(warnings) => {
+                        eprintln!("fairlane proxy: SIGHUP, reloaded {}", path.display());
+                        for w in warnings {
+                            eprintln!("fairlane proxy: reload warning: {w}");
+                        }
+                    }
+                    Err(e) => eprintln!("fairlane proxy: SIGHUP, reload refused, kept the old config: {e}"),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+async fn watch_signals(handle: crate::ProxyHandle, _path: PathBuf) {
+    let _ = tokio::signal::ctrl_c().await;
+    handle.shutdown();
+}

@@ -1,0 +1,611 @@
+//! The proxy's configuration file (TOML), validated at start-up and on reload: every error
+//! names the field (`tenant[2].weight`, `scheduler.depth`, …) and what is allowed.
+//!
+//! ```
+//! use fairlane_proxy::ProxyConfig;
+//! let c = ProxyConfig::from_toml_str(r#"
+//!     [upstream]
+//!     addr = "127.0.0.1:8000"
+//!     [[tenant]]
+//!     name = "alice"
+//!     weight = 2.0
+//!     keys = ["k-alice"]
+//! "#).unwrap();
+//! assert_eq!(c.scheduler.algorithm, "sfq");
+//! let e = ProxyConfig::from_toml_str(r#"
+//!     [upstream]
+//!     addr = "127.0.0.1:8000"
+//!     [[tenant]]
+//!     name = "alice"
+//!     weight = -1.0
+//! "#).unwrap_err();
+//! assert!(e.to_string().contains("tenant[0].weight"), "{e}");
+//! ```
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::tenant::Cidr;
+
+/// A configuration error: which field, and what is wrong with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError {
+    /// The file, when the config came from one.
+    pub file: Option<String>,
+    /// The field (`tenant[1].weight`), or `"toml"` for a syntax error.
+    pub field: String,
+    /// What is allowed and what was given.
+    pub reason: String,
+}
+
+impl ConfigError {
+    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            file: None,
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{file}: ")?;
+        }
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// Where clients and operators connect.
+    #[serde(default)]
+    pub listen: Listen,
+    /// The one server behind the proxy.
+    pub upstream: Upstream,
+    /// Which scheduler, and how many requests may be outstanding upstream.
+    #[serde(default)]
+    pub scheduler: SchedulerSection,
+    /// Queue caps, timeouts and size limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// How a request's tenant is found.
+    #[serde(default)]
+    pub identity: Identity,
+    /// The tenants.
+    #[serde(default, rename = "tenant")]
+    pub tenants: Vec<TenantConfig>,
+    /// Request classes (for cost estimation), matched in order; unmatched requests are
+    /// class 0.
+    #[serde(default, rename = "class")]
+    pub classes: Vec<ClassConfig>,
+}
+
+/// `[listen]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    /// The proxy's address (default `127.0.0.1:8080`; port 0 picks one).
+    #[serde(default = "default_addr")]
+    pub addr: String,
+    /// The admin listener: `/metrics`, `/status`, `/dashboard` (default `127.0.0.1:9090`).
+    #[serde(default = "default_admin")]
+    pub admin: String,
+    /// Also accept HTTP/2 over cleartext (prior knowledge) on `addr` (default true).
+    #[serde(default = "yes")]
+    pub http2: bool,
+}
+
+impl Default for Listen {
+    fn default() -> Self {
+        Listen {
+            addr: default_addr(),
+            admin: default_admin(),
+            http2: true,
+        }
+    }
+}
+
+/// `[upstream]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// `host:port` (or `http://host:port`) of the server; plain HTTP/1.1.
+    pub addr: String,
+    /// Give up connecting after this long → 502 (default 1000 ms).
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+    /// Give up waiting for the response headers after this long → 504 (default 30000 ms).
+    #[serde(default = "default_upstream_timeout")]
+    pub timeout_ms: u64,
+    /// Take each request's cost from this response header (a non-negative number) instead
+    /// of measuring its upstream time.
+    #[serde(default)]
+    pub cost_header: Option<String>,
+}
+
+/// `[scheduler]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSection {
+    /// A fairlane-core preset: `sfq` (SFQ(D), default), `fifo`, `wfq`, `wf2q`, `drr`,
+    /// `2dfq` / `2dfqe` (2DFQ over D slots), and, when the core has them, `minsfq`, `fsfq`,
+    /// `rw`, `edf`. Costs are unknown up front, so presets with known costs are built with
+    /// an EMA estimator (α = 0.99) starting at `initial_estimate_ms`.
+    #[serde(default = "default_algorithm")]
+    pub algorithm: String,
+    /// D: requests outstanding upstream at most (default 8). With `[scheduler.adaptive]`,
+    /// the starting depth.
+    #[serde(default = "default_depth")]
+    pub depth: usize,
+    /// Estimated cost of a (tenant, class) never seen, in cost units (milliseconds of upstream
+    /// time by default; the header's unit with `upstream.cost_header`). Default 10.
+    #[serde(default = "default_initial_estimate")]
+    pub initial_estimate_ms: f64,
+    /// Adapt D toward the tenants' response-time targets (§5.4); absent = fixed depth.
+    #[serde(default)]
+    pub adaptive: Option<Adaptive>,
+}
+
+impl Default for SchedulerSection {
+    fn default() -> Self {
+        SchedulerSection {
+            algorithm: default_algorithm(),
+            depth: default_depth(),
+            initial_estimate_ms: default_initial_estimate(),
+            adaptive: None,
+        }
+    }
+}
+
+/// `[scheduler.adaptive]`: the depth controller's bounds.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Adaptive {
+    /// Smallest depth (≥ 1).
+    #[serde(default = "one")]
+    pub min: usize,
+    /// Largest depth.
+    #[serde(default = "default_max_depth")]
+    pub max: usize,
+    /// How often the controller runs (default 1000 ms).
+    #[serde(default = "default_interval")]
+    pub interval_ms: u64,
+}
+
+/// `[limits]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Requests waiting over all tenants before new ones get 429 (default 10000).
+    #[serde(default = "default_max_queued")]
+    pub max_queued: usize,
+    /// Requests waiting per tenant before that tenant's new ones get 429 (default 1000;
+    /// a tenant may override it).
+    #[serde(default = "default_max_queued_per_tenant")]
+    pub max_queued_per_tenant: usize,
+    /// A request that waited this long for a slot gets 503 (default 10000 ms).
+    #[serde(default = "default_queue_timeout")]
+    pub queue_timeout_ms: u64,
+    /// The `Retry-After` of a 429, in seconds (default 1).
+    #[serde(default = "one_u64")]
+    pub retry_after_s: u64,
+    /// Request bodies larger than this get 413 (default 10 MiB). Bodies are streamed.
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: u64,
+    /// On SIGTERM, serve queued and in-flight requests for at most this long, then answer
+    /// the rest with 503 (default 10000 ms).
+    #[serde(default = "default_shutdown")]
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_queued: default_max_queued(),
+            max_queued_per_tenant: default_max_queued_per_tenant(),
+            queue_timeout_ms: default_queue_timeout(),
+            retry_after_s: 1,
+            max_body_bytes: default_max_body(),
+            shutdown_grace_ms: default_shutdown(),
+        }
+    }
+}
+
+/// What happens to a request whose key is missing or unknown and whose address matches no
+/// tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unknown {
+    /// Answer 401.
+    Reject,
+    /// Serve it as `identity.default_tenant`.
+    Default,
+}
+
+/// `[identity]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Identity {
+    /// The header carrying the API key (default `authorization`).
+    #[serde(default = "default_key_header")]
+    pub header: String,
+    /// A scheme the value starts with, stripped before lookup (default `Bearer`; `""` for a
+    /// bare key such as `X-Api-Key: …`).
+    #[serde(default = "default_scheme")]
+    pub scheme: String,
+    /// `reject` (401, default) or `default`.
+    #[serde(default = "default_unknown")]
+    pub unknown: Unknown,
+    /// The tenant unknown requests are served as with `unknown = "default"` (created with
+    /// weight 1 if not listed; default `default`).
+    #[serde(default = "default_tenant_name")]
+    pub default_tenant: String,
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Identity {
+            header: default_key_header(),
+            scheme: default_scheme(),
+            unknown: Unknown::Reject,
+            default_tenant: default_tenant_name(),
+        }
+    }
+}
+
+/// `[[tenant]]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    /// Unique name (metrics label).
+    pub name: String,
+    /// Weight φ (default 1).
+    #[serde(default = "one_f64")]
+    pub weight: f64,
+    /// API keys that identify the tenant.
+    #[serde(default)]
+    pub keys: Vec<String>,
+    /// Client addresses or CIDR blocks (`10.0.0.0/8`, `::1`) that identify the tenant when
+    /// the request carries no key.
+    #[serde(default)]
+    pub ips: Vec<String>,
+    /// This tenant's own waiting cap (default `limits.max_queued_per_tenant`).
+    #[serde(default)]
+    pub max_queued: Option<usize>,
+    /// Response-time target in ms, for `edf` and the adaptive depth controller.
+    #[serde(default)]
+    pub target_ms: Option<f64>,
+}
+
+/// `[[class]]`: a request class, for per-(tenant, class) cost estimation.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassConfig {
+    /// Name (for the docs and `/status`).
+    pub name: String,
+    /// HTTP method to match (any if absent).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Path pattern: exact (`/login`) or a prefix ending in `*` (`/search/*`).
+    pub path: String,
+}
+
+fn default_addr() -> String {
+    "127.0.0.1:8080".into()
+}
+fn default_admin() -> String {
+    "127.0.0.1:9090".into()
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> usize {
+    1
+}
+fn one_u64() -> u64 {
+    1
+}
+fn one_f64() -> f64 {
+    1.0
+}
+fn default_connect_timeout() -> u64 {
+    1000
+}
+fn default_upstream_timeout() -> u64 {
+    30_000
+}
+fn default_algorithm() -> String {
+    "sfq".into()
+}
+fn default_depth() -> usize {
+    8
+}
+fn default_initial_estimate() -> f64 {
+    10.0
+}
+fn default_max_depth() -> usize {
+    64
+}
+fn default_interval() -> u64 {
+    1000
+}
+fn default_max_queued() -> usize {
+    10_000
+}
+fn default_max_queued_per_tenant() -> usize {
+    1000
+}
+fn default_queue_timeout() -> u64 {
+    10_000
+}
+fn default_max_body() -> u64 {
+    10 << 20
+}
+fn default_shutdown() -> u64 {
+    10_000
+}
+fn default_key_header() -> String {
+    "authorization".into()
+}
+fn default_scheme() -> String {
+    "Bearer".into()
+}
+fn default_unknown() -> Unknown {
+    Unknown::Reject
+}
+fn default_tenant_name() -> String {
+    "default".into()
+}
+
+/// Largest depth accepted.
+pub const MAX_DEPTH: usize = 65_536;
+
+impl ProxyConfig {
+    /// Read and validate a file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: Some(name.clone()),
+            field: "file".into(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        Self::from_toml_str(&text).map_err(|mut e| {
+            e.file = Some(name);
+            e
+        })
+    }
+
+    /// Parse and validate TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let config: ProxyConfig = toml::from_str(text).map_err(|e| {
+            let msg = e.message().to_string();
+            ConfigError::new("toml", msg.trim().to_string())
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Check every value; the first problem is returned, naming its field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        parse_addr("listen.addr", &self.listen.addr)?;
+        parse_addr("listen.admin", &self.listen.admin)?;
+        self.upstream_authority()?;
+        if self.upstream.connect_timeout_ms == 0 {
+            return Err(ConfigError::new(
+                "upstream.connect_timeout_ms",
+                "must be ≥ 1",
+            ));
+        }
+        if self.upstream.timeout_ms == 0 {
+            return Err(ConfigError::new("upstream.timeout_ms", "must be ≥ 1"));
+        }
+        if let Some(h) = &self.upstream.cost_header {
+            if http::HeaderName::from_bytes(h.as_bytes()).is_err() {
+                return Err(ConfigError::new(
+                    "upstream.cost_header",
+                    format!("{h:?} is not a valid header name"),
+                ));
+            }
+        }
+        let s = &self.scheduler;
+        crate::gate::resolve_scheduler(&s.algorithm, 1, 1.0)
+            .map_err(|e| ConfigError::new("scheduler.algorithm", e))?;
+        if s.depth == 0 || s.depth > MAX_DEPTH {
+            return Err(ConfigError::new(
+                "scheduler.depth",
+                format!("must be in 1..={MAX_DEPTH}, got {}", s.depth),
+            ));
+        }
+        if !(s.initial_estimate_ms.is_finite() && s.initial_estimate_ms > 0.0) {
+            return Err(ConfigError::new(
+                "scheduler.initial_estimate_ms",
+                format!("must be finite and > 0, got {}", s.initial_estimate_ms),
+            ));
+        }
+        if let Some(a) = &s.adaptive {
+            if a.min == 0 || a.min > a.max || a.max > MAX_DEPTH {
+                return Err(ConfigError::new(
+                    "scheduler.adaptive",
+                    format!(
+                        "need 1 ≤ min ≤ max ≤ {MAX_DEPTH}, got min = {}, max = {}",
+                        a.min, a.max
+                    ),
+                ));
+            }
+            if s.depth < a.min || s.depth > a.max {
+                return Err(ConfigError::new(
+                    "scheduler.depth",
+                    format!(
+                        "the starting depth must be within adaptive [{}, {}], got {}",
+                        a.min, a.max, s.depth
+                    ),
+                ));
+            }
+            if a.interval_ms == 0 {
+                return Err(ConfigError::new(
+                    "scheduler.adaptive.interval_ms",
+                    "must be ≥ 1",
+                ));
+            }
+        }
+        let l = &self.limits;
+        for (field, v) in [
+            ("limits.max_queued", l.max_queued as u64),
+            (
+                "limits.max_queued_per_tenant",
+                l.max_queued_per_tenant as u64,
+            ),
+            ("limits.queue_timeout_ms", l.queue_timeout_ms),
+        ] {
+            if v == 0 {
+                return Err(ConfigError::new(field, "must be ≥ 1"));
+            }
+        }
+        let id = &self.identity;
+        if http::HeaderName::from_bytes(id.header.as_bytes()).is_err() {
+            return Err(ConfigError::new(
+                "identity.header",
+                format!("{:?} is not a valid header name", id.header),
+            ));
+        }
+        if id.default_tenant.is_empty() {
+            return Err(ConfigError::new(
+                "identity.default_tenant",
+                "must not be empty",
+            ));
+        }
+        let mut names = HashSet::new();
+        let mut keys = HashSet::new();
+        for (i, t) in self.tenants.iter().enumerate() {
+            let f = |name: &str| format!("tenant[{i}].{name}");
+            if t.name.is_empty()
+                || !t.name.chars().all(|c| c.is_ascii_graphic())
+                || t.name.contains('"')
+            {
+                return Err(ConfigError::new(
+                    f("name"),
+                    format!(
+                        "must be non-empty printable ASCII without quotes or spaces, got {:?}",
+                        t.name
+                    ),
+                ));
+            }
+            if !names.insert(t.name.as_str()) {
+                return Err(ConfigError::new(
+                    f("name"),
+                    format!("{:?} is listed twice", t.name),
+                ));
+            }
+            if !(t.weight.is_finite() && t.weight > 0.0) {
+                return Err(ConfigError::new(
+                    f("weight"),
+                    format!("must be finite and > 0, got {}", t.weight),
+                ));
+            }
+            for k in &t.keys {
+                if k.is_empty() {
+                    return Err(ConfigError::new(f("keys"), "an empty key"));
+                }
+                if !keys.insert(k.as_str()) {
+                    return Err(ConfigError::new(
+                        f("keys"),
+                        "a key already given to another tenant (keys must be unique)",
+                    ));
+                }
+            }
+            for ip in &t.ips {
+                Cidr::parse(ip).map_err(|e| ConfigError::new(f("ips"), e))?;
+            }
+            if t.max_queued == Some(0) {
+                return Err(ConfigError::new(f("max_queued"), "must be ≥ 1"));
+            }
+            if let Some(ms) = t.target_ms {
+                if !(ms.is_finite() && ms > 0.0) {
+                    return Err(ConfigError::new(
+                        f("target_ms"),
+                        format!("must be finite and > 0, got {ms}"),
+                    ));
+                }
+            }
+        }
+        for (i, c) in self.classes.iter().enumerate() {
+            if let Some(m) = &c.method {
+                if http::Method::from_bytes(m.as_bytes()).is_err() {
+                    return Err(ConfigError::new(
+                        format!("class[{i}].method"),
+                        format!("{m:?} is not an HTTP method"),
+                    ));
+                }
+            }
+            if !c.path.starts_with('/') {
+                return Err(ConfigError::new(
+                    format!("class[{i}].path"),
+                    format!("must start with '/', got {:?}", c.path),
+                ));
+            }
+            if c.path.trim_end_matches('*').contains('*') {
+                return Err(ConfigError::new(
+                    format!("class[{i}].path"),
+                    "'*' is allowed only at the end (a prefix match)",
+                ));
+            }
+        }
+        if self.classes.len() >= u32::MAX as usize {
+            return Err(ConfigError::new("class", "too many classes"));
+        }
+        Ok(())
+    }
+
+    /// The upstream's `host:port`.
+    pub fn upstream_authority(&self) -> Result<http::uri::Authority, ConfigError> {
+        let raw = self.upstream.addr.trim();
+        let raw = raw
+            .strip_prefix("http://")
+            .unwrap_or(raw)
+            .trim_end_matches('/');
+        if raw.starts_with("https://") || raw.contains('/') {
+            return Err(ConfigError::new(
+                "upstream.addr",
+                format!(
+                    "expected host:port or http://host:port, got {:?}",
+                    self.upstream.addr
+                ),
+            ));
+        }
+        let a: http::uri::Authority = raw.parse().map_err(|_| {
+            ConfigError::new(
+                "upstream.addr",
+                format!("expected host:port, got {:?}", self.upstream.addr),
+            )
+        })?;
+        if a.port_u16().is_none() {
+            return Err(ConfigError::new(
+                "upstream.addr",
+                format!("needs a port, got {:?}", self.upstream.addr),
+            ));
+        }
+        Ok(a)
+    }
+
+    /// The upstream header timeout.
+    pub fn upstream_timeout(&self) -> Duration {
+        Duration::from_millis(self.upstream.timeout_ms)
+    }
+}
+
+pub(crate) fn parse_addr(field: &str, s: &str) -> Result<SocketAddr, ConfigError> {
+    s.parse()
+        .map_err(|_| ConfigError::new(field, format!("expected ip:port, got {s:?}")))
+}

@@ -1,0 +1,3 @@
+//! The live dashboard: one HTML page, no build step, polling `/status` every second.
+
+pub(crate) const HTML: &str = include_str!("dashboard.html");

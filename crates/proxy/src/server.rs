@@ -1,0 +1,459 @@
+//! The listeners, shared state, graceful shutdown and reload.
+//!
+//! Shutdown ([`ProxyHandle::shutdown`], SIGTERM in the binary): stop accepting, let every
+//! connection finish its requests (queued ones are still dispatched) for up to
+//! `limits.shutdown_grace_ms`; then answer whatever is still queued or in flight with 503 and
+//! return. Reload ([`ProxyHandle::reload`], SIGHUP): tenants, keys, weights, caps, classes,
+//! timeouts, the upstream address and a fixed depth change in place without dropping a
+//! request; the scheduler and the listen addresses need a restart (reported as warnings).
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use fairlane_core::TenantId;
+use http::uri::Authority;
+use http::HeaderName;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::config::{parse_addr, ConfigError, ProxyConfig};
+use crate::forward::LimitedBody;
+use crate::gate::{resolve_scheduler, Gate};
+use crate::metrics::{Metrics, Status};
+use crate::tenant::{Identifier, Registry};
+
+/// Why the proxy could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The configuration is invalid.
+    Config(ConfigError),
+    /// A listener could not be bound.
+    Bind {
+        /// `listen.addr` or `listen.admin`.
+        field: &'static str,
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        error: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Config(e) => e.fmt(f),
+            StartError::Bind { field, addr, error } => {
+                write!(f, "{field}: cannot listen on {addr}: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+impl From<ConfigError> for StartError {
+    fn from(e: ConfigError) -> Self {
+        StartError::Config(e)
+    }
+}
+
+pub(crate) type UpstreamClient = Client<HttpConnector, LimitedBody>;
+
+/// What a reload can swap at once.
+pub(crate) struct Settings {
+    pub config: ProxyConfig,
+    pub identifier: Identifier,
+    pub authority: Authority,
+    pub names: Vec<String>,
+    pub cost_header: Option<HeaderName>,
+    pub client: UpstreamClient,
+}
+
+pub(crate) struct Inner {
+    pub gate: Gate,
+    /// The adaptive depth controller, if the depth is adaptive.
+    pub depth: Option<crate::depth::Controller>,
+    pub metrics: Metrics,
+    settings: RwLock<Arc<Settings>>,
+    registry: Mutex<Registry>,
+    pub started: Instant,
+    shutdown: watch::Sender<bool>,
+    pub hard_stop: watch::Sender<bool>,
+}
+
+impl Inner {
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn status(&self) -> Status {
+        let names = self.settings().names.clone();
+        self.metrics.status(
+            &names,
+            &self.gate.snapshot(),
+            self.started.elapsed().as_secs_f64(),
+        )
+    }
+}
+
+fn client(config: &ProxyConfig) -> UpstreamClient {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_millis(
+        config.upstream.connect_timeout_ms,
+    )));
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(30))
+        .pool_max_idle_per_host(config.scheduler.depth.max(64) * 2)
+        .pool_timer(TokioTimer::new())
+        .build(http)
+}
+
+fn settings(config: ProxyConfig, registry: &mut Registry) -> Result<Settings, ConfigError> {
+    let identifier = Identifier::new(&config, registry);
+    let authority = config.upstream_authority()?;
+    let cost_header = config
+        .upstream
+        .cost_header
+        .as_ref()
+        .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok());
+    Ok(Settings {
+        client: client(&config),
+        identifier,
+        authority,
+        names: registry.names().to_vec(),
+        cost_header,
+        config,
+    })
+}
+
+/// Apply per-tenant weights, caps and targets to the gate.
+fn apply_tenants(
+    gate: &Gate,
+    depth: Option<&crate::depth::Controller>,
+    config: &ProxyConfig,
+    registry: &mut Registry,
+) -> Result<(), ConfigError> {
+    for (i, t) in config.tenants.iter().enumerate() {
+        let id = registry.intern(&t.name);
+        gate.set_weight(id, t.weight).map_err(|e| ConfigError {
+            file: None,
+            field: format!("tenant[{i}].weight"),
+            reason: e,
+        })?;
+        gate.set_tenant_cap(id, t.max_queued);
+        crate::depth::set_target(gate, depth, id, t.target_ms.map(|ms| ms / 1000.0)).map_err(
+            |e| ConfigError {
+                file: None,
+                field: format!("tenant[{i}].target_ms"),
+                reason: e,
+            },
+        )?;
+    }
+    gate.set_caps(
+        config.limits.max_queued,
+        config.limits.max_queued_per_tenant,
+    );
+    Ok(())
+}
+
+/// A bound proxy, ready to [`run`](Proxy::run).
+pub struct Proxy {
+    inner: Arc<Inner>,
+    listener: TcpListener,
+    admin: TcpListener,
+}
+
+/// Controls a running proxy from elsewhere (signal handlers, tests). Cloning is cheap.
+#[derive(Clone)]
+pub struct ProxyHandle {
+    inner: Arc<Inner>,
+}
+
+impl Proxy {
+    /// Validate the config, build the scheduler and bind both listeners.
+    pub async fn bind(config: ProxyConfig) -> Result<Proxy, StartError> {
+        config.validate()?;
+        let addr = parse_addr("listen.addr", &config.listen.addr)?;
+        let admin_addr = parse_addr("listen.admin", &config.listen.admin)?;
+        let s = &config.scheduler;
+        let sched = resolve_scheduler(&s.algorithm, s.depth, s.initial_estimate_ms / 1000.0)
+            .map_err(|e| ConfigError {
+                file: None,
+                field: "scheduler.algorithm".into(),
+                reason: e,
+            })?;
+        let gate = Gate::new(
+            &sched,
+            s.depth,
+            config.limits.max_queued,
+            config.limits.max_queued_per_tenant,
+        )
+        .map_err(|e| ConfigError {
+            file: None,
+            field: "scheduler".into(),
+            reason: e,
+        })?;
+        let depth = crate::depth::controller(&config).map_err(|e| ConfigError {
+            file: None,
+            field: "scheduler.adaptive".into(),
+            reason: e,
+        })?;
+        if let Some(c) = &depth {
+            let d = c.lock().unwrap_or_else(|e| e.into_inner()).depth();
+            gate.set_depth(d).map_err(|e| ConfigError {
+                file: None,
+                field: "scheduler.depth".into(),
+                reason: e,
+            })?;
+        }
+        let mut registry = Registry::default();
+        apply_tenants(&gate, depth.as_ref(), &config, &mut registry)?;
+        let settings = settings(config, &mut registry)?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|error| StartError::Bind {
+                field: "listen.addr",
+                addr,
+                error,
+            })?;
+        let admin = TcpListener::bind(admin_addr)
+            .await
+            .map_err(|error| StartError::Bind {
+                field: "listen.admin",
+                addr: admin_addr,
+                error,
+            })?;
+        Ok(Proxy {
+            inner: Arc::new(Inner {
+                gate,
+                depth,
+                metrics: Metrics::default(),
+                settings: RwLock::new(Arc::new(settings)),
+                registry: Mutex::new(registry),
+                started: Instant::now(),
+                shutdown: watch::Sender::new(false),
+                hard_stop: watch::Sender::new(false),
+            }),
+            listener,
+            admin,
+        })
+    }
+
+    /// The proxy's address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("bound listener has an address")
+    }
+
+    /// The admin listener's address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin
+            .local_addr()
+            .expect("bound listener has an address")
+    }
+
+    /// A handle for shutdown and reload.
+    pub fn handle(&self) -> ProxyHandle {
+        ProxyHandle {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// Serve until [`ProxyHandle::shutdown`] and the drain that follows complete.
+    pub async fn run(self) {
+        let Proxy {
+            inner,
+            listener,
+            admin,
+        } = self;
+        let admin_task = tokio::spawn(crate::admin::serve(inner.clone(), admin));
+        let depth_task = crate::depth::spawn(inner.clone());
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut shutdown = inner.shutdown.subscribe();
+        let http2 = inner.settings().config.listen.http2;
+        loop {
+            let accepted = tokio::select! {
+                _ = shutdown.wait_for(|&s| s) => break,
+                a = listener.accept() => a,
+            };
+            let (stream, peer) = match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors or a connection reset before accept: back off
+                    // briefly rather than spin.
+                    eprintln!("fairlane-proxy: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            inner.metrics.accepted.fetch_add(1, Relaxed);
+            let conn_inner = inner.clone();
+            let service = service_fn(move |req| {
+                let inner = conn_inner.clone();
+                async move { Ok::<_, Infallible>(crate::forward::handle(inner, req, peer).await) }
+            });
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30));
+            if !http2 {
+                builder = builder.http1_only();
+            }
+            let conn = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .into_owned();
+            let conn = graceful.watch(conn);
+            let counted = inner.clone();
+            counted.metrics.connections.fetch_add(1, Relaxed);
+            tokio::spawn(async move {
+                let _ = conn.await;
+                counted.metrics.connections.fetch_sub(1, Relaxed);
+            });
+        }
+        drop(listener);
+        let grace = Duration::from_millis(inner.settings().config.limits.shutdown_grace_ms);
+        let drained = tokio::time::timeout(grace, graceful.shutdown())
+            .await
+            .is_ok();
+        if !drained {
+            // Deadline: whatever is queued or in flight is answered 503 now.
+            inner.gate.close();
+            inner.hard_stop.send_replace(true);
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while inner.metrics.connections.load(Relaxed) > 0 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        inner.gate.close();
+        depth_task.abort();
+        admin_task.abort();
+    }
+}
+
+impl ProxyHandle {
+    /// Begin a graceful shutdown (idempotent); [`Proxy::run`] returns when it is done.
+    pub fn shutdown(&self) {
+        self.inner.shutdown.send_replace(true);
+    }
+
+    /// Apply a new configuration without dropping requests. Returns warnings for the parts
+    /// that need a restart (and were left as they are).
+    pub fn reload(&self, config: ProxyConfig) -> Result<Vec<String>, ConfigError> {
+        config.validate()?;
+        let old = self.inner.settings();
+        let mut warnings = Vec::new();
+        let (o, n) = (&old.config, &config);
+        if o.listen.addr != n.listen.addr
+            || o.listen.admin != n.listen.admin
+            || o.listen.http2 != n.listen.http2
+        {
+            warnings.push("listen: changes need a restart; kept the old listeners".to_string());
+        }
+        if o.scheduler.algorithm != n.scheduler.algorithm
+            || o.scheduler.initial_estimate_ms != n.scheduler.initial_estimate_ms
+        {
+            warnings.push("scheduler.algorithm / initial_estimate_ms: changes need a restart; kept the old scheduler".to_string());
+        }
+        if o.scheduler.adaptive.is_some() != n.scheduler.adaptive.is_some() {
+            warnings.push(
+                "scheduler.adaptive: switching between fixed and adaptive depth needs a restart"
+                    .to_string(),
+            );
+        }
+        let mut registry = self
+            .inner
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        apply_tenants(
+            &self.inner.gate,
+            self.inner.depth.as_ref(),
+            &config,
+            &mut registry,
+        )?;
+        if o.scheduler.adaptive.is_none() && n.scheduler.adaptive.is_none() {
+            self.inner
+                .gate
+                .set_depth(n.scheduler.depth)
+                .map_err(|e| ConfigError {
+                    file: None,
+                    field: "scheduler.depth".into(),
+                    reason: e,
+                })?;
+        }
+        let mut config = config;
+        config.listen = o.listen.clone();
+        config.scheduler.algorithm = o.scheduler.algorithm.clone();
+        config.scheduler.initial_estimate_ms = o.scheduler.initial_estimate_ms;
+        if o.scheduler.adaptive.is_some() != config.scheduler.adaptive.is_some() {
+            config.scheduler.adaptive = o.scheduler.adaptive.clone();
+        }
+        let new = settings(config, &mut registry)?;
+        *self
+            .inner
+            .settings
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+        self.inner.metrics.reloads.fetch_add(1, Relaxed);
+        Ok(warnings)
+    }
+
+    /// The same document as `/status`.
+    pub fn status(&self) -> Status {
+        self.inner.status()
+    }
+
+    /// The id a tenant name has (for tests and tools).
+    pub fn tenant_id(&self, name: &str) -> Option<TenantId> {
+        let reg = self
+            .inner
+            .registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        reg.names()
+            .iter()
+            .position(|n| n == name)
+            .map(|i| TenantId(i as u64))
+    }
+}
+
+/// Raise the soft open-files limit to the hard limit (a proxy holding 10,000 client
+/// connections needs more than the common default of 1024). Returns the new soft limit.
+#[allow(unsafe_code)]
+pub fn raise_fd_limit() -> Option<u64> {
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return None;
+        }
+        if r.rlim_cur < r.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: r.rlim_max,
+                rlim_max: r.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                r.rlim_cur = r.rlim_max;
+            }
+        }
+        #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 everywhere
+        Some(r.rlim_cur as u64)
+    }
+}

@@ -1,0 +1,336 @@
+//! Who a request belongs to, and which class it is.
+//!
+//! A tenant is found from the API key header (`Authorization: Bearer <key>` by default) looked
+//! up in the configured keys, or — for a request without a key — from the client's socket
+//! address matched against each tenant's `ips`. Nothing else the client sends is trusted: a
+//! header naming a tenant is ignored (and `x-fairlane-tenant` is overwritten upstream), and
+//! `X-Forwarded-For` is not consulted. A missing or unknown key is rejected with 401 or served
+//! as the default tenant, as configured; an unknown key is never matched by address.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use fairlane_core::{ClassId, TenantId};
+use http::{HeaderMap, Method};
+
+use crate::config::{ProxyConfig, Unknown};
+
+/// An address block: `10.0.0.0/8`, `2001:db8::/32`, or a single address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// Parse `addr` or `addr/prefix`.
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let (a, p) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not an address or CIDR block"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            None => max,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|&p| p <= max)
+                .ok_or_else(|| format!("{s:?}: prefix must be 0..={max}"))?,
+        };
+        Ok(Cidr { addr, prefix })
+    }
+
+    /// Whether `ip` is inside the block (IPv4-mapped IPv6 addresses match IPv4 blocks).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.addr, ip) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                mask(u32::from(a).into(), u32::from(b).into(), self.prefix, 32)
+            }
+            (IpAddr::V6(a), IpAddr::V6(b)) => mask(u128::from(a), u128::from(b), self.prefix, 128),
+            _ => false,
+        }
+    }
+}
+
+fn mask(a: u128, b: u128, prefix: u8, bits: u32) -> bool {
+    if prefix == 0 {
+        return true;
+    }
+    let shift = bits - u32::from(prefix);
+    (a >> shift) == (b >> shift)
+}
+
+/// Tenant names ↔ ids, stable across reloads: a tenant keeps its id (and its metrics) when
+/// the config is reloaded; a new name gets the next id.
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    names: Vec<String>,
+    ids: HashMap<String, TenantId>,
+}
+
+impl Registry {
+    /// The id of `name`, creating it if new.
+    pub fn intern(&mut self, name: &str) -> TenantId {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        let id = TenantId(self.names.len() as u64);
+        self.names.push(name.to_string());
+        self.ids.insert(name.to_string(), id);
+        id
+    }
+    /// The name of an id.
+    pub fn name(&self, id: TenantId) -> &str {
+        self.names.get(id.0 as usize).map_or("?", |s| s.as_str())
+    }
+    /// Every name, by id.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+/// What identification decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// Serve as this tenant.
+    Tenant(TenantId),
+    /// Answer 401: the key is missing or unknown and unknown requests are rejected.
+    Unauthorized,
+}
+
+struct ClassRule {
+    method: Option<Method>,
+    prefix: String,
+    exact: bool,
+}
+
+/// The identification and classification tables built from one config.
+pub struct Identifier {
+    header: http::HeaderName,
+    scheme: String,
+    keys: HashMap<String, TenantId>,
+    ips: Vec<(Cidr, TenantId)>,
+    default: Option<TenantId>,
+    classes: Vec<ClassRule>,
+    class_names: Vec<String>,
+}
+
+impl Identifier {
+    /// Build from a validated config, interning tenant names in `registry`.
+    pub fn new(config: &ProxyConfig, registry: &mut Registry) -> Identifier {
+        let mut keys = HashMap::new();
+        let mut ips = Vec::new();
+        for t in &config.tenants {
+            let id = registry.intern(&t.name);
+            for k in &t.keys {
+                keys.insert(k.clone(), id);
+            }
+            for ip in &t.ips {
+                if let Ok(c) = Cidr::parse(ip) {
+                    ips.push((c, id));
+                }
+            }
+        }
+        let default = match config.identity.unknown {
+            Unknown::Default => Some(registry.intern(&config.identity.default_tenant)),
+            Unknown::Reject => None,
+        };
+        let classes = config
+            .classes
+            .iter()
+            .map(|c| ClassRule {
+                method: c
+                    .method
+                    .as_ref()
+                    .and_then(|m| Method::from_bytes(m.as_bytes()).ok()),
+                prefix: c.path.trim_end_matches('*').to_string(),
+                exact: !c.path.ends_with('*'),
+            })
+            .collect();
+        Identifier {
+            header: http::HeaderName::from_bytes(config.identity.header.as_bytes())
+                .unwrap_or(http::header::AUTHORIZATION),
+            scheme: config.identity.scheme.clone(),
+            keys,
+            ips,
+            default,
+            classes,
+            class_names: config.classes.iter().map(|c| c.name.clone()).collect(),
+        }
+    }
+
+    /// The tenant of a request from `peer` with these headers.
+    pub fn identify(&self, headers: &HeaderMap, peer: IpAddr) -> Who {
+        if let Some(v) = headers.get(&self.header) {
+            let key = v.to_str().ok().and_then(|v| self.strip_scheme(v.trim()));
+            return match key.and_then(|k| self.keys.get(k)) {
+                Some(&id) => Who::Tenant(id),
+                None => self.unknown(),
+            };
+        }
+        for (cidr, id) in &self.ips {
+            if cidr.contains(peer) {
+                return Who::Tenant(*id);
+            }
+        }
+        self.unknown()
+    }
+
+    fn unknown(&self) -> Who {
+        self.default.map_or(Who::Unauthorized, Who::Tenant)
+    }
+
+    fn strip_scheme<'a>(&self, v: &'a str) -> Option<&'a str> {
+        if self.scheme.is_empty() {
+            return Some(v);
+        }
+        let (scheme, rest) = v.split_once(' ')?;
+        scheme
+            .eq_ignore_ascii_case(&self.scheme)
+            .then(|| rest.trim())
+    }
+
+    /// The class of a request: the first matching rule's index + 1, or 0.
+    pub fn classify(&self, method: &Method, path: &str) -> ClassId {
+        for (i, c) in self.classes.iter().enumerate() {
+            if c.method.as_ref().is_some_and(|m| m != method) {
+                continue;
+            }
+            let hit = if c.exact {
+                path == c.prefix
+            } else {
+                path.starts_with(&c.prefix)
+            };
+            if hit {
+                return ClassId(i as u32 + 1);
+            }
+        }
+        ClassId(0)
+    }
+
+    /// The name of a class id (`"default"` for 0).
+    pub fn class_name(&self, class: ClassId) -> &str {
+        match class.0 {
+            0 => "default",
+            i => self
+                .class_names
+                .get(i as usize - 1)
+                .map_or("?", |s| s.as_str()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: &str) -> ProxyConfig {
+        ProxyConfig::from_toml_str(&format!(
+            r#"
+            [upstream]
+            addr = "127.0.0.1:1"
+            {extra}
+            [[tenant]]
+            name = "a"
+            keys = ["ka"]
+            ips = ["10.0.0.0/8"]
+            [[tenant]]
+            name = "b"
+            keys = ["kb"]
+            [[class]]
+            name = "search"
+            method = "GET"
+            path = "/search/*"
+            [[class]]
+            name = "login"
+            path = "/login"
+            "#
+        ))
+        .unwrap()
+    }
+
+    fn h(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        m
+    }
+
+    #[test]
+    fn keys_addresses_and_unknowns() {
+        let mut reg = Registry::default();
+        let id = Identifier::new(&config(""), &mut reg);
+        let local: IpAddr = "127.0.0.1".parse().unwrap();
+        let ten: IpAddr = "10.1.2.3".parse().unwrap();
+        assert_eq!(
+            id.identify(&h(&[("authorization", "Bearer ka")]), local),
+            Who::Tenant(TenantId(0))
+        );
+        assert_eq!(
+            id.identify(&h(&[("authorization", "bearer  kb")]), ten),
+            Who::Tenant(TenantId(1))
+        );
+        assert_eq!(id.identify(&h(&[]), ten), Who::Tenant(TenantId(0)));
+        assert_eq!(id.identify(&h(&[]), local), Who::Unauthorized);
+        // An unknown key is not rescued by the address, and a tenant-naming header is ignored.
+        assert_eq!(
+            id.identify(&h(&[("authorization", "Bearer nope")]), ten),
+            Who::Unauthorized
+        );
+        assert_eq!(
+            id.identify(&h(&[("x-fairlane-tenant", "a")]), local),
+            Who::Unauthorized
+        );
+        assert_eq!(
+            id.identify(&h(&[("authorization", "Basic ka")]), local),
+            Who::Unauthorized
+        );
+
+        let mut reg = Registry::default();
+        let id = Identifier::new(
+            &config("[identity]\nunknown = \"default\"\ndefault_tenant = \"anon\""),
+            &mut reg,
+        );
+        assert_eq!(id.identify(&h(&[]), local), Who::Tenant(TenantId(2)));
+        assert_eq!(reg.name(TenantId(2)), "anon");
+    }
+
+    #[test]
+    fn classes() {
+        let mut reg = Registry::default();
+        let id = Identifier::new(&config(""), &mut reg);
+        assert_eq!(id.classify(&Method::GET, "/search/x"), ClassId(1));
+        assert_eq!(id.classify(&Method::POST, "/search/x"), ClassId(0));
+        assert_eq!(id.classify(&Method::POST, "/login"), ClassId(2));
+        assert_eq!(id.classify(&Method::POST, "/login/x"), ClassId(0));
+        assert_eq!(id.class_name(ClassId(2)), "login");
+    }
+
+    #[test]
+    fn cidr() {
+        let c = Cidr::parse("192.168.0.0/16").unwrap();
+        assert!(c.contains("192.168.3.4".parse().unwrap()));
+        assert!(c.contains("::ffff:192.168.3.4".parse().unwrap()));
+        assert!(!c.contains("192.169.0.1".parse().unwrap()));
+        assert!(Cidr::parse("0.0.0.0/0")
+            .unwrap()
+            .contains("8.8.8.8".parse().unwrap()));
+        assert!(Cidr::parse("::1").unwrap().contains("::1".parse().unwrap()));
+        assert!(Cidr::parse("10.0.0.0/33").is_err());
+        assert!(Cidr::parse("nope").is_err());
+    }
+}

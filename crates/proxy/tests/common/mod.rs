@@ -1,0 +1,224 @@
+//! Shared helpers: an in-process proxy over an in-process upstream, the proxy binary as a
+//! child process, and a small HTTP client.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fairlane_proxy::upstream::UpstreamServer;
+use fairlane_proxy::{Proxy, ProxyConfig, ProxyHandle};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+pub struct Running {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub handle: ProxyHandle,
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// Config text with `upstream` filled in and both listeners on port 0.
+pub fn config(upstream: SocketAddr, rest: &str) -> ProxyConfig {
+    let text = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\naddr = \"{upstream}\"\n{rest}"
+    );
+    ProxyConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("test config: {e}\n{text}"))
+}
+
+pub async fn start_proxy(config: ProxyConfig) -> Running {
+    let proxy = Proxy::bind(config).await.expect("proxy binds");
+    let (addr, admin, handle) = (proxy.local_addr(), proxy.admin_addr(), proxy.handle());
+    let task = tokio::spawn(proxy.run());
+    Running {
+        addr,
+        admin,
+        handle,
+        task,
+    }
+}
+
+pub async fn start_upstream() -> UpstreamServer {
+    UpstreamServer::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("upstream starts")
+}
+
+pub fn client() -> Client<HttpConnector, Empty<Bytes>> {
+    Client::builder(TokioExecutor::new()).build(HttpConnector::new())
+}
+
+/// GET `path` with an optional API key; (status, headers, body).
+pub async fn get(
+    addr: SocketAddr,
+    path: &str,
+    key: Option<&str>,
+) -> (u16, http::HeaderMap, String) {
+    let mut b = http::Request::get(format!("http://{addr}{path}"));
+    if let Some(k) = key {
+        b = b.header("authorization", format!("Bearer {k}"));
+    }
+    let resp = client()
+        .request(b.body(Empty::new()).unwrap())
+        .await
+        .expect("an HTTP answer");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    (status, headers, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The admin `/status` JSON.
+pub async fn status(admin: SocketAddr) -> serde_json::Value {
+    let (code, _, body) = get(admin, "/status", None).await;
+    assert_eq!(code, 200);
+    serde_json::from_str(&body).expect("status is JSON")
+}
+
+pub fn tenant<'a>(status: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    status["tenants"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["name"] == name))
+        .unwrap_or_else(|| panic!("tenant {name} in {status}"))
+}
+
+/// Poll until `f` holds (or panic after `limit`).
+pub async fn eventually<F, Fut>(limit: Duration, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// The proxy binary as a child process, with its listening addresses read from stderr.
+pub struct ProxyProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ProxyProcess {
+    pub fn start(config_path: &std::path::Path) -> ProxyProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fairlane-proxy"))
+            .arg("--config")
+            .arg(config_path)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("start fairlane-proxy");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log2 = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening on") {
+                    let _ = tx.send(line.clone());
+                }
+                log2.lock().unwrap().push(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("proxy prints its addresses");
+        let grab = |after: &str| -> SocketAddr {
+            let i = line.find(after).expect("address in banner") + after.len();
+            line[i..]
+                .split([' ', '/', ';'])
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        ProxyProcess {
+            addr: grab("listening on http://"),
+            admin: grab("admin http://"),
+            child,
+            log,
+        }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
+    /// Resident set size in kB, from /proc.
+    pub fn rss_kb(&self) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        s.lines()
+            .find(|l| l.starts_with("VmRSS:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let end = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < end,
+                "proxy did not exit; log: {:?}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("fairlane-proxy-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A program the tests need, after `scripts/test-deps.sh` ran: fail loudly if absent.
+pub fn require(program: &str) -> String {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain([
+        "/usr/bin",
+        "/usr/sbin",
+        "/bin",
+    ]) {
+        let p = std::path::Path::new(dir).join(program);
+        if p.is_file() {
+            return p.display().to_string();
+        }
+    }
+    panic!("{program} is not installed: run scripts/test-deps.sh (scripts/test.sh does) before the tests");
+}

@@ -1,0 +1,214 @@
+//! The proxy binary as operators run it: SIGTERM drains, SIGHUP reloads, and an unmodified
+//! upstream (Python's `http.server`).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn config_text(upstream: std::net::SocketAddr, rest: &str) -> String {
+    format!("[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\naddr = \"{upstream}\"\n{rest}")
+}
+
+const TENANTS: &str = "[[tenant]]\nname = \"alice\"\nkeys = [\"ka\"]\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_queued_and_in_flight_requests() {
+    let up = start_upstream().await;
+    let path = temp_file(
+        "drain.toml",
+        &config_text(
+            up.addr(),
+            &format!("[scheduler]\ndepth = 1\n[limits]\nshutdown_grace_ms = 10000\n{TENANTS}"),
+        ),
+    );
+    let mut p = ProxyProcess::start(&path);
+    let admin = p.admin;
+    let reqs: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(get(p.addr, "/?delay_ms=200", Some("ka"))))
+        .collect();
+    eventually(
+        Duration::from_secs(5),
+        "1 in flight, 3 queued",
+        || async move {
+            let s = status(admin).await;
+            s["in_flight"] == 1 && s["queued"] == 3
+        },
+    )
+    .await;
+    p.signal("TERM");
+    for r in reqs {
+        assert_eq!(r.await.unwrap().0, 200, "drained, not dropped");
+    }
+    let code = tokio::task::spawn_blocking(move || p.wait_exit(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(code.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_deadline_answers_the_rest_with_503() {
+    let up = start_upstream().await;
+    let path = temp_file(
+        "deadline.toml",
+        &config_text(
+            up.addr(),
+            &format!("[scheduler]\ndepth = 1\n[limits]\nshutdown_grace_ms = 300\n{TENANTS}"),
+        ),
+    );
+    let mut p = ProxyProcess::start(&path);
+    let admin = p.admin;
+    let reqs: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(get(p.addr, "/?delay_ms=3000", Some("ka"))))
+        .collect();
+    eventually(
+        Duration::from_secs(5),
+        "1 in flight, 2 queued",
+        || async move {
+            let s = status(admin).await;
+            s["in_flight"] == 1 && s["queued"] == 2
+        },
+    )
+    .await;
+    let t = Instant::now();
+    p.signal("TERM");
+    for r in reqs {
+        let (code, h, _) = r.await.unwrap();
+        assert_eq!(code, 503);
+        assert!(h.contains_key("retry-after"));
+    }
+    assert!(
+        t.elapsed() < Duration::from_millis(2500),
+        "answered at the deadline, not after the upstream"
+    );
+    let code = tokio::task::spawn_blocking(move || p.wait_exit(Duration::from_secs(10)))
+        .await
+        .unwrap();
+    assert!(code.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_without_dropping_requests() {
+    let up = start_upstream().await;
+    let path = temp_file(
+        "reload.toml",
+        &config_text(up.addr(), &format!("[scheduler]\ndepth = 2\n{TENANTS}")),
+    );
+    let p = ProxyProcess::start(&path);
+    assert_eq!(get(p.addr, "/", Some("kb")).await.0, 401);
+    let long: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(get(p.addr, "/?delay_ms=400", Some("ka"))))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    std::fs::write(
+        &path,
+        config_text(
+            up.addr(),
+            &format!("[scheduler]\ndepth = 4\n{TENANTS}[[tenant]]\nname = \"bob\"\nweight = 3\nkeys = [\"kb\"]\n"),
+        ),
+    )
+    .unwrap();
+    p.signal("HUP");
+    let admin = p.admin;
+    eventually(Duration::from_secs(5), "reload applied", || async move {
+        status(admin).await["reloads"] == 1
+    })
+    .await;
+    let s = status(admin).await;
+    assert_eq!(s["depth"], 4);
+    assert_eq!(tenant(&s, "bob")["weight"], 3.0);
+    assert_eq!(get(p.addr, "/", Some("kb")).await.0, 200);
+    for r in long {
+        assert_eq!(
+            r.await.unwrap().0,
+            200,
+            "requests across the reload are served"
+        );
+    }
+    // A broken file is refused and the old config kept.
+    std::fs::write(&path, config_text(up.addr(), "[scheduler]\ndepth = 0\n")).unwrap();
+    p.signal("HUP");
+    let log = p.log.clone();
+    eventually(Duration::from_secs(5), "reload refused", || {
+        let log = log.clone();
+        async move {
+            log.lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains("reload refused") && l.contains("scheduler.depth"))
+        }
+    })
+    .await;
+    assert_eq!(get(p.addr, "/", Some("kb")).await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_config_exits_2_naming_the_field() {
+    let path = temp_file(
+        "bad.toml",
+        "[upstream]\naddr = \"127.0.0.1:1\"\n[[tenant]]\nname = \"a\"\nweight = 0\n",
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fairlane-proxy"))
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tenant[0].weight") && err.contains("bad.toml"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_front_of_an_unmodified_python_http_server() {
+    let python = require("python3");
+    let dir = temp_file("www/hello.txt", "hello, black box\n");
+    let root = dir.parent().unwrap().to_path_buf();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new(python)
+        .args([
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            &port.to_string(),
+            "--directory",
+        ])
+        .arg(&root)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("python3 -m http.server");
+    let upstream: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(upstream).is_err() {
+        assert!(Instant::now() < end, "python http.server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let p = start_proxy(config(
+        upstream,
+        &format!("[scheduler]\nalgorithm = \"wfq\"\ndepth = 2\n{TENANTS}"),
+    ))
+    .await;
+    let reqs: Vec<_> = (0..20)
+        .map(|_| tokio::spawn(get(p.addr, "/hello.txt", Some("ka"))))
+        .collect();
+    for r in reqs {
+        let (code, _, body) = r.await.unwrap();
+        assert_eq!((code, body.as_str()), (200, "hello, black box\n"));
+    }
+    assert_eq!(
+        get(p.addr, "/missing", Some("ka")).await.0,
+        404,
+        "the upstream's own answers pass through"
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Programs the fairlane-proxy tests use beyond Rust: headless Chromium (the dashboard test)
+# and Python 3 (an unmodified upstream, `python3 -m http.server`). nginx is for the
+# benchmarks only. Idempotent: installs only what is missing (Debian/Ubuntu, as root).
+set -euo pipefail
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+if [ "${FAIRLANE_BENCH_DEPS:-0}" = 1 ]; then
+    command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "test-deps: installing ${missing[*]}" >&2
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
