@@ -9,8 +9,9 @@
 //!   know costs up front or cannot afford exact GPS: `v` advances by the measured service
 //!   over the active weight and is never below the smallest start tag of a backlogged tenant.
 //!   The E-variants (WFQᴱ, WF²Qᴱ, 2DFQᴱ) use it: with unknown costs GPS cannot be emulated.
-//! * [`VirtualClock::LastDispatched`] is SFQ's: `v` is the start tag of the last dispatched
-//!   request (Jin et al. §3.2, SFQ(D)), which needs no knowledge of capacity or costs.
+//! * [`VirtualClock::LastDispatched`] borrows SFQ(D)'s rule (Jin et al. §3.2): `v` is the start
+//!   tag of the last dispatched request, which needs no knowledge of capacity or costs. (The
+//!   SFQ family itself keeps per-request tags in `interposed.rs`.)
 
 use crate::types::Error;
 use crate::util::IndexedHeap;
@@ -26,7 +27,7 @@ pub enum VirtualClock {
     },
     /// Measured service over active weight, lifted to the smallest backlogged start tag.
     Approximate,
-    /// The start tag of the last dispatched request (SFQ).
+    /// The start tag of the last dispatched request (SFQ(D)'s rule).
     LastDispatched,
 }
 

@@ -1,7 +1,7 @@
-//! The virtual-time schedulers: WFQ (MSFQ), WF²Q, 2DFQ and SFQ over n workers, with known or
+//! The virtual-time schedulers: WFQ (MSFQ), WF²Q and 2DFQ over n workers, with known or
 //! estimated costs and retroactive and refresh charging (2DFQ §2, §4, §5, Fig. 7).
 //!
-//! All four share Fig. 7's bookkeeping: a per-tenant start tag `S_f`; a tenant joining the
+//! All three share Fig. 7's bookkeeping: a per-tenant start tag `S_f`; a tenant joining the
 //! active set A fast-forwards to `max(S_f, v(now))`; a dispatch charges the head request's
 //! cost `l` (known, or the estimator's) by `S_f += l/φ_f` and remembers it as credit; refresh
 //! and completion reconcile credit with measured usage. They differ only in the selection
