@@ -167,25 +167,28 @@ async fn in_front_of_an_unmodified_python_http_server() {
     let python = require("python3");
     let dir = temp_file("www/hello.txt", "hello, black box\n");
     let root = dir.parent().unwrap().to_path_buf();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Port 0: Python picks a free port and says which, so no other test can take it between
+    // our choosing it and Python binding it.
     let mut server = std::process::Command::new(python)
-        .args([
-            "-m",
-            "http.server",
-            "--bind",
-            "127.0.0.1",
-            &port.to_string(),
-            "--directory",
-        ])
+        .args(["-u", "-m", "http.server", "--bind", "127.0.0.1", "0", "--directory"])
         .arg(&root)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("python3 -m http.server");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .expect("http.server's banner");
+    // "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+    let port: u16 = line
+        .split("port ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in http.server's banner {line:?}"));
     let upstream: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let end = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(upstream).is_err() {
