@@ -170,7 +170,15 @@ async fn in_front_of_an_unmodified_python_http_server() {
     // Port 0: Python picks a free port and says which, so no other test can take it between
     // our choosing it and Python binding it.
     let mut server = std::process::Command::new(python)
-        .args(["-u", "-m", "http.server", "--bind", "127.0.0.1", "0", "--directory"])
+        .args([
+            "-u",
+            "-m",
+            "http.server",
+            "--bind",
+            "127.0.0.1",
+            "0",
+            "--directory",
+        ])
         .arg(&root)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())

@@ -92,9 +92,11 @@ target_ms = 10
         fairlane_proxy::loadgen::closed(&t, 8, Duration::from_secs(4)).await
     });
     let admin = p.admin;
-    eventually(Duration::from_secs(10), "depth halves on a miss", || async move {
-        status(admin).await["depth"] == 8
-    })
+    eventually(
+        Duration::from_secs(10),
+        "depth halves on a miss",
+        || async move { status(admin).await["depth"] == 8 },
+    )
     .await;
     eventually(
         Duration::from_secs(10),
