@@ -3,7 +3,7 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use fairlane_proxy::upstream::UpstreamServer;
@@ -78,10 +78,9 @@ async fn slow_upstream_gets_504_and_queue_timeout_503() {
     let (code, h, _) = get(p.addr, "/", Some("kb")).await;
     assert_eq!(code, 503);
     assert_eq!(h["retry-after"], "7");
-    let t = Instant::now();
+    // 504, not the upstream's 200 after 2 s: the 300 ms upstream timeout fired.
     let (code, _, _) = first.await.unwrap();
     assert_eq!(code, 504);
-    assert!(t.elapsed() < Duration::from_millis(1500));
     let s = status(p.admin).await;
     assert_eq!(tenant(&s, "alice")["rejected"]["upstream_timeout"], 1);
     assert_eq!(tenant(&s, "bob")["rejected"]["queue_timeout"], 1);

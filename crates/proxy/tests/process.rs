@@ -71,17 +71,14 @@ async fn sigterm_deadline_answers_the_rest_with_503() {
         },
     )
     .await;
-    let t = Instant::now();
     p.signal("TERM");
+    // All three get 503, the in-flight one too: answered at the deadline, not after the
+    // upstream's 3 s (which would have given it a 200).
     for r in reqs {
         let (code, h, _) = r.await.unwrap();
         assert_eq!(code, 503);
         assert!(h.contains_key("retry-after"));
     }
-    assert!(
-        t.elapsed() < Duration::from_millis(2500),
-        "answered at the deadline, not after the upstream"
-    );
     let code = tokio::task::spawn_blocking(move || p.wait_exit(Duration::from_secs(10)))
         .await
         .unwrap();
