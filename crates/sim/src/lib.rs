@@ -40,10 +40,12 @@
 pub mod blackbox;
 pub mod dbserver;
 pub mod engine;
+pub mod events;
 pub mod metrics;
 pub mod production;
 pub mod report;
 pub mod rng;
+pub mod service;
 pub mod spec;
 pub mod trace;
 pub mod workload;
@@ -62,34 +64,50 @@ pub fn run_all(
         .iter()
         .flat_map(|sc| sc.schedulers.iter().map(move |c| (sc, c)))
         .collect();
-    let total = tasks.len().max(1) as f64;
-    let jobs = jobs.clamp(1, tasks.len().max(1));
+    parallel(tasks.len(), jobs, progress, |i, report| {
+        let (sc, choice) = tasks[i];
+        engine::run(sc, choice, report).map(|mut r| {
+            r.scheduler = choice.name.clone();
+            r
+        })
+    })
+}
+
+/// Run tasks `0..n`, `jobs` at a time, results in task order; `progress` gets the batch's
+/// done fraction (each task reports its own through the callback it is given).
+pub(crate) fn parallel<T: Send>(
+    n: usize,
+    jobs: usize,
+    progress: &mut (dyn FnMut(f64) + Send),
+    task: impl Fn(usize, &mut dyn FnMut(f64)) -> Result<T, SimError> + Sync,
+) -> Result<Vec<T>, SimError> {
+    let total = n.max(1) as f64;
+    let jobs = jobs.clamp(1, n.max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let shared = std::sync::Mutex::new((vec![0.0f64; tasks.len()], progress));
-    let mut results: Vec<Option<Result<RunResult, SimError>>> = vec![None; tasks.len()];
-    let slots = std::sync::Mutex::new(&mut results);
+    let shared = std::sync::Mutex::new((vec![0.0f64; n], progress));
+    let slots: std::sync::Mutex<Vec<Option<Result<T, SimError>>>> =
+        std::sync::Mutex::new((0..n).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&(sc, choice)) = tasks.get(i) else {
+                if i >= n {
                     break;
-                };
+                }
                 let mut report = |x: f64| {
                     let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
                     g.0[i] = x;
                     let done = g.0.iter().sum::<f64>() / total;
                     (g.1)(done);
                 };
-                let r = engine::run(sc, choice, &mut report).map(|mut r| {
-                    r.scheduler = choice.name.clone();
-                    r
-                });
+                let r = task(i, &mut report);
                 slots.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }
     });
-    results
+    slots
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(SimError("a run did not finish".into()))))
         .collect()
