@@ -5,15 +5,18 @@
 //! utilization cap. Scheduled by `fairlane_core::reserve` (LDF, DRR, EDF, no reservations)
 //! and metered by its [`Meter`](fairlane_core::reserve::Meter).
 //!
-//! Its own TOML spec ([`DbSpec`], documented in `docs/reservations.md`). Deterministic: each
-//! tenant draws from its own streams of the spec seed, and events at the same instant run in
-//! the order they were scheduled, so the same spec and seed give the same results.
+//! Its spec ([`DbSpec`], documented in `docs/reservations.md`) is the `model = "cores"` kind
+//! of the simulator's one spec format ([`crate::AnySpec`]). It runs on the shared engine: the
+//! one event queue and run loop ([`crate::events`]), the [`Cores`] service, the one RNG stream
+//! scheme ([`crate::rng::stream_id`]). Deterministic: each tenant draws from its own stream
+//! of the spec seed, and events at the same instant run in the order they were scheduled, so
+//! the same spec and seed give the same results.
 //!
 //! ```
 //! let spec = fairlane_sim::dbserver::DbSpec::parse(r#"
 //!     name = "two tenants"
 //!     duration = 5.0
-//!     cores = 2
+//!     server = { model = "cores", cores = 2 }
 //!     schedulers = ["ldf"]
 //!     [[tenant]]
 //!     name = "gold"
@@ -911,7 +914,14 @@ fn estimated_events(spec: &DbSpec) -> f64 {
         // The cores finish at most `cores / min(q, d)` quanta per second.
         quanta_per_s = quanta_per_s.max(cores / q.min(d.max(1e-6)));
     }
-    spec.duration * (2.0 * quanta_per_s + issues_per_s)
+    let tenants: usize = spec.tenant.iter().map(|t| t.count).sum();
+    let intervals = spec
+        .tenant
+        .iter()
+        .filter_map(|t| t.interval)
+        .fold(spec.interval, f64::min);
+    // Metering closes every tenant's interval.
+    spec.duration * (2.0 * quanta_per_s + issues_per_s + tenants as f64 / intervals)
 }
 
 fn run_one(
@@ -924,7 +934,7 @@ fn run_one(
     let wall = std::time::Instant::now();
     let err = |x: fairlane_core::Error| SimError(format!("{}: {sched_name}: {x}", spec.name));
     let estimate = estimated_events(spec);
-    if estimate > spec.max_events as f64 {
+    if !(estimate <= spec.max_events as f64) {
         return Err(SimError(format!(
             "{}: refused: about {estimate:.3e} events (quanta of the shortest quantum on {} \
              cores for {} s) exceed the cap of {} (raise it with --max-events)",

@@ -21,6 +21,10 @@
 //! model, not the stage, knows the path). Shared host resources (CPU, disk, network, locks)
 //! are services too, whose slots are the resource's parallelism.
 
+use crate::blackbox::BlackBoxResult;
+use crate::rng::Rng;
+use crate::spec::Scenario;
+
 /// What a request brings to its service: its cost (units of work) and what was drawn for it
 /// at arrival (so a request is served the same under every scheduler).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -86,6 +90,30 @@ pub trait Service {
 
     /// The engine's depth controller set a new depth (default: ignored).
     fn set_depth(&mut self, _depth: usize, _now: f64) {}
+
+    /// What a request of `cost` units needs, drawn at its arrival from the tenant's service
+    /// stream (default: just the cost; the black box draws its service time and component).
+    fn arrival(&self, cost: f64, _rng: &mut Rng) -> Work {
+        Work {
+            cost,
+            ..Work::default()
+        }
+    }
+
+    /// Measurement hook: a request of tenant `tenant` completed after `response` seconds
+    /// (after the warm-up).
+    fn record(&mut self, _tenant: usize, _response: f64) {}
+
+    /// Measurement hook: the end of a sampling interval.
+    fn sample(&mut self, _now: f64, _sc: &Scenario, _measured: bool, _track_slot: &[u32]) {}
+
+    /// The service's own measurements at the end of a run (the black box's).
+    fn report(self, _sc: &Scenario) -> Option<BlackBoxResult>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 /// `n` identical workers of `rate` units per second; a request of cost `c` holds its worker
