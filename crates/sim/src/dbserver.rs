@@ -639,11 +639,11 @@ pub fn run_all(spec: &DbSpec, jobs: usize) -> Result<Vec<DbRun>, SimError> {
     run_all_with(spec, jobs, &mut |_| {})
 }
 
-/// [`run_all`] with `progress(done_fraction)` over the whole batch.
+/// [`run_all`] reporting the batch's progress.
 pub fn run_all_with(
     spec: &DbSpec,
     jobs: usize,
-    progress: &mut (dyn FnMut(f64) + Send),
+    progress: &mut (dyn FnMut(crate::BatchProgress) + Send),
 ) -> Result<Vec<DbRun>, SimError> {
     let points: Vec<Option<&DbSweep>> = if spec.sweep.is_empty() {
         vec![None]

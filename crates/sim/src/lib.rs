@@ -37,7 +37,9 @@
 
 #![warn(missing_docs)]
 
+pub mod anyspec;
 pub mod blackbox;
+pub mod dbreport;
 pub mod dbserver;
 pub mod engine;
 pub mod events;
@@ -50,8 +52,21 @@ pub mod spec;
 pub mod trace;
 pub mod workload;
 
-pub use engine::{run, RunResult, SimError};
+pub use anyspec::{AnyError, AnyRuns, AnySpec};
+pub use engine::{run, run_with_scheduler, RunResult, SimError};
 pub use spec::{Scenario, SchedulerChoice, Spec, SpecError, SpecFile};
+
+/// Where a batch of runs is: the fraction of simulated time done over all runs, and how
+/// many runs of how many have finished.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchProgress {
+    /// Done fraction in [0, 1].
+    pub fraction: f64,
+    /// Runs finished.
+    pub runs_done: usize,
+    /// Runs in the batch.
+    pub runs: usize,
+}
 
 /// Run every scheduler on every scenario, `jobs` runs at a time, results in scenario-major
 /// then scheduler order. `progress(done_fraction)` reports the whole batch.
@@ -59,6 +74,15 @@ pub fn run_all(
     scenarios: &[Scenario],
     jobs: usize,
     progress: &mut (dyn FnMut(f64) + Send),
+) -> Result<Vec<RunResult>, SimError> {
+    run_all_batch(scenarios, jobs, &mut |p: BatchProgress| progress(p.fraction))
+}
+
+/// [`run_all`] reporting runs done as well.
+pub fn run_all_batch(
+    scenarios: &[Scenario],
+    jobs: usize,
+    progress: &mut (dyn FnMut(BatchProgress) + Send),
 ) -> Result<Vec<RunResult>, SimError> {
     let tasks: Vec<(&Scenario, &SchedulerChoice)> = scenarios
         .iter()
@@ -74,19 +98,35 @@ pub fn run_all(
 }
 
 /// Run tasks `0..n`, `jobs` at a time, results in task order; `progress` gets the batch's
-/// done fraction (each task reports its own through the callback it is given).
+/// progress (each task reports its own fraction through the callback it is given).
 pub(crate) fn parallel<T: Send>(
     n: usize,
     jobs: usize,
-    progress: &mut (dyn FnMut(f64) + Send),
+    progress: &mut (dyn FnMut(BatchProgress) + Send),
     task: impl Fn(usize, &mut dyn FnMut(f64)) -> Result<T, SimError> + Sync,
 ) -> Result<Vec<T>, SimError> {
     let total = n.max(1) as f64;
     let jobs = jobs.clamp(1, n.max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let shared = std::sync::Mutex::new((vec![0.0f64; n], progress));
+    let shared = std::sync::Mutex::new((vec![0.0f64; n], 0usize, progress));
     let slots: std::sync::Mutex<Vec<Option<Result<T, SimError>>>> =
         std::sync::Mutex::new((0..n).map(|_| None).collect());
+    let tell = |i: usize, x: Option<f64>| {
+        let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+        match x {
+            Some(x) => g.0[i] = x,
+            None => {
+                g.0[i] = 1.0;
+                g.1 += 1;
+            }
+        }
+        let p = BatchProgress {
+            fraction: g.0.iter().sum::<f64>() / total,
+            runs_done: g.1,
+            runs: n,
+        };
+        (g.2)(p);
+    };
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
@@ -94,14 +134,9 @@ pub(crate) fn parallel<T: Send>(
                 if i >= n {
                     break;
                 }
-                let mut report = |x: f64| {
-                    let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
-                    g.0[i] = x;
-                    let done = g.0.iter().sum::<f64>() / total;
-                    (g.1)(done);
-                };
-                let r = task(i, &mut report);
+                let r = task(i, &mut |x| tell(i, Some(x)));
                 slots.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                tell(i, None);
             });
         }
     });

@@ -862,8 +862,16 @@ impl Spec {
         // Schedulers.
         let mut schedulers = Vec::new();
         for (i, name) in self.schedulers.iter().enumerate() {
-            let config = Config::preset(name)
-                .map_err(|e| err(&format!("schedulers[{i}]"), core_reason(e)))?;
+            let config = Config::preset(name).map_err(|e| {
+                let mut why = core_reason(e);
+                if crate::dbserver::RESERVATION_SCHEDULERS.contains(&name.as_str()) {
+                    why = format!(
+                        "{why} ({name:?} is a CPU-reservation scheduler: it runs on a database \
+                         server, [server] model = \"cores\")"
+                    );
+                }
+                err(&format!("schedulers[{i}]"), why)
+            })?;
             schedulers.push(SchedulerChoice {
                 name: config.name().to_string(),
                 config: default_clock(config, capacity),
