@@ -148,9 +148,8 @@ pub fn run(args: SimulateArgs) -> ExitCode {
     };
     if let Some(dir) = &args.out {
         let written = match &results {
-            AnyRuns::Pool(r) => report::write_csv(dir, r).and_then(|_| {
-                report::write_html(dir, spec.name(), spec.description(), r, 12)
-            }),
+            AnyRuns::Pool(r) => report::write_csv(dir, r)
+                .and_then(|_| report::write_html(dir, spec.name(), spec.description(), r, 12)),
             AnyRuns::Cores(r) => dbreport::write_csv(dir, r)
                 .and_then(|_| dbreport::write_html(dir, spec.name(), spec.description(), r)),
         };

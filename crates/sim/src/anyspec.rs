@@ -15,6 +15,8 @@ const CORES_ONLY: [&str; 3] = ["cores", "interval", "utilization_cap"];
 const POOL_ONLY: [&str; 3] = ["speed", "metrics", "suite"];
 
 /// A spec of any kind.
+// One value per command: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum AnySpec {
     /// Workers or a black box behind a fair scheduler.
@@ -60,7 +62,8 @@ impl AnySpec {
             message: format!("not valid TOML: {}", e.message().trim()),
         })?;
         if is_cores(&doc) {
-            let spec = DbSpec::from_value(&doc, file).map_err(|e| hint(e, &POOL_ONLY, POOL_HINT))?;
+            let spec =
+                DbSpec::from_value(&doc, file).map_err(|e| hint(e, &POOL_ONLY, POOL_HINT))?;
             return Ok(AnySpec::Cores {
                 file: file.to_string(),
                 doc,
@@ -172,7 +175,8 @@ fn is_cores(doc: &toml::Value) -> bool {
         == Some("cores")
 }
 
-const CORES_HINT: &str = "it belongs to database-server specs, which set [server] model = \"cores\"";
+const CORES_HINT: &str =
+    "it belongs to database-server specs, which set [server] model = \"cores\"";
 const POOL_HINT: &str =
     "it belongs to worker-pool and black-box specs; this spec's [server] model is \"cores\"";
 
@@ -183,8 +187,10 @@ fn hint(mut e: SpecError, other: &[&str], why: &str) -> SpecError {
         .strip_prefix("unknown field `")
         .and_then(|r| r.split('`').next())
     {
-        let top = e.field.is_empty() || e.field == ".";
-        let server_cores = e.field == "server" && name == "cores" && other == CORES_ONLY;
+        // The path of an unknown top-level field is the field itself.
+        let top = e.field.is_empty() || e.field == "." || e.field == name;
+        let server_cores =
+            e.field.starts_with("server") && name == "cores" && other.contains(&"cores");
         if (top && other.contains(&name)) || server_cores {
             e.message = format!("{} ({why})", e.message);
         }

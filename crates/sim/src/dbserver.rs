@@ -346,11 +346,12 @@ impl DbSpec {
 
     /// Check a parsed TOML document as a database-server spec.
     pub fn from_value(doc: &toml::Value, file: &str) -> Result<DbSpec, SpecError> {
-        let spec: DbSpec = serde_path_to_error::deserialize(doc.clone()).map_err(|e| SpecError {
-            file: file.to_string(),
-            field: e.path().to_string(),
-            message: e.inner().message().to_string(),
-        })?;
+        let spec: DbSpec =
+            serde_path_to_error::deserialize(doc.clone()).map_err(|e| SpecError {
+                file: file.to_string(),
+                field: e.path().to_string(),
+                message: e.inner().message().to_string(),
+            })?;
         spec.check().map_err(|(field, message)| SpecError {
             file: file.to_string(),
             field,
@@ -783,7 +784,9 @@ impl Model for DbSim<'_> {
             }
             Ev::Core(core) => {
                 let q = &mut self.queue;
-                let outcome = self.cores.fire(core, now, &mut |t, i| q.push(t, Ev::Core(i)));
+                let outcome = self
+                    .cores
+                    .fire(core, now, &mut |t, i| q.push(t, Ev::Core(i)));
                 let (slot, left) = match outcome {
                     Outcome::Done { slot } => (slot, 0.0),
                     Outcome::Yield { slot, left, .. } => (slot, left),
@@ -934,7 +937,7 @@ fn run_one(
     let wall = std::time::Instant::now();
     let err = |x: fairlane_core::Error| SimError(format!("{}: {sched_name}: {x}", spec.name));
     let estimate = estimated_events(spec);
-    if !(estimate <= spec.max_events as f64) {
+    if estimate.is_nan() || estimate > spec.max_events as f64 {
         return Err(SimError(format!(
             "{}: refused: about {estimate:.3e} events (quanta of the shortest quantum on {} \
              cores for {} s) exceed the cap of {} (raise it with --max-events)",

@@ -195,7 +195,13 @@ pub fn run_with_scheduler(
             sc,
             sched,
             known_costs,
-            BlackBoxService::new(def, sc.rate, sc.tenants.len(), sc.track.len(), sc.max_points),
+            BlackBoxService::new(
+                def,
+                sc.rate,
+                sc.tenants.len(),
+                sc.track.len(),
+                sc.max_points,
+            ),
             progress,
         ),
     }
@@ -206,7 +212,7 @@ pub fn run_with_scheduler(
 fn check_limits(sc: &Scenario) -> Result<(), SimError> {
     let estimate = sc.estimated_events();
     // NaN (an absurd value somewhere) is refused too.
-    if !(estimate <= sc.max_events as f64) {
+    if estimate.is_nan() || estimate > sc.max_events as f64 {
         return Err(SimError(format!(
             "{}{}: refused: about {estimate:.3e} events (arrivals, completions, refresh and \
              sampling ticks over {} s) exceed the cap of {} events; shorten the run, lower \

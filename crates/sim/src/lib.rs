@@ -75,7 +75,9 @@ pub fn run_all(
     jobs: usize,
     progress: &mut (dyn FnMut(f64) + Send),
 ) -> Result<Vec<RunResult>, SimError> {
-    run_all_batch(scenarios, jobs, &mut |p: BatchProgress| progress(p.fraction))
+    run_all_batch(scenarios, jobs, &mut |p: BatchProgress| {
+        progress(p.fraction)
+    })
 }
 
 /// [`run_all`] reporting runs done as well.

@@ -978,7 +978,7 @@ impl Spec {
         for (i, choice) in schedulers[first..].iter().enumerate() {
             if let Some(q) = choice.config.drr_quantum {
                 let rounds = costliest / q;
-                if !(rounds <= 1e6) {
+                if rounds.is_nan() || rounds > 1e6 {
                     return Err(err(
                         &format!("scheduler[{i}].quantum"),
                         format!(

@@ -430,7 +430,10 @@ pub(crate) fn tenant_def(
     let template = match &t.template {
         None => None,
         Some(tpl) => {
-            let mut rng = Rng::new(seed ^ 0x7E3A_11C0, crate::rng::stream_id(&t.name) ^ index as u64);
+            let mut rng = Rng::new(
+                seed ^ 0x7E3A_11C0,
+                crate::rng::stream_id(&t.name) ^ index as u64,
+            );
             Some(production::template(tpl, &mut rng).map_err(|m| ("template".to_string(), m))?)
         }
     };
