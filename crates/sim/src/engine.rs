@@ -1,12 +1,15 @@
-//! The discrete-event engine: one stage of `n` workers of rate `r` pulling from a core
-//! scheduler through the seam (`enqueue` → `dequeue(worker)` → `progress`* → `complete`).
+//! The request engine: tenants' requests through a core scheduler (the seam: `enqueue` →
+//! `dequeue(slot)` → `progress`* → `complete`) into a [`Service`] — a pool of `n` workers of
+//! rate `r` ([`WorkerPool`]) or the black box ([`BlackBoxService`]). It is one
+//! [`Model`](crate::events::Model) on the shared event queue and run loop.
 //!
-//! A request's true cost is what its worker consumes (`cost / r` seconds). Schedulers with
-//! known costs get the cost with the request; the others estimate it and learn from
-//! refresh charging (`progress` every `refresh` seconds for running requests) and
-//! retroactive charging (`complete` with the true cost). Events at the same instant run in
-//! the order they were scheduled, and every tenant draws from its own random streams, so the
-//! same scenario and seed give the same run under every scheduler and every time.
+//! A request's true cost is what the service consumes (`cost / r` seconds on a worker).
+//! Schedulers with known costs get the cost with the request; the others estimate it and
+//! learn from refresh charging (`progress` every `refresh` seconds for running requests, as
+//! far as the service lets its progress be seen) and retroactive charging (`complete` with
+//! the true cost). Events at the same instant run in the order they were scheduled, and every
+//! tenant draws from its own random streams, so the same scenario and seed give the same run
+//! under every scheduler and every time.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
