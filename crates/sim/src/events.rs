@@ -14,10 +14,10 @@ use crate::engine::SimError;
 /// of one core at the simulator's usual pace.
 pub const DEFAULT_MAX_EVENTS: u64 = 2_000_000_000;
 
-/// The most requests one run may hold queued or running at once: a bound on memory (about
-/// 100 bytes each). An offered load far beyond the capacity reaches it and stops the run
-/// with an error instead of exhausting memory.
-pub const MAX_OUTSTANDING: usize = 20_000_000;
+/// The most requests one run may hold queued at once: a bound on memory (about 125 bytes
+/// each with the scheduler's bookkeeping, so about 500 MB). An offered load far beyond the
+/// capacity reaches it and stops the run with an error instead of exhausting memory.
+pub const MAX_OUTSTANDING: usize = 4_000_000;
 
 #[derive(Clone, Copy, Debug)]
 struct Entry<E> {

@@ -982,7 +982,7 @@ impl Spec {
                     return Err(err(
                         &format!("scheduler[{i}].quantum"),
                         format!(
-                            "{q} is too small: a mean request costs up to {costliest:.3e} \
+                            "{q:e} is too small: a mean request costs up to {costliest:.3e} \
                              units per unit weight, {rounds:.3e} DRR rounds per dequeue \
                              (at most 1e6 allowed)"
                         ),
