@@ -233,6 +233,20 @@ fn check_limits(sc: &Scenario) -> Result<(), SimError> {
     Ok(())
 }
 
+/// Run a caller-built scheduler on a scenario's tenants in front of a caller-supplied
+/// [`Service`] (its slots replace the scenario's workers; the scheduler should be built for
+/// that many). The scenario's `[server]` is ignored apart from `refresh`.
+pub fn run_on<S: Service>(
+    sc: &Scenario,
+    sched: Box<dyn Scheduler<Job> + Send>,
+    known_costs: bool,
+    svc: S,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunResult, SimError> {
+    check_limits(sc)?;
+    run_service(sc, sched, known_costs, svc, progress)
+}
+
 fn run_service<S: Service>(
     sc: &Scenario,
     sched: Box<dyn Scheduler<Job> + Send>,

@@ -279,3 +279,65 @@ fn the_event_cap_stops_a_run() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+/// A service model from outside the crate: two workers, the second at half speed. The
+/// engine runs it like its own, and measures against its capacity.
+struct TwoSpeed;
+
+impl fairlane_sim::service::Service for TwoSpeed {
+    fn slots(&self) -> usize {
+        2
+    }
+    fn capacity(&self) -> f64 {
+        150.0
+    }
+    fn begin(
+        &mut self,
+        slot: u32,
+        work: fairlane_sim::service::Work,
+        now: f64,
+        at: &mut impl FnMut(f64, u32),
+    ) {
+        let rate = if slot == 0 { 100.0 } else { 50.0 };
+        at(now + work.cost / rate, slot);
+    }
+    fn fire(
+        &mut self,
+        idx: u32,
+        _now: f64,
+        _at: &mut impl FnMut(f64, u32),
+    ) -> fairlane_sim::service::Outcome {
+        fairlane_sim::service::Outcome::Done { slot: idx }
+    }
+}
+
+#[test]
+fn a_caller_supplied_service_and_scheduler_run_on_the_engine() {
+    let text = r#"
+name = "custom"
+duration = 20.0
+schedulers = ["fifo"]
+[server]
+workers = 2
+rate = 100.0
+refresh = 0.0
+[[tenant]]
+name = "a"
+arrival = { kind = "backlogged" }
+cost = { kind = "constant", value = 1.0 }
+"#;
+    let AnySpec::Pool(p) = parse(text).unwrap() else {
+        unreachable!()
+    };
+    let sc = &p.scenarios().unwrap()[0];
+    let sched = fairlane_core::Config::preset("fifo")
+        .unwrap()
+        .workers(2)
+        .build::<fairlane_sim::engine::Job>()
+        .unwrap();
+    let r = fairlane_sim::engine::run_on(sc, sched, true, TwoSpeed, &mut |_| {}).unwrap();
+    // 100 + 50 unit-cost requests per second, for 20 s.
+    let done = r.tenants[0].completed as f64;
+    assert!((done - 3000.0).abs() <= 2.0, "{done}");
+    assert!((r.utilization - 1.0).abs() < 1e-3, "{}", r.utilization);
+}
