@@ -1,7 +1,7 @@
 //! The request engine: tenants' requests through a core scheduler (the seam: `enqueue` →
 //! `dequeue(slot)` → `progress`* → `complete`) into a [`Service`] — a pool of `n` workers of
 //! rate `r` ([`WorkerPool`]) or the black box ([`BlackBoxService`]). It is one
-//! [`Model`](crate::events::Model) on the shared event queue and run loop.
+//! [`crate::events::Model`] on the shared event queue and run loop.
 //!
 //! A request's true cost is what the service consumes (`cost / r` seconds on a worker).
 //! Schedulers with known costs get the cost with the request; the others estimate it and
