@@ -562,7 +562,7 @@ pub fn fig7(results: &[RunResult], body: &mut Out) {
             join(&big)
         ),
     );
-    for (w, d) in fs.windows(2).zip(&big[1..]) {
+    for (w, d) in fs.windows(2).zip(big.iter().skip(1)) {
         rising.push(
             format!("FSFQ client 1 (240) level, D = {d} / previous D"),
             w[1] / w[0],
@@ -590,7 +590,7 @@ pub fn fig7(results: &[RunResult], body: &mut Out) {
             join(&big)
         ),
     );
-    for (w, d) in c2.windows(2).zip(&big[1..]) {
+    for (w, d) in c2.windows(2).zip(big.iter().skip(1)) {
         takes.push(
             format!("FSFQ client 2 at 400 IO/s, D = {d} / previous D"),
             w[1] / w[0],

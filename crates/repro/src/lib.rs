@@ -390,3 +390,44 @@ pub fn clean(outcomes: &[Outcome]) -> bool {
         })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every analysis, given no runs at all, judges every claim "no data": a missing run
+    /// never passes.
+    #[test]
+    fn empty_runs_give_no_data_never_a_pass() {
+        for e in &EXPERIMENTS {
+            let mut out = Out::default();
+            match e.analysis {
+                Analysis::Pool(f) => f(&[], &mut out),
+                Analysis::Db(f) => f(&[], 95.0, &mut out),
+                Analysis::Direct(_) => continue,
+            }
+            if out.claims.is_empty() {
+                continue; // run() adds its "no data" claim then; see below
+            }
+            for c in &out.claims {
+                assert_eq!(c.verdict(), Verdict::NoData, "{}: {c}", e.name);
+            }
+        }
+    }
+
+    #[test]
+    fn clean_flags_no_data_and_exact_differences_only() {
+        let o = |c: Claim| Outcome {
+            name: "x",
+            title: String::new(),
+            source: Source::None,
+            blocks: Vec::new(),
+            claims: vec![c],
+        };
+        let measured = Claim::new("m", "").check("q", 1.0, Relation::AtLeast, 2.0);
+        assert!(clean(&[o(measured)]));
+        let exact = Claim::new("identical", "").check("q", 1.0, Relation::Within(0.0), 0.0);
+        assert!(!clean(&[o(exact)]));
+        assert!(!clean(&[o(Claim::new("m", ""))]));
+    }
+}
