@@ -166,7 +166,13 @@ impl Claim {
     }
 
     /// Adds a check in place.
-    pub fn push(&mut self, quantity: impl Into<String>, ours: f64, relation: Relation, target: f64) {
+    pub fn push(
+        &mut self,
+        quantity: impl Into<String>,
+        ours: f64,
+        relation: Relation,
+        target: f64,
+    ) {
         self.checks
             .push(Check::new(quantity, ours, relation, target));
     }

@@ -170,7 +170,12 @@ pub fn fig3_4(results: &[RunResult], body: &mut Out) {
                     Relation::Below,
                     2.0,
                 )
-                .check("client 2 mean response (s)", *c2_mean, Relation::Below, 0.05)
+                .check(
+                    "client 2 mean response (s)",
+                    *c2_mean,
+                    Relation::Below,
+                    0.05,
+                )
                 .check(
                     "client 1 last / first ON-period response",
                     c1_last / c1_first,
@@ -398,8 +403,18 @@ pub fn fig5(results: &[RunResult], body: &mut Out) {
                 ms(s8)
             ),
         )
-        .check("client 1 (240) level at 2:1, FSFQ against SFQ", f2, Relation::AtMost, s2)
-        .check("client 1 (240) level at 8:1, FSFQ against SFQ", f8, Relation::AtMost, s8),
+        .check(
+            "client 1 (240) level at 2:1, FSFQ against SFQ",
+            f2,
+            Relation::AtMost,
+            s2,
+        )
+        .check(
+            "client 1 (240) level at 8:1, FSFQ against SFQ",
+            f8,
+            Relation::AtMost,
+            s8,
+        ),
     );
 }
 
@@ -765,7 +780,10 @@ pub fn fig8(results: &[RunResult], body: &mut Out) {
          only at very low utilization; see docs/interposed.md.</p>",
     );
     if checks.is_empty() {
-        checks.push(Claim::new("targets-met", "both clients meet their targets (no runs)"));
+        checks.push(Claim::new(
+            "targets-met",
+            "both clients meet their targets (no runs)",
+        ));
     }
     for c in checks {
         body.claim(c);

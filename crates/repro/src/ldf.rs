@@ -32,7 +32,6 @@ fn find<'a>(runs: &'a [DbRun], label: &str, sched: &str) -> Option<&'a DbRun> {
         .find(|r| r.label == label && r.scheduler == sched)
 }
 
-
 fn pm(m: f64, s: f64) -> String {
     format!("{} ± {}", fmt2(m), fmt2(s))
 }
@@ -195,8 +194,18 @@ pub(crate) fn table1(runs: &[DbRun], _cap: f64, body: &mut Out) {
                 times(p99_8[2] / p99_8[0])
             ),
         )
-        .check("T8's p99, DRR / LDF, 8 bullies", p99_8[1] / p99_8[0], Relation::AtLeast, 1.5)
-        .check("T8's p99, EDF / LDF, 8 bullies", p99_8[2] / p99_8[0], Relation::AtLeast, 1.5),
+        .check(
+            "T8's p99, DRR / LDF, 8 bullies",
+            p99_8[1] / p99_8[0],
+            Relation::AtLeast,
+            1.5,
+        )
+        .check(
+            "T8's p99, EDF / LDF, 8 bullies",
+            p99_8[2] / p99_8[0],
+            Relation::AtLeast,
+            1.5,
+        ),
     );
 }
 
@@ -357,8 +366,18 @@ pub(crate) fn table3(runs: &[DbRun], cap: f64, body: &mut Out) {
             ),
         )
         .check("Jain's index, LDF", jl, Relation::AtLeast, 0.98)
-        .check("Jain's index, EDF (lower bound)", je, Relation::AtLeast, 0.8)
-        .check("Jain's index, EDF (upper bound)", je, Relation::AtMost, 0.92),
+        .check(
+            "Jain's index, EDF (lower bound)",
+            je,
+            Relation::AtLeast,
+            0.8,
+        )
+        .check(
+            "Jain's index, EDF (upper bound)",
+            je,
+            Relation::AtMost,
+            0.92,
+        ),
     );
     // Table 4.
     let mut t4 = Table::new(
@@ -390,7 +409,9 @@ pub(crate) fn table3(runs: &[DbRun], cap: f64, body: &mut Out) {
                     steady_share = share;
                 }
                 ldf_steady.push(
-                    format!("T8's CPU % under LDF, {bullies} bullies, against its proportional share"),
+                    format!(
+                        "T8's CPU % under LDF, {bullies} bullies, against its proportional share"
+                    ),
                     m,
                     Relation::Within(0.6),
                     share,
@@ -421,7 +442,12 @@ pub(crate) fn table3(runs: &[DbRun], cap: f64, body: &mut Out) {
                 fmt2(at8[1])
             ),
         )
-        .check("T8's CPU points, LDF − DRR, 8 bullies", at8[0] - at8[1], Relation::Above, 3.0),
+        .check(
+            "T8's CPU points, LDF − DRR, 8 bullies",
+            at8[0] - at8[1],
+            Relation::Above,
+            3.0,
+        ),
     );
     for (s, n) in SCHEDS {
         let vals: Vec<f64> = ["T1", "T8"]
@@ -453,8 +479,7 @@ fn bursty_latency(r: &DbRun) -> (f64, f64, f64) {
         .filter(|t| (t.group == "static" || t.group == "elastic") && t.queries > 0)
         .map(|t| t.latency_mean)
         .collect();
-    let res: Vec<&DbTenantResult> =
-        r.tenants.iter().filter(|t| t.group == "res").collect();
+    let res: Vec<&DbTenantResult> = r.tenants.iter().filter(|t| t.group == "res").collect();
     let mean = |v: Vec<f64>| {
         if v.is_empty() {
             f64::NAN
@@ -550,7 +575,12 @@ pub(crate) fn fig4(runs: &[DbRun], _cap: f64, body: &mut Out) {
             "ldf",
             "4Res-20Bursty: elastic reservations cut LDF's bursty latency 3–5×",
         ),
-        ("elastic-drr", "4Res-20Bursty", "drr", "4Res-20Bursty: …and DRR's"),
+        (
+            "elastic-drr",
+            "4Res-20Bursty",
+            "drr",
+            "4Res-20Bursty: …and DRR's",
+        ),
         (
             "elastic-ldf-40",
             "40Bursty",
@@ -559,14 +589,12 @@ pub(crate) fn fig4(runs: &[DbRun], _cap: f64, body: &mut Out) {
         ),
     ] {
         let x = r(scen, sched);
-        body.claim(
-            Claim::new(id, format!("{text} (ours {})", times(x))).check(
-                format!("{scen} bursty mean latency, static / elastic, {sched}"),
-                x,
-                Relation::AtLeast,
-                2.5,
-            ),
-        );
+        body.claim(Claim::new(id, format!("{text} (ours {})", times(x))).check(
+            format!("{scen} bursty mean latency, static / elastic, {sched}"),
+            x,
+            Relation::AtLeast,
+            2.5,
+        ));
     }
     body.claim(
         Claim::new(
@@ -761,9 +789,18 @@ pub(crate) fn fig6(runs: &[DbRun], _cap: f64, body: &mut Out) {
                     }
                 ),
             )
-            .check(format!("{c}: revenue % at α = 1 against α = 0"), r1, Relation::AtMost, r0)
-            .check(format!("{c}: Jain's index at α = 1 against α = 0"), j1, Relation::AtLeast, j0),
+            .check(
+                format!("{c}: revenue % at α = 1 against α = 0"),
+                r1,
+                Relation::AtMost,
+                r0,
+            )
+            .check(
+                format!("{c}: Jain's index at α = 1 against α = 0"),
+                j1,
+                Relation::AtLeast,
+                j0,
+            ),
         );
     }
 }
-

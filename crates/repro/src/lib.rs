@@ -259,7 +259,10 @@ impl Outcome {
             panic!(
                 "{}: no claim {id:?}; claims: {:?}",
                 self.name,
-                self.claims.iter().map(|c| c.id.as_str()).collect::<Vec<_>>()
+                self.claims
+                    .iter()
+                    .map(|c| c.id.as_str())
+                    .collect::<Vec<_>>()
             )
         })
     }
@@ -272,9 +275,7 @@ fn locate(rel: &str, root: Option<&Path>) -> Option<PathBuf> {
         return Some(r.join(rel)).filter(|p| p.is_file());
     }
     let cwd = std::env::current_dir().ok()?;
-    cwd.ancestors()
-        .map(|d| d.join(rel))
-        .find(|p| p.is_file())
+    cwd.ancestors().map(|d| d.join(rel)).find(|p| p.is_file())
 }
 
 /// Run one experiment; `progress` gets the fraction of it done.
@@ -322,7 +323,10 @@ pub fn run(
                 Runs::Db { runs, .. } => runs.len(),
             };
             let from = match &source {
-                Source::Disk(p) => format!("read from <code>{}</code>", escape(&p.display().to_string())),
+                Source::Disk(p) => format!(
+                    "read from <code>{}</code>",
+                    escape(&p.display().to_string())
+                ),
                 _ => "the copy compiled into this binary (no repository found)".into(),
             };
             out.push_str(&format!(
@@ -333,9 +337,13 @@ pub fn run(
             ));
             match (analysis, &results) {
                 (Analysis::Pool(f), Runs::Pool(r)) => f(r, &mut out),
-                (Analysis::Db(f), Runs::Db { runs, utilization_cap }) => {
-                    f(runs, *utilization_cap, &mut out)
-                }
+                (
+                    Analysis::Db(f),
+                    Runs::Db {
+                        runs,
+                        utilization_cap,
+                    },
+                ) => f(runs, *utilization_cap, &mut out),
                 _ => return Err(format!("{}: analysis does not fit its spec", e.name)),
             }
             (parsed.name, source)
@@ -362,7 +370,11 @@ pub fn page(outcomes: &[Outcome]) -> Page {
     let mut t = Table::new(["experiment", "verdict", "claim"]);
     for o in outcomes {
         for c in &o.claims {
-            t.push_row([o.name.to_string(), c.verdict().label().to_string(), c.text.clone()]);
+            t.push_row([
+                o.name.to_string(),
+                c.verdict().label().to_string(),
+                c.text.clone(),
+            ]);
         }
     }
     let mut p = Page::new("fairlane reproduction report").intro(

@@ -108,8 +108,8 @@ impl Parsed {
     ) -> Result<(Runs, u64, &'static str), String> {
         match &self.kind {
             Kind::Pool(scenarios) => {
-                let r = fairlane_sim::run_all(scenarios, jobs, progress)
-                    .map_err(|e| e.to_string())?;
+                let r =
+                    fairlane_sim::run_all(scenarios, jobs, progress).map_err(|e| e.to_string())?;
                 let events = r.iter().map(|r| r.events).sum();
                 Ok((Runs::Pool(r), events, "events"))
             }

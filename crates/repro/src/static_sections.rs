@@ -197,18 +197,25 @@ pub(crate) fn worked_example(body: &mut Out) -> Result<(), String> {
         let same = ours[0] == paper[0] && ours[1] == paper[1];
         let differing = (0..2)
             .map(|w| {
-                ours[w].iter().zip(&paper[w]).filter(|(a, b)| a != b).count()
+                ours[w]
+                    .iter()
+                    .zip(&paper[w])
+                    .filter(|(a, b)| a != b)
+                    .count()
                     + ours[w].len().abs_diff(paper[w].len())
             })
             .sum::<usize>();
         body.claim_silent(
-            Claim::new("identical", format!("{caption}: our schedule under {preset}"))
-                .check(
-                    format!("{preset}: cells differing from the paper's schedule"),
-                    differing as f64,
-                    Relation::Within(0.0),
-                    0.0,
-                ),
+            Claim::new(
+                "identical",
+                format!("{caption}: our schedule under {preset}"),
+            )
+            .check(
+                format!("{preset}: cells differing from the paper's schedule"),
+                differing as f64,
+                Relation::Within(0.0),
+                0.0,
+            ),
         );
         let _ =
             write!(
@@ -225,7 +232,6 @@ pub(crate) fn worked_example(body: &mut Out) -> Result<(), String> {
     }
     Ok(())
 }
-
 
 #[cfg(test)]
 mod tests {

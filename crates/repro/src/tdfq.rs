@@ -10,8 +10,6 @@ use crate::claim::{Claim, Relation};
 use crate::out::{distinct, mean, quantile, times, Out};
 use crate::runs::{lag_sigma_cdf, occupancy_chart, RunResult, TenantResult};
 
-
-
 fn labels(results: &[RunResult]) -> Vec<String> {
     distinct(results, |r| &r.label)
 }
@@ -349,8 +347,18 @@ pub(crate) fn fig11(results: &[RunResult], body: &mut Out) {
             "p99-ratio-pessimistic",
             format!("with pessimistic newcomer estimates, {pa:.1}× and {pb:.1}× (same target)"),
         )
-        .check("T1 p99 WFQᴱ / 2DFQᴱ, pessimistic", pa, Relation::AtLeast, 10.0)
-        .check("T1 p99 WF²Qᴱ / 2DFQᴱ, pessimistic", pb, Relation::AtLeast, 10.0),
+        .check(
+            "T1 p99 WFQᴱ / 2DFQᴱ, pessimistic",
+            pa,
+            Relation::AtLeast,
+            10.0,
+        )
+        .check(
+            "T1 p99 WF²Qᴱ / 2DFQᴱ, pessimistic",
+            pb,
+            Relation::AtLeast,
+            10.0,
+        ),
     );
 }
 
@@ -461,4 +469,3 @@ pub(crate) fn fig13(results: &[RunResult], body: &mut Out) {
         .check("T1 median p99 speedup over WF²Qᴱ", mb, Relation::Above, 10.0),
     );
 }
-

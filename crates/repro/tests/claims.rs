@@ -93,7 +93,11 @@ fn interposed_fig3_4_isolation() {
 fn interposed_fig5_sfq_vs_fsfq() {
     let o = outcome("interposed-fig5");
     assert_claims(&o, &["isolation", "weight-matters", "fsfq-better"]);
-    assert_eq!(o.claim("isolation").checks.len(), 16, "2 schedulers × 2 weights × 2 rates × 2");
+    assert_eq!(
+        o.claim("isolation").checks.len(),
+        16,
+        "2 schedulers × 2 weights × 2 rates × 2"
+    );
 }
 
 #[test]
@@ -107,7 +111,12 @@ fn interposed_fig7_depth() {
     let o = outcome("interposed-fig7");
     assert_claims(
         &o,
-        &["higher-d-weakens", "higher-d-client2", "d4-starves", "rw-client2-every-d"],
+        &[
+            "higher-d-weakens",
+            "higher-d-client2",
+            "d4-starves",
+            "rw-client2-every-d",
+        ],
     );
     // RW(4)'s window of 2.67 slots cannot carry 240 IO/s: the only check that fails.
     let c = o.claim("rw-client1-every-d");
@@ -132,7 +141,12 @@ fn ldf_table1_t8_holds_its_reservation() {
     assert_from_disk(&o);
     assert_claims(
         &o,
-        &["ldf-holds-reservation", "nores-falls", "drr-below-ldf", "p99-vs-nores"],
+        &[
+            "ldf-holds-reservation",
+            "nores-falls",
+            "drr-below-ldf",
+            "p99-vs-nores",
+        ],
     );
     // Table 1: LDF keeps T8 at 25.0–25.12 %; ours within 0.5 points of the spec's 25 %.
     let c = o.claim("ldf-holds-reservation");
@@ -149,7 +163,12 @@ fn ldf_table3_proportional_shares() {
     let o = outcome("ldf-table3");
     assert_claims(
         &o,
-        &["ldf-proportional", "edf-favours-large", "jain", "ldf-steady"],
+        &[
+            "ldf-proportional",
+            "edf-favours-large",
+            "jain",
+            "ldf-steady",
+        ],
     );
     // T8's share from the spec's reservations (10 + 3·16 + 3·20 + 50 = 168 %; the paper
     // rounds to 170 % and 27.94 %) and its 95 % cap: 50 / 168 × 95 = 28.27 %.
@@ -157,7 +176,10 @@ fn ldf_table3_proportional_shares() {
     assert_eq!(c.checks.len(), 5);
     for x in &c.checks {
         assert!((x.target - 50.0 / 168.0 * 95.0).abs() < 1e-9, "{x}");
-        assert!((x.ours - 27.94).abs() <= 0.6 + 0.34, "paper 27.47–27.89: {x}");
+        assert!(
+            (x.ours - 27.94).abs() <= 0.6 + 0.34,
+            "paper 27.47–27.89: {x}"
+        );
     }
 }
 
@@ -225,7 +247,10 @@ fn an_edited_spec_on_disk_is_the_one_that_runs() {
         ..Options::quick()
     };
     let o = run(find("ldf-table1").unwrap(), &opts, &mut |_| {}).unwrap();
-    assert_eq!(o.source, Source::Disk(root.join("experiments/ldf-table1.toml")));
+    assert_eq!(
+        o.source,
+        Source::Disk(root.join("experiments/ldf-table1.toml"))
+    );
     let c = o.claim("ldf-holds-reservation");
     assert!(c.checks.iter().all(|x| x.target == 30.0), "{c}");
     std::fs::remove_dir_all(root).unwrap();
