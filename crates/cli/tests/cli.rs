@@ -144,7 +144,10 @@ fn simulate_errors_name_the_file_and_field() {
     let out = fairlane(&["simulate", s(&spec), "--duration=-1"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("two.toml") && err.contains("duration"), "{err}");
+    assert!(
+        err.contains("two.toml") && err.contains("duration"),
+        "{err}"
+    );
 }
 
 #[test]
