@@ -34,10 +34,9 @@ use std::path::{Path, PathBuf};
 use fairlane_plot::{escape, Block, Page, Table};
 
 pub use claim::{Check, Claim, Relation, Verdict};
-pub use runs::Runs;
 
 use out::Out;
-use runs::Server;
+use runs::{Runs, Server};
 
 /// How an experiment computes its section.
 #[derive(Clone, Copy)]
@@ -223,8 +222,8 @@ pub fn planned_runs(e: &Experiment, opts: &Options) -> Result<usize, String> {
         Analysis::Db(_) => Server::Db,
         _ => Server::Pool,
     };
-    let p = runs::parse(server, embedded, rel, PathBuf::from("."), opts.quick)?;
-    Ok(p.runs)
+    let (text, file, dir, _) = spec_text(rel, embedded, opts)?;
+    Ok(runs::parse(server, &text, &file, dir, opts.quick)?.runs)
 }
 
 /// Where a spec was read from.
@@ -278,6 +277,35 @@ fn locate(rel: &str, root: Option<&Path>) -> Option<PathBuf> {
     cwd.ancestors().map(|d| d.join(rel)).find(|p| p.is_file())
 }
 
+/// The spec's text, its name for messages, the directory anchoring its relative paths, and
+/// where it came from: the file under the repository when there is one (and the options
+/// allow it), the compiled-in copy otherwise.
+fn spec_text(
+    rel: &str,
+    embedded: &str,
+    opts: &Options,
+) -> Result<(String, String, PathBuf, Source), String> {
+    let disk = if opts.embedded_only {
+        None
+    } else {
+        locate(rel, opts.root.as_deref())
+    };
+    Ok(match disk {
+        Some(p) => (
+            std::fs::read_to_string(&p).map_err(|err| format!("{}: {err}", p.display()))?,
+            p.display().to_string(),
+            p.parent().map(Path::to_path_buf).unwrap_or_default(),
+            Source::Disk(p),
+        ),
+        None => (
+            embedded.to_string(),
+            rel.to_string(),
+            PathBuf::from("."),
+            Source::Embedded,
+        ),
+    })
+}
+
 /// Run one experiment; `progress` gets the fraction of it done.
 pub fn run(
     e: &Experiment,
@@ -293,25 +321,7 @@ pub fn run(
         }
         (None, _) => return Err(format!("{}: no spec", e.name)),
         (Some((rel, embedded)), analysis) => {
-            let disk = if opts.embedded_only {
-                None
-            } else {
-                locate(rel, opts.root.as_deref())
-            };
-            let (text, file, dir, source) = match &disk {
-                Some(p) => (
-                    std::fs::read_to_string(p).map_err(|err| format!("{}: {err}", p.display()))?,
-                    p.display().to_string(),
-                    p.parent().map(Path::to_path_buf).unwrap_or_default(),
-                    Source::Disk(p.clone()),
-                ),
-                None => (
-                    embedded.to_string(),
-                    rel.to_string(),
-                    PathBuf::from("."),
-                    Source::Embedded,
-                ),
-            };
+            let (text, file, dir, source) = spec_text(rel, embedded, opts)?;
             let server = match analysis {
                 Analysis::Db(_) => Server::Db,
                 _ => Server::Pool,

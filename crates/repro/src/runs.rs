@@ -10,7 +10,7 @@ pub use fairlane_sim::metrics::TenantResult;
 pub use fairlane_sim::RunResult;
 
 /// The results of one experiment's spec, by the kind of server it simulates.
-pub enum Runs {
+pub(crate) enum Runs {
     /// A pool of workers or the black-box server (`fairlane_sim::run_all`).
     Pool(Vec<RunResult>),
     /// The database server with CPU reservations (`fairlane_sim::dbserver`), with the spec's

@@ -11,6 +11,14 @@ fn outcome(name: &str) -> Outcome {
     run(e, &Options::quick(), &mut |_| {}).unwrap_or_else(|err| panic!("{name}: {err}"))
 }
 
+/// The claim `id` of `o`, failing the test with the ids there are when it is absent.
+fn claim<'a>(o: &'a Outcome, id: &str) -> &'a fairlane_repro::Claim {
+    o.claim(id).unwrap_or_else(|| {
+        let ids: Vec<&str> = o.claims.iter().map(|c| c.id.as_str()).collect();
+        panic!("{}: no claim {id:?}; claims: {ids:?}", o.name)
+    })
+}
+
 /// Every claim has data; the claims named hold (every check within its margin).
 fn assert_claims(o: &Outcome, reproduced: &[&str]) {
     assert!(!o.claims.is_empty(), "{}: no claims", o.name);
@@ -18,7 +26,7 @@ fn assert_claims(o: &Outcome, reproduced: &[&str]) {
         assert_ne!(c.verdict(), Verdict::NoData, "{}: {c}", o.name);
     }
     for id in reproduced {
-        let c = o.claim(id);
+        let c = claim(&o, id);
         for check in &c.checks {
             assert!(check.holds(), "{}: {check}\n{c}", o.name);
         }
@@ -49,7 +57,7 @@ fn tdfq_fig8_sigma_ratio_against_wfq() {
     assert_from_disk(&o);
     assert_claims(&o, &[]);
     // The paper: 2DFQ's σ is "an order of magnitude lower" than WFQ's at n = 50.
-    let wfq = &o.claim("sigma-ratio-n50").checks[0];
+    let wfq = &claim(&o, "sigma-ratio-n50").checks[0];
     assert!(wfq.ours >= 10.0, "{wfq}");
 }
 
@@ -57,7 +65,7 @@ fn tdfq_fig8_sigma_ratio_against_wfq() {
 fn tdfq_fig9_first_quartile_sigma_has_data() {
     let o = outcome("2dfq-fig9");
     assert_claims(&o, &[]);
-    let c = o.claim("q1-sigma-ratio");
+    let c = claim(&o, "q1-sigma-ratio");
     assert!(c.checks.iter().all(|x| x.target == 10.0), "{c}");
 }
 
@@ -66,7 +74,7 @@ fn tdfq_fig11_t1_p99_lower_under_2dfqe() {
     let o = outcome("2dfq-fig11");
     assert_claims(&o, &[]);
     // Not the paper's 10× (docs/results.md), but 2DFQᴱ does lower T1's p99 against both.
-    for x in &o.claim("p99-ratio").checks {
+    for x in &claim(&o, "p99-ratio").checks {
         assert!(x.ours > 1.0, "{x}");
     }
 }
@@ -75,7 +83,7 @@ fn tdfq_fig11_t1_p99_lower_under_2dfqe() {
 fn tdfq_fig13_median_speedup_over_wfqe() {
     let o = outcome("2dfq-fig13");
     assert_claims(&o, &[]);
-    let over_wfq = &o.claim("median-speedup").checks[0];
+    let over_wfq = &claim(&o, "median-speedup").checks[0];
     assert!(over_wfq.holds(), "{over_wfq}");
 }
 
@@ -84,7 +92,7 @@ fn interposed_fig3_4_isolation() {
     let o = outcome("interposed-fig3-4");
     assert_claims(&o, &["edf-no-isolation", "fsfq-isolates", "rw-isolates"]);
     // Client 2 under FSFQ: the paper's ≈ 18 ms, ours within 50 ms.
-    let c2 = &o.claim("fsfq-isolates").checks[1];
+    let c2 = &claim(&o, "fsfq-isolates").checks[1];
     assert_eq!(c2.relation, Relation::Below);
     assert!(c2.ours > 0.010 && c2.ours < 0.05, "{c2}");
 }
@@ -94,7 +102,7 @@ fn interposed_fig5_sfq_vs_fsfq() {
     let o = outcome("interposed-fig5");
     assert_claims(&o, &["isolation", "weight-matters", "fsfq-better"]);
     assert_eq!(
-        o.claim("isolation").checks.len(),
+        claim(&o, "isolation").checks.len(),
         16,
         "2 schedulers × 2 weights × 2 rates × 2"
     );
@@ -119,7 +127,7 @@ fn interposed_fig7_depth() {
         ],
     );
     // RW(4)'s window of 2.67 slots cannot carry 240 IO/s: the only check that fails.
-    let c = o.claim("rw-client1-every-d");
+    let c = claim(&o, "rw-client1-every-d");
     let failing: Vec<_> = c.checks.iter().filter(|x| !x.holds()).collect();
     assert_eq!(failing.len(), 1, "{c}");
     assert!(failing[0].quantity.ends_with("D = 4"), "{c}");
@@ -130,7 +138,7 @@ fn interposed_fig8_adaptive_depth_meets_the_feasible_targets() {
     let o = outcome("interposed-fig8");
     assert_claims(&o, &["targets-met feasible"]);
     // The targets are the spec's: 1 s for client 1, 20 ms for client 2 at the feasible point.
-    let c = o.claim("targets-met feasible");
+    let c = claim(&o, "targets-met feasible");
     assert_eq!(c.checks[0].target, 1.0, "{c}");
     assert_eq!(c.checks[2].target, 0.020, "{c}");
 }
@@ -149,7 +157,7 @@ fn ldf_table1_t8_holds_its_reservation() {
         ],
     );
     // Table 1: LDF keeps T8 at 25.0–25.12 %; ours within 0.5 points of the spec's 25 %.
-    let c = o.claim("ldf-holds-reservation");
+    let c = claim(&o, "ldf-holds-reservation");
     assert_eq!(c.checks.len(), 5, "0, 2, 4, 6, 8 bullies");
     for x in &c.checks {
         assert_eq!(x.target, 25.0, "read from the spec");
@@ -172,7 +180,7 @@ fn ldf_table3_proportional_shares() {
     );
     // T8's share from the spec's reservations (10 + 3·16 + 3·20 + 50 = 168 %; the paper
     // rounds to 170 % and 27.94 %) and its 95 % cap: 50 / 168 × 95 = 28.27 %.
-    let c = o.claim("ldf-steady");
+    let c = claim(&o, "ldf-steady");
     assert_eq!(c.checks.len(), 5);
     for x in &c.checks {
         assert!((x.target - 50.0 / 168.0 * 95.0).abs() < 1e-9, "{x}");
@@ -187,7 +195,7 @@ fn ldf_table3_proportional_shares() {
 fn ldf_fig4_elastic_reservations() {
     let o = outcome("ldf-fig4");
     assert_claims(&o, &["elastic-ldf", "boost-impact"]);
-    let x = &o.claim("elastic-ldf").checks[0];
+    let x = &claim(&o, "elastic-ldf").checks[0];
     assert!(x.ours >= 2.5, "paper 3–5×: {x}");
 }
 
@@ -195,7 +203,7 @@ fn ldf_fig4_elastic_reservations() {
 fn ldf_fig5_revenue_optimization() {
     let o = outcome("ldf-fig5");
     assert_claims(&o, &["opt-refunds-less", "opt-vs-edf", "opt-less-fair"]);
-    assert!(!o.claim("opt-refunds-less").checks.is_empty());
+    assert!(!claim(&o, "opt-refunds-less").checks.is_empty());
 }
 
 #[test]
@@ -251,7 +259,7 @@ fn an_edited_spec_on_disk_is_the_one_that_runs() {
         o.source,
         Source::Disk(root.join("experiments/ldf-table1.toml"))
     );
-    let c = o.claim("ldf-holds-reservation");
+    let c = claim(&o, "ldf-holds-reservation");
     assert!(c.checks.iter().all(|x| x.target == 30.0), "{c}");
     std::fs::remove_dir_all(root).unwrap();
 }
