@@ -26,7 +26,7 @@ fn assert_claims(o: &Outcome, reproduced: &[&str]) {
         assert_ne!(c.verdict(), Verdict::NoData, "{}: {c}", o.name);
     }
     for id in reproduced {
-        let c = claim(&o, id);
+        let c = claim(o, id);
         for check in &c.checks {
             assert!(check.holds(), "{}: {check}\n{c}", o.name);
         }
