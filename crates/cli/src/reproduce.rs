@@ -61,12 +61,12 @@ pub fn run(args: ReproduceArgs) -> ExitCode {
     let mut bar = Progress::new("reproduce", planned.iter().sum());
     let (mut done, mut outcomes) = (0usize, Vec::new());
     for (e, n) in chosen.into_iter().zip(planned) {
-        bar.finish();
         eprintln!("reproduce: {} ({n} runs)", e.name);
         bar.set_what(e.name);
         let base = done as f64;
         let outcome = fairlane_repro::run(e, &opts, &mut |f| bar.update(base + f * n as f64));
         done += n;
+        bar.finish();
         match outcome {
             Ok(o) => {
                 match &o.source {
@@ -79,7 +79,6 @@ pub fn run(args: ReproduceArgs) -> ExitCode {
                 outcomes.push(o);
             }
             Err(err) => {
-                bar.finish();
                 eprintln!("reproduce: {}: {err}", e.name);
                 return ExitCode::FAILURE;
             }

@@ -59,12 +59,12 @@ impl Progress {
         let secs = self.start.elapsed().as_secs_f64();
         let eta = if f > 0.0 { secs / f - secs } else { 0.0 };
         eprint!(
-            "\r{} [{}{}] {:.1}/{} runs  {:.0}s elapsed, ~{:.0}s left ",
+            "\r{} [{}{}] {}/{} runs  {:.0}s elapsed, ~{:.0}s left ",
             self.what,
             "#".repeat(filled),
             " ".repeat(width - filled),
-            self.done,
-            self.total,
+            self.done.floor() as u64,
+            self.total as u64,
             secs,
             eta
         );
