@@ -79,3 +79,19 @@ impl Progress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_runs_and_stays_quiet_off_a_terminal() {
+        let mut p = Progress::with_output("x", 4, false);
+        p.update(1.0);
+        assert_eq!(p.fraction(), 0.25);
+        p.update(9.0);
+        assert_eq!(p.fraction(), 1.0);
+        assert!(!p.shown, "nothing drawn when not a terminal");
+        assert_eq!(Progress::with_output("x", 0, false).fraction(), 0.0);
+    }
+}
