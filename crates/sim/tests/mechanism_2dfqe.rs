@@ -98,3 +98,220 @@ fn pessimistic_estimation_separates_but_does_not_win_tenfold() {
         "vs WFQᴱ: {over_wfq:.3}× (2DFQᴱ should be > 10× worse)"
     );
 }
+
+/// The evidence for *why* (docs/results.md, "2DFQᴱ mechanism"): the same workload driven
+/// straight through `fairlane_core`'s scheduler seam, so that the scheduler's state can be
+/// read when each probe request arrives and counted while it waits.
+mod trace {
+    use std::cmp::Reverse;
+    use std::collections::{BinaryHeap, VecDeque};
+
+    use fairlane_core::{ClassId, Config, Decision, Request, Scheduler, TenantId, Ticket};
+    use fairlane_sim::rng::Rng;
+
+    const WORKERS: usize = 16;
+    const RATE: f64 = 1000.0;
+    const GROUP: u64 = 8;
+    /// A probe request that waits longer than this is "slow".
+    const SLOW: f64 = 0.05;
+
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Kind {
+        Probe,
+        Small,
+        Large,
+        Unpredictable,
+    }
+
+    fn kind(t: u64) -> Kind {
+        match t {
+            0 => Kind::Probe,
+            t if t <= GROUP => Kind::Small,
+            t if t <= 2 * GROUP => Kind::Large,
+            _ => Kind::Unpredictable,
+        }
+    }
+
+    fn cost(k: Kind, rng: &mut Rng) -> f64 {
+        let cheap = |rng: &mut Rng| (1.0 + 0.1 * rng.normal()).max(0.1);
+        match k {
+            Kind::Probe | Kind::Small => cheap(rng),
+            Kind::Large => (1000.0 + 100.0 * rng.normal()).max(1.0),
+            Kind::Unpredictable if rng.uniform() < 0.05 => 900.0 + 200.0 * rng.uniform(),
+            Kind::Unpredictable => 0.9 + 0.2 * rng.uniform(),
+        }
+    }
+
+    /// What the probe's slow requests met.
+    #[derive(Debug, Default)]
+    pub struct Evidence {
+        pub p99: f64,
+        /// Probe requests that waited > 50 ms, and all of them (after the warm-up).
+        pub slow: usize,
+        pub probes: usize,
+        /// Mean over arrivals of min over the small tenants of `S_f − v`.
+        pub small_ahead_all: f64,
+        pub small_ahead_slow: f64,
+        /// At a slow request's arrival: threads running a request costing ≥ 100, and those of
+        /// them dispatched with a charge (estimate) < 100.
+        pub expensive_running: f64,
+        pub underestimated_running: f64,
+        /// While a slow request waited: requests dispatched of the small tenants, and of the
+        /// large and unpredictable ones (means per slow request).
+        pub small_dispatched: f64,
+        pub expensive_dispatched: f64,
+    }
+
+    struct Arrival {
+        small_ahead: f64,
+        expensive: usize,
+        underestimated: usize,
+        dispatched: [u64; 2],
+    }
+
+    type Running = Option<(Ticket, u64, f64, f64, f64)>; // ticket, tenant, cost, start, charged
+
+    pub fn run(preset: &str, duration: f64, warmup: f64) -> Evidence {
+        let mut s: Box<dyn Scheduler<(u64, f64, f64)> + Send> = Config::preset(preset)
+            .unwrap()
+            .workers(WORKERS)
+            .build()
+            .unwrap();
+        let mut rng = Rng::new(18, 0);
+        let mut events: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new();
+        let mut seq = 0;
+        let mut at = |events: &mut BinaryHeap<_>, t: f64, what: u64| {
+            seq += 1;
+            events.push(Reverse(((t * 1e9) as u64, seq, what)));
+        };
+        const ARRIVE: u64 = u64::MAX;
+        const REFRESH: u64 = u64::MAX - 1;
+        let enqueue = |s: &mut Box<dyn Scheduler<_> + Send>, t: u64, c: f64, now: f64| {
+            let req = Request::new(TenantId(t), ClassId(0), (t, c, now));
+            s.enqueue(req, now).unwrap();
+        };
+        for t in 1..=3 * GROUP {
+            for _ in 0..=WORKERS {
+                let c = cost(kind(t), &mut rng);
+                enqueue(&mut s, t, c, 0.0);
+            }
+        }
+        at(&mut events, rng.exp(0.02), ARRIVE);
+        at(&mut events, 0.01, REFRESH);
+        let mut running: Vec<Running> = vec![None; WORKERS];
+        let mut waiting: VecDeque<Arrival> = VecDeque::new();
+        let mut dispatched = [0u64; 2];
+        let mut ev = Evidence::default();
+        let mut latencies = Vec::new();
+        while let Some(Reverse((key, _, what))) = events.pop() {
+            let now = key as f64 / 1e9;
+            if now > duration {
+                break;
+            }
+            match what {
+                ARRIVE => {
+                    enqueue(&mut s, 0, cost(Kind::Probe, &mut rng), now);
+                    let v = s.virtual_time().unwrap();
+                    let small_ahead = (1..=GROUP)
+                        .map(|t| s.tenant(TenantId(t)).unwrap().tag - v)
+                        .fold(f64::INFINITY, f64::min);
+                    let exp = running.iter().flatten().filter(|r| r.2 >= 100.0);
+                    waiting.push_back(Arrival {
+                        small_ahead,
+                        expensive: exp.clone().count(),
+                        underestimated: exp.filter(|r| r.4 < 100.0).count(),
+                        dispatched,
+                    });
+                    at(&mut events, now + rng.exp(0.02), ARRIVE);
+                }
+                REFRESH => {
+                    for (ticket, _, c, start, _) in running.iter().flatten() {
+                        s.progress(*ticket, ((now - start) * RATE).min(*c), now)
+                            .unwrap();
+                    }
+                    at(&mut events, now + 0.01, REFRESH);
+                }
+                w => {
+                    let (ticket, t, c, _, _) = running[w as usize].take().unwrap();
+                    s.complete(ticket, c, now).unwrap();
+                    if t != 0 {
+                        let c = cost(kind(t), &mut rng);
+                        enqueue(&mut s, t, c, now);
+                    }
+                }
+            }
+            for (w, slot) in running.iter_mut().enumerate() {
+                if slot.is_some() {
+                    continue;
+                }
+                let Decision::Run(d) = s.dequeue(w, now).unwrap() else {
+                    break;
+                };
+                let (t, c, arrived) = d.request.payload;
+                *slot = Some((d.ticket, t, c, now, d.charged));
+                at(&mut events, now + c / RATE, w as u64);
+                match kind(t) {
+                    Kind::Small => dispatched[0] += 1,
+                    Kind::Large | Kind::Unpredictable => dispatched[1] += 1,
+                    Kind::Probe => {
+                        let a = waiting.pop_front().unwrap();
+                        if arrived < warmup {
+                            continue;
+                        }
+                        latencies.push(now - arrived + c / RATE);
+                        ev.probes += 1;
+                        ev.small_ahead_all += a.small_ahead;
+                        if now - arrived > SLOW {
+                            ev.slow += 1;
+                            ev.small_ahead_slow += a.small_ahead;
+                            ev.expensive_running += a.expensive as f64;
+                            ev.underestimated_running += a.underestimated as f64;
+                            ev.small_dispatched += (dispatched[0] - a.dispatched[0]) as f64;
+                            ev.expensive_dispatched += (dispatched[1] - a.dispatched[1]) as f64;
+                        }
+                    }
+                }
+            }
+        }
+        latencies.sort_by(f64::total_cmp);
+        ev.p99 = latencies[latencies.len() * 99 / 100];
+        ev.small_ahead_all /= ev.probes.max(1) as f64;
+        let slow = ev.slow.max(1) as f64;
+        ev.small_ahead_slow /= slow;
+        ev.expensive_running /= slow;
+        ev.underestimated_running /= slow;
+        ev.small_dispatched /= slow;
+        ev.expensive_dispatched /= slow;
+        ev
+    }
+}
+
+/// Under 2DFQᴱ the probe's slow requests are not blocked by expensive requests: threads keep
+/// freeing, and they serve the backlogged small tenants, who sit behind virtual time (owed
+/// service) while the probe joins at v (Fig. 7 line 4). Under WFQᴱ the small tenants run
+/// ahead of v, so the probe goes first.
+#[test]
+fn slow_probe_requests_wait_behind_owed_small_tenants() {
+    let tdfqe = trace::run("2dfqe", 60.0, 10.0);
+    let wfqe = trace::run("wfqe", 60.0, 10.0);
+    eprintln!("2dfqe: {tdfqe:?}\nwfqe: {wfqe:?}");
+    assert!(tdfqe.probes > 2000 && tdfqe.slow > 10, "{tdfqe:?}");
+    assert!(
+        tdfqe.small_dispatched > 20.0 * tdfqe.expensive_dispatched.max(1.0),
+        "2dfqe: while slow probes waited, {:.0} small vs {:.0} expensive dispatches",
+        tdfqe.small_dispatched,
+        tdfqe.expensive_dispatched
+    );
+    assert!(
+        tdfqe.small_ahead_slow < 2.0 * tdfqe.small_ahead_all,
+        "{tdfqe:?}"
+    );
+    assert!(tdfqe.small_ahead_all < 0.0, "{tdfqe:?}");
+    assert!(wfqe.small_ahead_all > 50.0, "{wfqe:?}");
+    assert!(
+        wfqe.p99 * 10.0 < tdfqe.p99,
+        "wfqe {} vs 2dfqe {}",
+        wfqe.p99,
+        tdfqe.p99
+    );
+}
