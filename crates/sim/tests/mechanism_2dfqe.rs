@@ -9,7 +9,11 @@
 //!   evenly;
 //! * the ≥ 10× p99 gain for the small `probe` tenant is not: 2DFQᴱ beats WF²Qᴱ by 1.2–10×,
 //!   and is more than 10× *worse* than WFQᴱ, whose smallest-finish-tag rule lets the cheap
-//!   backlogged tenants run ahead of virtual time, so the probe, joining at v, goes first.
+//!   backlogged tenants run ahead of virtual time, so the probe, joining at v, goes first;
+//! * with heavy-tailed unpredictable tenants (1 % of requests ~10,000 units) WFQᴱ and WF²Qᴱ do
+//!   block the pool (probe p99 > 1 s), and 2DFQᴱ is worse still: L_max decays by α = 0.99 per
+//!   *completion*, so the many cheap completions erase a 10 s request's cost long before it
+//!   completes and updates the estimate.
 
 use fairlane_sim::{run_all, RunResult, SpecFile};
 
@@ -19,7 +23,7 @@ fn runs() -> Vec<RunResult> {
     let text = SPEC
         .replace("duration = 120.0", "duration = 60.0")
         .replace(
-            r#"schedulers = ["wfqe", "wf2qe", "2dfqe", "wfq", "2dfq"]"#,
+            r#"schedulers = ["wfqe", "wf2qe", "2dfqe", "wfq", "wf2q", "2dfq"]"#,
             r#"schedulers = ["wfqe", "wf2qe", "2dfqe"]"#,
         )
         .lines()
@@ -32,8 +36,22 @@ fn runs() -> Vec<RunResult> {
     );
     let spec = SpecFile::parse(&text, "2dfqe-mechanism.toml", std::env::temp_dir()).unwrap();
     let results = run_all(&spec.scenarios().unwrap(), 3, &mut |_| {}).unwrap();
-    let names: Vec<&str> = results.iter().map(|r| r.scheduler.as_str()).collect();
-    assert_eq!(names, ["wfqe", "wf2qe", "2dfqe"]);
+    let names: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| (r.label.as_str(), r.scheduler.as_str()))
+        .collect();
+    let (a, b) = ("5% expensive", "1% very expensive");
+    assert_eq!(
+        names,
+        [
+            (a, "wfqe"),
+            (a, "wf2qe"),
+            (a, "2dfqe"),
+            (b, "wfqe"),
+            (b, "wf2qe"),
+            (b, "2dfqe")
+        ]
+    );
     results
 }
 
@@ -97,6 +115,13 @@ fn pessimistic_estimation_separates_but_does_not_win_tenfold() {
         over_wfq < 0.1,
         "vs WFQᴱ: {over_wfq:.3}× (2DFQᴱ should be > 10× worse)"
     );
+
+    // Heavy tails: everyone blocks, 2DFQᴱ most.
+    let (wfqe, wf2qe, tdfqe) = (&results[3], &results[4], &results[5]);
+    let (p_wfq, p_wf2q, p_2dfq) = (probe_p99(wfqe), probe_p99(wf2qe), probe_p99(tdfqe));
+    eprintln!("heavy tail, probe p99: wfqe {p_wfq:.2} s, wf2qe {p_wf2q:.2} s, 2dfqe {p_2dfq:.2} s");
+    assert!(p_wfq > 1.0 && p_wf2q > 1.0, "{p_wfq} {p_wf2q}");
+    assert!(p_2dfq > 2.0 * p_wfq.max(p_wf2q), "2dfqe {p_2dfq}");
 }
 
 /// The evidence for *why* (docs/results.md, "2DFQᴱ mechanism"): the same workload driven
