@@ -15,6 +15,7 @@
 //!   *completion*, so the many cheap completions erase a 10 s request's cost long before it
 //!   completes and updates the estimate.
 
+use fairlane_core::{Config, EstimatorKind};
 use fairlane_sim::{run_all, RunResult, SpecFile};
 
 const SPEC: &str = include_str!("../../../experiments/2dfqe-mechanism.toml");
@@ -157,12 +158,19 @@ mod trace {
         }
     }
 
-    fn cost(k: Kind, rng: &mut Rng) -> f64 {
+    /// The spec's two points: unpredictable tenants send 5 % requests of ~1000 units, or
+    /// (`heavy`) 1 % of ~10,000.
+    fn cost(k: Kind, heavy: bool, rng: &mut Rng) -> f64 {
         let cheap = |rng: &mut Rng| (1.0 + 0.1 * rng.normal()).max(0.1);
+        let (p, big) = if heavy {
+            (0.01, 10_000.0)
+        } else {
+            (0.05, 1000.0)
+        };
         match k {
             Kind::Probe | Kind::Small => cheap(rng),
             Kind::Large => (1000.0 + 100.0 * rng.normal()).max(1.0),
-            Kind::Unpredictable if rng.uniform() < 0.05 => 900.0 + 200.0 * rng.uniform(),
+            Kind::Unpredictable if rng.uniform() < p => big * (0.9 + 0.2 * rng.uniform()),
             Kind::Unpredictable => 0.9 + 0.2 * rng.uniform(),
         }
     }
@@ -196,12 +204,9 @@ mod trace {
 
     type Running = Option<(Ticket, u64, f64, f64, f64)>; // ticket, tenant, cost, start, charged
 
-    pub fn run(preset: &str, duration: f64, warmup: f64) -> Evidence {
-        let mut s: Box<dyn Scheduler<(u64, f64, f64)> + Send> = Config::preset(preset)
-            .unwrap()
-            .workers(WORKERS)
-            .build()
-            .unwrap();
+    pub fn run(config: Config, heavy: bool, duration: f64, warmup: f64) -> Evidence {
+        let mut s: Box<dyn Scheduler<(u64, f64, f64)> + Send> =
+            config.workers(WORKERS).build().unwrap();
         let mut rng = Rng::new(18, 0);
         let mut events: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new();
         let mut seq = 0;
@@ -217,7 +222,7 @@ mod trace {
         };
         for t in 1..=3 * GROUP {
             for _ in 0..=WORKERS {
-                let c = cost(kind(t), &mut rng);
+                let c = cost(kind(t), heavy, &mut rng);
                 enqueue(&mut s, t, c, 0.0);
             }
         }
@@ -235,7 +240,7 @@ mod trace {
             }
             match what {
                 ARRIVE => {
-                    enqueue(&mut s, 0, cost(Kind::Probe, &mut rng), now);
+                    enqueue(&mut s, 0, cost(Kind::Probe, heavy, &mut rng), now);
                     let v = s.virtual_time().unwrap();
                     let small_ahead = (1..=GROUP)
                         .map(|t| s.tenant(TenantId(t)).unwrap().tag - v)
@@ -260,7 +265,7 @@ mod trace {
                     let (ticket, t, c, _, _) = running[w as usize].take().unwrap();
                     s.complete(ticket, c, now).unwrap();
                     if t != 0 {
-                        let c = cost(kind(t), &mut rng);
+                        let c = cost(kind(t), heavy, &mut rng);
                         enqueue(&mut s, t, c, now);
                     }
                 }
@@ -317,8 +322,9 @@ mod trace {
 /// ahead of v, so the probe goes first.
 #[test]
 fn slow_probe_requests_wait_behind_owed_small_tenants() {
-    let tdfqe = trace::run("2dfqe", 60.0, 10.0);
-    let wfqe = trace::run("wfqe", 60.0, 10.0);
+    let preset = |name| Config::preset(name).unwrap();
+    let tdfqe = trace::run(preset("2dfqe"), false, 60.0, 10.0);
+    let wfqe = trace::run(preset("wfqe"), false, 60.0, 10.0);
     eprintln!("2dfqe: {tdfqe:?}\nwfqe: {wfqe:?}");
     assert!(tdfqe.probes > 2000 && tdfqe.slow > 10, "{tdfqe:?}");
     assert!(
@@ -338,5 +344,32 @@ fn slow_probe_requests_wait_behind_owed_small_tenants() {
         "wfqe {} vs 2dfqe {}",
         wfqe.p99,
         tdfqe.p99
+    );
+}
+
+/// With heavy tails the pessimistic estimate itself fails: L_max decays by α per completion,
+/// and a tenant completes hundreds of cheap requests while one of its 10 s requests runs, so
+/// when the probe is slow, several expensive requests are running that were dispatched at an
+/// estimate below 100 units. α = 0.999 keeps the estimate up and removes most of them.
+#[test]
+fn heavy_tails_decay_the_pessimistic_estimate() {
+    let paper = Config::preset("2dfqe").unwrap();
+    let slow_decay = paper.estimator(EstimatorKind::Pessimistic {
+        alpha: 0.999,
+        initial: 1.0,
+    });
+    let a99 = trace::run(paper, true, 60.0, 10.0);
+    let a999 = trace::run(slow_decay, true, 60.0, 10.0);
+    eprintln!("heavy, α = 0.99: {a99:?}\nheavy, α = 0.999: {a999:?}");
+    assert!(a99.underestimated_running > 2.0, "{a99:?}");
+    assert!(
+        a999.underestimated_running < 0.5 * a99.underestimated_running,
+        "{a999:?}"
+    );
+    assert!(
+        a999.p99 * 3.0 < a99.p99,
+        "α = 0.999 p99 {} vs {}",
+        a999.p99,
+        a99.p99
     );
 }
