@@ -17,7 +17,7 @@
 //! * at the real-thread demo's scale (expensive requests 100× the cheap ones) 2DFQᴱ is ahead
 //!   of both, by less than 10× (crates/runtime/examples/separation.rs measures the same).
 
-use fairlane_core::{Config, EstimatorKind};
+use fairlane_core::{Config, EstimatorKind, VirtualClock};
 use fairlane_sim::{run_all, RunResult, SpecFile};
 
 const SPEC: &str = include_str!("../../../experiments/2dfqe-mechanism.toml");
@@ -136,7 +136,9 @@ mod trace {
     use std::cmp::Reverse;
     use std::collections::{BinaryHeap, VecDeque};
 
-    use fairlane_core::{ClassId, Config, Decision, Request, Scheduler, TenantId, Ticket};
+    use fairlane_core::{
+        ClassId, Config, Decision, EstimatorKind, Request, Scheduler, TenantId, Ticket,
+    };
     use fairlane_sim::rng::Rng;
 
     const WORKERS: usize = 16;
@@ -220,8 +222,11 @@ mod trace {
         };
         const ARRIVE: u64 = u64::MAX;
         const REFRESH: u64 = u64::MAX - 1;
+        // The oracle presets are told each cost; the estimating ones are not.
+        let known = config.estimator == EstimatorKind::Oracle;
         let enqueue = |s: &mut Box<dyn Scheduler<_> + Send>, t: u64, c: f64, now: f64| {
-            let req = Request::new(TenantId(t), ClassId(0), (t, c, now));
+            let mut req = Request::new(TenantId(t), ClassId(0), (t, c, now));
+            req.cost = known.then_some(c);
             s.enqueue(req, now).unwrap();
         };
         for t in 1..=3 * GROUP {
@@ -375,5 +380,32 @@ fn heavy_tails_decay_the_pessimistic_estimate() {
         "α = 0.999 p99 {} vs {}",
         a999.p99,
         a99.p99
+    );
+}
+
+/// The same with known costs and the exact GPS virtual time of Fig. 7: not an artefact of
+/// estimation or of our approximate clock.
+#[test]
+fn known_costs_and_gps_time_show_the_same_queueing() {
+    let gps = |name| {
+        Config::preset(name)
+            .unwrap()
+            .clock(VirtualClock::Gps { capacity: 16_000.0 })
+    };
+    let tdfq = trace::run(gps("2dfq"), false, 60.0, 10.0);
+    let wfq = trace::run(gps("wfq"), false, 60.0, 10.0);
+    eprintln!("2dfq, GPS: {tdfq:?}\nwfq, GPS: {wfq:?}");
+    assert!(tdfq.slow > 10, "{tdfq:?}");
+    assert!(
+        tdfq.small_dispatched > 20.0 * tdfq.expensive_dispatched.max(1.0),
+        "{tdfq:?}"
+    );
+    assert!(tdfq.small_ahead_all < 0.0, "{tdfq:?}");
+    assert!(wfq.small_ahead_all > 50.0, "{wfq:?}");
+    assert!(
+        wfq.p99 * 10.0 < tdfq.p99,
+        "wfq {} vs 2dfq {}",
+        wfq.p99,
+        tdfq.p99
     );
 }
