@@ -16,6 +16,11 @@
 //!   completes and updates the estimate;
 //! * at the real-thread demo's scale (expensive requests 100× the cheap ones) 2DFQᴱ is ahead
 //!   of both, by less than 10× (crates/runtime/examples/separation.rs measures the same).
+//!
+//! The other tests are the evidence for why: a trace of the same workload through the
+//! scheduler seam shows where the probe's slow requests waited (behind the small tenants'
+//! owed service, not behind expensive requests), with estimates and with known costs and exact
+//! GPS time, and how heavy tails decay the pessimistic estimate.
 
 use fairlane_core::{Config, EstimatorKind, VirtualClock};
 use fairlane_sim::{run_all, RunResult, SpecFile};
