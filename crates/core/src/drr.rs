@@ -79,6 +79,10 @@ impl<T> Drr<T> {
 }
 
 impl<T: Send> Scheduler<T> for Drr<T> {
+    fn requires_cost(&self) -> bool {
+        self.est.requires_known_cost()
+    }
+
     fn name(&self) -> &'static str {
         if self.est.requires_known_cost() {
             "drr"
@@ -214,9 +218,5 @@ impl<T: Send> Scheduler<T> for Drr<T> {
 
     fn running(&self) -> usize {
         self.book.running
-    }
-
-    fn virtual_time(&self) -> Option<f64> {
-        None
     }
 }

@@ -188,8 +188,4 @@ impl<T: Send> Scheduler<T> for Edf<T> {
     fn running(&self) -> usize {
         self.book.running
     }
-
-    fn virtual_time(&self) -> Option<f64> {
-        None
-    }
 }

@@ -132,8 +132,4 @@ impl<T: Send> Scheduler<T> for Fifo<T> {
     fn running(&self) -> usize {
         self.book.running
     }
-
-    fn virtual_time(&self) -> Option<f64> {
-        None
-    }
 }

@@ -222,6 +222,10 @@ impl<T> StartTag<T> {
 }
 
 impl<T: Send> Scheduler<T> for StartTag<T> {
+    fn requires_cost(&self) -> bool {
+        self.est.requires_known_cost()
+    }
+
     fn name(&self) -> &'static str {
         self.name
     }

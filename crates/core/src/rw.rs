@@ -115,6 +115,10 @@ impl<T> Rw<T> {
 }
 
 impl<T: Send> Scheduler<T> for Rw<T> {
+    fn requires_cost(&self) -> bool {
+        self.est.requires_known_cost()
+    }
+
     fn name(&self) -> &'static str {
         self.name
     }
@@ -260,9 +264,5 @@ impl<T: Send> Scheduler<T> for Rw<T> {
 
     fn running(&self) -> usize {
         self.book.running
-    }
-
-    fn virtual_time(&self) -> Option<f64> {
-        None
     }
 }

@@ -180,6 +180,10 @@ impl<T, S: Selector> TagScheduler<T, S> {
 }
 
 impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
+    fn requires_cost(&self) -> bool {
+        matches!(self.clock, Clock::Gps(_)) || self.est.requires_known_cost()
+    }
+
     fn name(&self) -> &'static str {
         self.name
     }
