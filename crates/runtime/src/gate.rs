@@ -577,6 +577,23 @@ impl FairGate {
         }
     }
 
+    /// Join the tenant's queue now, not at the first poll: a full queue or a closed gate is
+    /// refused at once, and a free seat is taken at once (the returned future is then ready).
+    /// What a server wants that answers "429" before it starts waiting.
+    pub fn join(
+        &self,
+        tenant: impl Into<TenantId>,
+        class: impl Into<ClassId>,
+    ) -> Result<Acquire, AcquireError> {
+        let mut a = self.acquire(tenant, class);
+        match a.start(None) {
+            Poll::Ready(Ok(p)) => a.state = AcquireState::Granted(p),
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => {}
+        }
+        Ok(a)
+    }
+
     /// Wait for a seat for a request whose cost is known up front (in the gate's cost unit).
     pub fn acquire_with_cost(
         &self,
@@ -778,6 +795,8 @@ impl FairGate {
 
 enum AcquireState {
     Init,
+    /// [`FairGate::join`] got a seat at once.
+    Granted(Permit),
     Waiting(u64),
     Done,
 }
@@ -815,7 +834,7 @@ impl Acquire {
     }
 
     /// First poll: join the queue, and take a free seat if the scheduler gives it to us.
-    fn start(&mut self, cx: &mut Context<'_>) -> Poll<Result<Permit, AcquireError>> {
+    fn start(&mut self, cx: Option<&mut Context<'_>>) -> Poll<Result<Permit, AcquireError>> {
         let shared = &self.gate.shared;
         if self.cost.is_none() && shared.requires_cost {
             return Poll::Ready(Err(AcquireError::Scheduler(
@@ -895,7 +914,7 @@ impl Acquire {
     fn check(
         st: &mut GateState,
         k: u64,
-        cx: &mut Context<'_>,
+        cx: Option<&mut Context<'_>>,
     ) -> Poll<Result<(Ticket, usize), AcquireError>> {
         let Some(w) = st.waiter(k) else {
             return Poll::Ready(Err(AcquireError::Closed));
@@ -911,13 +930,40 @@ impl Acquire {
                 Poll::Ready(Err(AcquireError::Closed))
             }
             Slot::Waiting { waker, .. } => {
-                match waker {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => *waker = Some(cx.waker().clone()),
+                if let Some(cx) = cx {
+                    match waker {
+                        Some(w) if w.will_wake(cx.waker()) => {}
+                        _ => *waker = Some(cx.waker().clone()),
+                    }
                 }
                 Poll::Pending
             }
             Slot::Free => Poll::Ready(Err(AcquireError::Closed)),
+        }
+    }
+}
+
+impl Acquire {
+    /// The permit, if the seat was granted already (without registering a waker: use it
+    /// after [`FairGate::join`] to skip a wait that is not needed).
+    pub fn granted(&mut self) -> Option<Permit> {
+        match std::mem::replace(&mut self.state, AcquireState::Done) {
+            AcquireState::Granted(p) => Some(p),
+            AcquireState::Waiting(k) => {
+                let r = Self::check(&mut self.gate.shared.lock(), k, None);
+                match r {
+                    Poll::Ready(Ok((ticket, seat))) => Some(self.permit(ticket, seat)),
+                    Poll::Ready(Err(_)) => None,
+                    Poll::Pending => {
+                        self.state = AcquireState::Waiting(k);
+                        None
+                    }
+                }
+            }
+            other => {
+                self.state = other;
+                None
+            }
         }
     }
 }
@@ -928,11 +974,17 @@ impl Future for Acquire {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         match this.state {
-            AcquireState::Init => this.start(cx),
+            AcquireState::Init => this.start(Some(cx)),
+            AcquireState::Granted(_) => {
+                match std::mem::replace(&mut this.state, AcquireState::Done) {
+                    AcquireState::Granted(p) => Poll::Ready(Ok(p)),
+                    _ => Poll::Ready(Err(AcquireError::Closed)),
+                }
+            }
             AcquireState::Waiting(k) => {
                 let result = {
                     let mut st = this.gate.shared.lock();
-                    Self::check(&mut st, k, cx)
+                    Self::check(&mut st, k, Some(cx))
                 };
                 match result {
                     Poll::Ready(r) => {
