@@ -113,3 +113,43 @@ fn every_preset_resolves_for_the_proxy() {
     let e = Config::for_executor("nope", 4, 0.01, false).unwrap_err();
     assert!(e.to_string().contains("known"));
 }
+
+#[test]
+fn a_scheduler_built_once_runs_in_the_proxy_gate() {
+    use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
+    use fairlane_core::BoxedScheduler;
+    // The same construction the pool and `FairGate` tests hand their boxes from
+    // (crates/runtime/tests/manual_clock.rs), in the proxy's unit: seconds.
+    let ldf = || -> BoxedScheduler {
+        let mut s = ReserveConfig::new(Policy::ldf())
+            .cores(2)
+            .interval(0.1)
+            .build::<u64>()
+            .unwrap();
+        s.set_reservation(TenantId(1), Reservation::new(50.0, 100.0), 0.0)
+            .unwrap();
+        Box::new(s)
+    };
+    let tdfqe = || -> BoxedScheduler {
+        let c = Config::for_executor("2dfqe", 2, 0.001, false).unwrap();
+        c.build::<u64>().unwrap()
+    };
+    for build in [ldf as fn() -> BoxedScheduler, tdfqe] {
+        let s = build();
+        let name = s.name();
+        let g = Gate::from_builder(FairGate::builder().with_scheduler(s)).unwrap();
+        assert_eq!(g.depth(), 2, "{name}");
+        let mut w: Vec<_> = (0..4u64)
+            .map(|t| g.acquire(TenantId(t), ClassId(0)).unwrap())
+            .collect();
+        let held: Vec<_> = w.iter_mut().filter_map(|w| w.granted()).collect();
+        assert_eq!(held.len(), 2, "{name}: two slots");
+        assert_eq!(g.load(), (2, 2), "{name}");
+        drop(held);
+        for mut x in w.drain(2..) {
+            assert!(poll_now(&mut x).unwrap().is_ok(), "{name}");
+        }
+        assert_eq!(g.load(), (0, 0), "{name}");
+        assert_eq!(g.0.scheduler_errors(), 0, "{name}");
+    }
+}

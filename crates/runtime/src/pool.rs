@@ -377,7 +377,10 @@ pub(crate) struct Shared {
     work: Condvar,
     /// Signalled when the pool becomes idle and someone waits in `wait_idle`.
     idle_cv: Condvar,
-    stop: Mutex<bool>,
+    /// The refresh thread's stop flag and the clock time its next report is due.
+    stop: Mutex<(bool, Duration)>,
+    /// Refresh charging's period, if on.
+    refresh: Option<Duration>,
     stop_cv: Condvar,
     clock: SharedClock,
     cost_clock: CostClock,
@@ -612,7 +615,8 @@ impl PoolBuilder {
             }),
             work: Condvar::new(),
             idle_cv: Condvar::new(),
-            stop: Mutex::new(false),
+            stop: Mutex::new((false, clock.now() + self.refresh.unwrap_or_default())),
+            refresh: self.refresh,
             stop_cv: Condvar::new(),
             clock: clock.clone(),
             cost_clock,
@@ -628,6 +632,9 @@ impl PoolBuilder {
             if let Some(s) = weak.upgrade() {
                 drop(s.lock());
                 s.work.notify_all();
+                if let Some(every) = s.refresh {
+                    refresh_due(&s, every);
+                }
             }
         }));
         let pool = FairPool {
@@ -960,7 +967,7 @@ impl FairPool {
             let _ = h.join();
         }
         if let Some(h) = threads.refresh.take() {
-            *self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()).0 = true;
             self.shared.stop_cv.notify_all();
             let _ = h.join();
         }
@@ -1117,51 +1124,80 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
     }
 }
 
-/// Every `every`, report each running task's usage so far (refresh charging, 2DFQ §5).
+/// Every `every` on the pool's clock, report each running task's usage so far (refresh
+/// charging, 2DFQ §5). A manual clock's `advance` also runs a due report at once, on the
+/// advancing thread ([`refresh_due`]), so tests see it without waiting.
 fn refresh_main(shared: &Shared, every: Duration) {
-    let mut running: Vec<(usize, Ticket, Meter)> = Vec::new();
-    let mut readings: Vec<(usize, Ticket, f64)> = Vec::new();
     loop {
         {
-            let stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
-            let (stop, _) = shared
-                .stop_cv
-                .wait_timeout_while(stop, every, |s| !*s)
-                .unwrap_or_else(|e| e.into_inner());
-            if *stop {
-                return;
-            }
-        }
-        running.clear();
-        readings.clear();
-        {
-            let st = shared.lock();
-            for (w, r) in st.running.iter().enumerate() {
-                if let Some(r) = r {
-                    running.push((w, r.ticket, r.meter));
+            let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if stop.0 {
+                    return;
                 }
+                let now = shared.clock.now();
+                if now >= stop.1 {
+                    break;
+                }
+                // Real time and clock time agree for the system clock; for a manual clock
+                // this is only how often the thread looks (advance reports on its own).
+                let wait = (stop.1 - now).min(every);
+                stop = shared
+                    .stop_cv
+                    .wait_timeout(stop, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
         }
-        // Read the clocks without holding the pool's lock.
-        for &(w, ticket, meter) in &running {
-            if let Some(used) = meter.used() {
-                readings.push((w, ticket, used));
+        refresh_due(shared, every);
+    }
+}
+
+/// If a refresh is due on the pool's clock, report every running task's usage so far.
+fn refresh_due(shared: &Shared, every: Duration) {
+    {
+        let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
+        let now = shared.clock.now();
+        if stop.0 || now < stop.1 {
+            return;
+        }
+        stop.1 = now + every;
+        // Reported under the flag's lock: a manual clock's `advance` that finds the report
+        // taken by the thread returns only once it is done.
+        report_usage(shared);
+    }
+}
+
+/// Read each running task's meter (outside the pool's lock) and report it (`progress`).
+fn report_usage(shared: &Shared) {
+    let mut running: Vec<(usize, Ticket, Meter)> = Vec::new();
+    let mut readings: Vec<(usize, Ticket, f64)> = Vec::new();
+    {
+        let st = shared.lock();
+        for (w, r) in st.running.iter().enumerate() {
+            if let Some(r) = r {
+                running.push((w, r.ticket, r.meter));
             }
         }
-        if readings.is_empty() {
-            continue;
+    }
+    for &(w, ticket, meter) in &running {
+        if let Some(used) = meter.used() {
+            readings.push((w, ticket, used));
         }
-        let mut guard = shared.lock();
-        let st = &mut *guard;
-        let now = shared.now();
-        for &(w, ticket, used) in &readings {
-            if let Some(r) = st.running[w].as_mut() {
-                // Tickets are never reused: a match means the same task is still running.
-                if r.ticket == ticket && used > r.reported {
-                    r.reported = used;
-                    if let Err(e) = st.sched.progress(ticket, used, now) {
-                        st.sched_error("a refresh report", e);
-                    }
+    }
+    if readings.is_empty() {
+        return;
+    }
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    let now = shared.now();
+    for &(w, ticket, used) in &readings {
+        if let Some(r) = st.running[w].as_mut() {
+            // Tickets are never reused: a match means the same task is still running.
+            if r.ticket == ticket && used > r.reported {
+                r.reported = used;
+                if let Err(e) = st.sched.progress(ticket, used, now) {
+                    st.sched_error("a refresh report", e);
                 }
             }
         }
