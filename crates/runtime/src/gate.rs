@@ -381,7 +381,9 @@ impl GateState {
                 Ok(Decision::RetryAt(t)) => {
                     self.retry = true;
                     self.free.push(seat);
-                    if t.is_finite() && self.timer.is_none_or(|armed| t < armed) {
+                    // `Decision`'s contract: ∞, or a time not after now, means "at the
+                    // next event" (no timer: it would fire at once, again and again).
+                    if t.is_finite() && t > now && self.timer.is_none_or(|armed| t < armed) {
                         self.timer = Some(t);
                         wake.2 = true;
                     }
@@ -508,13 +510,15 @@ fn timer_main(weak: &Weak<GateShared>) {
                     st.timer = None;
                     st.offer_free(now, &mut wake);
                 }
-                Some(t) => {
+                Some(t) if shared.clock.is_real() => {
                     let wait = ((t - now) * shared.unit).clamp(1e3, 1e9);
                     let _ = shared
                         .timer_cv
                         .wait_timeout(st, Duration::from_nanos(wait as u64));
                 }
-                None => {
+                // Another clock fires through its advance hook (`tick`); look once a second
+                // whether the gate is still there.
+                _ => {
                     let _ = shared.timer_cv.wait_timeout(st, Duration::from_secs(1));
                 }
             }

@@ -1051,7 +1051,9 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                             }
                             st.idle += 1;
                             st.retrying += 1;
-                            st = if t.is_finite() {
+                            // ∞ or a time not after now: at the next event (no spin);
+                            // a clock that is not real wakes the workers when it moves.
+                            st = if t.is_finite() && t > now && shared.clock.is_real() {
                                 let wait =
                                     Duration::from_nanos((t - now).clamp(1_000.0, 1e12) as u64);
                                 shared
@@ -1139,14 +1141,18 @@ fn refresh_main(shared: &Shared, every: Duration) {
                 if now >= stop.1 {
                     break;
                 }
-                // Real time and clock time agree for the system clock; for a manual clock
-                // this is only how often the thread looks (advance reports on its own).
-                let wait = (stop.1 - now).min(every);
-                stop = shared
-                    .stop_cv
-                    .wait_timeout(stop, wait)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                // Real time and clock time agree for the system clock; another clock's
+                // advance reports on its own (`refresh_due`), so only a stop wakes us.
+                stop = if shared.clock.is_real() {
+                    let wait = (stop.1 - now).min(every);
+                    shared
+                        .stop_cv
+                        .wait_timeout(stop, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                } else {
+                    shared.stop_cv.wait(stop).unwrap_or_else(|e| e.into_inner())
+                };
             }
         }
         refresh_due(shared, every);

@@ -27,6 +27,12 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn on_advance(&self, hook: AdvanceHook) {
         let _ = hook;
     }
+
+    /// Whether the clock follows real time. Executors wait for a clock time with a real
+    /// timeout only on a real clock; on another they wait for [`on_advance`](Clock::on_advance).
+    fn is_real(&self) -> bool {
+        true
+    }
 }
 
 /// The real monotonic clock, from the moment it was created.
@@ -114,6 +120,10 @@ impl Clock for ManualClock {
         Duration::from_nanos(self.inner.nanos.load(Ordering::SeqCst))
     }
 
+    fn is_real(&self) -> bool {
+        false
+    }
+
     fn on_advance(&self, hook: AdvanceHook) {
         self.inner
             .hooks
@@ -129,6 +139,9 @@ impl<C: Clock> Clock for Arc<C> {
     }
     fn on_advance(&self, hook: AdvanceHook) {
         (**self).on_advance(hook)
+    }
+    fn is_real(&self) -> bool {
+        (**self).is_real()
     }
 }
 

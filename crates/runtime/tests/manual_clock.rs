@@ -290,7 +290,8 @@ fn pool_retry_at_waits_for_the_clock() {
 #[test]
 fn a_scheduler_built_once_runs_on_the_pool_and_the_gate() {
     // The seam's promise: the caller builds the box, any executor drives it.
-    let builds: [(&str, fn() -> BoxedScheduler); 2] = [
+    type Build = fn() -> BoxedScheduler;
+    let builds: [(&str, Build); 2] = [
         ("ldf", || ldf_limited(2, 100.0)),
         ("2dfqe", || {
             Config::for_executor("2dfqe", 2, 1e6, false)
