@@ -293,7 +293,7 @@ impl Scenario {
                 .flatten()
                 .map(|r| r.end)
                 .fold(f64::INFINITY, f64::min);
-            if !(next <= until) {
+            if next.is_nan() || next > until {
                 break;
             }
             self.now = next;

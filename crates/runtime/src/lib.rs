@@ -44,6 +44,7 @@ mod histogram;
 mod layer;
 mod oneshot;
 mod pool;
+pub mod reserve_demo;
 mod setup;
 mod stats;
 mod time;
