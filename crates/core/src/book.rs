@@ -155,14 +155,7 @@ impl<T> Book<T> {
         req: Request<T>,
         require_cost: bool,
     ) -> Result<(Ticket, u32, bool), Error> {
-        if let Some(c) = req.cost {
-            check_cost("request cost", c)?;
-        } else if require_cost {
-            return Err(Error::CostRequired {
-                tenant: req.tenant,
-                class: req.class,
-            });
-        }
+        Self::check_request(&req, require_cost)?;
         let t = self.tenant_index(req.tenant);
         let slot = Slot {
             generation: 0,
@@ -194,6 +187,19 @@ impl<T> Book<T> {
         ten.queued += 1;
         self.queued += 1;
         Ok((ticket, t, was_empty))
+    }
+
+    /// A request's cost is valid, and present if the policy needs it.
+    pub fn check_request(req: &Request<T>, require_cost: bool) -> Result<(), Error> {
+        if let Some(c) = req.cost {
+            check_cost("request cost", c)?;
+        } else if require_cost {
+            return Err(Error::CostRequired {
+                tenant: req.tenant,
+                class: req.class,
+            });
+        }
+        Ok(())
     }
 
     fn is_live_queued(&self, ticket: Ticket) -> bool {

@@ -9,6 +9,7 @@ use crate::edf::Edf;
 use crate::estimate::{CostEstimator, EstimatorKind};
 use crate::fifo::Fifo;
 use crate::interposed::{StartTag, Variant};
+use crate::queued::Queued;
 use crate::rw::Rw;
 use crate::scheduler::Scheduler;
 use crate::select::{Eligible, MinFinish, Staggered};
@@ -366,13 +367,34 @@ impl Config {
         let clock = |default| Clock::new(self.clock.unwrap_or(default));
         let (c, w) = (self.charging, self.default_weight);
         Ok(match self.algorithm {
-            Algorithm::Fifo => Box::new(Fifo::new(workers, est, w)),
-            Algorithm::Drr => Box::new(Drr::new(workers, est, c, w, self.drr_quantum)),
-            Algorithm::Sfq => Box::new(StartTag::new(name, Variant::Sfq, workers, est, c, w)),
-            Algorithm::MinSfq => Box::new(StartTag::new(name, Variant::MinSfq, workers, est, c, w)),
-            Algorithm::Fsfq => Box::new(StartTag::new(name, Variant::Fsfq, workers, est, c, w)),
-            Algorithm::Rw => Box::new(Rw::new(name, workers, self.window_unit, est, w)),
-            Algorithm::Edf => Box::new(Edf::new(name, workers, est, w)),
+            Algorithm::Fifo => Box::new(Queued(Fifo::new(workers, est, w))),
+            Algorithm::Drr => Box::new(Queued(Drr::new(workers, est, c, w, self.drr_quantum))),
+            Algorithm::Sfq => Box::new(Queued(StartTag::new(
+                name,
+                Variant::Sfq,
+                workers,
+                est,
+                c,
+                w,
+            ))),
+            Algorithm::MinSfq => Box::new(Queued(StartTag::new(
+                name,
+                Variant::MinSfq,
+                workers,
+                est,
+                c,
+                w,
+            ))),
+            Algorithm::Fsfq => Box::new(Queued(StartTag::new(
+                name,
+                Variant::Fsfq,
+                workers,
+                est,
+                c,
+                w,
+            ))),
+            Algorithm::Rw => Box::new(Queued(Rw::new(name, workers, self.window_unit, est, w))),
+            Algorithm::Edf => Box::new(Queued(Edf::new(name, workers, est, w))),
             Algorithm::Wfq => {
                 let clock = clock(VirtualClock::Approximate)?;
                 let track_start = matches!(clock, Clock::Approximate { .. });

@@ -45,6 +45,7 @@ mod edf;
 pub mod estimate;
 mod fifo;
 mod interposed;
+mod queued;
 pub mod reserve;
 mod rw;
 mod scheduler;
