@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use crate::book::Book;
 use crate::estimate::CostEstimator;
-use crate::queued::Queue;
+use crate::queued::{queue_parts, Queue};
 use crate::tags::Charging;
 use crate::types::{Decision, Dispatch, Ticket};
 
@@ -86,24 +86,7 @@ impl<T> Queue<T> for Drr<T> {
             "drre"
         }
     }
-    fn book(&self) -> &Book<T> {
-        &self.book
-    }
-    fn book_mut(&mut self) -> &mut Book<T> {
-        &mut self.book
-    }
-    fn est(&mut self) -> &mut dyn CostEstimator {
-        &mut *self.est
-    }
-    fn requires_cost(&self) -> bool {
-        self.est.requires_known_cost()
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-    fn set_workers(&mut self, workers: usize) {
-        self.workers = workers;
-    }
+    queue_parts!();
 
     fn queued(&mut self, _: Ticket, t: u32, was_empty: bool, _: f64) {
         if was_empty {

@@ -7,7 +7,7 @@
 
 use crate::book::Book;
 use crate::estimate::CostEstimator;
-use crate::queued::Queue;
+use crate::queued::{queue_parts, Queue};
 use crate::types::{Decision, Dispatch, Error, TenantId, Ticket};
 use crate::util::IndexedHeap;
 
@@ -67,23 +67,9 @@ impl<T> Queue<T> for Edf<T> {
     fn name(&self) -> &'static str {
         self.name
     }
-    fn book(&self) -> &Book<T> {
-        &self.book
-    }
-    fn book_mut(&mut self) -> &mut Book<T> {
-        &mut self.book
-    }
-    fn est(&mut self) -> &mut dyn CostEstimator {
-        &mut *self.est
-    }
+    queue_parts!();
     fn requires_cost(&self) -> bool {
         false // costs only fill in `Dispatch::charged`, as in FIFO
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-    fn set_workers(&mut self, workers: usize) {
-        self.workers = workers;
     }
 
     fn queued(&mut self, ticket: Ticket, t: u32, was_empty: bool, now: f64) {

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use crate::book::{Book, State};
 use crate::estimate::CostEstimator;
-use crate::queued::Queue;
+use crate::queued::{queue_parts, Queue};
 use crate::types::{Decision, Dispatch, Ticket};
 
 pub(crate) struct Fifo<T> {
@@ -32,23 +32,9 @@ impl<T> Queue<T> for Fifo<T> {
     fn name(&self) -> &'static str {
         "fifo"
     }
-    fn book(&self) -> &Book<T> {
-        &self.book
-    }
-    fn book_mut(&mut self) -> &mut Book<T> {
-        &mut self.book
-    }
-    fn est(&mut self) -> &mut dyn CostEstimator {
-        &mut *self.est
-    }
+    queue_parts!();
     fn requires_cost(&self) -> bool {
         false // costs only fill in `Dispatch::charged`
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-    fn set_workers(&mut self, workers: usize) {
-        self.workers = workers;
     }
 
     fn queued(&mut self, ticket: Ticket, _: u32, _: bool, _: f64) {

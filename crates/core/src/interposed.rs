@@ -23,7 +23,7 @@
 
 use crate::book::Book;
 use crate::estimate::CostEstimator;
-use crate::queued::Queue;
+use crate::queued::{queue_parts, Queue};
 use crate::tags::Charging;
 use crate::types::{Decision, Dispatch, Ticket};
 use crate::util::IndexedHeap;
@@ -228,24 +228,7 @@ impl<T> Queue<T> for StartTag<T> {
     fn name(&self) -> &'static str {
         self.name
     }
-    fn book(&self) -> &Book<T> {
-        &self.book
-    }
-    fn book_mut(&mut self) -> &mut Book<T> {
-        &mut self.book
-    }
-    fn est(&mut self) -> &mut dyn CostEstimator {
-        &mut *self.est
-    }
-    fn requires_cost(&self) -> bool {
-        self.est.requires_known_cost()
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-    fn set_workers(&mut self, workers: usize) {
-        self.workers = workers;
-    }
+    queue_parts!();
 
     fn arriving(&mut self) {
         self.arrival = self.virtual_times(); // v(A), v̄(A) at the request's arrival

@@ -9,23 +9,58 @@ use crate::estimate::CostEstimator;
 use crate::scheduler::{check_target, Scheduler, TenantView};
 use crate::types::{check_weight, Decision, Error, Request, TenantId, Ticket};
 
+/// The accessors every queue policy writes the same way, over its `book`, `est` and
+/// `workers` fields.
+macro_rules! queue_parts {
+    () => {
+        fn book(&self) -> &crate::book::Book<T> {
+            &self.book
+        }
+        fn book_mut(&mut self) -> &mut crate::book::Book<T> {
+            &mut self.book
+        }
+        fn est(&mut self) -> &mut dyn crate::estimate::CostEstimator {
+            &mut *self.est
+        }
+        fn est_ref(&self) -> &dyn crate::estimate::CostEstimator {
+            &*self.est
+        }
+        fn workers_mut(&mut self) -> &mut usize {
+            &mut self.workers
+        }
+        fn workers(&self) -> usize {
+            self.workers
+        }
+    };
+}
+pub(crate) use queue_parts;
+
 /// What a queue-based policy supplies. Hooks run after the shared bookkeeping has validated
 /// the call and updated the [`Book`]; their defaults do nothing.
 pub(crate) trait Queue<T> {
     /// The policy's short name.
     fn name(&self) -> &'static str;
-    /// The shared bookkeeping.
+    /// The shared bookkeeping (written by [`queue_parts!`]).
     fn book(&self) -> &Book<T>;
     /// The shared bookkeeping, mutably.
     fn book_mut(&mut self) -> &mut Book<T>;
     /// The cost estimator.
     fn est(&mut self) -> &mut dyn CostEstimator;
-    /// Whether requests must carry their cost.
-    fn requires_cost(&self) -> bool;
+    /// The cost estimator, to read.
+    fn est_ref(&self) -> &dyn CostEstimator;
+    /// The number of workers, to set.
+    fn workers_mut(&mut self) -> &mut usize;
     /// Workers now.
     fn workers(&self) -> usize;
-    /// Take a new, already validated, number of workers.
-    fn set_workers(&mut self, workers: usize);
+    /// Whether requests must carry their cost: the estimator says, unless the policy never
+    /// charges by cost.
+    fn requires_cost(&self) -> bool {
+        self.est_ref().requires_known_cost()
+    }
+    /// The number of workers went from `old` to the current one.
+    fn workers_changed(&mut self, old: usize) {
+        let _ = old;
+    }
 
     /// A tenant was created (before its first request or weight is applied).
     fn joined(&mut self, t: u32) {
@@ -143,7 +178,8 @@ impl<T: Send, P: Queue<T>> Scheduler<T> for Queued<P> {
 
     fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
         let workers = crate::config::check_workers(workers)?;
-        self.0.set_workers(workers);
+        let old = std::mem::replace(self.0.workers_mut(), workers);
+        self.0.workers_changed(old);
         Ok(())
     }
 

@@ -16,7 +16,7 @@ use std::collections::VecDeque;
 
 use crate::book::Book;
 use crate::estimate::CostEstimator;
-use crate::queued::Queue;
+use crate::queued::{queue_parts, Queue};
 use crate::types::{Decision, Dispatch, Ticket};
 
 pub(crate) struct Rw<T> {
@@ -100,26 +100,10 @@ impl<T> Queue<T> for Rw<T> {
     fn name(&self) -> &'static str {
         self.name
     }
-    fn book(&self) -> &Book<T> {
-        &self.book
-    }
-    fn book_mut(&mut self) -> &mut Book<T> {
-        &mut self.book
-    }
-    fn est(&mut self) -> &mut dyn CostEstimator {
-        &mut *self.est
-    }
-    fn requires_cost(&self) -> bool {
-        self.est.requires_known_cost()
-    }
-    fn workers(&self) -> usize {
-        self.workers
-    }
-    fn set_workers(&mut self, workers: usize) {
-        let grew = workers > self.workers;
-        self.workers = workers;
-        if grew {
-            self.relist_all();
+    queue_parts!();
+    fn workers_changed(&mut self, old: usize) {
+        if self.workers > old {
+            self.relist_all(); // windows grew
         }
     }
 
