@@ -34,7 +34,6 @@
 //! ```
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod book;
 pub mod clock;

@@ -35,7 +35,6 @@
 //! nanoseconds held.
 
 #![deny(unsafe_code)] // only `cpu` reads thread CPU clocks through libc
-#![warn(missing_docs)]
 
 pub mod cpu;
 pub mod demo;
