@@ -142,6 +142,7 @@ pub struct Dispatch<T> {
 /// Everything a scheduler can refuse. Library code never panics on user input; it says which
 /// value was wrong here.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Error {
     /// A cost (known cost, used amount) that is NaN, infinite or negative.
     InvalidCost {

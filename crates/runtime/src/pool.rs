@@ -29,6 +29,7 @@ use crate::time::{nanos, Clock, SharedClock, SystemClock};
 
 /// Why a task's handle holds no value.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TaskError {
     /// The task panicked; the panic is here, and the worker carried on.
     Panicked(Panic),
@@ -98,6 +99,7 @@ impl fmt::Debug for Panic {
 
 /// Why [`FairPool::submit`] refused a task. A refused task is dropped without running.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum SubmitError {
     /// The pool already holds `limit` queued tasks.
     QueueFull {
@@ -144,6 +146,7 @@ impl std::error::Error for SubmitError {
 
 /// Why a [`FairPool`] or [`FairGate`](crate::FairGate) could not be built.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A configuration value is out of range (names the field).
     Config(fairlane_core::Error),
