@@ -100,8 +100,13 @@ impl<T> Book<T> {
 
     /// The tenant's index, creating it with the default weight if new.
     pub fn tenant_index(&mut self, id: TenantId) -> u32 {
+        self.tenant_entry(id).0
+    }
+
+    /// The tenant's index, and whether this call created it.
+    pub fn tenant_entry(&mut self, id: TenantId) -> (u32, bool) {
         if let Some(&t) = self.index.get(&id) {
-            return t;
+            return (t, false);
         }
         let fresh = Tenant {
             id,
@@ -125,7 +130,7 @@ impl<T> Book<T> {
             }
         };
         self.index.insert(id, t);
-        t
+        (t, true)
     }
 
     pub fn set_weight(&mut self, id: TenantId, weight: f64) -> Result<(u32, f64), Error> {
@@ -148,15 +153,16 @@ impl<T> Book<T> {
         Ok(t)
     }
 
-    /// Check a request's cost, then queue it. Returns (ticket, tenant index, whether the
-    /// tenant's queue was empty before).
+    /// Check a request's cost, then queue it (a refused request leaves no trace). Returns
+    /// (ticket, tenant index, whether the tenant's queue was empty before, whether the
+    /// tenant is new).
     pub fn push(
         &mut self,
         req: Request<T>,
         require_cost: bool,
-    ) -> Result<(Ticket, u32, bool), Error> {
+    ) -> Result<(Ticket, u32, bool, bool), Error> {
         Self::check_request(&req, require_cost)?;
-        let t = self.tenant_index(req.tenant);
+        let (t, fresh) = self.tenant_entry(req.tenant);
         let slot = Slot {
             generation: 0,
             state: State::Queued,
@@ -186,11 +192,11 @@ impl<T> Book<T> {
         ten.queue.push_back(ticket);
         ten.queued += 1;
         self.queued += 1;
-        Ok((ticket, t, was_empty))
+        Ok((ticket, t, was_empty, fresh))
     }
 
     /// A request's cost is valid, and present if the policy needs it.
-    pub fn check_request(req: &Request<T>, require_cost: bool) -> Result<(), Error> {
+    fn check_request(req: &Request<T>, require_cost: bool) -> Result<(), Error> {
         if let Some(c) = req.cost {
             check_cost("request cost", c)?;
         } else if require_cost {

@@ -62,7 +62,8 @@ pub(crate) trait Queue<T> {
         let _ = old;
     }
 
-    /// A tenant was created (before its first request or weight is applied).
+    /// A tenant was created: by a weight (before it is applied) or by its first request
+    /// (before the `queued` hook).
     fn joined(&mut self, t: u32) {
         let _ = t;
     }
@@ -135,11 +136,12 @@ impl<T: Send, P: Queue<T>> Scheduler<T> for Queued<P> {
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.0.book_mut().observe(now)?;
         let require = self.0.requires_cost();
-        // Validate before creating the tenant: a refused request leaves no trace.
-        Book::<T>::check_request(&request, require)?;
-        self.tenant(request.tenant);
         self.0.arriving();
-        let (ticket, t, was_empty) = self.0.book_mut().push(request, require)?;
+        // The book refuses a bad request before it creates the tenant: no trace left.
+        let (ticket, t, was_empty, fresh) = self.0.book_mut().push(request, require)?;
+        if fresh {
+            self.0.joined(t);
+        }
         self.0.queued(ticket, t, was_empty, now);
         Ok(ticket)
     }

@@ -203,7 +203,7 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         let now = self.book.observe(now)?;
         let gps = matches!(self.clock, Clock::Gps(_));
         let cost = request.cost;
-        let (ticket, t, was_empty) = self
+        let (ticket, t, was_empty, _) = self
             .book
             .push(request, gps || self.est.requires_known_cost())?;
         if let Clock::Gps(g) = &mut self.clock {
