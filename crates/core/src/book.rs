@@ -104,10 +104,17 @@ impl<T> Book<T> {
     }
 
     /// The tenant's index, and whether this call created it.
+    #[inline]
     pub fn tenant_entry(&mut self, id: TenantId) -> (u32, bool) {
-        if let Some(&t) = self.index.get(&id) {
-            return (t, false);
+        match self.index.get(&id) {
+            Some(&t) => (t, false),
+            None => (self.create_tenant(id), true),
         }
+    }
+
+    /// A new tenant with the default weight (kept out of line: the hot path looks up).
+    #[cold]
+    fn create_tenant(&mut self, id: TenantId) -> u32 {
         let fresh = Tenant {
             id,
             weight: self.default_weight,
@@ -130,7 +137,7 @@ impl<T> Book<T> {
             }
         };
         self.index.insert(id, t);
-        (t, true)
+        t
     }
 
     pub fn set_weight(&mut self, id: TenantId, weight: f64) -> Result<(u32, f64), Error> {

@@ -60,11 +60,13 @@ impl<T> Rw<T> {
     }
 
     /// n_f.
+    #[inline]
     fn window(&self, t: u32) -> f64 {
         self.workers as f64 * self.unit * self.book.tenants[t as usize].weight / self.total_weight
     }
 
     /// Whether tenant `t` may send its head now (computing the head's charge).
+    #[inline]
     fn open(&mut self, t: u32) -> bool {
         let Some(h) = self.book.head(t) else {
             return false;
@@ -79,6 +81,7 @@ impl<T> Rw<T> {
         out == 0.0 || out + l <= self.window(t) * (1.0 + 1e-9)
     }
 
+    #[inline]
     fn list(&mut self, t: u32) {
         if !self.listed[t as usize] && self.open(t) {
             self.listed[t as usize] = true;
@@ -119,12 +122,14 @@ impl<T> Queue<T> for Rw<T> {
         self.tenants += 1;
     }
 
+    #[inline]
     fn queued(&mut self, _: Ticket, t: u32, was_empty: bool, _: f64) {
         if was_empty {
             self.list(t);
         }
     }
 
+    #[inline]
     fn pick(&mut self, _: usize, _: f64) -> Decision<T> {
         while let Some(t) = self.ready.pop_front() {
             self.listed[t as usize] = false;
@@ -151,6 +156,7 @@ impl<T> Queue<T> for Rw<T> {
     // Windows count the cost charged at dispatch; usage only feeds the estimator, so
     // `refresh` keeps its default (record the usage: reports must not go down).
 
+    #[inline]
     fn finished(&mut self, t: u32, charged: f64) {
         let ti = t as usize;
         self.outstanding[ti] = if self.book.tenants[ti].running == 0 {

@@ -443,6 +443,9 @@ impl GateState {
 
     /// A tenant's waiting cap.
     fn cap(&self, tenant: TenantId) -> usize {
+        if self.caps.is_empty() {
+            return self.max_waiting_per_tenant; // the common case: no hashing per acquire
+        }
         self.caps
             .get(&tenant)
             .copied()
