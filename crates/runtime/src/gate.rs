@@ -250,6 +250,9 @@ enum Slot {
         ticket: Ticket,
         tenant: TenantId,
         seat: usize,
+        /// When the seat was granted, on the gate's clock: the holder is charged from here,
+        /// not from when its task got round to polling.
+        at: Duration,
     },
     Closed,
 }
@@ -360,6 +363,7 @@ impl GateState {
                                 ticket,
                                 tenant,
                                 seat,
+                                at: Duration::from_nanos((now * unit) as u64),
                             },
                         ) {
                             let waited = ((now - since).max(0.0) * unit) as u64;
@@ -829,13 +833,13 @@ impl fmt::Debug for Acquire {
 }
 
 impl Acquire {
-    fn permit(&self, ticket: Ticket, seat: usize) -> Permit {
+    fn permit(&self, (ticket, seat, granted): (Ticket, usize, Duration)) -> Permit {
         Permit {
             gate: self.gate.clone(),
             ticket,
             seat,
             tenant: self.tenant,
-            granted: self.gate.shared.clock.now(),
+            granted,
             cost: None,
         }
     }
@@ -905,9 +909,9 @@ impl Acquire {
         };
         wake.wake(shared);
         match result {
-            Poll::Ready(Ok((ticket, seat))) => {
+            Poll::Ready(Ok(granted)) => {
                 self.state = AcquireState::Done;
-                Poll::Ready(Ok(self.permit(ticket, seat)))
+                Poll::Ready(Ok(self.permit(granted)))
             }
             Poll::Ready(Err(e)) => {
                 self.state = AcquireState::Done;
@@ -922,13 +926,15 @@ impl Acquire {
         st: &mut GateState,
         k: u64,
         cx: Option<&mut Context<'_>>,
-    ) -> Poll<Result<(Ticket, usize), AcquireError>> {
+    ) -> Poll<Result<(Ticket, usize, Duration), AcquireError>> {
         let Some(w) = st.waiter(k) else {
             return Poll::Ready(Err(AcquireError::Closed));
         };
         match &mut w.slot {
-            Slot::Granted { ticket, seat, .. } => {
-                let r = (*ticket, *seat);
+            Slot::Granted {
+                ticket, seat, at, ..
+            } => {
+                let r = (*ticket, *seat, *at);
                 st.free_waiter(k);
                 Poll::Ready(Ok(r))
             }
@@ -959,7 +965,7 @@ impl Acquire {
             AcquireState::Waiting(k) => {
                 let r = Self::check(&mut self.gate.shared.lock(), k, None);
                 match r {
-                    Poll::Ready(Ok((ticket, seat))) => Some(self.permit(ticket, seat)),
+                    Poll::Ready(Ok(granted)) => Some(self.permit(granted)),
                     Poll::Ready(Err(_)) => None,
                     Poll::Pending => {
                         self.state = AcquireState::Waiting(k);
@@ -996,7 +1002,7 @@ impl Future for Acquire {
                 match result {
                     Poll::Ready(r) => {
                         this.state = AcquireState::Done;
-                        Poll::Ready(r.map(|(ticket, seat)| this.permit(ticket, seat)))
+                        Poll::Ready(r.map(|granted| this.permit(granted)))
                     }
                     Poll::Pending => Poll::Pending,
                 }
@@ -1036,6 +1042,7 @@ impl Drop for Acquire {
                     ticket,
                     tenant,
                     seat,
+                    ..
                 } => {
                     // Granted but never picked up: the seat goes to the next waiter, and the
                     // tenant is charged nothing for it.
