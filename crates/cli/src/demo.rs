@@ -34,10 +34,47 @@ pub struct PoolArgs {
     /// Seed of the arrivals and request sizes.
     #[arg(long, default_value_t = 7)]
     seed: u64,
+    /// Instead: CPU reservations under LDF (reserved tenants of 20 % and 30 % of the pool
+    /// next to four bullies), per metering interval, against 2DFQᴱ with equal weights.
+    #[arg(long)]
+    reservations: bool,
+    /// With --reservations: the metering interval, ms.
+    #[arg(long, default_value_t = 500)]
+    interval_ms: u64,
+    /// With --reservations: intervals measured.
+    #[arg(long, default_value_t = 10)]
+    intervals: usize,
+}
+
+fn reservations(args: &PoolArgs) -> ExitCode {
+    use fairlane_runtime::reserve_demo::{self, ReserveDemoOptions};
+    let options = ReserveDemoOptions {
+        workers: args.workers,
+        interval: Duration::from_millis(args.interval_ms),
+        intervals: args.intervals,
+        ..ReserveDemoOptions::default()
+    };
+    match reserve_demo::run(&options) {
+        Ok(report) => {
+            if args.json {
+                println!("{}", report.to_json());
+            } else {
+                print!("{}", report.to_table());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 pub fn run(cmd: DemoCommand) -> ExitCode {
     let DemoCommand::Pool(args) = cmd;
+    if args.reservations {
+        return reservations(&args);
+    }
     if !(args.seconds.is_finite() && args.seconds > 0.0) {
         eprintln!(
             "error: --seconds must be a positive number, got {}",

@@ -8,6 +8,8 @@
 //!
 //! Run: `cargo bench -p fairlane-core --bench cycle`
 
+#![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
+
 use std::collections::VecDeque;
 use std::time::Duration;
 

@@ -5,6 +5,8 @@
 //!
 //! Run: `cargo bench -p fairlane-core --bench reserve`
 
+#![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
+
 use std::collections::VecDeque;
 use std::time::Duration;
 

@@ -100,9 +100,21 @@ impl<T> Book<T> {
 
     /// The tenant's index, creating it with the default weight if new.
     pub fn tenant_index(&mut self, id: TenantId) -> u32 {
-        if let Some(&t) = self.index.get(&id) {
-            return t;
+        self.tenant_entry(id).0
+    }
+
+    /// The tenant's index, and whether this call created it.
+    #[inline]
+    pub fn tenant_entry(&mut self, id: TenantId) -> (u32, bool) {
+        match self.index.get(&id) {
+            Some(&t) => (t, false),
+            None => (self.create_tenant(id), true),
         }
+    }
+
+    /// A new tenant with the default weight (kept out of line: the hot path looks up).
+    #[cold]
+    fn create_tenant(&mut self, id: TenantId) -> u32 {
         let fresh = Tenant {
             id,
             weight: self.default_weight,
@@ -148,22 +160,16 @@ impl<T> Book<T> {
         Ok(t)
     }
 
-    /// Check a request's cost, then queue it. Returns (ticket, tenant index, whether the
-    /// tenant's queue was empty before).
+    /// Check a request's cost, then queue it (a refused request leaves no trace). Returns
+    /// (ticket, tenant index, whether the tenant's queue was empty before, whether the
+    /// tenant is new).
     pub fn push(
         &mut self,
         req: Request<T>,
         require_cost: bool,
-    ) -> Result<(Ticket, u32, bool), Error> {
-        if let Some(c) = req.cost {
-            check_cost("request cost", c)?;
-        } else if require_cost {
-            return Err(Error::CostRequired {
-                tenant: req.tenant,
-                class: req.class,
-            });
-        }
-        let t = self.tenant_index(req.tenant);
+    ) -> Result<(Ticket, u32, bool, bool), Error> {
+        Self::check_request(&req, require_cost)?;
+        let (t, fresh) = self.tenant_entry(req.tenant);
         let slot = Slot {
             generation: 0,
             state: State::Queued,
@@ -193,7 +199,20 @@ impl<T> Book<T> {
         ten.queue.push_back(ticket);
         ten.queued += 1;
         self.queued += 1;
-        Ok((ticket, t, was_empty))
+        Ok((ticket, t, was_empty, fresh))
+    }
+
+    /// A request's cost is valid, and present if the policy needs it.
+    fn check_request(req: &Request<T>, require_cost: bool) -> Result<(), Error> {
+        if let Some(c) = req.cost {
+            check_cost("request cost", c)?;
+        } else if require_cost {
+            return Err(Error::CostRequired {
+                tenant: req.tenant,
+                class: req.class,
+            });
+        }
+        Ok(())
     }
 
     fn is_live_queued(&self, ticket: Ticket) -> bool {

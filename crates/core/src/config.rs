@@ -9,6 +9,7 @@ use crate::edf::Edf;
 use crate::estimate::{CostEstimator, EstimatorKind};
 use crate::fifo::Fifo;
 use crate::interposed::{StartTag, Variant};
+use crate::queued::Queued;
 use crate::rw::Rw;
 use crate::scheduler::Scheduler;
 use crate::select::{Eligible, MinFinish, Staggered};
@@ -234,6 +235,70 @@ impl Config {
         self
     }
 
+    /// The one place an executor turns a preset name into a configuration (issue 15: the
+    /// pool, the gate, the proxy and the simulator all come here).
+    ///
+    /// * `workers`: the executor's workers (threads, seats, issue slots).
+    /// * `initial`: the estimate of one typical request in the executor's cost unit (1 ms of
+    ///   CPU = 1e6 for the pool, 1 ms of upstream time = 0.001 for the proxy). Estimated
+    ///   presets start unseen (tenant, class) pairs at it, and RW(D)'s window is one typical
+    ///   request per issue slot (the paper's `n_f = D·φ_f/Σφ` requests).
+    /// * `costs_known`: whether the executor can give costs up front. When it cannot (the
+    ///   proxy), a known-cost preset gets an EMA estimator (α = 0.99) instead of refusing
+    ///   every request; FIFO and EDF never need costs and are left as they are.
+    ///
+    /// Whether the result needs costs up front is [`Config::requires_cost`] (or, once built,
+    /// [`Scheduler::requires_cost`]).
+    ///
+    /// ```
+    /// use fairlane_core::Config;
+    /// let proxy = Config::for_executor("2dfq", 8, 0.001, false).unwrap();
+    /// assert_eq!(proxy.name(), "2dfqe"); // 2DFQ with an EMA estimator
+    /// assert!(!proxy.requires_cost());
+    /// let pool = Config::for_executor("2dfq", 2, 1e6, true).unwrap();
+    /// assert!(pool.requires_cost());
+    /// ```
+    pub fn for_executor(
+        name: &str,
+        workers: usize,
+        initial: f64,
+        costs_known: bool,
+    ) -> Result<Self, Error> {
+        if !(initial.is_finite() && initial > 0.0) {
+            return Err(Error::InvalidConfig {
+                field: "initial_estimate",
+                reason: format!("must be finite and > 0, got {initial}"),
+            });
+        }
+        let c = Config::preset(name)?;
+        let estimator = match c.estimator {
+            EstimatorKind::Oracle if costs_known => EstimatorKind::Oracle,
+            EstimatorKind::Oracle => EstimatorKind::Ema {
+                alpha: 0.99,
+                initial,
+            },
+            EstimatorKind::LastValue { .. } => EstimatorKind::LastValue { initial },
+            EstimatorKind::Ema { alpha, .. } => EstimatorKind::Ema { alpha, initial },
+            EstimatorKind::Pessimistic { alpha, .. } => {
+                EstimatorKind::Pessimistic { alpha, initial }
+            }
+        };
+        let c = match c.algorithm {
+            Algorithm::Fifo | Algorithm::Edf => c,
+            _ => c.estimator(estimator),
+        };
+        Ok(c.workers(workers).window_unit(initial))
+    }
+
+    /// Whether every request must carry its cost under this configuration: an oracle
+    /// estimator or the exact GPS clock, for an algorithm that charges by cost (FIFO and EDF
+    /// never need costs).
+    pub fn requires_cost(&self) -> bool {
+        !matches!(self.algorithm, Algorithm::Fifo | Algorithm::Edf)
+            && (self.estimator == EstimatorKind::Oracle
+                || matches!(self.clock, Some(VirtualClock::Gps { .. })))
+    }
+
     /// The preset-style name of what this config builds (`"2dfqe"`, `"wfq"`, …).
     pub fn name(&self) -> &'static str {
         let estimated = self.estimator != EstimatorKind::Oracle;
@@ -302,13 +367,34 @@ impl Config {
         let clock = |default| Clock::new(self.clock.unwrap_or(default));
         let (c, w) = (self.charging, self.default_weight);
         Ok(match self.algorithm {
-            Algorithm::Fifo => Box::new(Fifo::new(workers, est, w)),
-            Algorithm::Drr => Box::new(Drr::new(workers, est, c, w, self.drr_quantum)),
-            Algorithm::Sfq => Box::new(StartTag::new(name, Variant::Sfq, workers, est, c, w)),
-            Algorithm::MinSfq => Box::new(StartTag::new(name, Variant::MinSfq, workers, est, c, w)),
-            Algorithm::Fsfq => Box::new(StartTag::new(name, Variant::Fsfq, workers, est, c, w)),
-            Algorithm::Rw => Box::new(Rw::new(name, workers, self.window_unit, est, w)),
-            Algorithm::Edf => Box::new(Edf::new(name, workers, est, w)),
+            Algorithm::Fifo => Box::new(Queued(Fifo::new(workers, est, w))),
+            Algorithm::Drr => Box::new(Queued(Drr::new(workers, est, c, w, self.drr_quantum))),
+            Algorithm::Sfq => Box::new(Queued(StartTag::new(
+                name,
+                Variant::Sfq,
+                workers,
+                est,
+                c,
+                w,
+            ))),
+            Algorithm::MinSfq => Box::new(Queued(StartTag::new(
+                name,
+                Variant::MinSfq,
+                workers,
+                est,
+                c,
+                w,
+            ))),
+            Algorithm::Fsfq => Box::new(Queued(StartTag::new(
+                name,
+                Variant::Fsfq,
+                workers,
+                est,
+                c,
+                w,
+            ))),
+            Algorithm::Rw => Box::new(Queued(Rw::new(name, workers, self.window_unit, est, w))),
+            Algorithm::Edf => Box::new(Queued(Edf::new(name, workers, est, w))),
             Algorithm::Wfq => {
                 let clock = clock(VirtualClock::Approximate)?;
                 let track_start = matches!(clock, Clock::Approximate { .. });

@@ -16,9 +16,9 @@ use std::collections::VecDeque;
 
 use crate::book::Book;
 use crate::estimate::CostEstimator;
-use crate::scheduler::{Scheduler, TenantView};
+use crate::queued::{queue_parts, Queue};
 use crate::tags::Charging;
-use crate::types::{Decision, Dispatch, Error, Request, TenantId, Ticket};
+use crate::types::{Decision, Dispatch, Ticket};
 
 pub(crate) struct Drr<T> {
     workers: usize,
@@ -78,7 +78,7 @@ impl<T> Drr<T> {
     }
 }
 
-impl<T: Send> Scheduler<T> for Drr<T> {
+impl<T> Queue<T> for Drr<T> {
     fn name(&self) -> &'static str {
         if self.est.requires_known_cost() {
             "drr"
@@ -86,33 +86,20 @@ impl<T: Send> Scheduler<T> for Drr<T> {
             "drre"
         }
     }
+    queue_parts!();
 
-    fn workers(&self) -> usize {
-        self.workers
-    }
-
-    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
-        self.workers = crate::config::check_workers(workers)?;
-        Ok(())
-    }
-
-    fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
-        self.book.observe(now)?;
-        let (ticket, t, was_empty) = self.book.push(request, self.est.requires_known_cost())?;
+    fn queued(&mut self, _: Ticket, t: u32, was_empty: bool, _: f64) {
         if was_empty {
             self.price_head(t);
             self.ring.push_back(t);
         }
-        Ok(ticket)
     }
 
-    fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        crate::config::check_worker(worker, self.workers)?;
-        self.book.observe(now)?;
+    fn pick(&mut self, _: usize, _: f64) -> Decision<T> {
         let q = self.quantum();
         loop {
             let Some(&t) = self.ring.front() else {
-                return Ok(Decision::Empty);
+                return Decision::Empty;
             };
             let ten = &mut self.book.tenants[t as usize];
             if !self.turn {
@@ -128,95 +115,57 @@ impl<T: Send> Scheduler<T> for Drr<T> {
                 } else {
                     self.price_head(t);
                 }
-                return Ok(Decision::Run(Dispatch {
+                return Decision::Run(Dispatch {
                     ticket,
                     request,
                     charged: l,
-                }));
+                });
             }
             self.ring.rotate_left(1);
             self.turn = false;
         }
     }
 
-    fn progress(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        let t = self.book.check_usage(ticket, used)?;
+    fn refresh(&mut self, ticket: Ticket, t: u32, used: f64) {
         if self.charging.refresh {
             let excess = self.book.refresh_charge(ticket, used);
             self.book.tenants[t as usize].deficit -= excess;
         }
-        Ok(())
     }
 
-    fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        let t = self.book.check_usage(ticket, used)?;
+    fn settle(&mut self, ticket: Ticket, t: u32, used: f64) {
         if self.charging.retroactive {
             let owed = self.book.settle(ticket, used);
             self.book.tenants[t as usize].deficit -= owed;
         }
-        let (t, class) = self.book.finish(ticket);
-        let id = self.book.tenants[t as usize].id;
-        self.est.observe(id, class, used);
+    }
+
+    fn finished(&mut self, t: u32, _: f64) {
         if self.book.tenants[t as usize].queued > 0 {
             self.price_head(t);
         } else {
             let d = &mut self.book.tenants[t as usize].deficit;
             *d = d.min(0.0);
         }
-        Ok(())
     }
 
-    fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error> {
-        self.book.observe(now)?;
-        let (request, t, was_head) = self.book.cancel(ticket)?;
+    fn cancelled(&mut self, t: u32, was_head: bool) {
         if self.book.tenants[t as usize].queued == 0 {
             self.drop_from_ring(t);
         } else if was_head {
             self.price_head(t);
         }
-        Ok(request)
     }
 
-    fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        let (t, _) = self.book.set_weight(tenant, weight)?;
+    fn weight_changed(&mut self, t: u32, _: f64, _: f64) {
         let ten = &self.book.tenants[t as usize];
         if ten.queued > 0 {
             self.auto_quantum = self.auto_quantum.max(ten.head_cost / ten.weight);
         }
-        Ok(())
     }
 
-    fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
-        self.book.remove_tenant(tenant)?;
-        self.est.forget(tenant);
-        Ok(())
-    }
-
-    fn tenant(&self, tenant: TenantId) -> Option<TenantView> {
-        let t = self.book.lookup(tenant)?;
+    fn view(&self, t: u32) -> (bool, f64) {
         let ten = &self.book.tenants[t as usize];
-        Some(TenantView {
-            id: ten.id,
-            weight: ten.weight,
-            queued: ten.queued,
-            running: ten.running,
-            active: ten.queued > 0,
-            tag: ten.deficit,
-        })
-    }
-
-    fn queued(&self) -> usize {
-        self.book.queued
-    }
-
-    fn running(&self) -> usize {
-        self.book.running
-    }
-
-    fn virtual_time(&self) -> Option<f64> {
-        None
+        (ten.queued > 0, ten.deficit)
     }
 }

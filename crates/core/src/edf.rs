@@ -7,8 +7,8 @@
 
 use crate::book::Book;
 use crate::estimate::CostEstimator;
-use crate::scheduler::{check_target, Scheduler, TenantView};
-use crate::types::{Decision, Dispatch, Error, Request, TenantId, Ticket};
+use crate::queued::{queue_parts, Queue};
+use crate::types::{Decision, Dispatch, Error, TenantId, Ticket};
 use crate::util::IndexedHeap;
 
 pub(crate) struct Edf<T> {
@@ -63,24 +63,16 @@ impl<T> Edf<T> {
     }
 }
 
-impl<T: Send> Scheduler<T> for Edf<T> {
+impl<T> Queue<T> for Edf<T> {
     fn name(&self) -> &'static str {
         self.name
     }
-
-    fn workers(&self) -> usize {
-        self.workers
+    queue_parts!();
+    fn requires_cost(&self) -> bool {
+        false // costs only fill in `Dispatch::charged`, as in FIFO
     }
 
-    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
-        self.workers = crate::config::check_workers(workers)?;
-        Ok(())
-    }
-
-    fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
-        let now = self.book.observe(now)?;
-        // EDF never needs costs: they only fill in `Dispatch::charged`, as in FIFO.
-        let (ticket, t, was_empty) = self.book.push(request, false)?;
+    fn queued(&mut self, ticket: Ticket, t: u32, was_empty: bool, now: f64) {
         let target = self.target_of(t);
         let slot = ticket.slot() as usize;
         if slot >= self.deadline.len() {
@@ -91,14 +83,11 @@ impl<T: Send> Scheduler<T> for Edf<T> {
         if was_empty {
             self.sync(t);
         }
-        Ok(ticket)
     }
 
-    fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        crate::config::check_worker(worker, self.workers)?;
-        self.book.observe(now)?;
+    fn pick(&mut self, _: usize, _: f64) -> Decision<T> {
         let Some((t, _)) = self.heads.peek() else {
-            return Ok(Decision::Empty);
+            return Decision::Empty;
         };
         let h = self.book.head(t).expect("a tenant in the heap has a head");
         let slot = &self.book.slots[h.slot() as usize];
@@ -108,46 +97,20 @@ impl<T: Send> Scheduler<T> for Edf<T> {
         });
         let (ticket, request) = self.book.start_head(t, l);
         self.sync(t);
-        Ok(Decision::Run(Dispatch {
+        Decision::Run(Dispatch {
             ticket,
             request,
             charged: l,
-        }))
+        })
     }
 
-    fn progress(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        self.book.check_usage(ticket, used)?;
-        self.book.refresh_charge(ticket, used); // records usage: reports must not go down
-        Ok(())
-    }
-
-    fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        self.book.check_usage(ticket, used)?;
-        let (t, class) = self.book.finish(ticket);
-        let id = self.book.tenants[t as usize].id;
-        self.est.observe(id, class, used);
-        Ok(())
-    }
-
-    fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error> {
-        self.book.observe(now)?;
-        let (request, t, was_head) = self.book.cancel(ticket)?;
+    fn cancelled(&mut self, t: u32, was_head: bool) {
         if was_head {
             self.sync(t);
         }
-        Ok(request)
     }
 
-    fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        self.book.set_weight(tenant, weight).map(|_| ())
-    }
-
-    fn set_target(&mut self, tenant: TenantId, target: Option<f64>, now: f64) -> Result<(), Error> {
-        check_target(target)?;
-        self.book.observe(now)?;
+    fn target(&mut self, tenant: TenantId, target: Option<f64>) -> Result<(), Error> {
         // Like a weight, a target creates the tenant; queued requests keep their deadlines.
         let t = self.book.tenant_index(tenant);
         self.target_of(t);
@@ -155,41 +118,18 @@ impl<T: Send> Scheduler<T> for Edf<T> {
         Ok(())
     }
 
-    fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
-        let t = self.book.remove_tenant(tenant)?;
+    fn removed(&mut self, t: u32) {
         self.heads.remove(t);
         self.target_of(t);
         self.targets[t as usize] = f64::INFINITY;
-        self.est.forget(tenant);
-        Ok(())
     }
 
-    fn tenant(&self, tenant: TenantId) -> Option<TenantView> {
-        let t = self.book.lookup(tenant)?;
+    fn view(&self, t: u32) -> (bool, f64) {
         let ten = &self.book.tenants[t as usize];
-        Some(TenantView {
-            id: ten.id,
-            weight: ten.weight,
-            queued: ten.queued,
-            running: ten.running,
-            active: ten.queued + ten.running > 0,
-            tag: self
-                .targets
-                .get(t as usize)
-                .copied()
-                .unwrap_or(f64::INFINITY),
-        })
-    }
-
-    fn queued(&self) -> usize {
-        self.book.queued
-    }
-
-    fn running(&self) -> usize {
-        self.book.running
-    }
-
-    fn virtual_time(&self) -> Option<f64> {
-        None
+        let target = self.targets.get(t as usize).copied();
+        (
+            ten.queued + ten.running > 0,
+            target.unwrap_or(f64::INFINITY),
+        )
     }
 }

@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 
 use crate::book::{Book, State};
 use crate::estimate::CostEstimator;
-use crate::scheduler::{Scheduler, TenantView};
-use crate::types::{Decision, Dispatch, Error, Request, TenantId, Ticket};
+use crate::queued::{queue_parts, Queue};
+use crate::types::{Decision, Dispatch, Ticket};
 
 pub(crate) struct Fifo<T> {
     workers: usize,
@@ -28,31 +28,20 @@ impl<T> Fifo<T> {
     }
 }
 
-impl<T: Send> Scheduler<T> for Fifo<T> {
+impl<T> Queue<T> for Fifo<T> {
     fn name(&self) -> &'static str {
         "fifo"
     }
-
-    fn workers(&self) -> usize {
-        self.workers
+    queue_parts!();
+    fn requires_cost(&self) -> bool {
+        false // costs only fill in `Dispatch::charged`
     }
 
-    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
-        self.workers = crate::config::check_workers(workers)?;
-        Ok(())
-    }
-
-    fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
-        self.book.observe(now)?;
-        // FIFO never needs costs: they only fill in `Dispatch::charged`.
-        let (ticket, _, _) = self.book.push(request, false)?;
+    fn queued(&mut self, ticket: Ticket, _: u32, _: bool, _: f64) {
         self.order.push_back(ticket);
-        Ok(ticket)
     }
 
-    fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        crate::config::check_worker(worker, self.workers)?;
-        self.book.observe(now)?;
+    fn pick(&mut self, _: usize, _: f64) -> Decision<T> {
         while let Some(ticket) = self.order.pop_front() {
             let slot = &self.book.slots[ticket.slot() as usize];
             if slot.generation != ticket.generation() || slot.state != State::Queued {
@@ -70,70 +59,16 @@ impl<T: Send> Scheduler<T> for Fifo<T> {
                 }
             }
             let (ticket, request) = self.book.start(ticket, l);
-            return Ok(Decision::Run(Dispatch {
+            return Decision::Run(Dispatch {
                 ticket,
                 request,
                 charged: l,
-            }));
+            });
         }
-        Ok(Decision::Empty)
+        Decision::Empty
     }
 
-    fn progress(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        self.book.check_usage(ticket, used)?;
-        self.book.refresh_charge(ticket, used);
-        Ok(())
-    }
-
-    fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        self.book.check_usage(ticket, used)?;
-        let (t, class) = self.book.finish(ticket);
-        let id = self.book.tenants[t as usize].id;
-        self.est.observe(id, class, used);
-        Ok(())
-    }
-
-    fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error> {
-        self.book.observe(now)?;
-        let (request, _, _) = self.book.cancel(ticket)?;
-        Ok(request)
-    }
-
-    fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        self.book.set_weight(tenant, weight).map(|_| ())
-    }
-
-    fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
-        self.book.remove_tenant(tenant)?;
-        self.est.forget(tenant);
-        Ok(())
-    }
-
-    fn tenant(&self, tenant: TenantId) -> Option<TenantView> {
-        let t = self.book.lookup(tenant)?;
-        let ten = &self.book.tenants[t as usize];
-        Some(TenantView {
-            id: ten.id,
-            weight: ten.weight,
-            queued: ten.queued,
-            running: ten.running,
-            active: ten.queued > 0,
-            tag: 0.0,
-        })
-    }
-
-    fn queued(&self) -> usize {
-        self.book.queued
-    }
-
-    fn running(&self) -> usize {
-        self.book.running
-    }
-
-    fn virtual_time(&self) -> Option<f64> {
-        None
+    fn view(&self, t: u32) -> (bool, f64) {
+        (self.book.tenants[t as usize].queued > 0, 0.0)
     }
 }

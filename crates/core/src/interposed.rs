@@ -23,9 +23,9 @@
 
 use crate::book::Book;
 use crate::estimate::CostEstimator;
-use crate::scheduler::{Scheduler, TenantView};
+use crate::queued::{queue_parts, Queue};
 use crate::tags::Charging;
-use crate::types::{Decision, Dispatch, Error, Request, TenantId, Ticket};
+use crate::types::{Decision, Dispatch, Ticket};
 use crate::util::IndexedHeap;
 
 /// Which virtual time.
@@ -64,6 +64,8 @@ pub(crate) struct StartTag<T> {
     flows: Vec<Flow>,
     /// `(v(A), v̄(A))` of each queued request, by ticket slot.
     arrived: Vec<(f64, f64)>,
+    /// `(v(A), v̄(A))` of the request arriving now (set just before the book takes it).
+    arrival: (f64, f64),
     /// Flows with a queued head, by (S, S̄ for FSFQ else 0, tenant id).
     select: IndexedHeap<(f64, f64, u64)>,
     /// FSFQ(D): queued heads by S̄.
@@ -95,6 +97,7 @@ impl<T> StartTag<T> {
             book: Book::new(default_weight),
             flows: Vec::new(),
             arrived: Vec::new(),
+            arrival: (0.0, 0.0),
             select: IndexedHeap::default(),
             heads_bar: IndexedHeap::default(),
             dispatched: IndexedHeap::default(),
@@ -221,37 +224,27 @@ impl<T> StartTag<T> {
     }
 }
 
-impl<T: Send> Scheduler<T> for StartTag<T> {
+impl<T> Queue<T> for StartTag<T> {
     fn name(&self) -> &'static str {
         self.name
     }
+    queue_parts!();
 
-    fn workers(&self) -> usize {
-        self.workers
+    fn arriving(&mut self) {
+        self.arrival = self.virtual_times(); // v(A), v̄(A) at the request's arrival
     }
 
-    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
-        self.workers = crate::config::check_workers(workers)?;
-        Ok(())
-    }
-
-    fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
-        self.book.observe(now)?;
-        let arrival = self.virtual_times();
-        let (ticket, t, was_empty) = self.book.push(request, self.est.requires_known_cost())?;
+    fn queued(&mut self, ticket: Ticket, t: u32, was_empty: bool, _: f64) {
         self.ensure(t, ticket.slot());
-        self.arrived[ticket.slot() as usize] = arrival;
+        self.arrived[ticket.slot() as usize] = self.arrival;
         if was_empty {
             self.sync(t);
         }
-        Ok(ticket)
     }
 
-    fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        crate::config::check_worker(worker, self.workers)?;
-        self.book.observe(now)?;
+    fn pick(&mut self, _: usize, _: f64) -> Decision<T> {
         let Some((t, _)) = self.select.peek_key() else {
-            return Ok(Decision::Empty);
+            return Decision::Empty;
         };
         let tags = self.flows[t as usize]
             .head
@@ -272,88 +265,60 @@ impl<T: Send> Scheduler<T> for StartTag<T> {
             Variant::Sfq => {}
         }
         self.sync(t);
-        Ok(Decision::Run(Dispatch {
+        Decision::Run(Dispatch {
             ticket,
             request,
             charged: l,
-        }))
+        })
     }
 
-    fn progress(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        let t = self.book.check_usage(ticket, used)?;
+    fn refresh(&mut self, ticket: Ticket, t: u32, used: f64) {
         if self.charging.refresh {
             let excess = self.book.refresh_charge(ticket, used);
             self.correct(t, excess);
         }
-        Ok(())
     }
 
-    fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        let t = self.book.check_usage(ticket, used)?;
+    fn settle(&mut self, ticket: Ticket, t: u32, used: f64) {
         if self.charging.retroactive {
             let owed = self.book.settle(ticket, used);
             self.correct(t, owed);
         }
         self.dispatched.remove(ticket.slot());
-        let (t, class) = self.book.finish(ticket);
-        let id = self.book.tenants[t as usize].id;
-        self.est.observe(id, class, used);
-        self.sync(t); // the head's estimate may have changed
-        self.maybe_idle();
-        Ok(())
     }
 
-    fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error> {
-        self.book.observe(now)?;
-        let (request, t, was_head) = self.book.cancel(ticket)?;
+    fn finished(&mut self, t: u32, _: f64) {
+        self.sync(t); // the head's estimate may have changed
+        self.maybe_idle();
+    }
+
+    fn cancelled(&mut self, t: u32, was_head: bool) {
         if was_head {
             self.sync(t);
         }
         self.maybe_idle();
-        Ok(request)
     }
 
-    fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        let (t, _) = self.book.set_weight(tenant, weight)?;
+    fn weight_changed(&mut self, t: u32, _: f64, _: f64) {
         self.ensure(t, 0);
         self.sync(t);
-        Ok(())
     }
 
-    fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
-        let t = self.book.remove_tenant(tenant)?;
+    fn removed(&mut self, t: u32) {
         self.select.remove(t);
         self.heads_bar.remove(t);
         if let Some(f) = self.flows.get_mut(t as usize) {
             *f = Flow::default();
         }
-        self.est.forget(tenant);
-        Ok(())
     }
 
-    fn tenant(&self, tenant: TenantId) -> Option<TenantView> {
-        let t = self.book.lookup(tenant)?;
+    fn view(&self, t: u32) -> (bool, f64) {
         let ten = &self.book.tenants[t as usize];
         let flow = self.flows.get(t as usize).copied().unwrap_or_default();
-        Some(TenantView {
-            id: ten.id,
-            weight: ten.weight,
-            queued: ten.queued,
-            running: ten.running,
-            active: ten.queued + ten.running > 0,
-            tag: flow.head.map_or(flow.prev_f, |h| h.s),
-        })
-    }
-
-    fn queued(&self) -> usize {
-        self.book.queued
-    }
-
-    fn running(&self) -> usize {
-        self.book.running
+        (
+            ten.queued + ten.running > 0,
+            flow.head.map_or(flow.prev_f, |h| h.s),
+        )
     }
 
     fn virtual_time(&self) -> Option<f64> {

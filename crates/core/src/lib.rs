@@ -34,7 +34,6 @@
 //! ```
 
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod book;
 pub mod clock;
@@ -45,6 +44,7 @@ mod edf;
 pub mod estimate;
 mod fifo;
 mod interposed;
+mod queued;
 pub mod reserve;
 mod rw;
 mod scheduler;
@@ -61,6 +61,6 @@ pub struct ReadmeDoctest;
 pub use clock::{GpsClock, VirtualClock};
 pub use config::{Algorithm, Config, PRESETS};
 pub use estimate::{CostEstimator, EstimatorKind};
-pub use scheduler::{Scheduler, TenantView};
+pub use scheduler::{BoxedScheduler, Scheduler, TenantView};
 pub use tags::Charging;
 pub use types::{ClassId, Decision, Dispatch, Error, Request, TenantId, Ticket};

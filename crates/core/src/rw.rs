@@ -16,8 +16,8 @@ use std::collections::VecDeque;
 
 use crate::book::Book;
 use crate::estimate::CostEstimator;
-use crate::scheduler::{Scheduler, TenantView};
-use crate::types::{Decision, Dispatch, Error, Request, TenantId, Ticket};
+use crate::queued::{queue_parts, Queue};
+use crate::types::{Decision, Dispatch, Ticket};
 
 pub(crate) struct Rw<T> {
     name: &'static str,
@@ -59,30 +59,14 @@ impl<T> Rw<T> {
         }
     }
 
-    /// The tenant index, creating the tenant (and growing Σφ) if new.
-    fn tenant_index(&mut self, id: TenantId) -> u32 {
-        if let Some(t) = self.book.lookup(id) {
-            return t;
-        }
-        let t = self.book.tenant_index(id);
-        if t as usize >= self.outstanding.len() {
-            self.outstanding.resize(t as usize + 1, 0.0);
-            self.listed.resize(t as usize + 1, false);
-        }
-        self.outstanding[t as usize] = 0.0;
-        self.listed[t as usize] = false;
-        // Σφ grows: other windows only shrink, nobody new may send.
-        self.total_weight += self.book.tenants[t as usize].weight;
-        self.tenants += 1;
-        t
-    }
-
     /// n_f.
+    #[inline]
     fn window(&self, t: u32) -> f64 {
         self.workers as f64 * self.unit * self.book.tenants[t as usize].weight / self.total_weight
     }
 
     /// Whether tenant `t` may send its head now (computing the head's charge).
+    #[inline]
     fn open(&mut self, t: u32) -> bool {
         let Some(h) = self.book.head(t) else {
             return false;
@@ -97,6 +81,7 @@ impl<T> Rw<T> {
         out == 0.0 || out + l <= self.window(t) * (1.0 + 1e-9)
     }
 
+    #[inline]
     fn list(&mut self, t: u32) {
         if !self.listed[t as usize] && self.open(t) {
             self.listed[t as usize] = true;
@@ -114,50 +99,38 @@ impl<T> Rw<T> {
     }
 }
 
-impl<T: Send> Scheduler<T> for Rw<T> {
+impl<T> Queue<T> for Rw<T> {
     fn name(&self) -> &'static str {
         self.name
     }
-
-    fn workers(&self) -> usize {
-        self.workers
+    queue_parts!();
+    fn workers_changed(&mut self, old: usize) {
+        if self.workers > old {
+            self.relist_all(); // windows grew
+        }
     }
 
-    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
-        let grew = crate::config::check_workers(workers)? > self.workers;
-        self.workers = workers;
-        if grew {
-            self.relist_all();
+    fn joined(&mut self, t: u32) {
+        if t as usize >= self.outstanding.len() {
+            self.outstanding.resize(t as usize + 1, 0.0);
+            self.listed.resize(t as usize + 1, false);
         }
-        Ok(())
+        self.outstanding[t as usize] = 0.0;
+        self.listed[t as usize] = false;
+        // Σφ grows: other windows only shrink, nobody new may send.
+        self.total_weight += self.book.tenants[t as usize].weight;
+        self.tenants += 1;
     }
 
-    fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
-        self.book.observe(now)?;
-        // Validate before creating the tenant, so a refused request leaves no trace.
-        match request.cost {
-            Some(c) => {
-                crate::types::check_cost("request cost", c)?;
-            }
-            None if self.est.requires_known_cost() => {
-                return Err(Error::CostRequired {
-                    tenant: request.tenant,
-                    class: request.class,
-                })
-            }
-            None => {}
-        }
-        let t = self.tenant_index(request.tenant);
-        let (ticket, _, was_empty) = self.book.push(request, self.est.requires_known_cost())?;
+    #[inline]
+    fn queued(&mut self, _: Ticket, t: u32, was_empty: bool, _: f64) {
         if was_empty {
             self.list(t);
         }
-        Ok(ticket)
     }
 
-    fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
-        crate::config::check_worker(worker, self.workers)?;
-        self.book.observe(now)?;
+    #[inline]
+    fn pick(&mut self, _: usize, _: f64) -> Decision<T> {
         while let Some(t) = self.ready.pop_front() {
             self.listed[t as usize] = false;
             if !self.open(t) {
@@ -167,102 +140,60 @@ impl<T: Send> Scheduler<T> for Rw<T> {
             self.outstanding[t as usize] += l;
             let (ticket, request) = self.book.start_head(t, l);
             self.list(t); // round robin: back of the line if still open
-            return Ok(Decision::Run(Dispatch {
+            return Decision::Run(Dispatch {
                 ticket,
                 request,
                 charged: l,
-            }));
+            });
         }
-        Ok(if self.book.queued > 0 {
-            Decision::RetryAt(f64::INFINITY)
+        if self.book.queued > 0 {
+            Decision::RetryAt(f64::INFINITY) // a window opens only at a completion
         } else {
             Decision::Empty
-        })
+        }
     }
 
-    fn progress(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        // Windows count the cost charged at dispatch; usage only feeds the estimator.
-        self.book.observe(now)?;
-        self.book.check_usage(ticket, used)?;
-        self.book.refresh_charge(ticket, used); // records usage: reports must not go down
-        Ok(())
-    }
+    // Windows count the cost charged at dispatch; usage only feeds the estimator, so
+    // `refresh` keeps its default (record the usage: reports must not go down).
 
-    fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        self.book.check_usage(ticket, used)?;
-        let charged = self.book.slots[ticket.slot() as usize].charged;
-        let (t, class) = self.book.finish(ticket);
+    #[inline]
+    fn finished(&mut self, t: u32, charged: f64) {
         let ti = t as usize;
         self.outstanding[ti] = if self.book.tenants[ti].running == 0 {
             0.0 // no rounding residue
         } else {
             (self.outstanding[ti] - charged).max(0.0)
         };
-        let id = self.book.tenants[ti].id;
-        self.est.observe(id, class, used);
         self.list(t);
-        Ok(())
     }
 
-    fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error> {
-        self.book.observe(now)?;
-        let (request, t, was_head) = self.book.cancel(ticket)?;
+    fn cancelled(&mut self, t: u32, was_head: bool) {
         if was_head {
             self.list(t);
         }
-        Ok(request)
     }
 
-    fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
-        self.book.observe(now)?;
-        crate::types::check_weight(tenant, weight)?;
-        let t = self.tenant_index(tenant);
-        let (_, old) = self.book.set_weight(tenant, weight)?;
-        self.total_weight += weight - old;
-        if weight < old {
+    fn weight_changed(&mut self, t: u32, old: f64, new: f64) {
+        self.total_weight += new - old;
+        if new < old {
             self.relist_all();
         } else {
             self.list(t);
         }
-        Ok(())
     }
 
-    fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
-        let t = self.book.remove_tenant(tenant)?;
+    fn removed(&mut self, t: u32) {
         self.tenants -= 1;
         self.total_weight = if self.tenants == 0 {
             0.0 // no rounding residue
         } else {
             self.total_weight - self.book.tenants[t as usize].weight
         };
-        self.est.forget(tenant);
         self.relist_all();
-        Ok(())
     }
 
-    fn tenant(&self, tenant: TenantId) -> Option<TenantView> {
-        let t = self.book.lookup(tenant)?;
+    fn view(&self, t: u32) -> (bool, f64) {
         let ten = &self.book.tenants[t as usize];
-        Some(TenantView {
-            id: ten.id,
-            weight: ten.weight,
-            queued: ten.queued,
-            running: ten.running,
-            active: ten.queued + ten.running > 0,
-            tag: self.outstanding[t as usize],
-        })
-    }
-
-    fn queued(&self) -> usize {
-        self.book.queued
-    }
-
-    fn running(&self) -> usize {
-        self.book.running
-    }
-
-    fn virtual_time(&self) -> Option<f64> {
-        None
+        (ten.queued + ten.running > 0, self.outstanding[t as usize])
     }
 }

@@ -29,23 +29,15 @@ use crate::types::{Decision, Error, Request, TenantId, Ticket};
 /// assert!(matches!(s.dequeue(0, 1.0).unwrap(), Decision::Empty));
 /// ```
 pub trait Scheduler<T> {
-    /// The algorithm's short name (`"2dfq"`, `"wfq"`, …).
-    fn name(&self) -> &'static str;
-
-    /// How many workers (threads, issue slots, cores) the scheduler serves. Workers are
-    /// numbered `0..workers()`; 2DFQ's eligibility depends on the number.
-    fn workers(&self) -> usize;
-
-    /// Change the number of workers (an adaptive depth controller does). 2DFQ re-staggers
-    /// its eligibility; running requests are unaffected.
-    fn set_workers(&mut self, workers: usize) -> Result<(), Error>;
+    // ── The hot path: what an executor calls for every request. ──────────────────────────
 
     /// Add a request to its tenant's queue. A tenant seen for the first time is created with
     /// the default weight. Returns the request's ticket.
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error>;
 
     /// Choose the request that worker `worker` runs next, charging its tenant the known or
-    /// estimated cost.
+    /// estimated cost. See [`Decision`] for what each answer obliges the executor to do
+    /// (in particular [`Decision::RetryAt`]).
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error>;
 
     /// Report the cumulative resource usage of a running request so far (refresh charging,
@@ -58,6 +50,12 @@ pub trait Scheduler<T> {
 
     /// Remove a request that is still queued (its client went away) and hand it back.
     fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error>;
+
+    // ── Administration: weights, targets, workers, tenants. ──────────────────────────────
+
+    /// Change the number of workers (an adaptive depth controller does). 2DFQ re-staggers
+    /// its eligibility; running requests are unaffected.
+    fn set_workers(&mut self, workers: usize) -> Result<(), Error>;
 
     /// Set a tenant's weight φ at `now` (creating the tenant if it is new). Takes effect for
     /// the tenant's next charge and its next finish tag.
@@ -74,6 +72,22 @@ pub trait Scheduler<T> {
     /// Forget a tenant that has nothing queued or running (its estimates too).
     fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error>;
 
+    // ── Introspection: read-only, for executors' metrics and dashboards. ─────────────────
+
+    /// The algorithm's short name (`"2dfq"`, `"wfq"`, …).
+    fn name(&self) -> &'static str;
+
+    /// How many workers (threads, issue slots, cores) the scheduler serves. Workers are
+    /// numbered `0..workers()`; 2DFQ's eligibility depends on the number.
+    fn workers(&self) -> usize;
+
+    /// Whether every request must carry its cost up front (an oracle estimator or the exact
+    /// GPS clock): an executor holding only the built scheduler asks here, and refuses a
+    /// costless request before it reaches the scheduler.
+    fn requires_cost(&self) -> bool {
+        false
+    }
+
     /// A tenant's current state, if the scheduler knows it.
     fn tenant(&self, tenant: TenantId) -> Option<TenantView>;
 
@@ -84,8 +98,17 @@ pub trait Scheduler<T> {
     fn running(&self) -> usize;
 
     /// The system virtual time, for schedulers that keep one.
-    fn virtual_time(&self) -> Option<f64>;
+    fn virtual_time(&self) -> Option<f64> {
+        None
+    }
 }
+
+/// A scheduler built once and handed to any executor: the simulator, [`FairPool`], `FairGate`
+/// and the proxy all drive a `Box<dyn Scheduler<u64> + Send>`, the payload being a key into
+/// the executor's own table of waiting work.
+///
+/// [`FairPool`]: https://docs.rs/fairlane-runtime
+pub type BoxedScheduler = Box<dyn Scheduler<u64> + Send>;
 
 /// A response-time target must be finite and > 0.
 pub(crate) fn check_target(target: Option<f64>) -> Result<(), Error> {

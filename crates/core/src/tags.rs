@@ -180,6 +180,10 @@ impl<T, S: Selector> TagScheduler<T, S> {
 }
 
 impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
+    fn requires_cost(&self) -> bool {
+        matches!(self.clock, Clock::Gps(_)) || self.est.requires_known_cost()
+    }
+
     fn name(&self) -> &'static str {
         self.name
     }
@@ -199,7 +203,7 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         let now = self.book.observe(now)?;
         let gps = matches!(self.clock, Clock::Gps(_));
         let cost = request.cost;
-        let (ticket, t, was_empty) = self
+        let (ticket, t, was_empty, _) = self
             .book
             .push(request, gps || self.est.requires_known_cost())?;
         if let Clock::Gps(g) = &mut self.clock {

@@ -92,15 +92,28 @@ impl<T> Request<T> {
     }
 }
 
-/// What `dequeue` decided for a worker.
+/// What `dequeue` decided for a worker, and what the executor must do about it. Every
+/// executor (simulator, pool, gate, proxy) honours it the same way:
+///
+/// * [`Run`](Decision::Run): start the request on the worker that asked.
+/// * [`Empty`](Decision::Empty): nothing is queued; the worker idles until the next
+///   `enqueue`.
+/// * [`RetryAt(t)`](Decision::RetryAt): requests are queued but none may start now (a limit
+///   or a request window holds them back). The worker idles and the executor asks again
+///   (`dequeue` on its free workers) at the earliest of: time `t` (a timer), the next
+///   `complete`, the next `enqueue`. `RetryAt(f64::INFINITY)` means "no time will help: ask
+///   again after the next completion" (RW(D)'s closed windows open only when a request
+///   completes), so no timer is armed. A `t` at or before `now` is treated as "ask again at
+///   the next event", never as a busy loop.
 #[derive(Debug)]
 pub enum Decision<T> {
     /// Run this request on the worker that asked.
     Run(Dispatch<T>),
     /// Nothing is queued.
     Empty,
-    /// Requests are queued but none may start now; ask again at this time. Only schedulers
-    /// that idle on purpose (limits, request windows) answer this.
+    /// Requests are queued but none may start now; ask again at this time (∞: after the next
+    /// completion). Only schedulers that idle on purpose (limits, request windows) answer
+    /// this. See [`Decision`] for the executor's obligations.
     RetryAt(f64),
 }
 
@@ -129,6 +142,7 @@ pub struct Dispatch<T> {
 /// Everything a scheduler can refuse. Library code never panics on user input; it says which
 /// value was wrong here.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Error {
     /// A cost (known cost, used amount) that is NaN, infinite or negative.
     InvalidCost {

@@ -420,8 +420,9 @@ impl ProxyConfig {
             }
         }
         let s = &self.scheduler;
-        crate::gate::resolve_scheduler(&s.algorithm, 1, 1.0)
-            .map_err(|e| ConfigError::new("scheduler.algorithm", e))?;
+        fairlane_core::Config::for_executor(&s.algorithm, 1, 1.0, false)
+            .and_then(|c| c.build::<()>().map(|_| ()))
+            .map_err(|e| ConfigError::new("scheduler.algorithm", core_reason(e)))?;
         if s.depth == 0 || s.depth > MAX_DEPTH {
             return Err(ConfigError::new(
                 "scheduler.depth",
@@ -608,4 +609,13 @@ impl ProxyConfig {
 pub(crate) fn parse_addr(field: &str, s: &str) -> Result<SocketAddr, ConfigError> {
     s.parse()
         .map_err(|_| ConfigError::new(field, format!("expected ip:port, got {s:?}")))
+}
+
+/// A core configuration error as the proxy's config messages say it: the reason alone (the
+/// field is named by the caller).
+pub(crate) fn core_reason(e: fairlane_core::Error) -> String {
+    match e {
+        fairlane_core::Error::InvalidConfig { reason, .. } => reason,
+        e => e.to_string(),
+    }
 }

@@ -41,8 +41,7 @@ pub(crate) fn set_target(
     tenant: TenantId,
     target: Option<f64>,
 ) -> Result<(), String> {
-    gate.with_scheduler(|s, now| s.set_target(tenant, target, now))
-        .map_err(|e| e.to_string())?;
+    gate.set_target(tenant, target)?;
     if let Some(c) = controller {
         c.lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -87,7 +87,7 @@ struct Done {
 impl MeteredBody {
     fn finish(&mut self) {
         if let Some(mut d) = self.done.take() {
-            let secs = d.permit.dispatched().elapsed().as_secs_f64();
+            let secs = d.permit.held().as_secs_f64();
             let cost = d.reported_cost.unwrap_or(secs);
             d.permit.set_cost(cost);
             d.stats.complete(secs, cost);
@@ -322,10 +322,10 @@ pub(crate) async fn handle(
                 "tenant queue full, retry later",
             )
         }
-        Err(Reject::Scheduler(e)) => return rejected(&inner, &stats, Reason::Internal, &e),
+        Err(e) => return rejected(&inner, &stats, Reason::Internal, &e.to_string()),
     };
     let queue_timeout = std::time::Duration::from_millis(limits.queue_timeout_ms);
-    let granted = waiting.try_granted();
+    let granted = waiting.granted();
     let permit = match granted {
         Some(p) => p,
         None => match tokio::time::timeout(queue_timeout, waiting).await {

@@ -39,7 +39,6 @@
 //! ```
 
 #![deny(unsafe_code)] // only `server::raise_fd_limit` calls setrlimit
-#![warn(missing_docs)]
 
 pub mod admin;
 pub mod cli;

@@ -8,7 +8,68 @@ use std::sync::{Arc, RwLock};
 use fairlane_core::TenantId;
 use serde::Serialize;
 
-use crate::gate::GateSnapshot;
+use crate::gate::Gate;
+
+/// A snapshot of the gate for `/status` and `/metrics`.
+#[derive(Clone, Debug, Serialize)]
+pub struct GateSnapshot {
+    /// Scheduler name.
+    pub scheduler: &'static str,
+    /// Current depth D.
+    pub depth: usize,
+    /// Requests waiting.
+    pub queued: usize,
+    /// Requests holding a slot.
+    pub running: usize,
+    /// The scheduler's virtual time, if it keeps one.
+    pub virtual_time: Option<f64>,
+    /// Per tenant, by id.
+    pub tenants: Vec<GateTenant>,
+}
+
+/// One tenant in a [`GateSnapshot`].
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GateTenant {
+    /// Waiting now.
+    pub queued: usize,
+    /// Holding a slot now.
+    pub running: usize,
+    /// Removed while waiting (client gone, queue timeout).
+    pub cancelled: u64,
+    /// Weight φ.
+    pub weight: f64,
+}
+
+impl GateSnapshot {
+    /// Read the gate for tenant ids `0..known` (and any the gate has seen beyond): counts and
+    /// weights from the scheduler's own view (no second copy), cancellations from the gate's
+    /// metrics.
+    pub fn of(gate: &Gate, known: usize) -> GateSnapshot {
+        let g = &gate.0;
+        let m = g.metrics();
+        let seen = m.tenants.iter().map(|t| t.tenant as usize + 1).max();
+        let tenants = (0..seen.unwrap_or(0).max(known) as u64)
+            .map(|id| {
+                let view = g.tenant(id);
+                GateTenant {
+                    queued: view.map_or(0, |v| v.queued),
+                    running: view.map_or(0, |v| v.running),
+                    cancelled: m.tenant(id).map_or(0, |t| t.cancelled),
+                    weight: view.map_or(1.0, |v| v.weight),
+                }
+            })
+            .collect();
+        let (queued, running) = gate.load();
+        GateSnapshot {
+            scheduler: g.scheduler_name(),
+            depth: gate.depth(),
+            queued,
+            running,
+            virtual_time: g.virtual_time(),
+            tenants,
+        }
+    }
+}
 
 /// Histogram bucket upper bounds, in seconds (plus +Inf).
 pub const BUCKETS: [f64; 18] = [

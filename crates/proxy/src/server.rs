@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::config::{parse_addr, ConfigError, ProxyConfig};
 use crate::forward::LimitedBody;
-use crate::gate::{resolve_scheduler, Gate};
+use crate::gate::Gate;
 use crate::metrics::{Metrics, Status};
 use crate::tenant::{Identifier, Registry};
 
@@ -100,7 +100,7 @@ impl Inner {
         let names = self.settings().names.clone();
         self.metrics.status(
             &names,
-            &self.gate.snapshot(),
+            &crate::metrics::GateSnapshot::of(&self.gate, names.len()),
             self.started.elapsed().as_secs_f64(),
         )
     }
@@ -187,12 +187,18 @@ impl Proxy {
         let addr = parse_addr("listen.addr", &config.listen.addr)?;
         let admin_addr = parse_addr("listen.admin", &config.listen.admin)?;
         let s = &config.scheduler;
-        let sched = resolve_scheduler(&s.algorithm, s.depth, s.initial_estimate_ms / 1000.0)
-            .map_err(|e| ConfigError {
-                file: None,
-                field: "scheduler.algorithm".into(),
-                reason: e,
-            })?;
+        // Core owns the preset → scheduler step; the proxy never knows costs up front.
+        let sched = fairlane_core::Config::for_executor(
+            &s.algorithm,
+            s.depth,
+            s.initial_estimate_ms / 1000.0,
+            false,
+        )
+        .map_err(|e| ConfigError {
+            file: None,
+            field: "scheduler.algorithm".into(),
+            reason: crate::config::core_reason(e),
+        })?;
         let gate = Gate::new(
             &sched,
             s.depth,

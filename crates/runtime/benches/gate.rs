@@ -10,6 +10,8 @@
 //!
 //! Run: `cargo bench -p fairlane-runtime --bench gate`
 
+#![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
+
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;

@@ -10,6 +10,8 @@
 //!
 //! Run: `cargo bench -p fairlane-runtime --bench pool`
 
+#![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;

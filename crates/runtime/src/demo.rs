@@ -182,6 +182,7 @@ pub fn default_tenants() -> Vec<DemoTenant> {
 
 /// Why the demo could not run.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum DemoError {
     /// An option is out of range.
     InvalidOption(String),

@@ -3,26 +3,35 @@
 //! gets the next free seat. Seats are the scheduler's workers: seat `i` asks `dequeue(i)`,
 //! so 2DFQ's per-worker eligibility works unchanged.
 //!
-//! The gate is executor-agnostic (std `Waker`s only; no timer, no spawned task): it works
-//! under tokio, async-std, smol or a hand-written poll loop.
+//! The gate is executor-agnostic (std `Waker`s only): it works under tokio, async-std, smol
+//! or a hand-written poll loop. It is the one gate of the workspace: the proxy runs on it
+//! too, so it also has what the proxy needs: seats changed at run time ([`FairGate::set_seats`],
+//! an adaptive depth), per-tenant caps and response-time targets, a timer for schedulers that
+//! idle until a time ([`Decision::RetryAt`], honoured as its documentation says), a drain,
+//! a time unit of the caller's choosing and an injected [`Clock`].
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fairlane_core::{ClassId, Config, Decision, Dispatch, Request, Scheduler, TenantId, Ticket};
+use fairlane_core::{
+    BoxedScheduler, ClassId, Config, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
+};
 
 use crate::pool::{config_error, BuildError};
 use crate::setup::{self, SchedulerChoice};
 use crate::stats::{MetricsSnapshot, Stats};
+use crate::time::{Clock, SharedClock, SystemClock};
 
 /// Why a request could not get a seat.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum AcquireError {
-    /// [`FairGate::close`] was called.
+    /// [`FairGate::close`] or [`FairGate::drain`] was called.
     Closed,
     /// `limit` requests are waiting already.
     QueueFull {
@@ -71,14 +80,27 @@ impl std::error::Error for AcquireError {
 /// Builds a [`FairGate`].
 ///
 /// Defaults: 1 seat per core, the `2dfqe` preset with unseen (tenant, class) pairs estimated at
-/// 1 ms of holding time, at most 100,000 waiters of which 10,000 per tenant.
-#[derive(Clone, Debug)]
+/// 1 ms of holding time, at most 100,000 waiters of which 10,000 per tenant, time and cost
+/// in nanoseconds on the [`SystemClock`].
+#[derive(Clone)]
 pub struct GateBuilder {
     seats: Option<usize>,
     scheduler: SchedulerChoice,
     initial_estimate: f64,
     max_waiting: usize,
     max_waiting_per_tenant: usize,
+    unit: Duration,
+    clock: Option<SharedClock>,
+}
+
+impl fmt::Debug for GateBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GateBuilder")
+            .field("seats", &self.seats)
+            .field("scheduler", &self.scheduler)
+            .field("unit", &self.unit)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for GateBuilder {
@@ -89,6 +111,8 @@ impl Default for GateBuilder {
             initial_estimate: 1e6,
             max_waiting: 100_000,
             max_waiting_per_tenant: 10_000,
+            unit: Duration::from_nanos(1),
+            clock: None,
         }
     }
 }
@@ -121,6 +145,30 @@ impl GateBuilder {
         self
     }
 
+    /// A scheduler built by the caller, in the gate's units (any core policy, an LDF
+    /// reservation scheduler, the box the simulator ran). The gate has
+    /// [`seats`](GateBuilder::seats) seats if given (the scheduler's workers are set to it),
+    /// else `scheduler.workers()`.
+    pub fn with_scheduler(mut self, scheduler: BoxedScheduler) -> Self {
+        self.scheduler = SchedulerChoice::built(scheduler);
+        self
+    }
+
+    /// The scheduler's unit of time and cost (default 1 ns). The proxy uses 1 s: its
+    /// targets, estimates and the depth controller all speak seconds.
+    pub fn time_unit(mut self, unit: Duration) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// The clock `now` is read from (default [`SystemClock`]). With a
+    /// [`ManualClock`](crate::ManualClock), waits, times held and `RetryAt` timers follow
+    /// the test's time.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
     /// At most this many waiters over all tenants.
     pub fn max_waiting(mut self, limit: usize) -> Self {
         self.max_waiting = limit;
@@ -135,11 +183,7 @@ impl GateBuilder {
 
     /// Build the gate.
     pub fn build(self) -> Result<FairGate, BuildError> {
-        let seats = match self.seats {
-            Some(s) => s,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
-        if seats == 0 {
+        if self.seats == Some(0) {
             return Err(config_error("seats", "must be at least 1, got 0".into()));
         }
         if self.max_waiting == 0 || self.max_waiting_per_tenant == 0 {
@@ -148,27 +192,48 @@ impl GateBuilder {
                 "queue limits must be at least 1".into(),
             ));
         }
-        let config = self.scheduler.resolve(seats, self.initial_estimate)?;
-        let sched = config.build::<u64>()?;
-        Ok(FairGate {
-            shared: Arc::new(GateShared {
-                state: Mutex::new(GateState {
-                    sched,
-                    free: (0..seats).rev().collect(),
-                    waiters: Vec::new(),
-                    free_waiters: Vec::new(),
-                    closed: false,
-                    retry: false,
-                    stats: Stats::new("gate"),
-                }),
-                epoch: Instant::now(),
+        let unit = self.unit.as_nanos() as f64;
+        if unit == 0.0 {
+            return Err(config_error("time_unit", "must be at least 1 ns".into()));
+        }
+        let sched = self.scheduler.build(self.seats, self.initial_estimate)?;
+        let seats = sched.workers();
+        let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let (requires_cost, name) = (sched.requires_cost(), sched.name());
+        let shared = Arc::new(GateShared {
+            state: Mutex::new(GateState {
+                sched,
                 seats,
+                free: (0..seats).rev().collect(),
+                busy: vec![false; seats],
+                waiters: Vec::new(),
+                free_waiters: Vec::new(),
+                closed: false,
+                draining: false,
+                retry: false,
+                timer: None,
+                timer_thread: false,
+                caps: HashMap::new(),
                 max_waiting: self.max_waiting,
                 max_waiting_per_tenant: self.max_waiting_per_tenant,
-                requires_cost: setup::requires_cost(&config),
-                name: config.name(),
+                errors: 0,
+                stats: Stats::new("gate"),
+                unit,
             }),
-        })
+            timer_cv: Condvar::new(),
+            clock: clock.clone(),
+            unit,
+            requires_cost,
+            name,
+        });
+        // A manual clock's jump fires a due `RetryAt` timer at once.
+        let weak = Arc::downgrade(&shared);
+        clock.on_advance(Arc::new(move || {
+            if let Some(s) = weak.upgrade() {
+                FairGate { shared: s }.tick();
+            }
+        }));
+        Ok(FairGate { shared })
     }
 }
 
@@ -177,13 +242,17 @@ enum Slot {
     Waiting {
         ticket: Ticket,
         tenant: TenantId,
-        since: Instant,
+        /// When it joined the queue, in the gate's unit.
+        since: f64,
         waker: Option<Waker>,
     },
     Granted {
         ticket: Ticket,
         tenant: TenantId,
         seat: usize,
+        /// When the seat was granted, on the gate's clock: the holder is charged from here,
+        /// not from when its task got round to polling.
+        at: Duration,
     },
     Closed,
 }
@@ -194,24 +263,43 @@ struct Waiter {
 }
 
 struct GateState {
-    sched: Box<dyn Scheduler<u64> + Send>,
-    /// Seats nobody holds. Non-empty only while nothing is queued (or the scheduler idles on
-    /// purpose: `retry`).
+    sched: BoxedScheduler,
+    /// Seats now (the scheduler's workers); [`FairGate::set_seats`] changes it.
+    seats: usize,
+    /// Seats nobody holds, all `< seats`. Non-empty only while nothing is queued (or the
+    /// scheduler idles on purpose: `retry`).
     free: Vec<usize>,
+    /// Whether each seat is held (seats beyond `seats` retire when released).
+    busy: Vec<bool>,
     waiters: Vec<Waiter>,
     free_waiters: Vec<u32>,
     closed: bool,
+    /// [`FairGate::drain`]: no new requests; the queued ones are still served.
+    draining: bool,
     /// The scheduler answered `RetryAt`: free seats are offered again at the next event.
     retry: bool,
+    /// A `RetryAt` timer is armed for this time (gate unit).
+    timer: Option<f64>,
+    /// The timer thread runs.
+    timer_thread: bool,
+    /// Per-tenant waiting caps that differ from `max_waiting_per_tenant`.
+    caps: HashMap<TenantId, usize>,
+    max_waiting: usize,
+    max_waiting_per_tenant: usize,
+    /// Scheduler calls that failed (each also logged).
+    errors: u64,
     stats: Stats,
+    /// Nanoseconds per gate unit (a copy of [`GateShared::unit`]).
+    unit: f64,
 }
 
 struct GateShared {
     state: Mutex<GateState>,
-    epoch: Instant,
-    seats: usize,
-    max_waiting: usize,
-    max_waiting_per_tenant: usize,
+    /// The timer thread waits here for an armed `RetryAt` time.
+    timer_cv: Condvar,
+    clock: SharedClock,
+    /// Nanoseconds per unit of the scheduler's time and cost.
+    unit: f64,
     requires_cost: bool,
     name: &'static str,
 }
@@ -220,8 +308,9 @@ impl GateShared {
     fn lock(&self) -> MutexGuard<'_, GateState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+    /// The scheduler's `now`, in the gate's unit.
     fn now(&self) -> f64 {
-        self.epoch.elapsed().as_nanos() as f64
+        self.clock.now().as_nanos() as f64 / self.unit
     }
 }
 
@@ -266,37 +355,50 @@ impl GateState {
                     ticket, request, ..
                 })) => {
                     let tenant = request.tenant;
-                    match self.waiter(request.payload) {
-                        Some(w) => {
-                            if let Slot::Waiting { since, waker, .. } = std::mem::replace(
-                                &mut w.slot,
-                                Slot::Granted {
-                                    ticket,
-                                    tenant,
-                                    seat,
-                                },
-                            ) {
-                                let waited = since.elapsed().as_nanos() as u64;
-                                self.stats.get(tenant).started(waited);
-                                if let Some(waker) = waker {
-                                    wake.push(waker);
-                                }
-                                return;
+                    let unit = self.unit;
+                    if let Some(w) = self.waiter(request.payload) {
+                        if let Slot::Waiting { since, waker, .. } = std::mem::replace(
+                            &mut w.slot,
+                            Slot::Granted {
+                                ticket,
+                                tenant,
+                                seat,
+                                at: Duration::from_nanos((now * unit) as u64),
+                            },
+                        ) {
+                            let waited = ((now - since).max(0.0) * unit) as u64;
+                            self.stats.get(tenant).started(waited);
+                            self.busy[seat] = true;
+                            if let Some(waker) = waker {
+                                wake.push(waker);
                             }
-                        }
-                        None => {
-                            // Cannot happen (a waiter leaves the queue before its slot is
-                            // freed); settle it and offer the seat again.
-                            let _ = self.sched.complete(ticket, 0.0, now);
+                            return;
                         }
                     }
+                    // Cannot happen (a waiter leaves the queue before its slot is freed):
+                    // count it, settle it and offer the seat again.
+                    self.error("nothing (it granted a seat to a gone waiter)", None);
+                    if let Err(e) = self.sched.complete(ticket, 0.0, now) {
+                        self.error("a completion", Some(e));
+                    }
                 }
-                Ok(Decision::RetryAt(_)) => {
+                Ok(Decision::RetryAt(t)) => {
                     self.retry = true;
+                    self.free.push(seat);
+                    // `Decision`'s contract: ∞, or a time not after now, means "at the
+                    // next event" (no timer: it would fire at once, again and again).
+                    if t.is_finite() && t > now && self.timer.is_none_or(|armed| t < armed) {
+                        self.timer = Some(t);
+                        wake.2 = true;
+                    }
+                    return;
+                }
+                Ok(Decision::Empty) => {
                     self.free.push(seat);
                     return;
                 }
-                Ok(Decision::Empty) | Err(_) => {
+                Err(e) => {
+                    self.error("a dequeue", Some(e));
                     self.free.push(seat);
                     return;
                 }
@@ -316,19 +418,49 @@ impl GateState {
         }
     }
 
-    /// A holder gives its seat back after using `cost`.
+    /// A holder gives its seat back after using `cost`. A seat beyond the current number
+    /// (the gate shrank) retires instead of being offered.
     fn release(&mut self, ticket: Ticket, seat: usize, cost: f64, now: f64, wake: &mut Wakers) {
-        let _ = self.sched.complete(ticket, cost, now);
-        self.offer(seat, now, wake);
-        if self.retry {
+        if let Err(e) = self.sched.complete(ticket, cost, now) {
+            self.error("a completion", Some(e));
+        }
+        if let Some(b) = self.busy.get_mut(seat) {
+            *b = false;
+        }
+        if seat < self.seats {
+            self.offer(seat, now, wake);
+        }
+        // `RetryAt`: a completion is one of the events to ask again at.
+        if self.retry || (!self.free.is_empty() && self.sched.queued() > 0) {
             self.offer_free(now, wake);
         }
     }
+
+    /// Count and log a failed scheduler call: the gate carries on, but never silently.
+    fn error(&mut self, what: &str, e: Option<fairlane_core::Error>) {
+        self.errors += 1;
+        match e {
+            Some(e) => eprintln!("fairlane-runtime gate: scheduler refused {what}: {e}"),
+            None => eprintln!("fairlane-runtime gate: scheduler dispatched {what}"),
+        }
+    }
+
+    /// A tenant's waiting cap.
+    fn cap(&self, tenant: TenantId) -> usize {
+        if self.caps.is_empty() {
+            return self.max_waiting_per_tenant; // the common case: no hashing per acquire
+        }
+        self.caps
+            .get(&tenant)
+            .copied()
+            .unwrap_or(self.max_waiting_per_tenant)
+    }
 }
 
-/// Wakers to wake once the gate's lock is released (usually at most one).
+/// Wakers to wake once the gate's lock is released (usually at most one), and whether a
+/// `RetryAt` timer was armed.
 #[derive(Default)]
-struct Wakers(Option<Waker>, Vec<Waker>);
+struct Wakers(Option<Waker>, Vec<Waker>, bool);
 
 impl Wakers {
     fn push(&mut self, w: Waker) {
@@ -338,12 +470,71 @@ impl Wakers {
             self.1.push(w);
         }
     }
-    fn wake(self) {
+    fn wake(self, shared: &Arc<GateShared>) {
+        if self.2 {
+            start_timer(shared);
+        }
         if let Some(w) = self.0 {
             w.wake();
         }
         for w in self.1 {
             w.wake();
+        }
+    }
+}
+
+/// A `RetryAt(t)` was armed: make sure the timer thread runs and sees the new time.
+fn start_timer(shared: &Arc<GateShared>) {
+    let mut st = shared.lock();
+    if st.timer_thread {
+        shared.timer_cv.notify_all();
+        return;
+    }
+    let weak = Arc::downgrade(shared);
+    let spawned = std::thread::Builder::new()
+        .name("fairlane-gate-timer".into())
+        .spawn(move || timer_main(&weak));
+    match spawned {
+        Ok(_) => st.timer_thread = true,
+        // No thread: the retry still happens at the next completion or arrival.
+        Err(e) => eprintln!(
+            "fairlane-runtime gate: no timer thread ({e}); RetryAt waits for the next event"
+        ),
+    }
+}
+
+/// The timer thread: fires the armed `RetryAt` time on the gate's clock. It holds the gate
+/// only while waiting (at most a second without a timer), so it ends soon after the gate.
+fn timer_main(weak: &Weak<GateShared>) {
+    loop {
+        let Some(shared) = weak.upgrade() else { return };
+        let mut wake = Wakers::default();
+        {
+            let mut st = shared.lock();
+            let now = shared.now();
+            match st.timer {
+                Some(t) if t <= now => {
+                    st.timer = None;
+                    st.offer_free(now, &mut wake);
+                }
+                Some(t) if shared.clock.is_real() => {
+                    let wait = ((t - now) * shared.unit).clamp(1e3, 1e9);
+                    let _ = shared
+                        .timer_cv
+                        .wait_timeout(st, Duration::from_nanos(wait as u64));
+                }
+                // Another clock fires through its advance hook (`tick`); look once a second
+                // whether the gate is still there.
+                _ => {
+                    let _ = shared.timer_cv.wait_timeout(st, Duration::from_secs(1));
+                }
+            }
+        }
+        wake.2 = false; // this thread is the timer
+        wake.wake(&shared);
+        if Arc::strong_count(&shared) == 1 {
+            shared.lock().timer_thread = false;
+            return; // nobody else holds the gate
         }
     }
 }
@@ -374,7 +565,7 @@ impl fmt::Debug for FairGate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FairGate")
             .field("scheduler", &self.shared.name)
-            .field("seats", &self.shared.seats)
+            .field("seats", &self.seats())
             .finish_non_exhaustive()
     }
 }
@@ -395,6 +586,23 @@ impl FairGate {
             cost: None,
             state: AcquireState::Init,
         }
+    }
+
+    /// Join the tenant's queue now, not at the first poll: a full queue or a closed gate is
+    /// refused at once, and a free seat is taken at once (the returned future is then ready).
+    /// What a server wants that answers "429" before it starts waiting.
+    pub fn join(
+        &self,
+        tenant: impl Into<TenantId>,
+        class: impl Into<ClassId>,
+    ) -> Result<Acquire, AcquireError> {
+        let mut a = self.acquire(tenant, class);
+        match a.start(None) {
+            Poll::Ready(Ok(p)) => a.state = AcquireState::Granted(p),
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => {}
+        }
+        Ok(a)
     }
 
     /// Wait for a seat for a request whose cost is known up front (in the gate's cost unit).
@@ -437,7 +645,10 @@ impl FairGate {
                     ..
                 } = &mut w.slot
                 {
-                    let _ = st.sched.cancel(*ticket, now);
+                    if let Err(e) = st.sched.cancel(*ticket, now) {
+                        st.errors += 1;
+                        eprintln!("fairlane-runtime gate: scheduler refused a cancellation: {e}");
+                    }
                     st.stats.get(*tenant).cancelled();
                     if let Some(waker) = waker.take() {
                         wake.push(waker);
@@ -446,7 +657,7 @@ impl FairGate {
                 }
             }
         }
-        wake.wake();
+        wake.wake(&self.shared);
     }
 
     /// Whether [`close`](FairGate::close) was called.
@@ -454,9 +665,117 @@ impl FairGate {
         self.shared.lock().closed
     }
 
-    /// Number of seats.
+    /// Refuse new requests with [`AcquireError::Closed`] but keep serving the ones waiting
+    /// (a graceful shutdown's first half). [`is_drained`](FairGate::is_drained) says when the
+    /// last one has released its seat.
+    pub fn drain(&self) {
+        self.shared.lock().draining = true;
+    }
+
+    /// Whether [`drain`](FairGate::drain) (or [`close`](FairGate::close)) was called and no
+    /// request waits or holds a seat any more.
+    pub fn is_drained(&self) -> bool {
+        let st = self.shared.lock();
+        (st.draining || st.closed) && st.sched.queued() + st.sched.running() == 0
+    }
+
+    /// Number of seats now.
     pub fn seats(&self) -> usize {
-        self.shared.seats
+        self.shared.lock().seats
+    }
+
+    /// Change the number of seats (an adaptive depth controller does). Held seats are
+    /// unaffected; seats beyond the new number retire as their holders release them, and new
+    /// seats are offered to waiters at once.
+    pub fn set_seats(&self, seats: usize) -> Result<(), fairlane_core::Error> {
+        let mut wake = Wakers::default();
+        {
+            let mut st = self.shared.lock();
+            if seats == st.seats {
+                return Ok(());
+            }
+            st.sched.set_workers(seats)?;
+            let old = std::mem::replace(&mut st.seats, seats);
+            st.free.retain(|&s| s < seats);
+            if st.busy.len() < seats {
+                st.busy.resize(seats, false);
+            }
+            for s in (old..seats).rev() {
+                if !st.busy[s] {
+                    st.free.push(s);
+                }
+            }
+            let now = self.shared.now();
+            st.offer_free(now, &mut wake);
+        }
+        wake.wake(&self.shared);
+        Ok(())
+    }
+
+    /// Set a tenant's own waiting cap (`None`: the gate's
+    /// [`max_waiting_per_tenant`](GateBuilder::max_waiting_per_tenant)).
+    pub fn set_tenant_cap(&self, tenant: impl Into<TenantId>, cap: Option<usize>) {
+        let mut st = self.shared.lock();
+        match cap {
+            Some(c) => st.caps.insert(tenant.into(), c),
+            None => st.caps.remove(&tenant.into()),
+        };
+    }
+
+    /// Set the global and the default per-tenant waiting caps.
+    pub fn set_caps(&self, max_waiting: usize, max_waiting_per_tenant: usize) {
+        let mut st = self.shared.lock();
+        st.max_waiting = max_waiting;
+        st.max_waiting_per_tenant = max_waiting_per_tenant;
+    }
+
+    /// Set a tenant's response-time target (EDF's deadline = arrival + target; the other
+    /// schedulers ignore it).
+    pub fn set_target(
+        &self,
+        tenant: impl Into<TenantId>,
+        target: Option<Duration>,
+    ) -> Result<(), fairlane_core::Error> {
+        let mut st = self.shared.lock();
+        let now = self.shared.now();
+        let target = target.map(|d| d.as_nanos() as f64 / self.shared.unit);
+        st.sched.set_target(tenant.into(), target, now)
+    }
+
+    /// Fire a due `RetryAt` timer now: offer free seats if the time the scheduler asked to
+    /// be asked again at has come. The timer thread and a manual clock's `advance` call it;
+    /// calling it early does nothing.
+    pub fn tick(&self) {
+        let mut wake = Wakers::default();
+        {
+            let mut st = self.shared.lock();
+            let now = self.shared.now();
+            if st.timer.is_some_and(|t| t <= now) {
+                st.timer = None;
+                st.offer_free(now, &mut wake);
+            }
+        }
+        wake.wake(&self.shared);
+    }
+
+    /// The time a `RetryAt` timer is armed for, in the gate's unit, if any.
+    pub fn retry_at(&self) -> Option<f64> {
+        self.shared.lock().timer
+    }
+
+    /// The scheduler's `now`: the gate's clock in the gate's unit.
+    pub fn now(&self) -> f64 {
+        self.shared.now()
+    }
+
+    /// The scheduler's virtual time, if it keeps one.
+    pub fn virtual_time(&self) -> Option<f64> {
+        self.shared.lock().sched.virtual_time()
+    }
+
+    /// Scheduler calls that failed so far (each was logged to stderr).
+    pub fn scheduler_errors(&self) -> u64 {
+        self.shared.lock().errors
     }
 
     /// Requests waiting for a seat.
@@ -475,7 +794,7 @@ impl FairGate {
     }
 
     /// The scheduler's view of a tenant (weight, waiting and holding counts, start tag).
-    pub fn tenant(&self, tenant: impl Into<TenantId>) -> Option<fairlane_core::TenantView> {
+    pub fn tenant(&self, tenant: impl Into<TenantId>) -> Option<TenantView> {
         self.shared.lock().sched.tenant(tenant.into())
     }
 
@@ -487,6 +806,8 @@ impl FairGate {
 
 enum AcquireState {
     Init,
+    /// [`FairGate::join`] got a seat at once.
+    Granted(Permit),
     Waiting(u64),
     Done,
 }
@@ -512,19 +833,19 @@ impl fmt::Debug for Acquire {
 }
 
 impl Acquire {
-    fn permit(&self, ticket: Ticket, seat: usize) -> Permit {
+    fn permit(&self, (ticket, seat, granted): (Ticket, usize, Duration)) -> Permit {
         Permit {
             gate: self.gate.clone(),
             ticket,
             seat,
             tenant: self.tenant,
-            granted: Instant::now(),
+            granted,
             cost: None,
         }
     }
 
     /// First poll: join the queue, and take a free seat if the scheduler gives it to us.
-    fn start(&mut self, cx: &mut Context<'_>) -> Poll<Result<Permit, AcquireError>> {
+    fn start(&mut self, cx: Option<&mut Context<'_>>) -> Poll<Result<Permit, AcquireError>> {
         let shared = &self.gate.shared;
         if self.cost.is_none() && shared.requires_cost {
             return Poll::Ready(Err(AcquireError::Scheduler(
@@ -540,20 +861,22 @@ impl Acquire {
         let mut wake = Wakers::default();
         let result = {
             let mut st = shared.lock();
-            if st.closed {
+            if st.closed || st.draining {
                 return Poll::Ready(Err(AcquireError::Closed));
             }
-            if st.sched.queued() >= shared.max_waiting {
+            if st.sched.queued() >= st.max_waiting {
                 st.stats.get(self.tenant).rejected();
                 return Poll::Ready(Err(AcquireError::QueueFull {
-                    limit: shared.max_waiting,
+                    limit: st.max_waiting,
                 }));
             }
-            if st.stats.queued(self.tenant) >= shared.max_waiting_per_tenant {
+            // The scheduler's own count: the gate keeps no second copy.
+            let cap = st.cap(self.tenant);
+            if st.sched.tenant(self.tenant).map_or(0, |v| v.queued) >= cap {
                 st.stats.get(self.tenant).rejected();
                 return Poll::Ready(Err(AcquireError::TenantQueueFull {
                     tenant: self.tenant,
-                    limit: shared.max_waiting_per_tenant,
+                    limit: cap,
                 }));
             }
             let now = shared.now();
@@ -568,7 +891,7 @@ impl Acquire {
                     st.waiters[index as usize].slot = Slot::Waiting {
                         ticket,
                         tenant: self.tenant,
-                        since: Instant::now(),
+                        since: now,
                         waker: None,
                     };
                     st.stats.get(self.tenant).enqueued();
@@ -584,11 +907,11 @@ impl Acquire {
             }
             Self::check(&mut st, k, cx)
         };
-        wake.wake();
+        wake.wake(shared);
         match result {
-            Poll::Ready(Ok((ticket, seat))) => {
+            Poll::Ready(Ok(granted)) => {
                 self.state = AcquireState::Done;
-                Poll::Ready(Ok(self.permit(ticket, seat)))
+                Poll::Ready(Ok(self.permit(granted)))
             }
             Poll::Ready(Err(e)) => {
                 self.state = AcquireState::Done;
@@ -602,14 +925,16 @@ impl Acquire {
     fn check(
         st: &mut GateState,
         k: u64,
-        cx: &mut Context<'_>,
-    ) -> Poll<Result<(Ticket, usize), AcquireError>> {
+        cx: Option<&mut Context<'_>>,
+    ) -> Poll<Result<(Ticket, usize, Duration), AcquireError>> {
         let Some(w) = st.waiter(k) else {
             return Poll::Ready(Err(AcquireError::Closed));
         };
         match &mut w.slot {
-            Slot::Granted { ticket, seat, .. } => {
-                let r = (*ticket, *seat);
+            Slot::Granted {
+                ticket, seat, at, ..
+            } => {
+                let r = (*ticket, *seat, *at);
                 st.free_waiter(k);
                 Poll::Ready(Ok(r))
             }
@@ -618,13 +943,40 @@ impl Acquire {
                 Poll::Ready(Err(AcquireError::Closed))
             }
             Slot::Waiting { waker, .. } => {
-                match waker {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => *waker = Some(cx.waker().clone()),
+                if let Some(cx) = cx {
+                    match waker {
+                        Some(w) if w.will_wake(cx.waker()) => {}
+                        _ => *waker = Some(cx.waker().clone()),
+                    }
                 }
                 Poll::Pending
             }
             Slot::Free => Poll::Ready(Err(AcquireError::Closed)),
+        }
+    }
+}
+
+impl Acquire {
+    /// The permit, if the seat was granted already (without registering a waker: use it
+    /// after [`FairGate::join`] to skip a wait that is not needed).
+    pub fn granted(&mut self) -> Option<Permit> {
+        match std::mem::replace(&mut self.state, AcquireState::Done) {
+            AcquireState::Granted(p) => Some(p),
+            AcquireState::Waiting(k) => {
+                let r = Self::check(&mut self.gate.shared.lock(), k, None);
+                match r {
+                    Poll::Ready(Ok(granted)) => Some(self.permit(granted)),
+                    Poll::Ready(Err(_)) => None,
+                    Poll::Pending => {
+                        self.state = AcquireState::Waiting(k);
+                        None
+                    }
+                }
+            }
+            other => {
+                self.state = other;
+                None
+            }
         }
     }
 }
@@ -635,16 +987,22 @@ impl Future for Acquire {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         match this.state {
-            AcquireState::Init => this.start(cx),
+            AcquireState::Init => this.start(Some(cx)),
+            AcquireState::Granted(_) => {
+                match std::mem::replace(&mut this.state, AcquireState::Done) {
+                    AcquireState::Granted(p) => Poll::Ready(Ok(p)),
+                    _ => Poll::Ready(Err(AcquireError::Closed)),
+                }
+            }
             AcquireState::Waiting(k) => {
                 let result = {
                     let mut st = this.gate.shared.lock();
-                    Self::check(&mut st, k, cx)
+                    Self::check(&mut st, k, Some(cx))
                 };
                 match result {
                     Poll::Ready(r) => {
                         this.state = AcquireState::Done;
-                        Poll::Ready(r.map(|(ticket, seat)| this.permit(ticket, seat)))
+                        Poll::Ready(r.map(|granted| this.permit(granted)))
                     }
                     Poll::Pending => Poll::Pending,
                 }
@@ -671,13 +1029,20 @@ impl Drop for Acquire {
             match slot {
                 Slot::Waiting { ticket, tenant, .. } => {
                     // Still queued: leave the queue, no ghost left behind.
-                    let _ = st.sched.cancel(ticket, now);
+                    if let Err(e) = st.sched.cancel(ticket, now) {
+                        st.error("a cancellation", Some(e));
+                    }
                     st.stats.get(tenant).cancelled();
+                    // Leaving may open a window or end a tenant's turn.
+                    if st.retry {
+                        st.offer_free(now, &mut wake);
+                    }
                 }
                 Slot::Granted {
                     ticket,
                     tenant,
                     seat,
+                    ..
                 } => {
                     // Granted but never picked up: the seat goes to the next waiter, and the
                     // tenant is charged nothing for it.
@@ -689,7 +1054,7 @@ impl Drop for Acquire {
             // Recycle the slot under a new generation.
             st.free_waiter(k);
         }
-        wake.wake();
+        wake.wake(shared);
     }
 }
 
@@ -701,7 +1066,8 @@ pub struct Permit {
     ticket: Ticket,
     seat: usize,
     tenant: TenantId,
-    granted: Instant,
+    /// When the seat was granted, on the gate's clock.
+    granted: Duration,
     cost: Option<f64>,
 }
 
@@ -731,19 +1097,19 @@ impl Permit {
         self.tenant
     }
 
-    /// How long the seat has been held.
+    /// How long the seat has been held, on the gate's clock.
     pub fn held(&self) -> Duration {
-        self.granted.elapsed()
+        self.gate.shared.clock.now().saturating_sub(self.granted)
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
+        let shared = &self.gate.shared;
         let cost = match self.cost {
             Some(c) if c.is_finite() && c >= 0.0 => c,
-            _ => self.granted.elapsed().as_nanos() as f64,
+            _ => self.held().as_nanos() as f64 / shared.unit,
         };
-        let shared = &self.gate.shared;
         let mut wake = Wakers::default();
         {
             let mut st = shared.lock();
@@ -751,6 +1117,6 @@ impl Drop for Permit {
             st.stats.get(self.tenant).finished(cost, false);
             st.release(self.ticket, self.seat, cost, now, &mut wake);
         }
-        wake.wake();
+        wake.wake(shared);
     }
 }

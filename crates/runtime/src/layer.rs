@@ -80,6 +80,7 @@ impl<S, C> fmt::Debug for FairService<S, C> {
 /// With axum, turn it into a response with `axum::error_handling::HandleErrorLayer` (see the
 /// crate README): e.g. 429 for [`FairError::Rejected`].
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum FairError<E> {
     /// The gate refused the request (queue full, gate closed, bad cost).
     Rejected(AcquireError),

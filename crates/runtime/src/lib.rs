@@ -35,7 +35,6 @@
 //! nanoseconds held.
 
 #![deny(unsafe_code)] // only `cpu` reads thread CPU clocks through libc
-#![warn(missing_docs)]
 
 pub mod cpu;
 pub mod demo;
@@ -44,8 +43,10 @@ mod histogram;
 mod layer;
 mod oneshot;
 mod pool;
+pub mod reserve_demo;
 mod setup;
 mod stats;
+mod time;
 
 /// The crate README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]
@@ -53,6 +54,7 @@ mod stats;
 pub struct ReadmeDoctest;
 
 pub use cpu::CostClock;
+pub use fairlane_core::BoxedScheduler;
 pub use fairlane_core::{ClassId, Config, TenantId, TenantView};
 pub use gate::{Acquire, AcquireError, FairGate, GateBuilder, Permit};
 pub use histogram::Histogram;
@@ -61,3 +63,4 @@ pub use pool::{
     BuildError, FairPool, Panic, PendingTask, PoolBuilder, SubmitError, TaskError, TaskHandle,
 };
 pub use stats::{MetricsSnapshot, TenantMetrics};
+pub use time::{AdvanceHook, Clock, ManualClock, SystemClock};

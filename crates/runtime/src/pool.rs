@@ -18,16 +18,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fairlane_core::{
-    ClassId, Config, Decision, Dispatch, Request, Scheduler, TenantId, TenantView, Ticket,
+    BoxedScheduler, ClassId, Config, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
 };
 
 use crate::cpu::{CostClock, ThreadCpuClock};
 use crate::oneshot;
-use crate::setup::{self, SchedulerChoice};
+use crate::setup::SchedulerChoice;
 use crate::stats::{MetricsSnapshot, Stats};
+use crate::time::{nanos, Clock, SharedClock, SystemClock};
 
 /// Why a task's handle holds no value.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TaskError {
     /// The task panicked; the panic is here, and the worker carried on.
     Panicked(Panic),
@@ -97,6 +99,7 @@ impl fmt::Debug for Panic {
 
 /// Why [`FairPool::submit`] refused a task. A refused task is dropped without running.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum SubmitError {
     /// The pool already holds `limit` queued tasks.
     QueueFull {
@@ -143,6 +146,7 @@ impl std::error::Error for SubmitError {
 
 /// Why a [`FairPool`] or [`FairGate`](crate::FairGate) could not be built.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum BuildError {
     /// A configuration value is out of range (names the field).
     Config(fairlane_core::Error),
@@ -261,12 +265,14 @@ impl<R> TaskHandle<R> {
         match st.sched.cancel(self.ticket, now) {
             Ok(req) => {
                 st.stats.get(req.tenant).cancelled();
+                let job = st.take_job(req.payload);
                 shared.check_idle(&st);
                 drop(st);
                 self.rx.resolve(Err(TaskError::Cancelled));
-                drop(req); // user code (the closure's captures) runs outside the pool's lock
+                drop(job); // user code (the closure's captures) runs outside the pool's lock
                 true
             }
+            // Started, finished or handed back already: not an error of the scheduler.
             Err(_) => false,
         }
     }
@@ -352,7 +358,15 @@ struct Running {
 }
 
 struct State {
-    sched: Box<dyn Scheduler<Job> + Send>,
+    /// The scheduler; its payloads are keys into `jobs`, so any built scheduler fits.
+    sched: BoxedScheduler,
+    /// Queued jobs by key (the slot index).
+    jobs: Vec<Option<Job>>,
+    free_jobs: Vec<u32>,
+    /// Scheduler calls that failed (each is also logged): a bug, never silently dropped.
+    errors: u64,
+    /// Workers idling on a `RetryAt`: a completion must wake them (it may open a window).
+    retrying: usize,
     running: Vec<Option<Running>>,
     idle: usize,
     /// Threads blocked in `wait_idle`.
@@ -366,9 +380,12 @@ pub(crate) struct Shared {
     work: Condvar,
     /// Signalled when the pool becomes idle and someone waits in `wait_idle`.
     idle_cv: Condvar,
-    stop: Mutex<bool>,
+    /// The refresh thread's stop flag and the clock time its next report is due.
+    stop: Mutex<(bool, Duration)>,
+    /// Refresh charging's period, if on.
+    refresh: Option<Duration>,
     stop_cv: Condvar,
-    epoch: Instant,
+    clock: SharedClock,
     cost_clock: CostClock,
     max_queued: usize,
     max_queued_per_tenant: usize,
@@ -377,14 +394,43 @@ pub(crate) struct Shared {
     name: &'static str,
 }
 
+impl State {
+    fn put_job(&mut self, job: Job) -> u64 {
+        match self.free_jobs.pop() {
+            Some(i) => {
+                self.jobs[i as usize] = Some(job);
+                u64::from(i)
+            }
+            None => {
+                self.jobs.push(Some(job));
+                (self.jobs.len() - 1) as u64
+            }
+        }
+    }
+
+    fn take_job(&mut self, key: u64) -> Option<Job> {
+        let job = self.jobs.get_mut(key as usize)?.take();
+        if job.is_some() {
+            self.free_jobs.push(key as u32);
+        }
+        job
+    }
+
+    /// Count and log a scheduler call that failed: the pool carries on, but never silently.
+    fn sched_error(&mut self, what: &str, e: fairlane_core::Error) {
+        self.errors += 1;
+        eprintln!("fairlane-runtime pool: scheduler refused {what}: {e}");
+    }
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Nanoseconds since the pool started: the scheduler's time unit.
+    /// Nanoseconds on the pool's clock: the scheduler's time unit.
     fn now(&self) -> f64 {
-        self.epoch.elapsed().as_nanos() as f64
+        nanos(&*self.clock)
     }
 
     /// Wake `wait_idle` callers if the pool just became idle.
@@ -418,6 +464,7 @@ pub struct PoolBuilder {
     cost_clock: Option<CostClock>,
     thread_name: String,
     stack_size: Option<usize>,
+    clock: Option<SharedClock>,
 }
 
 impl Default for PoolBuilder {
@@ -432,6 +479,7 @@ impl Default for PoolBuilder {
             cost_clock: None,
             thread_name: "fairlane-worker".into(),
             stack_size: None,
+            clock: None,
         }
     }
 }
@@ -499,6 +547,24 @@ impl PoolBuilder {
         self
     }
 
+    /// A scheduler built by the caller, in the pool's units (time and cost in nanoseconds):
+    /// any core policy, an LDF [`ReserveScheduler`](fairlane_core::reserve::ReserveScheduler)
+    /// with CPU reservations, the very box the simulator ran. Its worker count is set to
+    /// [`workers`](PoolBuilder::workers) if given, else the pool has `scheduler.workers()`
+    /// threads.
+    pub fn with_scheduler(mut self, scheduler: BoxedScheduler) -> Self {
+        self.scheduler = SchedulerChoice::built(scheduler);
+        self
+    }
+
+    /// The clock the scheduler's `now` is read from (default [`SystemClock`]). A
+    /// [`ManualClock`](crate::ManualClock) makes `RetryAt` waits and queue-wait metrics
+    /// follow test-driven time; task costs stay measured by the [`CostClock`].
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
     /// Stack size of the worker threads, in bytes.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
@@ -507,11 +573,7 @@ impl PoolBuilder {
 
     /// Start the pool's threads.
     pub fn build(self) -> Result<FairPool, BuildError> {
-        let workers = match self.workers {
-            Some(w) => w,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        };
-        if workers == 0 {
+        if self.workers == Some(0) {
             return Err(config_error("workers", "must be at least 1, got 0".into()));
         }
         if self.max_queued == 0 || self.max_queued_per_tenant == 0 {
@@ -537,11 +599,17 @@ impl PoolBuilder {
             ));
         }
         let initial = self.initial_estimate.as_nanos() as f64;
-        let config = self.scheduler.resolve(workers, initial)?;
-        let sched = config.build::<Job>()?;
+        let sched = self.scheduler.build(self.workers, initial)?;
+        let workers = sched.workers();
+        let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
+        let (requires_cost, name) = (sched.requires_cost(), sched.name());
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 sched,
+                jobs: Vec::new(),
+                free_jobs: Vec::new(),
+                errors: 0,
+                retrying: 0,
                 running: (0..workers).map(|_| None).collect(),
                 idle: 0,
                 idle_waiters: 0,
@@ -550,16 +618,28 @@ impl PoolBuilder {
             }),
             work: Condvar::new(),
             idle_cv: Condvar::new(),
-            stop: Mutex::new(false),
+            stop: Mutex::new((false, clock.now() + self.refresh.unwrap_or_default())),
+            refresh: self.refresh,
             stop_cv: Condvar::new(),
-            epoch: Instant::now(),
+            clock: clock.clone(),
             cost_clock,
             max_queued: self.max_queued,
             max_queued_per_tenant: self.max_queued_per_tenant,
-            requires_cost: setup::requires_cost(&config),
+            requires_cost,
             workers,
-            name: config.name(),
+            name,
         });
+        // A manual clock's jump may end a `RetryAt` wait: wake the workers to ask again.
+        let weak = Arc::downgrade(&shared);
+        clock.on_advance(Arc::new(move || {
+            if let Some(s) = weak.upgrade() {
+                drop(s.lock());
+                s.work.notify_all();
+                if let Some(every) = s.refresh {
+                    refresh_due(&s, every);
+                }
+            }
+        }));
         let pool = FairPool {
             shared: shared.clone(),
             threads: Mutex::new(Threads::default()),
@@ -713,21 +793,20 @@ impl FairPool {
                 limit: shared.max_queued_per_tenant,
             });
         }
-        let mut req = Request::new(
-            tenant,
-            class,
-            Job {
-                run,
-                submitted: now,
-            },
-        );
+        let key = st.put_job(Job {
+            run,
+            submitted: now,
+        });
+        let mut req = Request::new(tenant, class, key);
         if let Some(c) = cost {
             req = req.with_cost(c);
         }
         let ticket = match st.sched.enqueue(req, now) {
             Ok(t) => t,
             Err(e) => {
+                let job = st.take_job(key);
                 drop(st);
+                drop(job); // user code runs outside the pool's lock
                 return Err(SubmitError::Scheduler(e));
             }
         };
@@ -785,6 +864,12 @@ impl FairPool {
     /// The scheduler's preset-style name (`"2dfqe"`, `"fifo"`, …).
     pub fn scheduler_name(&self) -> &'static str {
         self.shared.name
+    }
+
+    /// Scheduler calls that failed so far (each was logged to stderr). Zero unless the
+    /// scheduler has a bug or refused a report.
+    pub fn scheduler_errors(&self) -> u64 {
+        self.shared.lock().errors
     }
 
     /// How task costs are measured.
@@ -846,16 +931,26 @@ impl FairPool {
                     Ok(Decision::Run(Dispatch {
                         ticket, request, ..
                     })) => {
-                        let _ = st.sched.complete(ticket, 0.0, now);
+                        if let Err(e) = st.sched.complete(ticket, 0.0, now) {
+                            st.sched_error("a handed-back task's completion", e);
+                        }
                         st.stats.get(request.tenant).cancelled();
-                        pending.push(PendingTask {
-                            tenant: request.tenant,
-                            class: request.class,
-                            job: request.payload,
-                        });
+                        if let Some(job) = st.take_job(request.payload) {
+                            pending.push(PendingTask {
+                                tenant: request.tenant,
+                                class: request.class,
+                                job,
+                            });
+                        }
                     }
-                    Ok(Decision::RetryAt(t)) => now = now.max(t),
-                    Ok(Decision::Empty) | Err(_) => break,
+                    // ∞ = after the next completion: no request will complete here, so a
+                    // far time stands for it (the queue is being emptied, not served).
+                    Ok(Decision::RetryAt(t)) => now = now.max(t.min(f64::MAX / 2.0)),
+                    Ok(Decision::Empty) => break,
+                    Err(e) => {
+                        st.sched_error("a dequeue at shutdown", e);
+                        break;
+                    }
                 }
             }
             self.shared.check_idle(&st);
@@ -875,7 +970,7 @@ impl FairPool {
             let _ = h.join();
         }
         if let Some(h) = threads.refresh.take() {
-            *self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.shared.stop.lock().unwrap_or_else(|e| e.into_inner()).0 = true;
             self.shared.stop_cv.notify_all();
             let _ = h.join();
         }
@@ -897,13 +992,24 @@ struct Started {
 }
 
 /// Record that worker `w` starts the dispatched request, metering from `meter`.
-fn start(st: &mut State, w: usize, d: Dispatch<Job>, now: f64, meter: Meter) -> Started {
+fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> Option<Started> {
     let Dispatch {
         ticket, request, ..
     } = d;
     let Request {
         tenant, payload, ..
     } = request;
+    let Some(payload) = st.take_job(payload) else {
+        // A key the pool never issued: a scheduler bug. Settle it so the seat is not lost.
+        st.sched_error(
+            "nothing (it dispatched an unknown key)",
+            fairlane_core::Error::UnknownTicket(ticket),
+        );
+        if let Err(e) = st.sched.complete(ticket, 0.0, now) {
+            st.sched_error("an unknown key's completion", e);
+        }
+        return None;
+    };
     st.stats
         .get(tenant)
         .started((now - payload.submitted).max(0.0) as u64);
@@ -912,12 +1018,12 @@ fn start(st: &mut State, w: usize, d: Dispatch<Job>, now: f64, meter: Meter) -> 
         meter,
         reported: 0.0,
     });
-    Started {
+    Some(Started {
         ticket,
         tenant,
         job: payload,
         meter,
-    }
+    })
 }
 
 fn worker_main(shared: &Arc<Shared>, w: usize) {
@@ -936,22 +1042,38 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                     let now = shared.now();
                     match st.sched.dequeue(w, now) {
                         Ok(Decision::Run(d)) => {
-                            break start(&mut st, w, d, now, Meter::start(clock));
+                            if let Some(t) = start(&mut st, w, d, now, Meter::start(clock)) {
+                                break t;
+                            }
                         }
                         Ok(Decision::RetryAt(t)) => {
+                            // `Decision`'s contract: ask again at `t` (a timed wait), at the
+                            // next completion (`retrying` makes it notify) or enqueue.
                             if st.phase == Phase::Stopping {
                                 return;
                             }
-                            let wait = Duration::from_nanos((t - now).clamp(1_000.0, 1e12) as u64);
                             st.idle += 1;
-                            st = shared
-                                .work
-                                .wait_timeout(st, wait)
-                                .unwrap_or_else(|e| e.into_inner())
-                                .0;
+                            st.retrying += 1;
+                            // ∞ or a time not after now: at the next event (no spin);
+                            // a clock that is not real wakes the workers when it moves.
+                            st = if t.is_finite() && t > now && shared.clock.is_real() {
+                                let wait =
+                                    Duration::from_nanos((t - now).clamp(1_000.0, 1e12) as u64);
+                                shared
+                                    .work
+                                    .wait_timeout(st, wait)
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .0
+                            } else {
+                                shared.work.wait(st).unwrap_or_else(|e| e.into_inner())
+                            };
+                            st.retrying -= 1;
                             st.idle -= 1;
                         }
-                        Ok(Decision::Empty) | Err(_) => {
+                        r @ (Ok(Decision::Empty) | Err(_)) => {
+                            if let Err(e) = r {
+                                st.sched_error("a dequeue", e);
+                            }
                             if st.phase != Phase::Open {
                                 return;
                             }
@@ -983,12 +1105,20 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             let reported = st.running[w].take().map_or(0.0, |r| r.reported);
             let used = used.unwrap_or(reported).max(reported);
             let now = shared.now();
-            let _ = st.sched.complete(ticket, used, now);
+            if let Err(e) = st.sched.complete(ticket, used, now) {
+                st.sched_error("a completion", e);
+            }
             st.stats.get(tenant).finished(used, panicked);
-            if let Ok(Decision::Run(d)) = st.sched.dequeue(w, now) {
-                next = Some(start(&mut st, w, d, now, following));
-            } else {
-                shared.check_idle(&st);
+            if st.retrying > 0 {
+                shared.work.notify_all(); // the completion may have opened a window
+            }
+            match st.sched.dequeue(w, now) {
+                Ok(Decision::Run(d)) => next = start(&mut st, w, d, now, following),
+                Ok(_) => shared.check_idle(&st),
+                Err(e) => {
+                    st.sched_error("a dequeue", e);
+                    shared.check_idle(&st);
+                }
             }
         };
         // The task catches its own panic; this catches anything else (a panicking drop of a
@@ -999,49 +1129,84 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
     }
 }
 
-/// Every `every`, report each running task's usage so far (refresh charging, 2DFQ §5).
+/// Every `every` on the pool's clock, report each running task's usage so far (refresh
+/// charging, 2DFQ §5). A manual clock's `advance` also runs a due report at once, on the
+/// advancing thread ([`refresh_due`]), so tests see it without waiting.
 fn refresh_main(shared: &Shared, every: Duration) {
-    let mut running: Vec<(usize, Ticket, Meter)> = Vec::new();
-    let mut readings: Vec<(usize, Ticket, f64)> = Vec::new();
     loop {
         {
-            let stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
-            let (stop, _) = shared
-                .stop_cv
-                .wait_timeout_while(stop, every, |s| !*s)
-                .unwrap_or_else(|e| e.into_inner());
-            if *stop {
-                return;
-            }
-        }
-        running.clear();
-        readings.clear();
-        {
-            let st = shared.lock();
-            for (w, r) in st.running.iter().enumerate() {
-                if let Some(r) = r {
-                    running.push((w, r.ticket, r.meter));
+            let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if stop.0 {
+                    return;
                 }
+                let now = shared.clock.now();
+                if now >= stop.1 {
+                    break;
+                }
+                // Real time and clock time agree for the system clock; another clock's
+                // advance reports on its own (`refresh_due`), so only a stop wakes us.
+                stop = if shared.clock.is_real() {
+                    let wait = (stop.1 - now).min(every);
+                    shared
+                        .stop_cv
+                        .wait_timeout(stop, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                } else {
+                    shared.stop_cv.wait(stop).unwrap_or_else(|e| e.into_inner())
+                };
             }
         }
-        // Read the clocks without holding the pool's lock.
-        for &(w, ticket, meter) in &running {
-            if let Some(used) = meter.used() {
-                readings.push((w, ticket, used));
+        refresh_due(shared, every);
+    }
+}
+
+/// If a refresh is due on the pool's clock, report every running task's usage so far.
+fn refresh_due(shared: &Shared, every: Duration) {
+    {
+        let mut stop = shared.stop.lock().unwrap_or_else(|e| e.into_inner());
+        let now = shared.clock.now();
+        if stop.0 || now < stop.1 {
+            return;
+        }
+        stop.1 = now + every;
+        // Reported under the flag's lock: a manual clock's `advance` that finds the report
+        // taken by the thread returns only once it is done.
+        report_usage(shared);
+    }
+}
+
+/// Read each running task's meter (outside the pool's lock) and report it (`progress`).
+fn report_usage(shared: &Shared) {
+    let mut running: Vec<(usize, Ticket, Meter)> = Vec::new();
+    let mut readings: Vec<(usize, Ticket, f64)> = Vec::new();
+    {
+        let st = shared.lock();
+        for (w, r) in st.running.iter().enumerate() {
+            if let Some(r) = r {
+                running.push((w, r.ticket, r.meter));
             }
         }
-        if readings.is_empty() {
-            continue;
+    }
+    for &(w, ticket, meter) in &running {
+        if let Some(used) = meter.used() {
+            readings.push((w, ticket, used));
         }
-        let mut guard = shared.lock();
-        let st = &mut *guard;
-        let now = shared.now();
-        for &(w, ticket, used) in &readings {
-            if let Some(r) = st.running[w].as_mut() {
-                // Tickets are never reused: a match means the same task is still running.
-                if r.ticket == ticket && used > r.reported {
-                    r.reported = used;
-                    let _ = st.sched.progress(ticket, used, now);
+    }
+    if readings.is_empty() {
+        return;
+    }
+    let mut guard = shared.lock();
+    let st = &mut *guard;
+    let now = shared.now();
+    for &(w, ticket, used) in &readings {
+        if let Some(r) = st.running[w].as_mut() {
+            // Tickets are never reused: a match means the same task is still running.
+            if r.ticket == ticket && used > r.reported {
+                r.reported = used;
+                if let Err(e) = st.sched.progress(ticket, used, now) {
+                    st.sched_error("a refresh report", e);
                 }
             }
         }

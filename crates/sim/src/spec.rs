@@ -1179,7 +1179,11 @@ fn scheduler_choice(
     sc: &SchedulerSpec,
     capacity: f64,
 ) -> Result<SchedulerChoice, (&'static str, String)> {
-    let mut config = Config::preset(&sc.preset).map_err(|e| ("preset", core_reason(e)))?;
+    // Core owns "preset + the executor's initial estimate" (the simulator knows costs up
+    // front, so oracle presets stay oracle); the engine sets the workers.
+    let given = sc.initial.filter(|i| i.is_finite() && *i > 0.0); // a bad one is named below
+    let mut config = Config::for_executor(&sc.preset, 1, given.unwrap_or(1.0), true)
+        .map_err(|e| ("preset", core_reason(e)))?;
     let (d_alpha, d_initial) = match config.estimator {
         EstimatorKind::Ema { alpha, initial } | EstimatorKind::Pessimistic { alpha, initial } => {
             (alpha, initial)

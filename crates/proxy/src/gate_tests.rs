@@ -1,0 +1,155 @@
+//! The proxy gate adapter over `FairGate`: slots, caps, cancellation, depth changes.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use fairlane_core::{ClassId, Config, TenantId};
+
+use super::*;
+use crate::metrics::GateSnapshot;
+
+fn gate(name: &str, depth: usize) -> Gate {
+    let c = Config::for_executor(name, depth, 0.01, false).unwrap();
+    Gate::new(&c, depth, 100, 10).unwrap()
+}
+
+fn poll_now(w: &mut Waiting) -> Option<Result<Permit, Reject>> {
+    let waker = futures_noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    match Pin::new(w).poll(&mut cx) {
+        Poll::Ready(r) => Some(r),
+        Poll::Pending => None,
+    }
+}
+
+fn futures_noop_waker() -> std::task::Waker {
+    std::task::Waker::noop().clone()
+}
+
+#[test]
+fn slots_caps_cancel_and_depth() {
+    let g = gate("sfq", 1);
+    let mut a = g.acquire(TenantId(0), ClassId(0)).unwrap();
+    let p = poll_now(&mut a).unwrap().unwrap();
+    let mut b = g.acquire(TenantId(1), ClassId(0)).unwrap();
+    let mut c = g.acquire(TenantId(1), ClassId(0)).unwrap();
+    assert!(poll_now(&mut b).is_none());
+    assert_eq!(g.load(), (2, 1));
+    // b leaves while queued: nothing left behind.
+    drop(b);
+    assert_eq!(g.load(), (1, 1));
+    assert_eq!(GateSnapshot::of(&g, 0).tenants[1].cancelled, 1);
+    drop(p);
+    let pc = poll_now(&mut c).unwrap().unwrap();
+    assert_eq!(g.load(), (0, 1));
+    // Depth 2: a second request starts at once.
+    g.set_depth(2).unwrap();
+    let mut d = g.acquire(TenantId(0), ClassId(0)).unwrap();
+    let pd = poll_now(&mut d).unwrap().unwrap();
+    assert_eq!(g.load(), (0, 2));
+    // Shrink to 1: the retired slot is not reused.
+    g.set_depth(1).unwrap();
+    let slot_d = pd.seat();
+    drop(pd);
+    let mut e = g.acquire(TenantId(0), ClassId(0)).unwrap();
+    if slot_d >= 1 {
+        assert!(poll_now(&mut e).is_none());
+    }
+    drop(pc);
+    assert!(poll_now(&mut e).unwrap().is_ok());
+}
+
+#[test]
+fn caps_and_close() {
+    let g = gate("fifo", 1);
+    let mut first = g.acquire(TenantId(0), ClassId(0)).unwrap();
+    let _p = poll_now(&mut first).unwrap().unwrap();
+    let mut waiting: Vec<_> = (0..10)
+        .map(|_| g.acquire(TenantId(0), ClassId(0)).unwrap())
+        .collect();
+    assert_eq!(
+        g.acquire(TenantId(0), ClassId(0)).err(),
+        Some(Reject::TenantQueueFull {
+            tenant: TenantId(0),
+            limit: 10
+        })
+    );
+    g.set_tenant_cap(TenantId(0), Some(11));
+    waiting.push(g.acquire(TenantId(0), ClassId(0)).unwrap());
+    g.close();
+    for w in &mut waiting {
+        assert_eq!(poll_now(w).unwrap().err(), Some(Reject::Closed));
+    }
+    assert_eq!(
+        g.acquire(TenantId(1), ClassId(0)).err(),
+        Some(Reject::Closed)
+    );
+    assert_eq!(g.load(), (0, 1));
+}
+
+#[test]
+fn granted_permit_of_a_dropped_waiter_frees_the_slot() {
+    let g = gate("2dfqe", 1);
+    let mut a = g.acquire(TenantId(0), ClassId(0)).unwrap();
+    let p = poll_now(&mut a).unwrap().unwrap();
+    let b = g.acquire(TenantId(1), ClassId(0)).unwrap();
+    drop(p); // b is granted, but never polled
+    assert_eq!(g.load(), (0, 1));
+    drop(b);
+    assert_eq!(g.load(), (0, 0));
+}
+
+#[test]
+fn every_preset_resolves_for_the_proxy() {
+    for p in fairlane_core::PRESETS {
+        let c = Config::for_executor(p, 4, 0.01, false).unwrap();
+        assert!(
+            !c.requires_cost(),
+            "{p} would refuse the proxy's costless requests"
+        );
+        Gate::new(&c, 4, 10, 10).unwrap();
+    }
+    let e = Config::for_executor("nope", 4, 0.01, false).unwrap_err();
+    assert!(e.to_string().contains("known"));
+}
+
+#[test]
+fn a_scheduler_built_once_runs_in_the_proxy_gate() {
+    use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
+    use fairlane_core::BoxedScheduler;
+    // The same construction the pool and `FairGate` tests hand their boxes from
+    // (crates/runtime/tests/manual_clock.rs), in the proxy's unit: seconds.
+    let ldf = || -> BoxedScheduler {
+        let mut s = ReserveConfig::new(Policy::ldf())
+            .cores(2)
+            .interval(0.1)
+            .build::<u64>()
+            .unwrap();
+        s.set_reservation(TenantId(1), Reservation::new(50.0, 100.0), 0.0)
+            .unwrap();
+        Box::new(s)
+    };
+    let tdfqe = || -> BoxedScheduler {
+        let c = Config::for_executor("2dfqe", 2, 0.001, false).unwrap();
+        c.build::<u64>().unwrap()
+    };
+    for build in [ldf as fn() -> BoxedScheduler, tdfqe] {
+        let s = build();
+        let name = s.name();
+        let g = Gate::from_builder(FairGate::builder().with_scheduler(s)).unwrap();
+        assert_eq!(g.depth(), 2, "{name}");
+        let mut w: Vec<_> = (0..4u64)
+            .map(|t| g.acquire(TenantId(t), ClassId(0)).unwrap())
+            .collect();
+        let held: Vec<_> = w.iter_mut().filter_map(|w| w.granted()).collect();
+        assert_eq!(held.len(), 2, "{name}: two slots");
+        assert_eq!(g.load(), (2, 2), "{name}");
+        drop(held);
+        for mut x in w.drain(2..) {
+            assert!(poll_now(&mut x).unwrap().is_ok(), "{name}");
+        }
+        assert_eq!(g.load(), (0, 0), "{name}");
+        assert_eq!(g.0.scheduler_errors(), 0, "{name}");
+    }
+}

@@ -1,0 +1,333 @@
+//! Timing behaviour of the pool and the gate on a [`ManualClock`]: queue waits, times held,
+//! `RetryAt` timers, refresh charging, run-time seats, caps, targets and drain. Time moves
+//! only when a test says so: no sleeps, exact numbers.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
+use fairlane_core::{BoxedScheduler, Config, TenantId};
+use fairlane_runtime::cpu::thread_cpu_time;
+use fairlane_runtime::{Acquire, AcquireError, FairGate, FairPool, ManualClock, Permit};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn poll(a: &mut Acquire) -> Poll<Result<Permit, AcquireError>> {
+    Pin::new(a).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+fn ready(a: &mut Acquire) -> Permit {
+    match poll(a) {
+        Poll::Ready(Ok(p)) => p,
+        Poll::Ready(Err(e)) => panic!("acquire failed: {e}"),
+        Poll::Pending => panic!("acquire still pending"),
+    }
+}
+
+/// LDF on `cores` cores, 100 ms metering intervals in nanoseconds; tenant 1 may use at most
+/// `max_cpu` % of the server.
+fn ldf_limited(cores: usize, max_cpu: f64) -> BoxedScheduler {
+    let mut s = ReserveConfig::new(Policy::ldf())
+        .cores(cores)
+        .interval(100e6)
+        .build::<u64>()
+        .unwrap();
+    s.set_reservation(TenantId(1), Reservation::new(0.0, max_cpu), 0.0)
+        .unwrap();
+    Box::new(s)
+}
+
+#[test]
+fn gate_wait_and_hold_times_follow_the_clock() {
+    let clock = ManualClock::new();
+    let g = FairGate::builder()
+        .seats(1)
+        .preset("2dfqe")
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut a = g.acquire(1u64, 0u32);
+    let pa = ready(&mut a);
+    let mut b = g.acquire(2u64, 0u32);
+    assert!(poll(&mut b).is_pending());
+    clock.advance(5 * MS);
+    assert_eq!(pa.held(), 5 * MS);
+    drop(pa); // cost = 5 ms held
+    let pb = ready(&mut b);
+    clock.advance(2 * MS);
+    drop(pb);
+    let m = g.metrics();
+    assert_eq!(m.tenant(1u64).unwrap().cost_total, 5e6);
+    assert_eq!(m.tenant(2u64).unwrap().cost_total, 2e6);
+    // Tenant 2 waited exactly the 5 ms tenant 1 held the seat.
+    let wait = &m.tenant(2u64).unwrap().wait;
+    assert_eq!(wait.count(), 1);
+    assert!(
+        (wait.max() as f64 - 5e6).abs() <= 5e6 * 0.01,
+        "{}",
+        wait.max()
+    );
+}
+
+#[test]
+fn gate_retry_at_fires_on_the_clock_not_before() {
+    // One seat; tenant 1 may use 10 % of it per 100 ms interval, i.e. 10 ms.
+    let clock = ManualClock::new();
+    let g = FairGate::builder()
+        .with_scheduler(ldf_limited(1, 10.0))
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(g.seats(), 1);
+    let mut a = g.acquire(1u64, 0u32);
+    let pa = ready(&mut a);
+    clock.advance(10 * MS);
+    drop(pa); // used its 10 ms
+    let mut b = g.acquire(1u64, 0u32);
+    assert!(poll(&mut b).is_pending(), "over its limit: held back");
+    let at = g.retry_at().expect("a RetryAt timer is armed");
+    // At the interval's end (100 ms), give or take the scheduler's rounding guard.
+    assert!(at > g.now() && (at - 100e6).abs() < 1.0, "retry at {at}");
+    clock.advance(50 * MS);
+    assert!(poll(&mut b).is_pending(), "still inside the interval");
+    clock.advance(50 * MS); // the interval ends: the timer fires on advance
+    let pb = ready(&mut b);
+    drop(pb);
+    assert_eq!(g.scheduler_errors(), 0);
+}
+
+#[test]
+fn gate_retry_at_infinity_waits_for_the_next_completion() {
+    // RW(D) with D = 1: a tenant's window is one request; the second waits for the first's
+    // completion (RetryAt(∞)), not for a time.
+    let clock = ManualClock::new();
+    let g = FairGate::builder()
+        .seats(2)
+        .scheduler(Config::for_executor("rw", 2, 1e6, false).unwrap())
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    g.set_weight(2u64, 1.0).unwrap();
+    let mut a = g.acquire(1u64, 0u32);
+    let pa = ready(&mut a);
+    let mut other = g.acquire(2u64, 0u32); // Σφ = 2: windows of one request each
+    let po = ready(&mut other);
+    let mut b = g.acquire(1u64, 0u32);
+    assert!(poll(&mut b).is_pending());
+    assert_eq!(g.retry_at(), None, "RetryAt(∞) arms no timer");
+    clock.advance(Duration::from_secs(10));
+    assert!(poll(&mut b).is_pending(), "time does not open a window");
+    drop(po); // a seat is free, but it is tenant 2's window that opened
+    assert!(poll(&mut b).is_pending());
+    drop(pa); // tenant 1's completion opens its window
+    drop(ready(&mut b));
+}
+
+#[test]
+fn gate_seats_caps_targets_and_drain_at_run_time() {
+    let clock = ManualClock::new();
+    let g = FairGate::builder()
+        .seats(1)
+        .scheduler(Config::for_executor("edf", 1, 1e6, false).unwrap())
+        .max_waiting_per_tenant(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    // Targets: tenant 2's 1 ms deadline goes before tenant 1's 100 ms, whatever the order.
+    g.set_target(1u64, Some(100 * MS)).unwrap();
+    g.set_target(2u64, Some(MS)).unwrap();
+    let mut first = g.acquire(9u64, 0u32);
+    let p = ready(&mut first);
+    let mut slow = g.acquire(1u64, 0u32);
+    let mut urgent = g.acquire(2u64, 0u32);
+    assert!(poll(&mut slow).is_pending() && poll(&mut urgent).is_pending());
+    // Caps: tenant 1 may have 2 waiting, then its own cap of 1 is below that.
+    let mut again = g.acquire(1u64, 0u32);
+    assert!(poll(&mut again).is_pending());
+    let mut over = g.acquire(1u64, 0u32);
+    assert!(matches!(
+        poll(&mut over),
+        Poll::Ready(Err(AcquireError::TenantQueueFull { limit: 2, .. }))
+    ));
+    g.set_tenant_cap(1u64, Some(3));
+    let mut third = g.acquire(1u64, 0u32);
+    assert!(poll(&mut third).is_pending());
+    // Seats: a second seat goes to the earliest deadline at once.
+    g.set_seats(2).unwrap();
+    let pu = ready(&mut urgent);
+    assert!(poll(&mut slow).is_pending());
+    // Shrink to 1: the released second seat retires, the first is reused.
+    g.set_seats(1).unwrap();
+    let retiring = pu.seat();
+    drop(pu);
+    if retiring == 1 {
+        assert!(
+            poll(&mut slow).is_pending(),
+            "a retired seat is not handed on"
+        );
+    }
+    // Drain: new requests refused, queued ones still served.
+    g.drain();
+    let mut late = g.acquire(3u64, 0u32);
+    assert!(matches!(
+        poll(&mut late),
+        Poll::Ready(Err(AcquireError::Closed))
+    ));
+    drop(p);
+    drop(ready(&mut slow));
+    drop(ready(&mut again));
+    assert!(!g.is_drained());
+    drop(ready(&mut third));
+    assert!(g.is_drained());
+    assert_eq!(g.scheduler_errors(), 0);
+}
+
+/// Burn `d` of this thread's CPU time.
+fn spin_cpu(d: Duration) {
+    let start = thread_cpu_time().expect("per-thread CPU clock");
+    let mut x = 1u64;
+    while thread_cpu_time().unwrap() - start < d {
+        for _ in 0..200 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+}
+
+/// A task spins 40 ms of CPU, then blocks (still running) until released; the clock moves
+/// `advance` meanwhile. Returns the tenant's start tag seen while it blocks.
+fn tag_while_running(refresh: Option<Duration>, advance: Duration) -> f64 {
+    let clock = ManualClock::new();
+    let pool = FairPool::builder()
+        .workers(1)
+        .preset("2dfqe")
+        .initial_estimate(Duration::from_micros(1)) // charged 1 µs up front
+        .refresh_interval(refresh)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let (spun_tx, spun_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let h = pool
+        .submit(9u64, 0u32, move || {
+            spin_cpu(Duration::from_millis(40));
+            spun_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+        })
+        .unwrap();
+    spun_rx.recv().unwrap();
+    // A due refresh runs on the advancing thread: done when `advance` returns.
+    clock.advance(advance);
+    let seen = pool.tenant(9u64).unwrap().tag;
+    release_tx.send(()).unwrap();
+    h.join().unwrap();
+    // At completion retroactive charging brings the tag to the full cost either way.
+    assert!(pool.tenant(9u64).unwrap().tag >= 39e6);
+    assert_eq!(pool.scheduler_errors(), 0);
+    seen
+}
+
+#[test]
+fn pool_refresh_charging_follows_the_clock() {
+    let every = Some(10 * MS);
+    let before = tag_while_running(every, 9 * MS);
+    assert!(
+        before < 1e6,
+        "no refresh before 10 ms on the clock: {before}"
+    );
+    let due = tag_while_running(every, 10 * MS);
+    assert!(
+        due >= 39e6,
+        "the refresh at 10 ms reports the 40 ms spun: {due}"
+    );
+    let off = tag_while_running(None, Duration::from_secs(1));
+    assert!(
+        off < 1e6,
+        "without refresh only the 1 µs estimate is charged: {off}"
+    );
+}
+
+#[test]
+fn pool_retry_at_waits_for_the_clock() {
+    let clock = ManualClock::new();
+    let pool = FairPool::builder()
+        .with_scheduler(ldf_limited(1, 10.0))
+        .refresh_interval(None)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    assert_eq!(pool.workers(), 1);
+    // 12 ms of CPU over 12 ms on the clock: over the 10 ms (10 % of 100 ms) tenant 1 may
+    // use in an interval.
+    let (spun_tx, spun_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let first = pool
+        .submit(1u64, 0u32, move || {
+            spin_cpu(Duration::from_millis(12));
+            spun_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        })
+        .unwrap();
+    spun_rx.recv().unwrap();
+    clock.advance(Duration::from_millis(12));
+    go_tx.send(()).unwrap();
+    first.join().unwrap();
+    let (ran_tx, ran_rx) = mpsc::channel();
+    let h = pool
+        .submit(1u64, 0u32, move || ran_tx.send(()).unwrap())
+        .unwrap();
+    // Held back: the clock does not move, so the interval never ends.
+    assert!(ran_rx.recv_timeout(Duration::from_millis(50)).is_err());
+    assert_eq!(pool.queued(), 1);
+    clock.advance(Duration::from_millis(90)); // next interval: the worker is woken
+    ran_rx.recv().unwrap();
+    h.join().unwrap();
+    assert_eq!(pool.scheduler_errors(), 0);
+}
+
+#[test]
+fn a_scheduler_built_once_runs_on_the_pool_and_the_gate() {
+    // The seam's promise: the caller builds the box, any executor drives it.
+    type Build = fn() -> BoxedScheduler;
+    let builds: [(&str, Build); 2] = [
+        ("ldf", || ldf_limited(2, 100.0)),
+        ("2dfqe", || {
+            Config::for_executor("2dfqe", 2, 1e6, false)
+                .unwrap()
+                .build::<u64>()
+                .unwrap()
+        }),
+    ];
+    for (name, build) in builds {
+        let s = build();
+        assert!(s.name().starts_with(&name[..3]), "{}", s.name());
+        let pool = FairPool::builder().with_scheduler(s).build().unwrap();
+        let hs: Vec<_> = (0..20u64)
+            .map(|i| pool.submit(i % 3, 0u32, move || i).unwrap())
+            .collect();
+        let sum: u64 = hs.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(sum, 190, "{name} on the pool");
+        assert_eq!(pool.scheduler_errors(), 0);
+
+        let gate = FairGate::builder().with_scheduler(build()).build().unwrap();
+        assert_eq!(gate.seats(), 2);
+        let mut held = Vec::new();
+        let mut waiting = Vec::new();
+        for t in 0..4u64 {
+            let mut a = gate.acquire(t, 0u32);
+            match poll(&mut a) {
+                Poll::Ready(Ok(p)) => held.push(p),
+                Poll::Pending => waiting.push(a),
+                Poll::Ready(Err(e)) => panic!("{name}: {e}"),
+            }
+        }
+        assert_eq!((held.len(), waiting.len()), (2, 2), "{name} on the gate");
+        drop(held);
+        for mut a in waiting {
+            drop(ready(&mut a));
+        }
+        assert_eq!(gate.scheduler_errors(), 0);
+    }
+}
