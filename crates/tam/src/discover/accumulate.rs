@@ -1,0 +1,269 @@
+//! Turning snapshots into per-stage totals: counters are differenced per thread between
+//! consecutive snapshots and charged to the thread's stage at the later snapshot.
+
+use super::group::Annotations;
+use super::procfs::{Snapshot, ThreadSample};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What one stage did over the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StageStats {
+    /// Stage name.
+    pub name: String,
+    /// Live threads of the stage at each snapshot (the evidence for the stage type).
+    pub counts: Vec<usize>,
+    /// Distinct threads seen over the run (thread ID + start time).
+    pub distinct_threads: usize,
+    /// Distinct processes the threads belonged to.
+    pub processes: usize,
+    /// CPU (utime + stime), clock ticks.
+    pub cpu_ticks: u64,
+    /// Bytes read from storage.
+    pub read_bytes: u64,
+    /// Bytes written to storage.
+    pub write_bytes: u64,
+    /// TCP bytes (sent + received) attributed to the stage.
+    pub net_bytes: u64,
+    /// Thread-intervals in which a thread of the stage used any CPU, disk or network.
+    pub active_intervals: u64,
+    /// Of those, the ones with disk I/O.
+    pub io_intervals: u64,
+    /// Of those, the ones with network traffic.
+    pub net_intervals: u64,
+    #[serde(skip)]
+    pub(crate) seen: BTreeSet<(u32, u64)>,
+    #[serde(skip)]
+    pub(crate) pids: BTreeSet<u32>,
+}
+
+/// A thread that matched no annotation (the NULL stage), with what it did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct NullThread {
+    /// Process ID.
+    pub pid: u32,
+    /// Thread ID.
+    pub tid: u32,
+    /// Thread name.
+    pub name: String,
+    /// Process title.
+    pub title: String,
+    /// Last seen scheduler state.
+    pub state: String,
+    /// Last seen kernel wait channel.
+    pub wchan: String,
+    /// CPU ticks used.
+    pub cpu_ticks: u64,
+    /// Disk bytes (read + written).
+    pub disk_bytes: u64,
+    /// TCP bytes.
+    pub net_bytes: u64,
+}
+
+/// Accumulates snapshots into [`StageStats`].
+#[derive(Debug, Default)]
+pub struct Accumulator {
+    annotations: Annotations,
+    last: HashMap<(u32, u64), ThreadSample>,
+    last_conn: HashMap<u64, u64>,
+    snapshots: usize,
+    /// Per-stage totals, by stage name.
+    pub stages: BTreeMap<String, StageStats>,
+    /// Threads of the NULL stage, by (tid, start).
+    pub null: BTreeMap<(u32, u64), NullThread>,
+    /// Established connections of the tree at each snapshot.
+    pub connections: Vec<usize>,
+}
+
+impl Accumulator {
+    /// An accumulator grouping threads by `annotations` (empty: by folded names).
+    pub fn new(annotations: Annotations) -> Accumulator {
+        Accumulator {
+            annotations,
+            ..Accumulator::default()
+        }
+    }
+
+    /// The stage of a thread in a snapshot (`None`: the NULL stage).
+    pub fn stage_of(&self, t: &ThreadSample, snapshot: &Snapshot) -> Option<String> {
+        let process_comm = snapshot
+            .threads
+            .iter()
+            .find(|m| m.tid == t.pid)
+            .map_or(t.comm.as_str(), |m| m.comm.as_str());
+        self.annotations.stage_of(t, process_comm)
+    }
+
+    /// Number of snapshots added.
+    pub fn snapshots(&self) -> usize {
+        self.snapshots
+    }
+
+    /// Adds the next snapshot. The first one is the baseline; threads first seen later are
+    /// counted from zero (they were born during the run).
+    pub fn add(&mut self, snap: &Snapshot) {
+        let first = self.snapshots == 0;
+        self.snapshots += 1;
+        // Network bytes per process in this interval.
+        let mut net_by_pid: HashMap<u32, u64> = HashMap::new();
+        let mut conns = HashMap::new();
+        for c in &snap.connections {
+            let before = self.last_conn.get(&c.inode).copied().unwrap_or(0);
+            if !first {
+                *net_by_pid.entry(c.pid).or_default() += c.bytes.saturating_sub(before);
+            }
+            conns.insert(c.inode, c.bytes);
+        }
+        self.last_conn = conns;
+        self.connections.push(snap.connections.len());
+        // Per-thread deltas.
+        let zero = |t: &ThreadSample| ThreadSample {
+            cpu: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+            rchar: 0,
+            wchar: 0,
+            ..t.clone()
+        };
+        let deltas: Vec<(&ThreadSample, [u64; 4], u64)> = snap
+            .threads
+            .iter()
+            .map(|t| {
+                let prev = match self.last.get(&t.key()) {
+                    Some(p) => p.clone(),
+                    None if first => t.clone(),
+                    None => zero(t),
+                };
+                let d = [
+                    t.cpu.saturating_sub(prev.cpu),
+                    t.read_bytes.saturating_sub(prev.read_bytes),
+                    t.write_bytes.saturating_sub(prev.write_bytes),
+                    0,
+                ];
+                let chars = (t.rchar.saturating_sub(prev.rchar)
+                    + t.wchar.saturating_sub(prev.wchar))
+                .saturating_sub(d[1] + d[2]);
+                (t, d, chars)
+            })
+            .collect();
+        // Split each process's socket bytes over its threads by their non-disk
+        // character I/O; with none, the main thread gets them.
+        let mut weight: HashMap<u32, u64> = HashMap::new();
+        for (t, _, chars) in &deltas {
+            *weight.entry(t.pid).or_default() += chars;
+        }
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for (t, mut d, chars) in deltas {
+            let net = net_by_pid.get(&t.pid).copied().unwrap_or(0);
+            let w = weight.get(&t.pid).copied().unwrap_or(0);
+            d[3] = if w > 0 {
+                (net as u128 * chars as u128 / w as u128) as u64
+            } else if t.tid == t.pid {
+                net
+            } else {
+                0
+            };
+            match self.stage_of(t, snap) {
+                Some(name) => {
+                    *counts.entry(name.clone()).or_default() += 1;
+                    let s = self
+                        .stages
+                        .entry(name.clone())
+                        .or_insert_with(|| StageStats {
+                            name,
+                            counts: vec![0; self.snapshots - 1],
+                            ..StageStats::default()
+                        });
+                    s.seen.insert(t.key());
+                    s.pids.insert(t.pid);
+                    s.distinct_threads = s.seen.len();
+                    s.processes = s.pids.len();
+                    s.cpu_ticks += d[0];
+                    s.read_bytes += d[1];
+                    s.write_bytes += d[2];
+                    s.net_bytes += d[3];
+                    if d.iter().any(|&x| x > 0) {
+                        s.active_intervals += 1;
+                        s.io_intervals += u64::from(d[1] + d[2] > 0);
+                        s.net_intervals += u64::from(d[3] > 0);
+                    }
+                }
+                None => {
+                    let n = self.null.entry(t.key()).or_default();
+                    n.pid = t.pid;
+                    n.tid = t.tid;
+                    n.name = t.comm.clone();
+                    n.title = t.title.clone();
+                    n.state = t.state.to_string();
+                    n.wchan = t.wchan.clone();
+                    n.cpu_ticks += d[0];
+                    n.disk_bytes += d[1] + d[2];
+                    n.net_bytes += d[3];
+                }
+            }
+        }
+        for s in self.stages.values_mut() {
+            s.counts.push(counts.get(&s.name).copied().unwrap_or(0));
+        }
+        self.last = snap.threads.iter().map(|t| (t.key(), t.clone())).collect();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discover::procfs::Connection;
+
+    fn t(pid: u32, tid: u32, comm: &str, cpu: u64, write: u64, chars: u64) -> ThreadSample {
+        ThreadSample {
+            pid,
+            tid,
+            start: tid as u64,
+            comm: comm.into(),
+            title: String::new(),
+            exe: String::new(),
+            state: 'S',
+            wchan: String::new(),
+            cpu,
+            read_bytes: 0,
+            write_bytes: write,
+            rchar: chars,
+            wchar: write,
+        }
+    }
+
+    #[test]
+    fn deltas_are_charged_per_stage_and_new_threads_count_from_zero() {
+        let mut acc = Accumulator::new(Annotations::default());
+        acc.add(&Snapshot {
+            threads: vec![t(1, 1, "main", 100, 0, 0), t(1, 2, "w_1", 50, 10, 0)],
+            connections: vec![Connection {
+                inode: 9,
+                pid: 1,
+                bytes: 1000,
+            }],
+        });
+        acc.add(&Snapshot {
+            threads: vec![
+                t(1, 1, "main", 110, 0, 500),
+                t(1, 2, "w_1", 70, 4096, 0),
+                t(1, 3, "w_2", 5, 0, 0),
+            ],
+            connections: vec![Connection {
+                inode: 9,
+                pid: 1,
+                bytes: 1600,
+            }],
+        });
+        let w = &acc.stages["w_*"];
+        assert_eq!(
+            (w.cpu_ticks, w.write_bytes, w.counts.clone()),
+            (25, 4086, vec![1, 2])
+        );
+        assert_eq!(w.distinct_threads, 2);
+        let m = &acc.stages["main"];
+        // The 600 socket bytes go to the only thread with non-disk character I/O.
+        assert_eq!((m.cpu_ticks, m.net_bytes), (10, 600));
+        assert_eq!(acc.connections, [1, 1]);
+    }
+}
