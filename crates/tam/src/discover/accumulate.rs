@@ -66,6 +66,8 @@ pub struct Accumulator {
     annotations: Annotations,
     last: HashMap<(u32, u64), ThreadSample>,
     last_conn: HashMap<u64, u64>,
+    owner: HashMap<u64, (u32, u64)>,
+    socket_stages: BTreeSet<String>,
     snapshots: usize,
     /// Per-stage totals, by stage name.
     pub stages: BTreeMap<String, StageStats>,
@@ -104,13 +106,13 @@ impl Accumulator {
     pub fn add(&mut self, snap: &Snapshot) {
         let first = self.snapshots == 0;
         self.snapshots += 1;
-        // Network bytes per process in this interval.
-        let mut net_by_pid: HashMap<u32, u64> = HashMap::new();
+        // Network bytes per connection in this interval.
+        let mut net = Vec::new();
         let mut conns = HashMap::new();
         for c in &snap.connections {
             let before = self.last_conn.get(&c.inode).copied().unwrap_or(0);
             if !first {
-                *net_by_pid.entry(c.pid).or_default() += c.bytes.saturating_sub(before);
+                net.push((c.inode, c.pid, c.bytes.saturating_sub(before)));
             }
             conns.insert(c.inode, c.bytes);
         }
@@ -121,11 +123,9 @@ impl Accumulator {
             cpu: 0,
             read_bytes: 0,
             write_bytes: 0,
-            rchar: 0,
-            wchar: 0,
             ..t.clone()
         };
-        let deltas: Vec<(&ThreadSample, [u64; 4], u64)> = snap
+        let mut deltas: Vec<(&ThreadSample, [u64; 4])> = snap
             .threads
             .iter()
             .map(|t| {
@@ -140,29 +140,59 @@ impl Accumulator {
                     t.write_bytes.saturating_sub(prev.write_bytes),
                     0,
                 ];
-                let chars = (t.rchar.saturating_sub(prev.rchar)
-                    + t.wchar.saturating_sub(prev.wchar))
-                .saturating_sub(d[1] + d[2]);
-                (t, d, chars)
+                (t, d)
             })
             .collect();
-        // Split each process's socket bytes over its threads by their non-disk
-        // character I/O; with none, the main thread gets them.
-        let mut weight: HashMap<u32, u64> = HashMap::new();
-        for (t, _, chars) in &deltas {
-            *weight.entry(t.pid).or_default() += chars;
+        // Socket bytes go to the thread last seen blocked on that socket. Bytes of sockets
+        // without a known owner are split over the holding process's threads that belong
+        // to stages seen doing socket I/O (all its threads if none), by their CPU in the
+        // interval (evenly when none used CPU).
+        for t in &snap.threads {
+            if let Some(inode) = t.socket {
+                self.owner.insert(inode, t.key());
+                if let Some(stage) = self.stage_of(t, snap) {
+                    self.socket_stages.insert(stage);
+                }
+            }
+        }
+        let index: HashMap<(u32, u64), usize> = deltas
+            .iter()
+            .enumerate()
+            .map(|(i, (t, _))| (t.key(), i))
+            .collect();
+        let mut unowned: HashMap<u32, u64> = HashMap::new();
+        for (inode, pid, bytes) in net {
+            match self.owner.get(&inode).and_then(|k| index.get(k)) {
+                Some(&i) => deltas[i].1[3] += bytes,
+                None => *unowned.entry(pid).or_default() += bytes,
+            }
+        }
+        let on_sockets: Vec<bool> = deltas
+            .iter()
+            .map(|(t, _)| {
+                self.stage_of(t, snap)
+                    .is_some_and(|s| self.socket_stages.contains(&s))
+            })
+            .collect();
+        for (pid, bytes) in unowned {
+            // Candidates: threads of stages seen doing socket I/O, else all threads.
+            let mine: Vec<usize> = (0..deltas.len())
+                .filter(|&i| deltas[i].0.pid == pid)
+                .collect();
+            let known: Vec<usize> = mine.iter().copied().filter(|&i| on_sockets[i]).collect();
+            let pool = if known.is_empty() { mine } else { known };
+            let cpu: u64 = pool.iter().map(|&i| deltas[i].1[0]).sum();
+            for &i in &pool {
+                let share = if cpu > 0 {
+                    (bytes as u128 * deltas[i].1[0] as u128 / cpu as u128) as u64
+                } else {
+                    bytes / pool.len() as u64
+                };
+                deltas[i].1[3] += share;
+            }
         }
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-        for (t, mut d, chars) in deltas {
-            let net = net_by_pid.get(&t.pid).copied().unwrap_or(0);
-            let w = weight.get(&t.pid).copied().unwrap_or(0);
-            d[3] = if w > 0 {
-                (net as u128 * chars as u128 / w as u128) as u64
-            } else if t.tid == t.pid {
-                net
-            } else {
-                0
-            };
+        for (t, d) in deltas {
             match self.stage_of(t, snap) {
                 Some(name) => {
                     *counts.entry(name.clone()).or_default() += 1;
@@ -229,6 +259,7 @@ mod tests {
             write_bytes: write,
             rchar: chars,
             wchar: write,
+            socket: None,
         }
     }
 
@@ -262,8 +293,50 @@ mod tests {
         );
         assert_eq!(w.distinct_threads, 2);
         let m = &acc.stages["main"];
-        // The 600 socket bytes go to the only thread with non-disk character I/O.
-        assert_eq!((m.cpu_ticks, m.net_bytes), (10, 600));
-        assert_eq!(acc.connections, [1, 1]);
+        // The 600 socket bytes have no known owner: split by CPU (10 : 20 : 5).
+        assert_eq!((m.cpu_ticks, m.net_bytes), (10, 171));
+        assert_eq!(w.net_bytes, 342 + 85);
+    }
+
+    #[test]
+    fn socket_bytes_go_to_the_thread_seen_on_the_socket_and_then_to_its_stage() {
+        let mut acc = Accumulator::new(Annotations::default());
+        let conn = |bytes| {
+            vec![
+                Connection {
+                    inode: 9,
+                    pid: 1,
+                    bytes,
+                },
+                Connection {
+                    inode: 10,
+                    pid: 1,
+                    bytes,
+                },
+            ]
+        };
+        acc.add(&Snapshot {
+            threads: vec![
+                t(1, 1, "main", 0, 0, 0),
+                t(1, 2, "worker", 0, 0, 0),
+                t(1, 3, "conn", 0, 0, 0),
+            ],
+            connections: conn(0),
+        });
+        let mut c = t(1, 3, "conn", 1, 0, 0);
+        c.socket = Some(9);
+        acc.add(&Snapshot {
+            threads: vec![
+                t(1, 1, "main", 0, 0, 0),
+                t(1, 2, "worker", 50, 0, 0),
+                c.clone(),
+            ],
+            connections: conn(100),
+        });
+        // Socket 9 is owned by `conn`; socket 10 has no owner but `conn` is the only
+        // stage seen on sockets, so the busy worker gets none of it.
+        assert_eq!(acc.stages["conn"].net_bytes, 200);
+        assert_eq!(acc.stages["worker"].net_bytes, 0);
+        assert_eq!(acc.connections, [2, 2]);
     }
 }

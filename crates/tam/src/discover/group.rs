@@ -186,6 +186,7 @@ mod tests {
             write_bytes: 0,
             rchar: 0,
             wchar: 0,
+            socket: None,
         }
     }
 

@@ -81,6 +81,59 @@ impl Options {
     }
 }
 
+impl Options {
+    /// Options from command-line values (seconds, threshold in percent), checked; the
+    /// annotation file, if any, is read and parsed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_cli(
+        target: Target,
+        duration_s: f64,
+        interval_s: f64,
+        threshold_pct: f64,
+        annotate: Option<&std::path::Path>,
+        probe_window_s: Option<f64>,
+        probe_cpu: u32,
+        name: Option<String>,
+        command_line: String,
+    ) -> Result<Options, DiscoverError> {
+        let secs = |flag: &str, v: f64| {
+            if v.is_finite() && v > 0.0 && v < 1e6 {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(DiscoverError::Invalid(format!(
+                    "--{flag}: expected a positive number of seconds, found {v}"
+                )))
+            }
+        };
+        if !(threshold_pct > 0.0 && threshold_pct < 100.0) {
+            return Err(DiscoverError::Invalid(format!(
+                "--threshold: expected a percentage between 0 and 100, found {threshold_pct}"
+            )));
+        }
+        let annotations = match annotate {
+            None => Annotations::default(),
+            Some(path) => {
+                let shown = path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    DiscoverError::Annotations(format!("{shown}: cannot read: {e}"))
+                })?;
+                Annotations::parse(&text, &shown)?
+            }
+        };
+        let mut o = Options::new(target);
+        o.duration = secs("duration", duration_s)?;
+        o.interval = secs("interval", interval_s)?;
+        o.threshold = threshold_pct / 100.0;
+        o.annotations = annotations;
+        o.probe_blocking = probe_window_s.is_some();
+        o.probe_window = secs("probe-window", probe_window_s.unwrap_or(2.0))?;
+        o.probe_cpu = probe_cpu;
+        o.name = name;
+        o.command_line = command_line;
+        Ok(o)
+    }
+}
+
 /// Why discovery could not run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DiscoverError {
@@ -101,6 +154,8 @@ pub enum DiscoverError {
     Spawn(String),
     /// Delay injection failed (e.g. not permitted to change the target's scheduling).
     Probe(String),
+    /// An option is out of range (the message names it).
+    Invalid(String),
     /// Any other I/O failure.
     Io(String),
 }
@@ -117,7 +172,7 @@ impl fmt::Display for DiscoverError {
             DiscoverError::Annotations(m) => write!(f, "annotation file {m}"),
             DiscoverError::Spawn(m) => write!(f, "cannot start the command: {m}"),
             DiscoverError::Probe(m) => write!(f, "blocking probe: {m}"),
-            DiscoverError::Io(m) => f.write_str(m),
+            DiscoverError::Invalid(m) | DiscoverError::Io(m) => f.write_str(m),
         }
     }
 }

@@ -46,6 +46,9 @@ pub struct ThreadSample {
     pub rchar: u64,
     /// Bytes written through write-like system calls.
     pub wchar: u64,
+    /// The socket (inode) the thread is blocked reading or writing right now, if any:
+    /// from `/proc/…/syscall`, whose first argument is the file descriptor.
+    pub socket: Option<u64>,
 }
 
 impl ThreadSample {
@@ -159,6 +162,20 @@ pub fn policy(pid: u32, tid: u32) -> Option<u32> {
     read_stat(&format!("/proc/{pid}/task/{tid}/stat")).map(|s| s.policy)
 }
 
+/// A thread's precise CPU time in nanoseconds (`schedstat`, first field); falls back to
+/// utime + stime when schedstat is not there. Used to measure progress in short windows,
+/// where clock ticks are too coarse.
+pub fn run_ns(pid: u32, tid: u32) -> Option<u64> {
+    let base = format!("/proc/{pid}/task/{tid}");
+    if let Some(ns) = fs::read_to_string(format!("{base}/schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+    {
+        return Some(ns);
+    }
+    read_stat(&format!("{base}/stat")).map(|s| (s.cpu as f64 * 1e9 / USER_HZ) as u64)
+}
+
 /// The CPUs a thread may run on, as `Cpus_allowed_list` (e.g. `0-1`), if readable.
 pub fn cpus_allowed(pid: u32, tid: u32) -> Option<String> {
     let status = fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
@@ -226,6 +243,11 @@ pub fn read_threads(pids: &BTreeSet<u32>) -> Vec<ThreadSample> {
             let io = fs::read_to_string(format!("{base}/io"))
                 .map(|t| parse_io(&t))
                 .unwrap_or_default();
+            let socket = fs::read_to_string(format!("{base}/syscall"))
+                .ok()
+                .and_then(|t| socket_fd(&t))
+                .and_then(|fd| fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok())
+                .and_then(|l| socket_inode(&l.to_string_lossy()));
             out.push(ThreadSample {
                 pid,
                 tid,
@@ -240,10 +262,39 @@ pub fn read_threads(pids: &BTreeSet<u32>) -> Vec<ThreadSample> {
                 wchar: io[1],
                 read_bytes: io[2],
                 write_bytes: io[3],
+                socket,
             });
         }
     }
     out
+}
+
+/// System calls whose first argument is a file descriptor being read or written:
+/// read, write, readv, writev, sendto, recvfrom, sendmsg, recvmsg.
+#[cfg(target_arch = "x86_64")]
+const FD_IO_SYSCALLS: &[u64] = &[0, 1, 19, 20, 44, 45, 46, 47];
+#[cfg(target_arch = "aarch64")]
+const FD_IO_SYSCALLS: &[u64] = &[63, 64, 65, 66, 206, 207, 211, 212];
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+const FD_IO_SYSCALLS: &[u64] = &[];
+
+/// The file descriptor of a blocked read/write-like system call in `/proc/…/syscall`
+/// (`NR ARG0 …`, arguments in hex).
+pub fn socket_fd(syscall: &str) -> Option<u64> {
+    let mut it = syscall.split_whitespace();
+    let nr: u64 = it.next()?.parse().ok()?;
+    if !FD_IO_SYSCALLS.contains(&nr) {
+        return None;
+    }
+    u64::from_str_radix(it.next()?.trim_start_matches("0x"), 16).ok()
+}
+
+/// The inode of a `socket:[N]` link target.
+pub fn socket_inode(link: &str) -> Option<u64> {
+    link.strip_prefix("socket:[")?
+        .strip_suffix(']')?
+        .parse()
+        .ok()
 }
 
 /// Established TCP connections of the given processes with their byte counts, from

@@ -129,12 +129,11 @@ pub(super) fn discover(
     Ok(discovery)
 }
 
-/// CPU rate (cores) of every stage over one window.
+/// CPU rate (cores) of every stage over one window, from precise run times.
 fn rates(acc: &Accumulator, root: u32, window: Duration) -> BTreeMap<String, f64> {
-    let tree = procfs::process_tree(root);
-    let before: BTreeMap<(u32, u64), u64> = procfs::read_threads(&tree)
+    let before: BTreeMap<(u32, u64), u64> = procfs::read_threads(&procfs::process_tree(root))
         .into_iter()
-        .map(|t| (t.key(), t.cpu))
+        .filter_map(|t| Some((t.key(), procfs::run_ns(t.pid, t.tid)?)))
         .collect();
     let t0 = Instant::now();
     std::thread::sleep(window);
@@ -145,11 +144,9 @@ fn rates(acc: &Accumulator, root: u32, window: Duration) -> BTreeMap<String, f64
     };
     let mut out = BTreeMap::new();
     for t in &snap.threads {
-        if let Some(stage) = acc.stage_of(t, &snap) {
-            let d = t
-                .cpu
-                .saturating_sub(before.get(&t.key()).copied().unwrap_or(0));
-            *out.entry(stage).or_insert(0.0) += d as f64 / USER_HZ / secs;
+        if let (Some(stage), Some(ns)) = (acc.stage_of(t, &snap), procfs::run_ns(t.pid, t.tid)) {
+            let d = ns.saturating_sub(before.get(&t.key()).copied().unwrap_or(0));
+            *out.entry(stage).or_insert(0.0) += d as f64 / 1e9 / secs;
         }
     }
     out
@@ -180,7 +177,7 @@ fn probe(
     let entry: BTreeSet<String> = discovery
         .stages
         .iter()
-        .filter(|s| s.network_share >= options.threshold && s.stats.net_bytes > 0)
+        .filter(|s| s.resources.get("network").map(String::as_str) != Some("false"))
         .map(|s| s.name.clone())
         .collect();
     let window = options.probe_window;
