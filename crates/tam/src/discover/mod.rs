@@ -93,7 +93,6 @@ impl Options {
         annotate: Option<&std::path::Path>,
         probe_window_s: Option<f64>,
         probe_cpu: u32,
-        name: Option<String>,
         command_line: String,
     ) -> Result<Options, DiscoverError> {
         let secs = |flag: &str, v: f64| {
@@ -128,7 +127,6 @@ impl Options {
         o.probe_blocking = probe_window_s.is_some();
         o.probe_window = secs("probe-window", probe_window_s.unwrap_or(2.0))?;
         o.probe_cpu = probe_cpu;
-        o.name = name;
         o.command_line = command_line;
         Ok(o)
     }
@@ -234,3 +232,43 @@ pub fn discover(
 
 #[cfg(target_os = "linux")]
 mod run;
+
+/// The `fairlane tam discover` command: discovers with progress on `err`, writes the
+/// model to `output`, prints the summary (or JSON) to `out`. Returns the exit status:
+/// 0 done, 1 the target exited mid-run (what was gathered is written), 2 error.
+pub fn run_cli(
+    options: &Options,
+    output: &std::path::Path,
+    json: bool,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> u8 {
+    let found = match discover(options, &mut |p| {
+        let _ = write!(err, "\r{p}\x1b[K");
+    }) {
+        Ok(found) => found,
+        Err(e) => {
+            let _ = writeln!(err, "\n{e}");
+            return 2;
+        }
+    };
+    let _ = writeln!(err);
+    if let Err(e) = std::fs::write(output, found.to_toml()) {
+        let _ = writeln!(err, "{}: cannot write: {e}", output.display());
+        return 2;
+    }
+    let text = if json {
+        found.to_json() + "\n"
+    } else {
+        found.summary()
+    };
+    let _ = out.write_all(text.as_bytes());
+    if found.target_exited {
+        let _ = writeln!(
+            err,
+            "the target exited mid-run; {} holds what was gathered",
+            output.display()
+        );
+    }
+    u8::from(found.target_exited)
+}
