@@ -68,6 +68,8 @@ pub struct Accumulator {
     last_conn: HashMap<u64, u64>,
     owner: HashMap<u64, (u32, u64)>,
     socket_stages: BTreeSet<String>,
+    presence: Vec<Vec<(u32, u64)>>,
+    latest: HashMap<(u32, u64), (Option<String>, u32)>,
     snapshots: usize,
     /// Per-stage totals, by stage name.
     pub stages: BTreeMap<String, StageStats>,
@@ -236,6 +238,39 @@ impl Accumulator {
             s.counts.push(counts.get(&s.name).copied().unwrap_or(0));
         }
         self.last = snap.threads.iter().map(|t| (t.key(), t.clone())).collect();
+        self.presence
+            .push(snap.threads.iter().map(ThreadSample::key).collect());
+        for t in &snap.threads {
+            let stage = self.stage_of(t, snap);
+            self.latest.insert(t.key(), (stage, t.pid));
+        }
+    }
+
+    /// Recounts every stage's threads over time by the stage each thread was in when last
+    /// seen. A forked process keeps its parent's title until it sets its own (a new
+    /// PostgreSQL backend looks like the postmaster for a moment); counting it where it
+    /// ended up keeps such moments from making a fixed stage look on-demand.
+    pub fn finish(&mut self) {
+        for s in self.stages.values_mut() {
+            s.counts = vec![0; self.presence.len()];
+            s.seen.clear();
+            s.pids.clear();
+        }
+        for (i, keys) in self.presence.iter().enumerate() {
+            for key in keys {
+                if let Some((Some(stage), pid)) = self.latest.get(key) {
+                    if let Some(s) = self.stages.get_mut(stage) {
+                        s.counts[i] += 1;
+                        s.seen.insert(*key);
+                        s.pids.insert(*pid);
+                    }
+                }
+            }
+        }
+        for s in self.stages.values_mut() {
+            s.distinct_threads = s.seen.len();
+            s.processes = s.pids.len();
+        }
     }
 }
 
@@ -296,6 +331,29 @@ mod tests {
         // The 600 socket bytes have no known owner: split by CPU (10 : 20 : 5).
         assert_eq!((m.cpu_ticks, m.net_bytes), (10, 171));
         assert_eq!(w.net_bytes, 342 + 85);
+    }
+
+    #[test]
+    fn threads_are_counted_in_the_stage_they_ended_up_in() {
+        let mut acc = Accumulator::new(Annotations::default());
+        let mut child = t(2, 2, "main", 0, 0, 0);
+        acc.add(&Snapshot {
+            threads: vec![t(1, 1, "main", 0, 0, 0)],
+            connections: vec![],
+        });
+        // A fresh fork still carries its parent's name, then renames itself.
+        acc.add(&Snapshot {
+            threads: vec![t(1, 1, "main", 0, 0, 0), child.clone()],
+            connections: vec![],
+        });
+        child.comm = "backend".into();
+        acc.add(&Snapshot {
+            threads: vec![t(1, 1, "main", 0, 0, 0), child],
+            connections: vec![],
+        });
+        acc.finish();
+        assert_eq!(acc.stages["main"].counts, [1, 1, 1]);
+        assert_eq!(acc.stages["backend"].counts, [0, 1, 1]);
     }
 
     #[test]

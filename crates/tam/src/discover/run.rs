@@ -113,6 +113,7 @@ pub(super) fn discover(
         let spent = tick.elapsed();
         std::thread::sleep(options.interval.saturating_sub(spent));
     }
+    acc.finish();
     let elapsed = start.elapsed().as_secs_f64();
     let mut discovery = Discovery::build(&acc, options, &root_name, elapsed, exited);
     if options.probe_blocking && !exited && acc.snapshots() >= 2 {
