@@ -31,6 +31,8 @@ pub struct StageStats {
     pub io_intervals: u64,
     /// Of those, the ones with network traffic.
     pub net_intervals: u64,
+    /// Whether a thread of the stage was ever seen blocked reading or writing a socket.
+    pub seen_on_socket: bool,
     #[serde(skip)]
     pub(crate) seen: BTreeSet<(u32, u64)>,
     #[serde(skip)]
@@ -69,6 +71,8 @@ pub struct Accumulator {
     owner: HashMap<u64, (u32, u64)>,
     socket_stages: BTreeSet<String>,
     presence: Vec<Vec<(u32, u64)>>,
+    pending: HashMap<u64, (u32, u64)>,
+    cpu_by: HashMap<(u32, String), u64>,
     latest: HashMap<(u32, u64), (Option<String>, u32)>,
     snapshots: usize,
     /// Per-stage totals, by stage name.
@@ -145,10 +149,9 @@ impl Accumulator {
                 (t, d)
             })
             .collect();
-        // Socket bytes go to the thread last seen blocked on that socket. Bytes of sockets
-        // without a known owner are split over the holding process's threads that belong
-        // to stages seen doing socket I/O (all its threads if none), by their CPU in the
-        // interval (evenly when none used CPU).
+        // Socket bytes go to the thread last seen blocked on that socket. Bytes of a
+        // socket whose owner is not known yet are held back until it is (see `finish` for
+        // sockets no thread was ever seen on).
         for t in &snap.threads {
             if let Some(inode) = t.socket {
                 self.owner.insert(inode, t.key());
@@ -162,35 +165,14 @@ impl Accumulator {
             .enumerate()
             .map(|(i, (t, _))| (t.key(), i))
             .collect();
-        let mut unowned: HashMap<u32, u64> = HashMap::new();
         for (inode, pid, bytes) in net {
             match self.owner.get(&inode).and_then(|k| index.get(k)) {
-                Some(&i) => deltas[i].1[3] += bytes,
-                None => *unowned.entry(pid).or_default() += bytes,
-            }
-        }
-        let on_sockets: Vec<bool> = deltas
-            .iter()
-            .map(|(t, _)| {
-                self.stage_of(t, snap)
-                    .is_some_and(|s| self.socket_stages.contains(&s))
-            })
-            .collect();
-        for (pid, bytes) in unowned {
-            // Candidates: threads of stages seen doing socket I/O, else all threads.
-            let mine: Vec<usize> = (0..deltas.len())
-                .filter(|&i| deltas[i].0.pid == pid)
-                .collect();
-            let known: Vec<usize> = mine.iter().copied().filter(|&i| on_sockets[i]).collect();
-            let pool = if known.is_empty() { mine } else { known };
-            let cpu: u64 = pool.iter().map(|&i| deltas[i].1[0]).sum();
-            for &i in &pool {
-                let share = if cpu > 0 {
-                    (bytes as u128 * deltas[i].1[0] as u128 / cpu as u128) as u64
-                } else {
-                    bytes / pool.len() as u64
-                };
-                deltas[i].1[3] += share;
+                Some(&i) => {
+                    // Bytes held back before the owner was known are its bytes too.
+                    let held = self.pending.remove(&inode).map_or(0, |(_, b)| b);
+                    deltas[i].1[3] += bytes + held;
+                }
+                None => self.pending.entry(inode).or_insert((pid, 0)).1 += bytes,
             }
         }
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
@@ -211,6 +193,7 @@ impl Accumulator {
                     s.distinct_threads = s.seen.len();
                     s.processes = s.pids.len();
                     s.cpu_ticks += d[0];
+                    *self.cpu_by.entry((t.pid, s.name.clone())).or_default() += d[0];
                     s.read_bytes += d[1];
                     s.write_bytes += d[2];
                     s.net_bytes += d[3];
@@ -250,7 +233,44 @@ impl Accumulator {
     /// seen. A forked process keeps its parent's title until it sets its own (a new
     /// PostgreSQL backend looks like the postmaster for a moment); counting it where it
     /// ended up keeps such moments from making a fixed stage look on-demand.
+    ///
+    /// Bytes of sockets no thread was ever seen blocked on (event-loop servers that wait in
+    /// `epoll_wait`) are split over the holding process's stages seen doing socket I/O (all
+    /// its stages if none) by their CPU in that process; such a stage counts as using the
+    /// network in all its active intervals, since the bytes cannot be placed in time.
     pub fn finish(&mut self) {
+        let mut by_pid: HashMap<u32, u64> = HashMap::new();
+        for (_, (pid, bytes)) in self.pending.drain() {
+            *by_pid.entry(pid).or_default() += bytes;
+        }
+        for (pid, bytes) in by_pid {
+            let mine: Vec<(&String, u64)> = self
+                .cpu_by
+                .iter()
+                .filter(|((p, _), _)| *p == pid)
+                .map(|((_, s), &c)| (s, c))
+                .collect();
+            let known: Vec<(&String, u64)> = mine
+                .iter()
+                .copied()
+                .filter(|(s, _)| self.socket_stages.contains(*s))
+                .collect();
+            let pool = if known.is_empty() { mine } else { known };
+            let cpu: u64 = pool.iter().map(|(_, c)| c).sum();
+            for (stage, c) in &pool {
+                let share = if cpu > 0 {
+                    (bytes as u128 * *c as u128 / cpu as u128) as u64
+                } else {
+                    bytes / pool.len() as u64
+                };
+                if let Some(s) = self.stages.get_mut(*stage) {
+                    if share > 0 {
+                        s.net_bytes += share;
+                        s.net_intervals = s.active_intervals;
+                    }
+                }
+            }
+        }
         for s in self.stages.values_mut() {
             s.counts = vec![0; self.presence.len()];
             s.seen.clear();
@@ -268,6 +288,7 @@ impl Accumulator {
             }
         }
         for s in self.stages.values_mut() {
+            s.seen_on_socket = self.socket_stages.contains(&s.name);
             s.distinct_threads = s.seen.len();
             s.processes = s.pids.len();
         }
@@ -327,10 +348,11 @@ mod tests {
             (25, 4086, vec![1, 2])
         );
         assert_eq!(w.distinct_threads, 2);
-        let m = &acc.stages["main"];
-        // The 600 socket bytes have no known owner: split by CPU (10 : 20 : 5).
+        acc.finish();
+        let (m, w) = (&acc.stages["main"], &acc.stages["w_*"]);
+        // The 600 socket bytes have no known owner: split by CPU at the end (10 : 25).
         assert_eq!((m.cpu_ticks, m.net_bytes), (10, 171));
-        assert_eq!(w.net_bytes, 342 + 85);
+        assert_eq!(w.net_bytes, 428);
     }
 
     #[test]
@@ -393,6 +415,7 @@ mod tests {
         });
         // Socket 9 is owned by `conn`; socket 10 has no owner but `conn` is the only
         // stage seen on sockets, so the busy worker gets none of it.
+        acc.finish();
         assert_eq!(acc.stages["conn"].net_bytes, 200);
         assert_eq!(acc.stages["worker"].net_bytes, 0);
         assert_eq!(acc.connections, [2, 2]);

@@ -5,14 +5,16 @@
 //! ours at normal priority for the whole probe phase. To slow a stage, each of its threads
 //! is pinned to that CPU (`taskset`) and lowered to `SCHED_IDLE` (`chrt -i`): an idle-class
 //! thread only runs when nothing else wants the CPU, so the stage nearly stops. Each probe
-//! measures every stage's progress (CPU rate) in a baseline window and then in a window
-//! with the stage slowed; the busy CPU is there in both, so only the slowdown differs.
+//! measures every stage's progress (precise CPU rate) in a baseline window and then in a
+//! window with the stage slowed, twice; the busy CPU is there in all windows, so only the
+//! slowdown differs, and a stage counts as dropped only when it dropped in both rounds.
 //! Afterwards each thread gets its policy and CPU set back.
 //!
 //! **Inference.** `D(S)`: the stages whose progress dropped by at least `drop` while `S`
 //! was slowed. A drop means the stage waits for `S` (blocking) or is fed by `S` (it
-//! starves). Entry stages — those holding the client connections — are driven by the
-//! outside load, so they never starve: a drop of an entry stage is blocking. A non-entry
+//! starves). Entry stages — those whose threads were seen blocked on client sockets (or,
+//! if none was, those using the network) — are driven by the outside load, so they never
+//! starve: a drop of an entry stage is blocking. A non-entry
 //! stage `T` that dropped is starving, not blocked, when `S` is an entry stage that feeds
 //! it (`T ∈ D(S)`), or when an entry stage `E ∈ D(S)` feeds it (`T ∈ D(E)`): `S` slowed
 //! `E`, which then sent `T` less work. Every other drop is recorded as `T blocks_on S`.
@@ -27,11 +29,11 @@ pub struct Probe {
     pub slowed: String,
     /// Its threads that were slowed (SCHED_OTHER threads only; others are left alone).
     pub threads: usize,
-    /// CPU rate of every stage (cores) in the baseline window.
+    /// CPU rate of every stage (cores) in the baseline windows (mean of the two rounds).
     pub baseline: BTreeMap<String, f64>,
-    /// CPU rate of every stage while `slowed` was slowed.
+    /// CPU rate of every stage while `slowed` was slowed (mean of the two rounds).
     pub during: BTreeMap<String, f64>,
-    /// Stages whose progress dropped by at least the drop fraction (`D(S)`).
+    /// Stages whose progress dropped by at least the drop fraction in both rounds (`D(S)`).
     pub dropped: Vec<String>,
 }
 

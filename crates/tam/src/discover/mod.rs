@@ -63,7 +63,7 @@ pub struct Options {
 
 impl Options {
     /// Defaults: 30 s of sampling every 0.5 s, 5% threshold, blocking probes of 2 s on
-    /// CPU 0 counting drops of 50% or more.
+    /// CPU 0 counting drops of 75% or more.
     pub fn new(target: Target) -> Options {
         Options {
             target,
@@ -74,7 +74,7 @@ impl Options {
             probe_blocking: true,
             probe_window: Duration::from_secs(2),
             probe_cpu: 0,
-            probe_drop: 0.5,
+            probe_drop: 0.75,
             name: None,
             command_line: String::new(),
         }

@@ -336,15 +336,23 @@ impl Discovery {
                     }
                 );
                 for p in &b.probes {
+                    let rates: Vec<String> = p
+                        .baseline
+                        .iter()
+                        .map(|(k, v)| {
+                            format!("{k} {v:.3}->{:.3}", p.during.get(k).copied().unwrap_or(0.0))
+                        })
+                        .collect();
                     head += &format!(
-                        "#   slowed `{}` ({} threads): dropped {}\n",
+                        "#   slowed `{}` ({} threads): dropped {}; CPU cores before->during: {}\n",
                         p.slowed,
                         p.threads,
                         if p.dropped.is_empty() {
                             "nothing".to_string()
                         } else {
                             p.dropped.join(", ")
-                        }
+                        },
+                        rates.join(", ")
                     );
                 }
                 for (t, s) in &b.starved {

@@ -175,14 +175,25 @@ fn probe(
         .collect();
     candidates.sort_by(|a, b| b.1.total_cmp(&a.1));
     candidates.truncate(MAX_PROBES);
-    let entry: BTreeSet<String> = discovery
+    // Entry stages: those seen on client sockets; if none was, those using the network.
+    let seen: BTreeSet<String> = discovery
         .stages
         .iter()
-        .filter(|s| s.resources.get("network").map(String::as_str) != Some("false"))
+        .filter(|s| s.stats.seen_on_socket && s.stats.net_bytes > 0)
         .map(|s| s.name.clone())
         .collect();
+    let entry: BTreeSet<String> = if seen.is_empty() {
+        discovery
+            .stages
+            .iter()
+            .filter(|s| s.resources.get("network").map(String::as_str) != Some("false"))
+            .map(|s| s.name.clone())
+            .collect()
+    } else {
+        seen
+    };
     let window = options.probe_window;
-    let requested = 2.0 * window.as_secs_f64() * candidates.len() as f64;
+    let requested = 4.0 * window.as_secs_f64() * candidates.len() as f64;
     let _hog = Hog::start(options.probe_cpu)?;
     let start = Instant::now();
     let mut probes = Vec::new();
@@ -203,22 +214,49 @@ fn probe(
                 candidates.len()
             ),
         });
-        let baseline = rates(acc, root, window);
-        let snap = Snapshot {
-            threads: procfs::read_threads(&procfs::process_tree(root)),
-            connections: Vec::new(),
-        };
-        let threads: Vec<(u32, u32)> = snap
-            .threads
+        // Two rounds of baseline then slowed; a stage counts as dropped only when it
+        // dropped in both, so one burst of outside load cannot make a relation.
+        let mut rounds = Vec::new();
+        let mut count = 0;
+        for _ in 0..2 {
+            let baseline = rates(acc, root, window);
+            let snap = Snapshot {
+                threads: procfs::read_threads(&procfs::process_tree(root)),
+                connections: Vec::new(),
+            };
+            let threads: Vec<(u32, u32)> = snap
+                .threads
+                .iter()
+                .filter(|t| acc.stage_of(t, &snap).as_deref() == Some(*stage))
+                .map(|t| (t.pid, t.tid))
+                .collect();
+            let slowed = Slowed::apply(&threads, options.probe_cpu)?;
+            let during = rates(acc, root, window);
+            count = count.max(slowed.len());
+            drop(slowed);
+            rounds.push((baseline, during));
+        }
+        let both: Vec<Vec<String>> = rounds
             .iter()
-            .filter(|t| acc.stage_of(t, &snap).as_deref() == Some(*stage))
-            .map(|t| (t.pid, t.tid))
+            .map(|(b, d)| blocking::dropped(stage, b, d, MIN_RATE, options.probe_drop))
             .collect();
-        let slowed = Slowed::apply(&threads, options.probe_cpu)?;
-        let during = rates(acc, root, window);
-        let count = slowed.len();
-        drop(slowed);
-        let dropped = blocking::dropped(stage, &baseline, &during, MIN_RATE, options.probe_drop);
+        let dropped: Vec<String> = both[0]
+            .iter()
+            .filter(|s| both[1].contains(s))
+            .cloned()
+            .collect();
+        let mean = |pick: fn(
+            &(BTreeMap<String, f64>, BTreeMap<String, f64>),
+        ) -> &BTreeMap<String, f64>| {
+            let mut m: BTreeMap<String, f64> = BTreeMap::new();
+            for r in &rounds {
+                for (k, v) in pick(r) {
+                    *m.entry(k.clone()).or_default() += v / rounds.len() as f64;
+                }
+            }
+            m
+        };
+        let (baseline, during) = (mean(|r| &r.0), mean(|r| &r.1));
         probes.push(Probe {
             slowed: stage.to_string(),
             threads: count,
