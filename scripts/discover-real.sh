@@ -72,13 +72,16 @@ overhead)
     trap pg_stop EXIT
     ROUNDS=${ROUNDS:-5}; SECS=${SECS:-15}
     tps() { pgbench "${PG[@]}" -n -c 4 -T "$SECS" postgres 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'; }
-    echo "round without with"
-    for r in $(seq "$ROUNDS"); do
-        a=$(tps)
+    with() {
         "$FAIRLANE" tam discover --pid "$PM" --duration "$SECS" --no-blocking -o "$DIR/m.toml" >/dev/null 2>&1 &
-        D=$!
-        b=$(tps)
-        wait "$D" || true
+        local d=$!
+        tps
+        wait "$d" || true
+    }
+    tps >/dev/null # warm up
+    echo "round tps_without tps_with"
+    for r in $(seq "$ROUNDS"); do # alternate which goes first
+        if [ $((r % 2)) = 1 ]; then a=$(tps); b=$(with); else b=$(with); a=$(tps); fi
         echo "$r $a $b"
     done
     ;;

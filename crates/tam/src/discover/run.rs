@@ -245,18 +245,16 @@ fn probe(
             .filter(|s| both[1].contains(s))
             .cloned()
             .collect();
-        let mean = |pick: fn(
-            &(BTreeMap<String, f64>, BTreeMap<String, f64>),
-        ) -> &BTreeMap<String, f64>| {
+        let mean = |second: bool| {
             let mut m: BTreeMap<String, f64> = BTreeMap::new();
-            for r in &rounds {
-                for (k, v) in pick(r) {
+            for (b, d) in &rounds {
+                for (k, v) in if second { d } else { b } {
                     *m.entry(k.clone()).or_default() += v / rounds.len() as f64;
                 }
             }
             m
         };
-        let (baseline, during) = (mean(|r| &r.0), mean(|r| &r.1));
+        let (baseline, during) = (mean(false), mean(true));
         probes.push(Probe {
             slowed: stage.to_string(),
             threads: count,
