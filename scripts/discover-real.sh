@@ -21,7 +21,8 @@ pg_start() { # sets PORT DIR PM BIN RUNUSER_PID
     runuser -u postgres -- "$BIN/initdb" -N -A trust -U postgres -D "$DIR/data" >/dev/null
     runuser -u postgres -- "$BIN/postgres" -D "$DIR/data" -p "$PORT" -k "$DIR" \
         -c listen_addresses=127.0.0.1 -c synchronous_commit=off -c autovacuum_naptime=1 \
-        -c wal_writer_delay=10ms -c bgwriter_delay=10ms -c shared_buffers=32MB >"$DIR/log" 2>&1 &
+        -c wal_writer_delay=10ms -c bgwriter_delay=10ms -c shared_buffers=32MB \
+        -c autovacuum_vacuum_scale_factor=0.01 -c autovacuum_vacuum_cost_delay=10ms >"$DIR/log" 2>&1 &
     RUNUSER_PID=$!
     for _ in $(seq 600); do pg_isready -q -h 127.0.0.1 -p "$PORT" && break; sleep 0.1; done
     pg_isready -q -h 127.0.0.1 -p "$PORT" || { echo "PostgreSQL did not start; log:"; cat "$DIR/log"; exit 1; }
