@@ -176,7 +176,12 @@ impl Postgres {
                 "-c",
                 "bgwriter_delay=10ms",
             ])
-            .args(["-c", "shared_buffers=32MB", "-c", "autovacuum_vacuum_scale_factor=0.01"])
+            .args([
+                "-c",
+                "shared_buffers=32MB",
+                "-c",
+                "autovacuum_vacuum_scale_factor=0.01",
+            ])
             .args(["-c", "autovacuum_vacuum_cost_delay=10ms"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
