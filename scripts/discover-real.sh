@@ -46,7 +46,7 @@ postgres)
     LOAD=$!
     ( sleep 8; psql "${PG[@]}" -q -c CHECKPOINT postgres ) &
     CKPT=$!
-    "$FAIRLANE" tam discover --pid "$PM" --duration 25 --annotate models/postgresql.annotate.toml \
+    "$FAIRLANE" tam discover --pid "$PM" --duration 25 --annotate models/annotations/postgresql.toml \
         -o models/postgresql-discovered.toml
     touch "$DIR/stop"; wait "$LOAD" "$CKPT"
     "$FAIRLANE" tam check models/postgresql-discovered.toml || true

@@ -293,7 +293,7 @@ fn postgresql_backends_are_on_demand_and_background_processes_are_measured() {
     let mut options = Options::new(Target::Pid(pg.postmaster));
     options.duration = Duration::from_secs(8);
     options.probe_window = Duration::from_millis(1500);
-    options.annotations = annotations("postgresql.annotate.toml");
+    options.annotations = annotations("annotations/postgresql.toml");
     options.command_line = "discover_real test".into();
     let found = discover(&options, &mut |p| eprint!("\r{p}\x1b[K")).expect("discovery runs");
     drop(load);

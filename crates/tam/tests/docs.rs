@@ -97,6 +97,6 @@ fn discovered_models_check_as_the_guide_says() {
     }
     let redis = Model::load(format!("{dir}redis-discovered.toml")).unwrap();
     assert_eq!(analyze(&redis).table2_row(), ". . C . .");
-    let text = std::fs::read_to_string(format!("{dir}postgresql.annotate.toml")).unwrap();
-    fairlane_tam::discover::Annotations::parse(&text, "postgresql.annotate.toml").unwrap();
+    let text = std::fs::read_to_string(format!("{dir}annotations/postgresql.toml")).unwrap();
+    fairlane_tam::discover::Annotations::parse(&text, "annotations/postgresql.toml").unwrap();
 }
