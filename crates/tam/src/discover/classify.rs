@@ -1,8 +1,9 @@
 //! The rules that turn measured totals into a stage's type and resource vector.
 //!
-//! - **Type.** A stage is `on_demand` when its thread count changed during the run or more
-//!   distinct threads passed through it than were ever alive at once (threads created per
-//!   connection or request); otherwise it is bounded (`general`: from outside we cannot
+//! - **Type.** A stage is `on_demand` when its thread count changed during the run (counting
+//!   only counts held for two consecutive samples or more) or more distinct threads passed
+//!   through it than were ever alive at once (threads created per connection or request);
+//!   otherwise it is bounded (`general`: from outside we cannot
 //!   tell whether its queue takes a pluggable scheduler).
 //! - **Extensive.** A resource is extensive for a stage whose share of the tree's total is
 //!   at least the threshold (5% by default, as the paper's tracer), provided the total is
@@ -47,9 +48,18 @@ pub fn classify(
     connections: &[usize],
     threshold: f64,
 ) -> Classified {
-    let min = s.counts.iter().copied().min().unwrap_or(0);
-    let max = s.counts.iter().copied().max().unwrap_or(0);
-    let on_demand = min != max || s.distinct_threads > max;
+    // Counts held for at least two consecutive samples: a one-sample blip is a fork
+    // caught before it renamed itself, not a stage that grows.
+    let held: Vec<usize> = s
+        .counts
+        .windows(2)
+        .filter(|w| w[0] == w[1])
+        .map(|w| w[0])
+        .collect();
+    let min = held.iter().copied().min().unwrap_or(0);
+    let max = held.iter().copied().max().unwrap_or(0);
+    let peak = s.counts.iter().copied().max().unwrap_or(0);
+    let on_demand = min != max || s.distinct_threads > peak;
     let mine = [s.cpu_ticks, s.read_bytes + s.write_bytes, s.net_bytes];
     let mut shares = [0.0; 3];
     let mut usage = [Usage::False; 3];
@@ -152,6 +162,14 @@ mod tests {
         assert_eq!(follows.scheduling, Scheduling::OnDemand);
         assert!((follows.follows_connections.unwrap() - 1.0).abs() < 1e-9);
         // Same count throughout, but threads came and went: created on demand.
+        // A single-sample blip (a fork caught before it renamed itself) is not growth.
+        let blip = classify(
+            &stats(&[1, 1, 2, 1, 1], 2, [10, 0, 0], 10, 0),
+            totals,
+            &[0; 5],
+            0.05,
+        );
+        assert_eq!(blip.scheduling, Scheduling::General);
         let churn = classify(
             &stats(&[2, 2, 2], 7, [10, 0, 0], 10, 0),
             totals,
