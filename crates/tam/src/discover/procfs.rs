@@ -234,6 +234,11 @@ pub fn read_threads(pids: &BTreeSet<u32>) -> Vec<ThreadSample> {
             let Some(stat) = read_stat(&format!("{base}/stat")) else {
                 continue;
             };
+            // An exited thread not yet reaped has lost its title: counting it would move
+            // it out of its stage at the last moment.
+            if matches!(stat.state, 'Z' | 'X' | 'x') {
+                continue;
+            }
             let comm = fs::read_to_string(format!("{base}/comm"))
                 .map(|s| s.trim_end_matches('\n').to_string())
                 .unwrap_or_default();
