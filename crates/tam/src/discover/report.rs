@@ -271,7 +271,13 @@ impl Discovery {
                         .unwrap_or_default()
                 )
             } else {
-                format!("bounded: {max} threads throughout")
+                // The count held most of the time (one-sample blips are ignored).
+                let mut seen: BTreeMap<usize, usize> = BTreeMap::new();
+                for &c in &st.counts {
+                    *seen.entry(c).or_default() += 1;
+                }
+                let usual = seen.iter().max_by_key(|(_, n)| **n).map_or(0, |(c, _)| *c);
+                format!("bounded: {usual} threads")
             };
             stage.note = Some(format!(
                 "MEASURED: {kind} (counts over time {}); {} process(es); CPU {:.2} s ({:.1}%); \
