@@ -98,8 +98,30 @@ pub fn check_access(pid: u32) -> Result<(), DiscoverError> {
     Ok(())
 }
 
-/// `pid` and all its descendants, found through the parent IDs in `/proc/*/stat`.
+/// `pid` and all its descendants: through `/proc/PID/task/TID/children` when the kernel
+/// has it (cheap: only the tree is read), else through the parent IDs in `/proc/*/stat`.
 pub fn process_tree(root: u32) -> BTreeSet<u32> {
+    if Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
+        let mut tree = BTreeSet::new();
+        let mut todo = vec![root];
+        while let Some(p) = todo.pop() {
+            if !tree.insert(p) {
+                continue;
+            }
+            let Ok(tasks) = fs::read_dir(format!("/proc/{p}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                if let Ok(kids) = fs::read_to_string(task.path().join("children")) {
+                    todo.extend(
+                        kids.split_whitespace()
+                            .filter_map(|k| k.parse::<u32>().ok()),
+                    );
+                }
+            }
+        }
+        return tree;
+    }
     let mut children: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
     if let Ok(entries) = fs::read_dir("/proc") {
         for entry in entries.flatten() {
