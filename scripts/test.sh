@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/test-deps.sh # chromium, python3 for the fairlane-proxy tests
-cargo test --workspace --release --locked 2>&1
+# --all-features: the feature-gated tests too (fairlane-runtime's `metrics` export).
+cargo test --workspace --all-features --release --locked 2>&1

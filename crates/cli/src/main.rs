@@ -5,10 +5,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod demo;
-mod experiments;
 mod proxy;
-mod repro_interposed;
-mod repro_ldf;
 mod reproduce;
 mod simulate;
 mod tam;

@@ -1,58 +1,18 @@
-//! `fairlane reproduce --out DIR`: runs the reproductions that exist so far and writes one
-//! HTML report with our results beside the papers'.
-//!
-//! The 2DFQ paper's worked example (§4, Fig. 5c, 5d, 6b) scheduled by the real core
-//! schedulers; its §6 evaluation (Fig. 8–13) run by the simulator from the specs under
-//! `experiments/` (see `experiments.rs`); the interposed-scheduling paper's §5 evaluation
-//! on the black-box server (`repro_interposed.rs`); and Table 2 of the Thread Architecture Models paper
-//! computed from the catalog under `models/`.
+//! `fairlane reproduce [NAME…] [--all] [--quick] [--out DIR]`: glue over `fairlane_repro`.
+//! Runs the chosen reproductions, writes one HTML report, and prints every claim's verdict.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use fairlane_core::{Config, Decision, Request, VirtualClock};
-use fairlane_tam::{analyze, catalog, render_svg, DrawOptions};
-
-/// Table 2 of Yang et al. (OSDI '18) as the paper gives it (N = no scheduling, U = unknown
-/// resource usage, C = hidden contention, B = blocking, O = ordering constraint), and what
-/// §4–§5 say of Tamed-HBase and Muzzled-HBase.
-const TABLE2: [(&str, &str); 6] = [
-    ("hbase", "N U C B O"),
-    ("mongodb", ". U C B ."),
-    ("cassandra", ". U C B ."),
-    ("riak", "N U C . ."),
-    ("tamed-hbase", ". . C . ."),
-    ("muzzled-hbase", ". U C B O"),
-];
-
-/// The reproductions this command knows, by name, in report order.
-const NAMES: [&str; 16] = [
-    "2dfq-fig5",
-    "2dfq-fig8",
-    "2dfq-fig9",
-    "2dfq-fig11",
-    "2dfq-fig13",
-    "interposed-fig3-4",
-    "interposed-fig5",
-    "interposed-fig6",
-    "interposed-fig7",
-    "interposed-fig8",
-    "tam-table2",
-    "ldf-table1",
-    "ldf-table3",
-    "ldf-fig4",
-    "ldf-fig5",
-    "ldf-fig6",
-];
+use fairlane_repro::{progress::Progress, Options, Source, EXPERIMENTS};
 
 #[derive(Args)]
 pub struct ReproduceArgs {
     /// Which reproductions to run (default: all). Known: 2dfq-fig5, 2dfq-fig8, 2dfq-fig9,
     /// 2dfq-fig11, 2dfq-fig13, interposed-fig3-4, interposed-fig5, interposed-fig6,
-    /// interposed-fig7, interposed-fig8, tam-table2, ldf-table1, ldf-table3, ldf-fig4,
-    /// ldf-fig5, ldf-fig6.
+    /// interposed-fig7, interposed-fig8, ldf-table1, ldf-table3, ldf-fig4, ldf-fig5,
+    /// ldf-fig6, tam-table2.
     names: Vec<String>,
     /// Run every reproduction (the default when no name is given).
     #[arg(long)]
@@ -64,283 +24,82 @@ pub struct ReproduceArgs {
     /// then takes a few minutes on two cores).
     #[arg(long)]
     quick: bool,
-}
-
-/// The schedules as the paper draws them: one row per worker, one column per time unit.
-const PAPER: [(&str, &str, [&str; 2]); 3] = [
-    (
-        "wfq",
-        "Fig. 5c — WFQ: C and D occupy both workers together during [4, 8)",
-        [
-            "a1 a2 a3 a4 c1 c1 c1 c1 a5 a6 a7 a8",
-            "b1 b2 b3 b4 d1 d1 d1 d1 b5 b6 b7 b8",
-        ],
-    ),
-    (
-        "wf2q",
-        "Fig. 5d — WF²Q: a2 and b2 are not eligible at t = 1, so C and D take both workers",
-        [
-            "a1 c1 c1 c1 c1 a2 a3 a4 a5 c2 c2 c2",
-            "b1 d1 d1 d1 d1 b2 b3 b4 b5 d2 d2 d2",
-        ],
-    ),
-    (
-        "2dfq",
-        "Fig. 6b — 2DFQ: at t = 1 W0 takes c1 and W1 takes a2; A and B then alternate on W1",
-        [
-            "a1 c1 c1 c1 c1 d1 d1 d1 d1 c2 c2 c2",
-            "b1 a2 b2 a3 b3 a4 b4 a5 b5 a6 b6 a7",
-        ],
-    ),
-];
-
-/// Four backlogged tenants on two workers of rate 1 (A, B: size 1; C, D: size 4), the exact
-/// GPS clock of capacity 2, run for 12 time units. Returns one row of labels per worker.
-fn worked_example(preset: &str) -> Result<[Vec<String>; 2], fairlane_core::Error> {
-    const UNTIL: usize = 12;
-    let mut s = Config::preset(preset)?
-        .workers(2)
-        .clock(VirtualClock::Gps { capacity: 2.0 })
-        .build::<String>()?;
-    for i in 1..=20 {
-        for (tenant, letter, cost) in [
-            (0u64, 'a', 1.0),
-            (1, 'b', 1.0),
-            (2, 'c', 4.0),
-            (3, 'd', 4.0),
-        ] {
-            if cost == 1.0 || i <= 5 {
-                s.enqueue(
-                    Request::new(tenant, 0u32, format!("{letter}{i}")).with_cost(cost),
-                    0.0,
-                )?;
-            }
-        }
-    }
-    let mut rows: [Vec<String>; 2] = [vec![".".into(); UNTIL], vec![".".into(); UNTIL]];
-    let mut busy: [Option<(fairlane_core::Ticket, f64, f64)>; 2] = [None, None];
-    let mut now = 0.0;
-    while now < UNTIL as f64 {
-        for w in 0..2 {
-            if busy[w].is_none() {
-                if let Decision::Run(d) = s.dequeue(w, now)? {
-                    let cost = d.request.cost.unwrap_or(0.0);
-                    let span = now as usize..((now + cost) as usize).min(UNTIL);
-                    rows[w][span].fill(d.request.payload.clone());
-                    busy[w] = Some((d.ticket, now + cost, cost));
-                }
-            }
-        }
-        now = busy
-            .iter()
-            .flatten()
-            .map(|b| b.1)
-            .fold(f64::INFINITY, f64::min);
-        for slot in busy.iter_mut() {
-            if let Some((ticket, end, cost)) = *slot {
-                if end == now {
-                    s.complete(ticket, cost, now)?;
-                    *slot = None;
-                }
-            }
-        }
-    }
-    Ok(rows)
-}
-
-fn row_html(label: &str, cells: &[String]) -> String {
-    let mut h = format!("<tr><th>{label}</th>");
-    for c in cells {
-        let class = match c.chars().next() {
-            Some('a') | Some('b') => "small",
-            Some('c') | Some('d') => "large",
-            _ => "idle",
-        };
-        let _ = write!(h, "<td class=\"{class}\">{c}</td>");
-    }
-    h + "</tr>"
+    /// Simulation runs in parallel (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Use the specs compiled into the binary even inside the repository.
+    #[arg(long)]
+    embedded: bool,
 }
 
 pub fn run(args: ReproduceArgs) -> ExitCode {
-    if let Some(bad) = args.names.iter().find(|n| !NAMES.contains(&n.as_str())) {
+    let known = fairlane_repro::names();
+    if let Some(bad) = args.names.iter().find(|n| !known.contains(&n.as_str())) {
         eprintln!(
             "reproduce: unknown reproduction {bad:?}; known: {}",
-            NAMES.join(", ")
+            known.join(", ")
         );
         return ExitCode::from(2);
     }
-    let selected =
-        |name: &str| args.all || args.names.is_empty() || args.names.iter().any(|n| n == name);
-    let mut body = String::new();
-    let mut all_match = true;
-    if selected("2dfq-fig5") {
-        match worked_example_section(&mut body) {
-            Ok(same) => all_match &= same,
-            Err(e) => {
-                eprintln!("reproduce: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
+    let chosen: Vec<_> = EXPERIMENTS
+        .iter()
+        .filter(|e| args.all || args.names.is_empty() || args.names.iter().any(|n| n == e.name))
+        .collect();
+    let mut opts = if args.quick {
+        Options::quick()
+    } else {
+        Options::full()
+    };
+    opts.embedded_only = args.embedded;
+    if let Some(j) = args.jobs {
+        opts.jobs = j.max(1);
     }
-    for e in &crate::experiments::EXPERIMENTS {
-        if selected(e.name) {
-            if let Err(err) = crate::experiments::run(e, args.quick, &mut body) {
+    let planned: Vec<usize> = chosen
+        .iter()
+        .map(|e| fairlane_repro::planned_runs(e, &opts).unwrap_or(1))
+        .collect();
+    let mut bar = Progress::new("reproduce", planned.iter().sum());
+    let (mut done, mut outcomes) = (0usize, Vec::new());
+    for (e, n) in chosen.into_iter().zip(planned) {
+        eprintln!("reproduce: {} ({n} runs)", e.name);
+        bar.set_what(e.name);
+        let base = done as f64;
+        let outcome = fairlane_repro::run(e, &opts, &mut |f| bar.update(base + f * n as f64));
+        done += n;
+        bar.finish();
+        match outcome {
+            Ok(o) => {
+                match &o.source {
+                    Source::Disk(p) => eprintln!("reproduce: {}: spec {}", e.name, p.display()),
+                    Source::Embedded => {
+                        eprintln!("reproduce: {}: spec compiled into the binary", e.name)
+                    }
+                    Source::None => {}
+                }
+                outcomes.push(o);
+            }
+            Err(err) => {
                 eprintln!("reproduce: {}: {err}", e.name);
                 return ExitCode::FAILURE;
             }
         }
     }
-    for e in &crate::repro_ldf::EXPERIMENTS {
-        if selected(e.name) {
-            if let Err(err) = crate::repro_ldf::run(e, args.quick, &mut body) {
-                eprintln!("reproduce: {}: {err}", e.name);
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    if selected("tam-table2") {
-        eprintln!("reproduce: TAM Table 2 from models/");
-        match table2_section(&mut body) {
-            Ok(same) => all_match &= same,
-            Err(e) => {
-                eprintln!("reproduce: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    write_report(&args.out, &body, all_match)
-}
-
-/// Table 2: each catalog model analysed, beside the paper's row, with its diagram.
-fn table2_section(body: &mut String) -> Result<bool, String> {
-    let mut all_same = true;
-    body.push_str(
-        "<h2>Thread Architecture Models: Table 2 (Yang et al., OSDI '18)</h2>\
-         <p>Each model under <code>models/</code> analysed by <code>fairlane tam check</code>. \
-         N = no scheduling, U = unknown resource usage, C = hidden contention, B = blocking, \
-         O = ordering constraint. Tamed-HBase keeps only the hidden CPU contention the paper \
-         accepts; Muzzled-HBase fixes no-scheduling and works around the rest outside the TAM \
-         (§4.2).</p><table><tr><th>system</th><th>figure</th><th>paper</th><th>ours</th><th></th></tr>",
-    );
-    let mut diagrams = String::new();
-    for (name, paper) in TABLE2 {
-        let entry = catalog::get(name).ok_or_else(|| format!("catalog has no {name}"))?;
-        let model = entry.model().map_err(|e| e.to_string())?;
-        let report = analyze(&model);
-        let ours = report.table2_row();
-        let same = ours == paper;
-        all_same &= same;
-        let _ = write!(
-            body,
-            "<tr><td>{name}</td><td>{}</td><td><code>{paper}</code></td><td><code>{ours}</code></td>\
-             <td class=\"{}\">{}</td></tr>",
-            entry.figure,
-            if same { "ok" } else { "bad" },
-            if same { "same" } else { "DIFFERS" },
-        );
-        let svg = render_svg(
-            &model,
-            &DrawOptions {
-                highlight: Some(report),
-            },
-        );
-        let _ = write!(
-            diagrams,
-            "<h3>{name} ({}), findings highlighted</h3><div class=\"tad\">{svg}</div>",
-            entry.figure
-        );
-    }
-    body.push_str("</table>");
-    body.push_str(&diagrams);
-    Ok(all_same)
-}
-
-/// The worked example for WFQ, WF²Q and 2DFQ beside Fig. 5c, 5d and 6b.
-fn worked_example_section(body: &mut String) -> Result<bool, fairlane_core::Error> {
-    let mut all_match = true;
-    body.push_str(
-        "<h2>2DFQ §4 worked example (Fig. 5 and 6)</h2>\
-         <p>Tenants A and B send size-1 requests, C and D size-4 ones; all backlogged, weight 1; \
-         two workers of rate 1; exact GPS virtual time v(t) = t/2. Ties go to the lower tenant; \
-         workers free at the same instant ask in index order. Each column is one time unit.</p>",
-    );
-    for (preset, caption, paper) in PAPER {
-        eprintln!("reproduce: worked example under {preset}");
-        let ours = worked_example(preset)?;
-        let paper: Vec<Vec<String>> = paper
-            .iter()
-            .map(|r| r.split(' ').map(String::from).collect())
-            .collect();
-        let same = ours[0] == paper[0] && ours[1] == paper[1];
-        all_match &= same;
-        let _ =
-            write!(
-            body,
-            "<h3>{caption}</h3><table><tr><th></th>{}</tr>{}{}{}{}</table><p class=\"{}\">{}</p>",
-            (0..12).map(|t| format!("<th>{t}</th>")).collect::<String>(),
-            row_html("paper W0", &paper[0]),
-            row_html("paper W1", &paper[1]),
-            row_html("ours W0", &ours[0]),
-            row_html("ours W1", &ours[1]),
-            if same { "ok" } else { "bad" },
-            if same { "identical to the paper" } else { "DIFFERS from the paper" },
-        );
-    }
-    Ok(all_match)
-}
-
-fn write_report(out: &std::path::Path, body: &str, all_match: bool) -> ExitCode {
-    let html = format!(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>fairlane reproduction report</title>\
-         <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}\
-         td,th{{border:1px solid #ccc;padding:2px 6px;text-align:center;font-size:90%}}\
-         table{{border-collapse:collapse;margin:.5em 0}}td.small{{background:#cde}}\
-         td.large{{background:#eca}}.ok{{color:#070}}.bad{{color:#b00;font-weight:bold}}\
-         .tad svg{{max-width:100%;height:auto;border:1px solid #eee}}\
-         figure.chart{{margin:1em 0}}figure.chart svg{{max-width:100%;height:auto}}</style>\
-         </head><body><h1>fairlane reproduction report</h1>{body}</body></html>\n"
-    );
-    if let Err(e) =
-        std::fs::create_dir_all(out).and_then(|_| std::fs::write(out.join("index.html"), html))
-    {
-        eprintln!("reproduce: cannot write {}: {e}", out.display());
+    bar.finish();
+    let path = args.out.join("index.html");
+    if let Err(e) = fairlane_repro::page(&outcomes).write(&path) {
+        eprintln!("reproduce: cannot write {}: {e}", path.display());
         return ExitCode::FAILURE;
     }
-    println!("wrote {}", out.join("index.html").display());
-    if all_match {
-        ExitCode::SUCCESS
-    } else {
-        eprintln!("reproduce: some results differ from the paper (see the report)");
-        ExitCode::FAILURE
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn worked_example_matches_the_paper_figures() {
-        for (preset, _, paper) in PAPER {
-            let ours = worked_example(preset).unwrap();
-            assert_eq!(ours[0].join(" "), paper[0], "{preset} W0");
-            assert_eq!(ours[1].join(" "), paper[1], "{preset} W1");
+    for o in &outcomes {
+        for c in &o.claims {
+            println!("{}: {}: {}", o.name, c.verdict(), c.text);
         }
     }
-
-    #[test]
-    fn report_is_written_and_table2_agrees() {
-        let dir = std::env::temp_dir().join(format!("fairlane-reproduce-{}", std::process::id()));
-        let args = ReproduceArgs {
-            names: vec!["2dfq-fig5".into(), "tam-table2".into()],
-            all: false,
-            out: dir.clone(),
-            quick: true,
-        };
-        assert_eq!(run(args), ExitCode::SUCCESS);
-        let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
-        assert!(html.contains("identical to the paper") && !html.contains("DIFFERS"));
-        assert_eq!(html.matches("<svg").count(), TABLE2.len());
-        std::fs::remove_dir_all(dir).unwrap();
+    println!("wrote {}", path.display());
+    if fairlane_repro::clean(&outcomes) {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("reproduce: an exact comparison differs from the paper, or a claim has no data (see the report)");
+        ExitCode::FAILURE
     }
 }

@@ -1,5 +1,6 @@
-//! `fairlane simulate SPEC [--json] [--out DIR] [--seed N]`: run a TOML experiment spec
-//! under each of its schedulers and print, or write, what happened.
+//! `fairlane simulate SPEC [--json] [--out DIR] [--seed N] [--max-events N]`: run a TOML
+//! experiment spec of any kind (worker pool, black box, database server) under each of its
+//! schedulers and print, or write, what happened.
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -7,7 +8,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use fairlane_sim::{report, RunResult, SpecFile};
+use fairlane_sim::dbserver::DbRun;
+use fairlane_sim::{dbreport, report, AnyError, AnyRuns, AnySpec, BatchProgress, RunResult};
 
 #[derive(Args)]
 pub struct SimulateArgs {
@@ -28,6 +30,10 @@ pub struct SimulateArgs {
     /// Runs in parallel (default: the number of cores). Wall times are per run.
     #[arg(long)]
     jobs: Option<usize>,
+    /// Cap on the events of one run: a run estimated to need more is refused before it
+    /// starts, and one that reaches it stops with an error.
+    #[arg(long, default_value_t = fairlane_sim::events::DEFAULT_MAX_EVENTS)]
+    max_events: u64,
 }
 
 /// A progress bar on stderr, shown only on a terminal and only once a run passes a second.
@@ -37,6 +43,7 @@ pub struct Progress {
     last: f64,
     tty: bool,
     what: String,
+    runs: Option<(usize, usize)>,
 }
 
 impl Progress {
@@ -47,7 +54,20 @@ impl Progress {
             last: -1.0,
             tty: std::io::stderr().is_terminal(),
             what: what.to_string(),
+            runs: None,
         }
+    }
+
+    /// A quiet bar (for `--json`).
+    pub fn quiet(mut self) -> Self {
+        self.tty = false;
+        self
+    }
+
+    /// A batch's progress: the bar, runs done of all, and the time left.
+    pub fn batch(&mut self, p: BatchProgress) {
+        self.runs = Some((p.runs_done, p.runs));
+        self.update(p.fraction);
     }
 
     pub fn update(&mut self, done: f64) {
@@ -61,11 +81,14 @@ impl Progress {
         let secs = self.start.elapsed().as_secs_f64();
         let eta = if done > 0.0 { secs / done - secs } else { 0.0 };
         eprint!(
-            "\r{} [{}{}] {:>3.0}%  {:.0}s elapsed, ~{:.0}s left ",
+            "\r{} [{}{}] {:>3.0}%{}  {:.0}s elapsed, ~{:.0}s left ",
             self.what,
             "#".repeat(filled),
             " ".repeat(width - filled),
             done * 100.0,
+            self.runs
+                .map(|(d, n)| format!(", {d}/{n} runs"))
+                .unwrap_or_default(),
             secs,
             eta
         );
@@ -85,7 +108,7 @@ pub fn default_jobs() -> usize {
 }
 
 pub fn run(args: SimulateArgs) -> ExitCode {
-    let mut spec = match SpecFile::load(&args.spec) {
+    let mut spec = match AnySpec::load(&args.spec) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -105,42 +128,97 @@ pub fn run(args: SimulateArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let scenarios = match spec.scenarios() {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
     let jobs = args.jobs.unwrap_or_else(default_jobs);
-    let mut bar = Progress::new(&spec.spec.name);
-    let results = fairlane_sim::run_all(&scenarios, jobs, &mut |x| bar.update(x));
+    let mut bar = Progress::new(spec.name());
+    if args.json {
+        bar = bar.quiet();
+    }
+    let results = spec.run(jobs, args.max_events, &mut |p| bar.batch(p));
     bar.finish();
     let results = match results {
         Ok(r) => r,
+        Err(e @ AnyError::Spec(_)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(1);
         }
     };
     if let Some(dir) = &args.out {
-        let written = report::write_csv(dir, &results).and_then(|_| {
-            report::write_html(dir, &spec.spec.name, &spec.spec.description, &results, 12)
-        });
+        let written = match &results {
+            AnyRuns::Pool(r) => report::write_csv(dir, r)
+                .and_then(|_| report::write_html(dir, spec.name(), spec.description(), r, 12)),
+            AnyRuns::Cores(r) => dbreport::write_csv(dir, r)
+                .and_then(|_| dbreport::write_html(dir, spec.name(), spec.description(), r)),
+        };
         if let Err(e) = written {
             eprintln!("error: writing {}: {e}", dir.display());
             return ExitCode::from(1);
         }
     }
     if args.json {
-        println!("{}", report::summary_json(&results));
+        match &results {
+            AnyRuns::Pool(r) => println!("{}", report::summary_json(r)),
+            AnyRuns::Cores(r) => println!("{}", dbreport::summary_json(r)),
+        }
     } else {
-        print_tables(&results);
+        match &results {
+            AnyRuns::Pool(r) => print_tables(r),
+            AnyRuns::Cores(r) => print_cores(r),
+        }
         if let Some(dir) = &args.out {
             println!("report: {}", dir.join("index.html").display());
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Per point and scheduler: utilization, then each reserved tenant and the first of each
+/// group with its CPU, violation and latency.
+fn print_cores(runs: &[DbRun]) {
+    for (label, rs) in dbreport::by_point(runs) {
+        if !label.is_empty() {
+            println!("== {label}");
+        }
+        for r in &rs {
+            println!(
+                "{:<12} {:>10} events in {:.2}s, utilization {:.1} %, Jain {}",
+                r.scheduler,
+                r.events,
+                r.wall_seconds,
+                r.utilization,
+                fairlane_plot::fmt_num(r.jain)
+            );
+        }
+        let first = rs[0];
+        print!("{:<14} {:>6}", "tenant", "res %");
+        for r in &rs {
+            print!(" {:>28}", format!("{}: CPU % / viol / p99 s", r.scheduler));
+        }
+        println!();
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, t) in first.tenants.iter().enumerate() {
+            if t.res <= 0.0 && !seen.insert(t.group.clone()) {
+                continue;
+            }
+            print!("{:<14} {:>6}", t.name, fairlane_plot::fmt_num(t.res));
+            for r in &rs {
+                let x = &r.tenants[i];
+                print!(
+                    " {:>28}",
+                    format!(
+                        "{:.2} / {:.2} / {}",
+                        x.cpu_mean,
+                        x.viol_points,
+                        fairlane_plot::fmt_num(x.latency_p99)
+                    )
+                );
+            }
+            println!();
+        }
+    }
 }
 
 fn print_tables(results: &[RunResult]) {

@@ -60,7 +60,13 @@ async fn the_layer_bounds_concurrency_and_serves_tenants_fairly() {
             svc.oneshot(Req { tenant, id }).await
         }));
     }
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while gate.waiting() < 36 {
+        assert!(
+            std::time::Instant::now() < end,
+            "{} of 36 queued",
+            gate.waiting()
+        );
         tokio::task::yield_now().await;
     }
     drop(hold);
@@ -89,7 +95,13 @@ async fn a_full_gate_rejects_through_the_service_error() {
     let svc = FairLayer::new(gate.clone(), classify).layer(inner);
     let held = gate.acquire(9u64, 0u32).await.unwrap();
     let waiting = tokio::spawn(svc.clone().oneshot(Req { tenant: 1, id: 1 }));
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while gate.waiting() < 1 {
+        assert!(
+            std::time::Instant::now() < end,
+            "{} of 1 queued",
+            gate.waiting()
+        );
         tokio::task::yield_now().await;
     }
     match svc.clone().oneshot(Req { tenant: 1, id: 2 }).await {

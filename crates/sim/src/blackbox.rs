@@ -16,7 +16,9 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use crate::metrics::Thinned;
-use crate::spec::{BlackBoxDef, Routing};
+use crate::rng::Rng;
+use crate::service::{Outcome, Service, Work};
+use crate::spec::{BlackBoxDef, Routing, Scenario};
 
 /// What a black-box run measured, beside the usual per-tenant results.
 #[derive(Clone, Debug, Serialize)]
@@ -271,6 +273,91 @@ impl BlackBox {
                 })
                 .collect(),
         }
+    }
+}
+
+/// The black box as a [`Service`]: D issue slots (the largest depth), the K components
+/// behind them. A request's service time and component are drawn at arrival
+/// ([`Service::arrival`]); its event index is the component that serves it.
+pub struct BlackBoxService {
+    bb: BlackBox,
+    components: usize,
+    rate: f64,
+    slots: usize,
+    /// Service time of the request holding each issue slot.
+    service: Vec<f64>,
+}
+
+impl BlackBoxService {
+    /// A black box of `def` whose components serve `rate` units per second, measuring
+    /// `tenants` tenants (`tracked` of them with series of at most `cap` points).
+    pub fn new(def: &BlackBoxDef, rate: f64, tenants: usize, tracked: usize, cap: usize) -> Self {
+        let slots = def.depth.max();
+        BlackBoxService {
+            bb: BlackBox::new(def, tenants, tracked, cap),
+            components: def.components,
+            rate,
+            slots,
+            service: vec![0.0; slots],
+        }
+    }
+}
+
+impl Service for BlackBoxService {
+    fn slots(&self) -> usize {
+        self.slots
+    }
+    fn capacity(&self) -> f64 {
+        self.components as f64 * self.rate
+    }
+    fn has_room(&self) -> bool {
+        self.bb.has_room()
+    }
+    fn arrival(&self, cost: f64, rng: &mut Rng) -> Work {
+        let service = rng.exp(cost / self.rate);
+        Work {
+            cost,
+            service,
+            component: rng.below(self.components as u64) as u32,
+            quantum: 0.0,
+        }
+    }
+    fn begin(&mut self, slot: u32, work: Work, now: f64, at: &mut impl FnMut(f64, u32)) {
+        self.service[slot as usize] = work.service;
+        if let Some(c) = self.bb.admit(slot, work.component, now) {
+            at(now + work.service, c);
+        }
+    }
+    /// Component `idx` finished: it starts its next queued request, and the finished
+    /// request's issue slot is done.
+    fn fire(&mut self, idx: u32, now: f64, at: &mut impl FnMut(f64, u32)) -> Outcome {
+        let (slot, next) = self.bb.finish(idx, now);
+        if let Some(s) = next {
+            at(now + self.service[s as usize], idx);
+        }
+        Outcome::Done { slot }
+    }
+    fn set_depth(&mut self, depth: usize, now: f64) {
+        self.bb.set_depth(depth, now);
+    }
+    fn record(&mut self, tenant: usize, response: f64) {
+        self.bb.record(tenant, response);
+    }
+    fn sample(&mut self, now: f64, sc: &Scenario, measured: bool, track_slot: &[u32]) {
+        // Inside the black box progress is invisible: work counts when it completes.
+        self.bb.sample(
+            now,
+            sc.interval,
+            measured,
+            sc.tenants.iter().map(|t| t.target),
+            track_slot,
+        );
+    }
+    fn report(self, sc: &Scenario) -> Option<BlackBoxResult> {
+        Some(
+            self.bb
+                .finish_run(sc.duration, self.components, &sc.tenants, &sc.track),
+        )
     }
 }
 

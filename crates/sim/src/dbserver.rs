@@ -5,15 +5,18 @@
 //! utilization cap. Scheduled by `fairlane_core::reserve` (LDF, DRR, EDF, no reservations)
 //! and metered by its [`Meter`](fairlane_core::reserve::Meter).
 //!
-//! Its own TOML spec ([`DbSpec`], documented in `docs/reservations.md`). Deterministic: each
-//! tenant draws from its own streams of the spec seed, and events at the same instant run in
-//! the order they were scheduled, so the same spec and seed give the same results.
+//! Its spec ([`DbSpec`], documented in `docs/reservations.md`) is the `model = "cores"` kind
+//! of the simulator's one spec format ([`crate::AnySpec`]). It runs on the shared engine: the
+//! one event queue and run loop ([`crate::events`]), the [`Cores`] service, the one RNG stream
+//! scheme ([`crate::rng::stream_id`]). Deterministic: each tenant draws from its own stream
+//! of the spec seed, and events at the same instant run in the order they were scheduled, so
+//! the same spec and seed give the same results.
 //!
 //! ```
 //! let spec = fairlane_sim::dbserver::DbSpec::parse(r#"
 //!     name = "two tenants"
 //!     duration = 5.0
-//!     cores = 2
+//!     server = { model = "cores", cores = 2 }
 //!     schedulers = ["ldf"]
 //!     [[tenant]]
 //!     name = "gold"
@@ -28,8 +31,7 @@
 //! assert!(gold.cpu_mean >= 59.0); // its 60 % reservation is met
 //! ```
 
-use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 
 use fairlane_core::reserve::{
     jain_index, DeficitMode, LdfOptions, MeterRecord, Penalty, Policy, Reservation, ReserveConfig,
@@ -38,19 +40,15 @@ use fairlane_core::reserve::{
 use fairlane_core::{Decision, Request, Scheduler, TenantId, Ticket};
 use serde::Deserialize;
 
-use crate::rng::Rng;
+use crate::engine::SimError;
+use crate::events::{drive, EventQueue, Model, DEFAULT_MAX_EVENTS, MAX_OUTSTANDING};
+use crate::rng::{stream_id, Rng};
+use crate::service::{Cores, Outcome, Service, Work};
+use crate::spec::SpecError;
 
-/// A spec or run error, naming the file and field where it can.
-#[derive(Clone, Debug, PartialEq)]
-pub struct DbError(pub String);
-
-impl std::fmt::Display for DbError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for DbError {}
+/// Spec errors are the simulator's one [`SpecError`] (file, field, message); run errors its
+/// one [`SimError`]. The old name stays for callers.
+pub type DbError = SpecError;
 
 fn one() -> usize {
     1
@@ -71,6 +69,21 @@ fn hundred() -> f64 {
     100.0
 }
 
+/// The scheduler names a database-server spec knows without a `[[scheduler]]` entry.
+pub const RESERVATION_SCHEDULERS: [&str; 11] = [
+    "ldf",
+    "drr",
+    "edf",
+    "no-res",
+    "best-effort",
+    "ldf-fractional",
+    "drr-fractional",
+    "ldf-revenue",
+    "drr-revenue",
+    "ldf-blend",
+    "drr-blend",
+];
+
 /// A database-server spec.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -88,9 +101,8 @@ pub struct DbSpec {
     /// Seconds excluded from the statistics (whole metering intervals after it count).
     #[serde(default)]
     pub warmup: f64,
-    /// Cores (12 as the paper's server; default 12).
-    #[serde(default = "default_cores")]
-    pub cores: usize,
+    /// `[server]`: `model = "cores"` (what makes this a database-server spec) and its cores.
+    pub server: DbServer,
     /// The default metering interval (s).
     #[serde(default = "default_interval")]
     pub interval: f64,
@@ -108,6 +120,24 @@ pub struct DbSpec {
     /// Points of a sweep (each runs under every scheduler).
     #[serde(default)]
     pub sweep: Vec<DbSweep>,
+    /// The cap on events per run (not a spec field: `--max-events`).
+    #[serde(skip, default = "default_max_events")]
+    pub max_events: u64,
+}
+
+fn default_max_events() -> u64 {
+    DEFAULT_MAX_EVENTS
+}
+
+/// `[server]` of a database-server spec.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbServer {
+    /// Must be `cores`: the kind of server (see [`crate::AnySpec`]).
+    pub model: String,
+    /// Cores (12 as the paper's server; default 12).
+    #[serde(default = "default_cores")]
+    pub cores: usize,
 }
 
 /// A scheduler with options.
@@ -223,6 +253,15 @@ impl DbDist {
         }
     }
 
+    /// The mean.
+    pub fn mean(&self) -> f64 {
+        match *self {
+            DbDist::Constant { value } => value,
+            DbDist::Exponential { mean } => mean,
+            DbDist::Uniform { min, max } => (min + max) / 2.0,
+        }
+    }
+
     fn check(&self, what: &str) -> Result<(), String> {
         let ok = |x: f64| x.is_finite() && x >= 0.0;
         let fine = match *self {
@@ -296,12 +335,28 @@ pub struct DbSweep {
 
 impl DbSpec {
     /// Parse and check a spec; errors name `file` and the field.
-    pub fn parse(text: &str, file: &str) -> Result<DbSpec, DbError> {
-        let de = toml::Deserializer::new(text);
-        let spec: DbSpec = serde_path_to_error::deserialize(de)
-            .map_err(|e| DbError(format!("{file}: {}: {}", e.path(), e.inner().message())))?;
-        spec.check()
-            .map_err(|(field, msg)| DbError(format!("{file}: {field}: {msg}")))?;
+    pub fn parse(text: &str, file: &str) -> Result<DbSpec, SpecError> {
+        let doc: toml::Value = toml::from_str(text).map_err(|e| SpecError {
+            file: file.to_string(),
+            field: String::new(),
+            message: format!("not valid TOML: {}", e.message().trim()),
+        })?;
+        DbSpec::from_value(&doc, file)
+    }
+
+    /// Check a parsed TOML document as a database-server spec.
+    pub fn from_value(doc: &toml::Value, file: &str) -> Result<DbSpec, SpecError> {
+        let spec: DbSpec =
+            serde_path_to_error::deserialize(doc.clone()).map_err(|e| SpecError {
+                file: file.to_string(),
+                field: e.path().to_string(),
+                message: e.inner().message().to_string(),
+            })?;
+        spec.check().map_err(|(field, message)| SpecError {
+            file: file.to_string(),
+            field,
+            message,
+        })?;
         Ok(spec)
     }
 
@@ -314,6 +369,21 @@ impl DbSpec {
             return err(
                 "warmup",
                 format!("must be in [0, duration), got {}", self.warmup),
+            );
+        }
+        if self.server.model != "cores" {
+            return err(
+                "server.model",
+                format!(
+                    "a database-server spec has model = \"cores\", got {:?}",
+                    self.server.model
+                ),
+            );
+        }
+        if self.server.cores == 0 || self.server.cores > 4096 {
+            return err(
+                "server.cores",
+                format!("must be between 1 and 4096, got {}", self.server.cores),
             );
         }
         if self.tenant.is_empty() {
@@ -387,7 +457,7 @@ impl DbSpec {
                 .map_err(|m| (format!("scheduler[{i}]"), m))?;
         }
         let cfg = ReserveConfig::new(Policy::ldf())
-            .cores(self.cores)
+            .cores(self.server.cores)
             .interval(self.interval)
             .utilization_cap(self.utilization_cap);
         if let Err(fairlane_core::Error::InvalidConfig { field, reason }) = cfg.validate() {
@@ -404,6 +474,13 @@ impl DbSpec {
         boost: Option<bool>,
         sweep_alpha: Option<f64>,
     ) -> Result<Policy, String> {
+        // Built-in variants by name: `ldf-revenue`, `drr-blend` (α = 0.5 or the sweep's), …
+        let (policy, deficit) = match (policy.split_once('-'), deficit) {
+            (Some((p @ ("ldf" | "drr"), d @ ("revenue" | "blend" | "fractional"))), None) => {
+                (p, Some(d))
+            }
+            _ => (policy, deficit),
+        };
         let deficit = match deficit.unwrap_or("fractional") {
             "fractional" => DeficitMode::Fractional,
             "revenue" => DeficitMode::Revenue,
@@ -428,9 +505,10 @@ impl DbSpec {
             "ldf" => Ok(Policy::Ldf(o)),
             "drr" => Ok(Policy::Drr(o)),
             "edf" => Ok(Policy::Edf),
-            "no-res" => Ok(Policy::BestEffort),
+            "no-res" | "best-effort" => Ok(Policy::BestEffort),
             other => Err(format!(
-                "unknown scheduler {other:?}: ldf, drr, edf, no-res or a [[scheduler]] name"
+                "unknown scheduler {other:?}: {} or a [[scheduler]] name",
+                RESERVATION_SCHEDULERS.join(", ")
             )),
         }
     }
@@ -453,9 +531,13 @@ impl DbSpec {
                     s.boost,
                     sweep_alpha,
                 ),
-                None => self.policy_of(name, None, None, None, None),
+                None => self.policy_of(name, None, None, None, sweep_alpha),
             }
-            .map_err(DbError)?;
+            .map_err(|message| SpecError {
+                file: String::new(),
+                field: "schedulers".into(),
+                message,
+            })?;
             out.push((name.to_string(), p));
         }
         Ok(out)
@@ -539,6 +621,10 @@ pub struct DbRun {
     pub examined: u64,
     /// Jain's index over the reserved tenants' mean `ViolCPU`.
     pub jain: f64,
+    /// Events processed.
+    pub events: u64,
+    /// Wall-clock seconds of the run (the only field that is not deterministic).
+    pub wall_seconds: f64,
 }
 
 impl DbRun {
@@ -550,7 +636,16 @@ impl DbRun {
 
 /// Run every sweep point under every scheduler, `jobs` at a time; results sweep-major, then
 /// scheduler order.
-pub fn run_all(spec: &DbSpec, jobs: usize) -> Result<Vec<DbRun>, DbError> {
+pub fn run_all(spec: &DbSpec, jobs: usize) -> Result<Vec<DbRun>, SimError> {
+    run_all_with(spec, jobs, &mut |_| {})
+}
+
+/// [`run_all`] reporting the batch's progress.
+pub fn run_all_with(
+    spec: &DbSpec,
+    jobs: usize,
+    progress: &mut (dyn FnMut(crate::BatchProgress) + Send),
+) -> Result<Vec<DbRun>, SimError> {
     let points: Vec<Option<&DbSweep>> = if spec.sweep.is_empty() {
         vec![None]
     } else {
@@ -558,30 +653,17 @@ pub fn run_all(spec: &DbSpec, jobs: usize) -> Result<Vec<DbRun>, DbError> {
     };
     let mut tasks = Vec::new();
     for p in &points {
-        for (name, policy) in spec.policies(p.and_then(|s| s.alpha))? {
+        let policies = spec
+            .policies(p.and_then(|s| s.alpha))
+            .map_err(|e| SimError(format!("{}: {}: {}", spec.name, e.field, e.message)))?;
+        for (name, policy) in policies {
             tasks.push((*p, name, policy));
         }
     }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let out: std::sync::Mutex<Vec<Option<Result<DbRun, DbError>>>> =
-        std::sync::Mutex::new(vec![None; tasks.len()]);
-    std::thread::scope(|s| {
-        for _ in 0..jobs.clamp(1, tasks.len().max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((point, name, policy)) = tasks.get(i) else {
-                    break;
-                };
-                let r = run_one(spec, *point, name, *policy);
-                out.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-            });
-        }
-    });
-    out.into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(DbError("a run did not finish".into()))))
-        .collect()
+    crate::parallel(tasks.len(), jobs, progress, |i, report| {
+        let (point, name, policy) = &tasks[i];
+        run_one(spec, *point, name, *policy, report)
+    })
 }
 
 /// A query (or one of its remaining quanta) in the scheduler.
@@ -599,33 +681,10 @@ enum Ev {
     Issue { tenant: usize, conn: usize },
     /// A bursty tenant's burst starts.
     Burst { tenant: usize },
-    /// A core's quantum ends.
-    QuantumEnd { core: usize },
+    /// A core's quantum ends (the [`Cores`] service's event).
+    Core(u32),
     /// The scheduler asked to be asked again.
     Retry,
-}
-
-struct Event {
-    at: f64,
-    seq: u64,
-    ev: Ev,
-}
-impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Event {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Min-heap on (time, seq).
-        o.at.total_cmp(&self.at).then(o.seq.cmp(&self.seq))
-    }
 }
 
 struct Inst {
@@ -638,11 +697,234 @@ struct Inst {
     burst_left: usize,
 }
 
-fn stream_of(name: &str) -> u64 {
-    // FNV-1a: a stable stream per tenant name.
-    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    })
+/// One database-server run: connections and bursts in front of the reservation scheduler,
+/// which feeds the [`Cores`] service.
+struct DbSim<'a> {
+    spec: &'a DbSpec,
+    s: ReserveScheduler<Task>,
+    queue: EventQueue<Ev>,
+    cores: Cores,
+    insts: Vec<Inst>,
+    busy: Vec<Option<(Ticket, f64, Task)>>,
+    idle: usize,
+    retry_at: f64,
+    dispatches: u64,
+    busy_time: f64,
+    events: u64,
+    err: &'a dyn Fn(fairlane_core::Error) -> SimError,
+}
+
+impl DbSim<'_> {
+    fn quantum_of(&self, tenant: usize) -> f64 {
+        match self.spec.tenant[self.insts[tenant].spec].workload {
+            DbWorkload::Closed { quantum, .. } | DbWorkload::Bursty { quantum, .. } => quantum,
+        }
+    }
+}
+
+impl Model for DbSim<'_> {
+    type Event = Ev;
+    // Same-instant events first, then the idle cores pick.
+    const SETTLES: bool = true;
+
+    fn queue(&mut self) -> &mut EventQueue<Ev> {
+        &mut self.queue
+    }
+
+    fn events(&self) -> u64 {
+        self.events
+    }
+
+    fn handle(&mut self, now: f64, ev: Ev) -> Result<(), SimError> {
+        self.events += 1;
+        let spec = self.spec;
+        let e = self.err;
+        match ev {
+            Ev::Issue { tenant, conn } => {
+                let inst = &mut self.insts[tenant];
+                let demand = match spec.tenant[inst.spec].workload {
+                    DbWorkload::Closed { demand, .. } | DbWorkload::Bursty { demand, .. } => {
+                        demand.sample(&mut inst.rng)
+                    }
+                };
+                let task = Task {
+                    tenant,
+                    conn,
+                    left: demand.max(1e-6),
+                    issued: now,
+                };
+                if self.s.queued() >= MAX_OUTSTANDING {
+                    return Err(SimError(format!(
+                        "more than {MAX_OUTSTANDING} queries queued at t = {now:.6} s"
+                    )));
+                }
+                self.s
+                    .enqueue(Request::new(tenant as u64, 0u32, task), now)
+                    .map_err(e)?;
+            }
+            Ev::Burst { tenant } => {
+                let inst = &mut self.insts[tenant];
+                if let DbWorkload::Bursty {
+                    period,
+                    queries,
+                    connections,
+                    ..
+                } = spec.tenant[inst.spec].workload
+                {
+                    // A burst still running absorbs the next one's queries.
+                    let start_conns = if inst.burst_left == 0 { connections } else { 0 };
+                    inst.burst_left += queries;
+                    let gap = period * (0.5 + 0.5 * inst.rng.uniform());
+                    self.queue.push(now + gap, Ev::Burst { tenant });
+                    for c in 0..start_conns.min(queries) {
+                        self.insts[tenant].burst_left -= 1;
+                        self.queue.push(now, Ev::Issue { tenant, conn: c });
+                    }
+                }
+            }
+            Ev::Core(core) => {
+                let q = &mut self.queue;
+                let outcome = self
+                    .cores
+                    .fire(core, now, &mut |t, i| q.push(t, Ev::Core(i)));
+                let (slot, left) = match outcome {
+                    Outcome::Done { slot } => (slot, 0.0),
+                    Outcome::Yield { slot, left, .. } => (slot, left),
+                    Outcome::Nothing => return Ok(()),
+                };
+                if let Some((ticket, start, mut task)) = self.busy[slot as usize].take() {
+                    self.idle += 1;
+                    let used = now - start;
+                    if now > spec.warmup {
+                        self.busy_time += now - start.max(spec.warmup);
+                    }
+                    self.s.complete(ticket, used, now).map_err(e)?;
+                    if left > 0.0 {
+                        task.left = left;
+                        self.s
+                            .enqueue(Request::new(task.tenant as u64, 0u32, task), now)
+                            .map_err(e)?;
+                    } else {
+                        self.query_done(task, now);
+                    }
+                }
+            }
+            Ev::Retry => {
+                if self.retry_at <= now {
+                    self.retry_at = f64::INFINITY;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn settle(&mut self, now: f64) -> Result<(), SimError> {
+        let e = self.err;
+        for core in 0..self.busy.len() {
+            if self.idle == 0 {
+                break;
+            }
+            if self.busy[core].is_some() {
+                continue;
+            }
+            match self.s.dequeue(core, now).map_err(e)? {
+                Decision::Run(d) => {
+                    let task = d.request.payload;
+                    let work = Work {
+                        cost: task.left,
+                        quantum: self.quantum_of(task.tenant),
+                        ..Work::default()
+                    };
+                    let q = &mut self.queue;
+                    self.cores
+                        .begin(core as u32, work, now, &mut |t, i| q.push(t, Ev::Core(i)));
+                    self.busy[core] = Some((d.ticket, now, task));
+                    self.idle -= 1;
+                    self.dispatches += 1;
+                }
+                Decision::RetryAt(t) => {
+                    if t < self.retry_at {
+                        self.retry_at = t;
+                        self.queue.push(t, Ev::Retry);
+                    }
+                    break;
+                }
+                Decision::Empty => break,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DbSim<'_> {
+    /// A query finished: record it; its connection thinks and issues the next.
+    fn query_done(&mut self, task: Task, now: f64) {
+        let spec = self.spec;
+        let inst = &mut self.insts[task.tenant];
+        if task.issued >= spec.warmup {
+            inst.latencies.push(now - task.issued);
+        }
+        match spec.tenant[inst.spec].workload {
+            DbWorkload::Closed { think, .. } => {
+                let at = now + think.sample(&mut inst.rng);
+                self.queue.push(
+                    at,
+                    Ev::Issue {
+                        tenant: task.tenant,
+                        conn: task.conn,
+                    },
+                );
+            }
+            DbWorkload::Bursty { .. } => {
+                if inst.burst_left > 0 {
+                    inst.burst_left -= 1;
+                    self.queue.push(
+                        now,
+                        Ev::Issue {
+                            tenant: task.tenant,
+                            conn: task.conn,
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Expected events of a run (an upper estimate for the up-front limit): every connection
+/// issuing back to back, every query cut into quanta, bursts.
+fn estimated_events(spec: &DbSpec) -> f64 {
+    let cores = spec.server.cores as f64;
+    let mut quanta_per_s = 0.0f64;
+    let mut issues_per_s = 0.0f64;
+    for t in &spec.tenant {
+        let n = t.count as f64;
+        let (q, d) = match t.workload {
+            DbWorkload::Closed {
+                quantum, demand, ..
+            } => (quantum, demand.mean()),
+            DbWorkload::Bursty {
+                quantum,
+                demand,
+                period,
+                queries,
+                ..
+            } => {
+                issues_per_s += n * queries as f64 / period;
+                (quantum, demand.mean())
+            }
+        };
+        // The cores finish at most `cores / min(q, d)` quanta per second.
+        quanta_per_s = quanta_per_s.max(cores / q.min(d.max(1e-6)));
+    }
+    let tenants: usize = spec.tenant.iter().map(|t| t.count).sum();
+    let intervals = spec
+        .tenant
+        .iter()
+        .filter_map(|t| t.interval)
+        .fold(spec.interval, f64::min);
+    // Metering closes every tenant's interval.
+    spec.duration * (2.0 * quanta_per_s + issues_per_s + tenants as f64 / intervals)
 }
 
 fn run_one(
@@ -650,14 +932,24 @@ fn run_one(
     point: Option<&DbSweep>,
     sched_name: &str,
     policy: Policy,
-) -> Result<DbRun, DbError> {
-    let e = |x: fairlane_core::Error| DbError(format!("{}: {sched_name}: {x}", spec.name));
+    progress: &mut dyn FnMut(f64),
+) -> Result<DbRun, SimError> {
+    let wall = std::time::Instant::now();
+    let err = |x: fairlane_core::Error| SimError(format!("{}: {sched_name}: {x}", spec.name));
+    let estimate = estimated_events(spec);
+    if estimate.is_nan() || estimate > spec.max_events as f64 {
+        return Err(SimError(format!(
+            "{}: refused: about {estimate:.3e} events (quanta of the shortest quantum on {} \
+             cores for {} s) exceed the cap of {} (raise it with --max-events)",
+            spec.name, spec.server.cores, spec.duration, spec.max_events
+        )));
+    }
     let mut s: ReserveScheduler<Task> = ReserveConfig::new(policy)
-        .cores(spec.cores)
+        .cores(spec.server.cores)
         .interval(spec.interval)
         .utilization_cap(spec.utilization_cap)
         .build()
-        .map_err(e)?;
+        .map_err(err)?;
     let mut insts: Vec<Inst> = Vec::new();
     for (k, t) in spec.tenant.iter().enumerate() {
         let count = point
@@ -670,9 +962,9 @@ fn run_one(
                 format!("{}-{j}", t.name)
             };
             let id = TenantId(insts.len() as u64);
-            s.set_reservation(id, t.terms(), 0.0).map_err(e)?;
+            s.set_reservation(id, t.terms(), 0.0).map_err(err)?;
             insts.push(Inst {
-                rng: Rng::new(spec.seed, stream_of(&name)),
+                rng: Rng::new(spec.seed, stream_id(&name)),
                 name,
                 group: t.name.clone(),
                 spec: k,
@@ -681,12 +973,7 @@ fn run_one(
             });
         }
     }
-    let mut heap = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut push = |heap: &mut BinaryHeap<Event>, at: f64, ev: Ev| {
-        seq += 1;
-        heap.push(Event { at, seq, ev });
-    };
+    let mut queue = EventQueue::default();
     for (i, inst) in insts.iter_mut().enumerate() {
         match spec.tenant[inst.spec].workload {
             DbWorkload::Closed {
@@ -694,155 +981,46 @@ fn run_one(
             } => {
                 for c in 0..connections {
                     let at = think.sample(&mut inst.rng);
-                    push(&mut heap, at, Ev::Issue { tenant: i, conn: c });
+                    queue.push(at, Ev::Issue { tenant: i, conn: c });
                 }
             }
             DbWorkload::Bursty { period, .. } => {
                 let at = period * inst.rng.uniform();
-                push(&mut heap, at, Ev::Burst { tenant: i });
+                queue.push(at, Ev::Burst { tenant: i });
             }
         }
     }
-    let cores = spec.cores;
-    let mut busy: Vec<Option<(Ticket, f64, Task)>> = vec![None; cores];
-    let mut idle = cores;
-    let mut retry_at = f64::INFINITY;
-    let (mut dispatches, mut busy_time) = (0u64, 0.0f64);
+    let cores = spec.server.cores;
     let end = spec.duration;
-    while let Some(Event { at: now, ev, .. }) = heap.pop() {
-        if now > end {
-            break;
-        }
-        match ev {
-            Ev::Issue { tenant, conn } => {
-                let inst = &mut insts[tenant];
-                let demand = match spec.tenant[inst.spec].workload {
-                    DbWorkload::Closed { demand, .. } | DbWorkload::Bursty { demand, .. } => {
-                        demand.sample(&mut inst.rng)
-                    }
-                };
-                let task = Task {
-                    tenant,
-                    conn,
-                    left: demand.max(1e-6),
-                    issued: now,
-                };
-                s.enqueue(Request::new(tenant as u64, 0u32, task), now)
-                    .map_err(e)?;
-            }
-            Ev::Burst { tenant } => {
-                let inst = &mut insts[tenant];
-                if let DbWorkload::Bursty {
-                    period,
-                    queries,
-                    connections,
-                    ..
-                } = spec.tenant[inst.spec].workload
-                {
-                    // A burst still running absorbs the next one's queries.
-                    let start_conns = if inst.burst_left == 0 { connections } else { 0 };
-                    inst.burst_left += queries;
-                    let gap = period * (0.5 + 0.5 * inst.rng.uniform());
-                    push(&mut heap, now + gap, Ev::Burst { tenant });
-                    for c in 0..start_conns.min(queries) {
-                        insts[tenant].burst_left -= 1;
-                        push(&mut heap, now, Ev::Issue { tenant, conn: c });
-                    }
-                }
-            }
-            Ev::QuantumEnd { core } => {
-                if let Some((ticket, start, task)) = busy[core].take() {
-                    idle += 1;
-                    let used = now - start;
-                    if now > spec.warmup {
-                        busy_time += now - start.max(spec.warmup);
-                    }
-                    s.complete(ticket, used, now).map_err(e)?;
-                    if task.left > 1e-12 {
-                        s.enqueue(Request::new(task.tenant as u64, 0u32, task), now)
-                            .map_err(e)?;
-                    } else {
-                        let inst = &mut insts[task.tenant];
-                        if task.issued >= spec.warmup {
-                            inst.latencies.push(now - task.issued);
-                        }
-                        match spec.tenant[inst.spec].workload {
-                            DbWorkload::Closed { think, .. } => {
-                                let at = now + think.sample(&mut inst.rng);
-                                push(
-                                    &mut heap,
-                                    at,
-                                    Ev::Issue {
-                                        tenant: task.tenant,
-                                        conn: task.conn,
-                                    },
-                                );
-                            }
-                            DbWorkload::Bursty { .. } => {
-                                if inst.burst_left > 0 {
-                                    inst.burst_left -= 1;
-                                    push(
-                                        &mut heap,
-                                        now,
-                                        Ev::Issue {
-                                            tenant: task.tenant,
-                                            conn: task.conn,
-                                        },
-                                    );
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            Ev::Retry => {
-                if retry_at <= now {
-                    retry_at = f64::INFINITY;
-                }
-            }
-        }
-        // Same-instant events first, then fill the idle cores.
-        if idle == 0 || heap.peek().is_some_and(|n| n.at == now) {
-            continue;
-        }
-        for (core, slot) in busy.iter_mut().enumerate() {
-            if idle == 0 {
-                break;
-            }
-            if slot.is_some() {
-                continue;
-            }
-            match s.dequeue(core, now).map_err(e)? {
-                Decision::Run(d) => {
-                    let mut task = d.request.payload;
-                    let q = match spec.tenant[insts[task.tenant].spec].workload {
-                        DbWorkload::Closed { quantum, .. } | DbWorkload::Bursty { quantum, .. } => {
-                            quantum
-                        }
-                    };
-                    let run = q.min(task.left);
-                    task.left -= run;
-                    *slot = Some((d.ticket, now, task));
-                    idle -= 1;
-                    dispatches += 1;
-                    push(&mut heap, now + run, Ev::QuantumEnd { core });
-                }
-                Decision::RetryAt(t) => {
-                    if t < retry_at {
-                        retry_at = t;
-                        push(&mut heap, t, Ev::Retry);
-                    }
-                    break;
-                }
-                Decision::Empty => break,
-            }
-        }
-    }
+    let mut sim = DbSim {
+        spec,
+        s,
+        queue,
+        cores: Cores::new(cores),
+        insts,
+        busy: vec![None; cores],
+        idle: cores,
+        retry_at: f64::INFINITY,
+        dispatches: 0,
+        busy_time: 0.0,
+        events: 0,
+        err: &err,
+    };
+    drive(&mut sim, end, spec.max_events, progress)?;
+    let DbSim {
+        mut s,
+        mut insts,
+        busy,
+        mut busy_time,
+        dispatches,
+        events,
+        ..
+    } = sim;
     // Count the quanta still running at the end.
     for (_, start, _) in busy.iter().flatten() {
         busy_time += end - start.max(spec.warmup);
     }
-    s.close_intervals(end).map_err(e)?;
+    s.close_intervals(end).map_err(err)?;
     let records: Vec<MeterRecord> = s
         .take_records()
         .into_iter()
@@ -916,6 +1094,8 @@ fn run_one(
         dispatches,
         examined: s.examined(),
         jain: jain_index(&viols).unwrap_or(f64::NAN),
+        events,
+        wall_seconds: wall.elapsed().as_secs_f64(),
     })
 }
 

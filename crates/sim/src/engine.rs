@@ -1,14 +1,17 @@
-//! The discrete-event engine: one stage of `n` workers of rate `r` pulling from a core
-//! scheduler through the seam (`enqueue` → `dequeue(worker)` → `progress`* → `complete`).
+//! The request engine: tenants' requests through a core scheduler (the seam: `enqueue` →
+//! `dequeue(slot)` → `progress`* → `complete`) into a [`Service`] — a pool of `n` workers of
+//! rate `r` ([`WorkerPool`]) or the black box ([`BlackBoxService`]). It is one
+//! [`crate::events::Model`] on the shared event queue and run loop.
 //!
-//! A request's true cost is what its worker consumes (`cost / r` seconds). Schedulers with
-//! known costs get the cost with the request; the others estimate it and learn from
-//! refresh charging (`progress` every `refresh` seconds for running requests) and
-//! retroactive charging (`complete` with the true cost). Events at the same instant run in
-//! the order they were scheduled, and every tenant draws from its own random streams, so the
-//! same scenario and seed give the same run under every scheduler and every time.
+//! A request's true cost is what the service consumes (`cost / r` seconds on a worker).
+//! Schedulers with known costs get the cost with the request; the others estimate it and
+//! learn from refresh charging (`progress` every `refresh` seconds for running requests, as
+//! far as the service lets its progress be seen) and retroactive charging (`complete` with
+//! the true cost). Events at the same instant run in the order they were scheduled, and every
+//! tenant draws from its own random streams, so the same scenario and seed give the same run
+//! under every scheduler and every time.
 
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
@@ -18,9 +21,11 @@ use fairlane_core::{
 };
 use serde::Serialize;
 
-use crate::blackbox::{BlackBox, BlackBoxResult};
+use crate::blackbox::{BlackBoxResult, BlackBoxService};
+use crate::events::{drive, EventQueue, Model, MAX_OUTSTANDING};
 use crate::metrics::{gini, Latency, Moments, Occupancy, TenantResult, TenantSeries, Thinned};
-use crate::rng::Rng;
+use crate::rng::{purpose, Rng};
+use crate::service::{Outcome, Service, Work, WorkerPool};
 use crate::spec::{Depth, Scenario, SchedulerChoice};
 use crate::workload::Arrival;
 
@@ -69,15 +74,15 @@ pub struct RunResult {
     pub blackbox: Option<BlackBoxResult>,
 }
 
+/// The payload of a request in the engine's scheduler (what
+/// [`run_with_scheduler`]'s scheduler holds).
 #[derive(Clone, Copy, Debug)]
-struct Job {
+pub struct Job {
     tenant: u32,
-    cost: f64,
     arrived: f64,
-    /// Black box: the service time and the component (random routing) drawn at arrival,
-    /// so a request's service is the same under every scheduler.
-    service: f64,
-    component: u32,
+    /// The cost and what the service drew for it at arrival (the black box's service time
+    /// and component), so a request's service is the same under every scheduler.
+    work: Work,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -89,37 +94,18 @@ struct Running {
 
 const ARRIVAL: u8 = 0; // next open arrival of tenant idx
 const ISSUE: u8 = 1; // a closed-loop client of tenant idx issues; a backlogged tenant starts
-const COMPLETE: u8 = 2; // worker idx finishes (black box: component idx)
+const SERVICE: u8 = 2; // the service's event idx (worker pool: worker idx finishes)
 const REFRESH: u8 = 3;
 const SAMPLE: u8 = 4;
 const OCCUPANCY: u8 = 5;
 const RETRY: u8 = 6;
 const DEPTH: u8 = 7; // the depth controller's period ends
 
+/// An engine event: its kind and index (tenant, service event).
 #[derive(Clone, Copy, Debug)]
 struct Ev {
-    t: f64,
-    seq: u64,
     kind: u8,
     idx: u32,
-}
-
-impl PartialEq for Ev {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for Ev {}
-impl PartialOrd for Ev {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ev {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Times are finite and ≥ 0, so their bit patterns order like the numbers.
-        (self.t.to_bits(), self.seq).cmp(&(o.t.to_bits(), o.seq))
-    }
 }
 
 struct TenantState {
@@ -134,13 +120,13 @@ struct TenantState {
     service: Rng,
 }
 
-struct Sim<'a> {
+struct Sim<'a, S: Service> {
     sc: &'a Scenario,
     sched: Box<dyn Scheduler<Job> + Send>,
     known_costs: bool,
-    heap: BinaryHeap<Reverse<Ev>>,
-    seq: u64,
+    queue: EventQueue<Ev>,
     events: u64,
+    svc: S,
     workers: Vec<Option<Running>>,
     idle: BinaryHeap<Reverse<u32>>,
     retry_at: f64,
@@ -162,8 +148,22 @@ struct Sim<'a> {
     series: Vec<(Thinned<f64>, Thinned<f64>)>,
     track_slot: Vec<u32>,
     occupancy: Vec<Thinned<Option<f32>>>,
-    bb: Option<BlackBox>,
     depth_ctl: Option<DepthController>,
+}
+
+/// Build the scheduler `choice` names for scenario `sc`'s server: the one place the engine
+/// turns a spec's scheduler into a running one. Returns it and whether it gets the true
+/// costs with the requests (the oracle estimator).
+pub fn build_scheduler(
+    sc: &Scenario,
+    choice: &SchedulerChoice,
+) -> Result<(Box<dyn Scheduler<Job> + Send>, bool), SimError> {
+    let sched = choice
+        .config
+        .workers(sc.workers)
+        .build::<Job>()
+        .map_err(core)?;
+    Ok((sched, choice.config.estimator == EstimatorKind::Oracle))
 }
 
 /// Run one scheduler on a scenario. `progress` is called now and then with the fraction of
@@ -173,24 +173,98 @@ pub fn run(
     choice: &SchedulerChoice,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunResult, SimError> {
+    let (sched, known_costs) = build_scheduler(sc, choice)?;
+    run_with_scheduler(sc, sched, known_costs, progress)
+}
+
+/// Run a caller-built scheduler on a scenario's server and tenants. `known_costs`: the
+/// scheduler is told each request's cost at arrival. The result's `scheduler` name is empty.
+pub fn run_with_scheduler(
+    sc: &Scenario,
+    sched: Box<dyn Scheduler<Job> + Send>,
+    known_costs: bool,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunResult, SimError> {
+    check_limits(sc)?;
+    match &sc.blackbox {
+        None => run_service(
+            sc,
+            sched,
+            known_costs,
+            WorkerPool::new(sc.workers, sc.rate),
+            progress,
+        ),
+        Some(def) => run_service(
+            sc,
+            sched,
+            known_costs,
+            BlackBoxService::new(
+                def,
+                sc.rate,
+                sc.tenants.len(),
+                sc.track.len(),
+                sc.max_points,
+            ),
+            progress,
+        ),
+    }
+}
+
+/// Refuse, before simulating, a scenario whose events would run for hours or whose
+/// requests would fill memory.
+fn check_limits(sc: &Scenario) -> Result<(), SimError> {
+    let estimate = sc.estimated_events();
+    // NaN (an absurd value somewhere) is refused too.
+    if estimate.is_nan() || estimate > sc.max_events as f64 {
+        return Err(SimError(format!(
+            "{}{}: refused: about {estimate:.3e} events (arrivals, completions, refresh and \
+             sampling ticks over {} s) exceed the cap of {} events; shorten the run, lower \
+             the rates, or raise the cap with --max-events",
+            sc.name,
+            if sc.label.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", sc.label)
+            },
+            sc.duration,
+            sc.max_events
+        )));
+    }
+    Ok(())
+}
+
+/// Run a caller-built scheduler on a scenario's tenants in front of a caller-supplied
+/// [`Service`] (its slots replace the scenario's workers; the scheduler should be built for
+/// that many). The scenario's `[server]` is ignored apart from `refresh`.
+pub fn run_on<S: Service>(
+    sc: &Scenario,
+    sched: Box<dyn Scheduler<Job> + Send>,
+    known_costs: bool,
+    svc: S,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunResult, SimError> {
+    check_limits(sc)?;
+    run_service(sc, sched, known_costs, svc, progress)
+}
+
+fn run_service<S: Service>(
+    sc: &Scenario,
+    sched: Box<dyn Scheduler<Job> + Send>,
+    known_costs: bool,
+    svc: S,
+    progress: &mut dyn FnMut(f64),
+) -> Result<RunResult, SimError> {
     let wall = Instant::now();
-    let sched = choice
-        .config
-        .workers(sc.workers)
-        .build::<Job>()
-        .map_err(core)?;
-    let known_costs = choice.config.estimator == EstimatorKind::Oracle;
     let n = sc.tenants.len();
-    // Issue slots: the worker model's workers, the black box's largest depth.
-    let slots = sc.blackbox.as_ref().map_or(sc.workers, |bb| bb.depth.max());
-    let capacity = sc.blackbox.as_ref().map_or(sc.workers, |bb| bb.components) as f64 * sc.rate;
+    let slots = svc.slots();
+    let capacity = svc.capacity();
     let mut sim = Sim {
         sc,
         sched,
         known_costs,
-        heap: BinaryHeap::with_capacity(1024),
-        seq: 0,
+        queue: EventQueue::default(),
         events: 0,
+        svc,
         workers: vec![None; slots],
         idle: (0..slots as u32).map(Reverse).collect(),
         retry_at: f64::INFINITY,
@@ -198,12 +272,12 @@ pub fn run(
             .tenants
             .iter()
             .map(|t| TenantState {
-                arrivals: Rng::new(sc.seed, t.stream),
-                costs: Rng::new(sc.seed, t.stream ^ 0xC057),
+                arrivals: Rng::new(sc.seed, t.stream ^ purpose::ARRIVALS),
+                costs: Rng::new(sc.seed, t.stream ^ purpose::COSTS),
                 on_from: 0.0,
                 on_until: 0.0,
                 cursor: 0,
-                service: Rng::new(sc.seed, t.stream ^ 0xB1AC_B0C5),
+                service: Rng::new(sc.seed, t.stream ^ purpose::SERVICE),
             })
             .collect(),
         gps: GpsClock::new(capacity).map_err(core)?,
@@ -233,42 +307,39 @@ pub fn run(
             })
             .collect(),
         occupancy: (0..slots).map(|_| Thinned::new(sc.max_points)).collect(),
-        bb: sc
-            .blackbox
-            .as_ref()
-            .map(|def| BlackBox::new(def, n, sc.track.len(), sc.max_points)),
         depth_ctl: match sc.blackbox.as_ref().map(|b| &b.depth) {
             Some(Depth::Adaptive(cfg)) => Some(DepthController::new(*cfg).map_err(core)?),
             _ => None,
         },
     };
     sim.start()?;
-    let end = sc.duration;
-    let mut next_report = 0u64;
-    while let Some(Reverse(ev)) = sim.heap.pop() {
-        if ev.t > end {
-            break;
-        }
-        sim.events += 1;
-        sim.handle(ev)?;
-        if sim.events >= next_report {
-            next_report = sim.events + (1 << 16);
-            progress(ev.t / end);
-        }
-    }
-    progress(1.0);
-    Ok(sim.finish(wall.elapsed().as_secs_f64()))
+    drive(&mut sim, sc.duration, sc.max_events, progress)?;
+    Ok(sim.finish(capacity, wall.elapsed().as_secs_f64()))
 }
 
-impl Sim<'_> {
+impl<S: Service> Model for Sim<'_, S> {
+    type Event = Ev;
+
+    #[inline]
+    fn queue(&mut self) -> &mut EventQueue<Ev> {
+        &mut self.queue
+    }
+
+    fn events(&self) -> u64 {
+        self.events
+    }
+
+    #[inline]
+    fn handle(&mut self, now: f64, ev: Ev) -> Result<(), SimError> {
+        self.events += 1;
+        self.on_event(now, ev)
+    }
+}
+
+impl<S: Service> Sim<'_, S> {
+    #[inline]
     fn push(&mut self, t: f64, kind: u8, idx: u32) {
-        self.seq += 1;
-        self.heap.push(Reverse(Ev {
-            t,
-            seq: self.seq,
-            kind,
-            idx,
-        }));
+        self.queue.push(t, Ev { kind, idx });
     }
 
     fn start(&mut self) -> Result<(), SimError> {
@@ -372,8 +443,7 @@ impl Sim<'_> {
         }
     }
 
-    fn handle(&mut self, ev: Ev) -> Result<(), SimError> {
-        let now = ev.t;
+    fn on_event(&mut self, now: f64, ev: Ev) -> Result<(), SimError> {
         match ev.kind {
             ARRIVAL => {
                 let f = ev.idx as usize;
@@ -415,12 +485,30 @@ impl Sim<'_> {
                     _ => {}
                 }
             }
-            COMPLETE if self.bb.is_some() => self.component_done(ev.idx, now)?,
-            COMPLETE => self.complete(ev.idx as usize, now)?,
+            SERVICE => {
+                let q = &mut self.queue;
+                let outcome = self.svc.fire(ev.idx, now, &mut |t, i| {
+                    q.push(
+                        t,
+                        Ev {
+                            kind: SERVICE,
+                            idx: i,
+                        },
+                    )
+                });
+                match outcome {
+                    Outcome::Done { slot } => self.complete(slot as usize, now)?,
+                    Outcome::Nothing => {}
+                    Outcome::Yield { .. } => {
+                        return Err(SimError(
+                            "this engine's services run requests to completion".into(),
+                        ))
+                    }
+                }
+            }
             REFRESH => {
-                let rate = self.sc.rate;
                 for w in self.workers.iter().flatten() {
-                    let used = ((now - w.start) * rate).min(w.job.cost);
+                    let used = self.svc.visible(w.start, w.job.work.cost, now);
                     if used > 0.0 {
                         self.sched.progress(w.ticket, used, now).map_err(core)?;
                     }
@@ -433,7 +521,7 @@ impl Sim<'_> {
             }
             OCCUPANCY => {
                 for (w, series) in self.workers.iter().zip(self.occupancy.iter_mut()) {
-                    series.push(now, w.map(|r| r.job.cost as f32));
+                    series.push(now, w.map(|r| r.job.work.cost as f32));
                 }
                 self.push(now + self.sc.occupancy_interval, OCCUPANCY, 0);
             }
@@ -448,9 +536,7 @@ impl Sim<'_> {
                     // Shrinking: what is inside finishes, nothing new enters until fewer
                     // than D are outstanding. Growing: the new slots dispatch at once.
                     self.sched.set_workers(d).map_err(core)?;
-                    if let Some(bb) = &mut self.bb {
-                        bb.set_depth(d, now);
-                    }
+                    self.svc.set_depth(d, now);
                     self.dispatch(now)?;
                 }
                 self.push(now + every, DEPTH, 0);
@@ -479,26 +565,24 @@ impl Sim<'_> {
         if now >= self.sc.warmup {
             self.arrived[f] += 1;
         }
-        let (service, component) = match &self.sc.blackbox {
-            Some(bb) => {
-                let rng = &mut self.tenants[f].service;
-                let service = rng.exp(cost / self.sc.rate);
-                (service, rng.below(bb.components as u64) as u32)
-            }
-            None => (0.0, 0),
-        };
         let job = Job {
             tenant: f as u32,
-            cost,
             arrived: now,
-            service,
-            component,
+            work: self.svc.arrival(cost, &mut self.tenants[f].service),
         };
         let mut req = Request::new(TenantId(f as u64), ClassId(class), job);
         if self.known_costs {
             req = req.with_cost(cost);
         }
         self.sched.enqueue(req, now).map_err(core)?;
+        if self.sched.queued() > MAX_OUTSTANDING {
+            return Err(SimError(format!(
+                "{}: more than {MAX_OUTSTANDING} requests queued at t = {now:.6} s: the \
+                 offered load far exceeds the server's capacity; lower the arrival rates or \
+                 shorten the run",
+                self.sc.name
+            )));
+        }
         if dispatch && !self.idle.is_empty() {
             self.dispatch(now)?;
         }
@@ -508,7 +592,7 @@ impl Sim<'_> {
     /// Give idle workers work, lowest index first.
     fn dispatch(&mut self, now: f64) -> Result<(), SimError> {
         while let Some(&Reverse(w)) = self.idle.peek() {
-            if self.sched.queued() == 0 || self.bb.as_ref().is_some_and(|b| !b.has_room()) {
+            if self.sched.queued() == 0 || !self.svc.has_room() {
                 break;
             }
             match self.sched.dequeue(w as usize, now).map_err(core)? {
@@ -537,28 +621,16 @@ impl Sim<'_> {
             job,
             start: now,
         });
-        match &mut self.bb {
-            None => self.push(now + job.cost / self.sc.rate, COMPLETE, w as u32),
-            Some(bb) => {
-                if let Some(c) = bb.admit(w as u32, job.component, now) {
-                    self.push(now + job.service, COMPLETE, c);
-                }
-            }
-        }
-    }
-
-    /// Black box: component `c` finished; it starts its next queued request, and the
-    /// finished request's issue slot completes.
-    fn component_done(&mut self, c: u32, now: f64) -> Result<(), SimError> {
-        let bb = self.bb.as_mut().expect("black-box run");
-        let (slot, next) = bb.finish(c, now);
-        if let Some(s) = next {
-            let job = self.workers[s as usize]
-                .expect("a queued request holds its issue slot")
-                .job;
-            self.push(now + job.service, COMPLETE, c);
-        }
-        self.complete(slot as usize, now)
+        let q = &mut self.queue;
+        self.svc.begin(w as u32, job.work, now, &mut |t, i| {
+            q.push(
+                t,
+                Ev {
+                    kind: SERVICE,
+                    idx: i,
+                },
+            )
+        });
     }
 
     fn complete(&mut self, w: usize, now: f64) -> Result<(), SimError> {
@@ -566,17 +638,14 @@ impl Sim<'_> {
             .take()
             .expect("a completion belongs to a busy worker");
         let f = r.job.tenant as usize;
-        self.sched
-            .complete(r.ticket, r.job.cost, now)
-            .map_err(core)?;
-        self.done[f] += r.job.cost;
+        let cost = r.job.work.cost;
+        self.sched.complete(r.ticket, cost, now).map_err(core)?;
+        self.done[f] += cost;
         if now >= self.sc.warmup {
             self.completed[f] += 1;
-            self.work[f] += r.job.cost;
+            self.work[f] += cost;
             self.latency[f].record(now - r.job.arrived);
-            if let Some(bb) = &mut self.bb {
-                bb.record(f, now - r.job.arrived);
-            }
+            self.svc.record(f, now - r.job.arrived);
         }
         if let Some(ctl) = &mut self.depth_ctl {
             ctl.observe(TenantId(f as u64), now - r.job.arrived, now);
@@ -606,19 +675,11 @@ impl Sim<'_> {
         let sc = self.sc;
         self.gps.advance(now);
         let measured = now >= sc.warmup;
-        if let Some(bb) = &mut self.bb {
-            // Inside the black box progress is invisible: work counts when it completes.
-            bb.sample(
-                now,
-                sc.interval,
-                measured,
-                sc.tenants.iter().map(|t| t.target),
-                &self.track_slot,
-            );
-        } else {
-            for w in self.workers.iter().flatten() {
-                self.partial[w.job.tenant as usize] += ((now - w.start) * sc.rate).min(w.job.cost);
-            }
+        self.svc.sample(now, sc, measured, &self.track_slot);
+        // Work in progress as far as it is visible (none inside a black box: its work
+        // counts when it completes).
+        for w in self.workers.iter().flatten() {
+            self.partial[w.job.tenant as usize] += self.svc.visible(w.start, w.job.work.cost, now);
         }
         self.scratch.clear();
         for f in 0..sc.tenants.len() {
@@ -649,19 +710,15 @@ impl Sim<'_> {
         }
     }
 
-    fn finish(self, wall: f64) -> RunResult {
+    fn finish(self, capacity: f64, wall: f64) -> RunResult {
         let sc = self.sc;
-        let running: f64 = if self.bb.is_some() {
-            0.0
-        } else {
-            self.workers
-                .iter()
-                .flatten()
-                .map(|w| ((sc.duration - w.start) * sc.rate).min(w.job.cost))
-                .sum::<f64>()
-        };
+        let running: f64 = self
+            .workers
+            .iter()
+            .flatten()
+            .map(|w| self.svc.visible(w.start, w.job.work.cost, sc.duration))
+            .sum::<f64>();
         let done: f64 = self.done.iter().sum::<f64>() + running;
-        let capacity = sc.blackbox.as_ref().map_or(sc.workers, |b| b.components) as f64 * sc.rate;
         let tenants = sc
             .tenants
             .iter()
@@ -723,10 +780,7 @@ impl Sim<'_> {
                     .map(|s| s.points.into_iter().map(|p| p.1).collect())
                     .collect(),
             },
-            blackbox: self.bb.map(|bb| {
-                let k = sc.blackbox.as_ref().map_or(0, |b| b.components);
-                bb.finish_run(sc.duration, k, &sc.tenants, &sc.track)
-            }),
+            blackbox: self.svc.report(sc),
         }
     }
 }

@@ -37,19 +37,36 @@
 
 #![warn(missing_docs)]
 
+pub mod anyspec;
 pub mod blackbox;
+pub mod dbreport;
 pub mod dbserver;
 pub mod engine;
+pub mod events;
 pub mod metrics;
 pub mod production;
 pub mod report;
 pub mod rng;
+pub mod service;
 pub mod spec;
 pub mod trace;
 pub mod workload;
 
-pub use engine::{run, RunResult, SimError};
+pub use anyspec::{AnyError, AnyRuns, AnySpec};
+pub use engine::{run, run_with_scheduler, RunResult, SimError};
 pub use spec::{Scenario, SchedulerChoice, Spec, SpecError, SpecFile};
+
+/// Where a batch of runs is: the fraction of simulated time done over all runs, and how
+/// many runs of how many have finished.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BatchProgress {
+    /// Done fraction in [0, 1].
+    pub fraction: f64,
+    /// Runs finished.
+    pub runs_done: usize,
+    /// Runs in the batch.
+    pub runs: usize,
+}
 
 /// Run every scheduler on every scenario, `jobs` runs at a time, results in scenario-major
 /// then scheduler order. `progress(done_fraction)` reports the whole batch.
@@ -58,38 +75,76 @@ pub fn run_all(
     jobs: usize,
     progress: &mut (dyn FnMut(f64) + Send),
 ) -> Result<Vec<RunResult>, SimError> {
+    run_all_batch(scenarios, jobs, &mut |p: BatchProgress| {
+        progress(p.fraction)
+    })
+}
+
+/// [`run_all`] reporting runs done as well.
+pub fn run_all_batch(
+    scenarios: &[Scenario],
+    jobs: usize,
+    progress: &mut (dyn FnMut(BatchProgress) + Send),
+) -> Result<Vec<RunResult>, SimError> {
     let tasks: Vec<(&Scenario, &SchedulerChoice)> = scenarios
         .iter()
         .flat_map(|sc| sc.schedulers.iter().map(move |c| (sc, c)))
         .collect();
-    let total = tasks.len().max(1) as f64;
-    let jobs = jobs.clamp(1, tasks.len().max(1));
+    parallel(tasks.len(), jobs, progress, |i, report| {
+        let (sc, choice) = tasks[i];
+        engine::run(sc, choice, report).map(|mut r| {
+            r.scheduler = choice.name.clone();
+            r
+        })
+    })
+}
+
+/// Run tasks `0..n`, `jobs` at a time, results in task order; `progress` gets the batch's
+/// progress (each task reports its own fraction through the callback it is given).
+pub(crate) fn parallel<T: Send>(
+    n: usize,
+    jobs: usize,
+    progress: &mut (dyn FnMut(BatchProgress) + Send),
+    task: impl Fn(usize, &mut dyn FnMut(f64)) -> Result<T, SimError> + Sync,
+) -> Result<Vec<T>, SimError> {
+    let total = n.max(1) as f64;
+    let jobs = jobs.clamp(1, n.max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let shared = std::sync::Mutex::new((vec![0.0f64; tasks.len()], progress));
-    let mut results: Vec<Option<Result<RunResult, SimError>>> = vec![None; tasks.len()];
-    let slots = std::sync::Mutex::new(&mut results);
+    let shared = std::sync::Mutex::new((vec![0.0f64; n], 0usize, progress));
+    let slots: std::sync::Mutex<Vec<Option<Result<T, SimError>>>> =
+        std::sync::Mutex::new((0..n).map(|_| None).collect());
+    let tell = |i: usize, x: Option<f64>| {
+        let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
+        match x {
+            Some(x) => g.0[i] = x,
+            None => {
+                g.0[i] = 1.0;
+                g.1 += 1;
+            }
+        }
+        let p = BatchProgress {
+            fraction: g.0.iter().sum::<f64>() / total,
+            runs_done: g.1,
+            runs: n,
+        };
+        (g.2)(p);
+    };
     std::thread::scope(|s| {
         for _ in 0..jobs {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(&(sc, choice)) = tasks.get(i) else {
+                if i >= n {
                     break;
-                };
-                let mut report = |x: f64| {
-                    let mut g = shared.lock().unwrap_or_else(|e| e.into_inner());
-                    g.0[i] = x;
-                    let done = g.0.iter().sum::<f64>() / total;
-                    (g.1)(done);
-                };
-                let r = engine::run(sc, choice, &mut report).map(|mut r| {
-                    r.scheduler = choice.name.clone();
-                    r
-                });
+                }
+                let r = task(i, &mut |x| tell(i, Some(x)));
                 slots.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                tell(i, None);
             });
         }
     });
-    results
+    slots
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(SimError("a run did not finish".into()))))
         .collect()

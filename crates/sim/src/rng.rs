@@ -113,3 +113,22 @@ mod tests {
         assert!(counts.iter().all(|&c| (c as f64 - 10_000.0).abs() < 400.0));
     }
 }
+
+/// The stream id of a named tenant: FNV-1a of its name (names are unique, so streams are).
+/// Every model seeds a tenant's streams as `Rng::new(seed, stream_id(name) ^ PURPOSE)`.
+pub fn stream_id(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Stream purposes, xor-ed into a tenant's stream id: arrivals (and everything of a
+/// database-server tenant), costs, and the black box's service times and routing.
+pub mod purpose {
+    /// Arrivals, think times; the database server's whole tenant.
+    pub const ARRIVALS: u64 = 0;
+    /// Request costs and classes.
+    pub const COSTS: u64 = 0xC057;
+    /// The black box's service times and component routing.
+    pub const SERVICE: u64 = 0xB1AC_B0C5;
+}

@@ -10,7 +10,7 @@ use fairlane_core::depth::{DepthConfig, DepthController};
 use fairlane_core::{Algorithm, Charging, Config, EstimatorKind, VirtualClock};
 use serde::Deserialize;
 
-use crate::workload::{self, TenantDef};
+use crate::workload::{self, Arrival, TenantDef};
 
 /// A spec error: which file, which field, and what is allowed.
 #[derive(Clone, Debug, PartialEq)]
@@ -502,6 +502,62 @@ pub struct Scenario {
     pub classes: Vec<String>,
     /// Schedulers.
     pub schedulers: Vec<SchedulerChoice>,
+    /// The cap on events per run (`--max-events`; default
+    /// [`DEFAULT_MAX_EVENTS`](crate::events::DEFAULT_MAX_EVENTS)).
+    pub max_events: u64,
+}
+
+impl Scenario {
+    /// An estimate of the events one run processes, from the offered rates, the server's
+    /// capacity and the cheapest tenant's mean cost, and the periodic ticks. Runs whose
+    /// estimate exceeds `max_events` are refused before they start. Infinite or NaN when a
+    /// value is absurd (it is then refused too).
+    pub fn estimated_events(&self) -> f64 {
+        let d = self.duration;
+        let units = self
+            .blackbox
+            .as_ref()
+            .map_or(self.workers, |b| b.components) as f64;
+        let capacity = units * self.rate;
+        let mut open = 0.0;
+        let mut cheapest = f64::INFINITY;
+        let mut looped = false;
+        for t in &self.tenants {
+            let active = (t.stop.min(d) - t.start).max(0.0);
+            match &t.arrival {
+                Arrival::Trace(rows) => open += rows.len() as f64,
+                Arrival::Poisson { .. } | Arrival::OnOff { .. } => {
+                    open += t.arrival.mean_rate() * active
+                }
+                Arrival::Backlogged { .. } | Arrival::Closed { .. } => looped = true,
+            }
+            let m = t.mean_cost();
+            if m.is_finite() && m > 0.0 {
+                cheapest = cheapest.min(m);
+            }
+        }
+        // Completions: at most the capacity over the cheapest mean cost; arrivals of
+        // closed loops and backlogged tenants come with their completions.
+        let completions = if cheapest.is_finite() {
+            capacity * d / cheapest
+        } else {
+            0.0
+        };
+        let served = if looped {
+            2.0 * completions
+        } else {
+            completions.min(open)
+        };
+        let ticks = |every: f64| if every > 0.0 { d / every } else { 0.0 };
+        open + served
+            + ticks(self.refresh)
+            + ticks(self.interval)
+            + ticks(self.occupancy_interval)
+            + self.blackbox.as_ref().map_or(0.0, |b| match &b.depth {
+                Depth::Adaptive(c) => ticks(c.interval),
+                Depth::Fixed(_) => 0.0,
+            })
+    }
 }
 
 /// A parsed spec file with the directory its relative paths start from.
@@ -806,8 +862,16 @@ impl Spec {
         // Schedulers.
         let mut schedulers = Vec::new();
         for (i, name) in self.schedulers.iter().enumerate() {
-            let config = Config::preset(name)
-                .map_err(|e| err(&format!("schedulers[{i}]"), core_reason(e)))?;
+            let config = Config::preset(name).map_err(|e| {
+                let mut why = core_reason(e);
+                if crate::dbserver::RESERVATION_SCHEDULERS.contains(&name.as_str()) {
+                    why = format!(
+                        "{why} ({name:?} is a CPU-reservation scheduler: it runs on a database \
+                         server, [server] model = \"cores\")"
+                    );
+                }
+                err(&format!("schedulers[{i}]"), why)
+            })?;
             schedulers.push(SchedulerChoice {
                 name: config.name().to_string(),
                 config: default_clock(config, capacity),
@@ -903,6 +967,29 @@ impl Spec {
             ));
         }
         workload::link_pooled(&mut tenants).map_err(|m| err("tenant", m))?;
+        // DRR serves a tenant once its deficit covers the head's cost, adding one quantum
+        // per round: a quantum far below the costs means millions of rounds per dequeue.
+        let costliest = tenants
+            .iter()
+            .map(|t| t.mean_cost() / t.weight)
+            .filter(|x| x.is_finite())
+            .fold(0.0f64, f64::max);
+        let first = self.schedulers.len();
+        for (i, choice) in schedulers[first..].iter().enumerate() {
+            if let Some(q) = choice.config.drr_quantum {
+                let rounds = costliest / q;
+                if rounds.is_nan() || rounds > 1e6 {
+                    return Err(err(
+                        &format!("scheduler[{i}].quantum"),
+                        format!(
+                            "{q:e} is too small: a mean request costs up to {costliest:.3e} \
+                             units per unit weight, {rounds:.3e} DRR rounds per dequeue \
+                             (at most 1e6 allowed)"
+                        ),
+                    ));
+                }
+            }
+        }
 
         let mut track = Vec::new();
         for (i, name) in m.track.iter().enumerate() {
@@ -944,6 +1031,7 @@ impl Spec {
             tenants,
             classes: classes.names,
             schedulers,
+            max_events: crate::events::DEFAULT_MAX_EVENTS,
         })
     }
 }

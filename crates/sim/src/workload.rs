@@ -426,11 +426,14 @@ pub(crate) fn tenant_def(
     traces: &mut TraceCache,
     dir: &Path,
 ) -> Result<TenantDef, (String, String)> {
-    let stream = fnv(&name);
+    let stream = crate::rng::stream_id(&name);
     let template = match &t.template {
         None => None,
         Some(tpl) => {
-            let mut rng = Rng::new(seed ^ 0x7E3A_11C0, fnv(&t.name) ^ index as u64);
+            let mut rng = Rng::new(
+                seed ^ 0x7E3A_11C0,
+                crate::rng::stream_id(&t.name) ^ index as u64,
+            );
             Some(production::template(tpl, &mut rng).map_err(|m| ("template".to_string(), m))?)
         }
     };
@@ -672,14 +675,4 @@ pub(crate) fn link_pooled(tenants: &mut [TenantDef]) -> Result<(), String> {
         t.pool = Some(pool.clone());
     }
     Ok(())
-}
-
-/// FNV-1a: a stable stream id from a name (names are unique, so streams are too).
-pub(crate) fn fnv(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }

@@ -7,7 +7,7 @@ const BASE: &str = r#"
 name = "t"
 duration = 12.0
 warmup = 2.0
-cores = 12
+server = { model = "cores", cores = 12 }
 interval = 1.0
 utilization_cap = 95.0
 schedulers = ["ldf", "drr", "edf", "no-res"]

@@ -1,196 +1,32 @@
-//! The simulated reproductions of the 2DFQ paper's evaluation (§6): each runs a spec shipped
-//! under `experiments/` and writes a report section with our numbers beside the paper's.
-//! Targets are checked and shown as reproduced or not; they never change the exit code,
-//! because they are measurements, not correctness checks.
+//! The simulated reproductions of the 2DFQ paper's evaluation (Mace et al., SIGCOMM '16, §6):
+//! Fig. 8 (σ of service lag against expensive tenants), Fig. 9–10 (a production-like mix),
+//! Fig. 11–12 (unpredictable tenants) and Fig. 13 (the suite of p99 speedups).
 
 use std::fmt::Write as _;
 
 use fairlane_plot::{cdf, escape, fmt_num, Axis, BarChart, LineChart, Series, Style, Table};
-use fairlane_sim::{report, RunResult, SpecFile};
 
-use crate::simulate::{default_jobs, Progress};
+use crate::claim::{Claim, Relation};
+use crate::out::{distinct, mean, quantile, times, Out};
+use crate::runs::{lag_sigma_cdf, occupancy_chart, RunResult, TenantResult};
 
-/// A shipped experiment: name, path (for messages) and spec text.
-pub struct Experiment {
-    pub name: &'static str,
-    pub path: &'static str,
-    text: &'static str,
-    section: fn(&[RunResult], &mut String),
+fn labels(results: &[RunResult]) -> Vec<String> {
+    distinct(results, |r| &r.label)
 }
 
-pub const EXPERIMENTS: [Experiment; 9] = [
-    Experiment {
-        name: "2dfq-fig8",
-        path: "experiments/2dfq-fig8.toml",
-        text: include_str!("../../../experiments/2dfq-fig8.toml"),
-        section: fig8,
-    },
-    Experiment {
-        name: "2dfq-fig9",
-        path: "experiments/2dfq-fig9-production.toml",
-        text: include_str!("../../../experiments/2dfq-fig9-production.toml"),
-        section: fig9,
-    },
-    Experiment {
-        name: "2dfq-fig11",
-        path: "experiments/2dfq-fig11-unpredictable.toml",
-        text: include_str!("../../../experiments/2dfq-fig11-unpredictable.toml"),
-        section: fig11,
-    },
-    Experiment {
-        name: "2dfq-fig13",
-        path: "experiments/2dfq-fig13-suite.toml",
-        text: include_str!("../../../experiments/2dfq-fig13-suite.toml"),
-        section: fig13,
-    },
-    // The interposed-scheduling paper (seeds/002 §5); sections in repro_interposed.rs.
-    Experiment {
-        name: "interposed-fig3-4",
-        path: "experiments/interposed-fig3-4.toml",
-        text: include_str!("../../../experiments/interposed-fig3-4.toml"),
-        section: crate::repro_interposed::fig3_4,
-    },
-    Experiment {
-        name: "interposed-fig5",
-        path: "experiments/interposed-fig5.toml",
-        text: include_str!("../../../experiments/interposed-fig5.toml"),
-        section: crate::repro_interposed::fig5,
-    },
-    Experiment {
-        name: "interposed-fig6",
-        path: "experiments/interposed-fig6.toml",
-        text: include_str!("../../../experiments/interposed-fig6.toml"),
-        section: crate::repro_interposed::fig6,
-    },
-    Experiment {
-        name: "interposed-fig7",
-        path: "experiments/interposed-fig7.toml",
-        text: include_str!("../../../experiments/interposed-fig7.toml"),
-        section: crate::repro_interposed::fig7,
-    },
-    Experiment {
-        name: "interposed-fig8",
-        path: "experiments/interposed-fig8.toml",
-        text: include_str!("../../../experiments/interposed-fig8.toml"),
-        section: crate::repro_interposed::fig8,
-    },
-];
-
-/// `--quick`: half the simulated time and, for the suite, 40 runs instead of 150.
-fn quicken(spec: &mut SpecFile) -> Result<(), String> {
-    let d = spec.spec.duration / 2.0;
-    let w = spec.spec.warmup / 2.0;
-    spec.set("duration", toml::Value::Float(d))
-        .map_err(|e| e.to_string())?;
-    spec.set("warmup", toml::Value::Float(w))
-        .map_err(|e| e.to_string())?;
-    if spec.spec.suite.is_some() {
-        spec.set("suite.runs", toml::Value::Integer(40))
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
+fn schedulers(results: &[RunResult]) -> Vec<String> {
+    distinct(results, |r| &r.scheduler)
 }
 
-/// Run one experiment and append its section to `body`.
-pub fn run(e: &Experiment, quick: bool, body: &mut String) -> Result<(), String> {
-    let mut spec = SpecFile::parse(e.text, e.path, ".".into()).map_err(|e| e.to_string())?;
-    if quick {
-        quicken(&mut spec)?;
-    }
-    let scenarios = spec.scenarios().map_err(|e| e.to_string())?;
-    let runs: usize = scenarios.iter().map(|s| s.schedulers.len()).sum();
-    eprintln!(
-        "reproduce: {} ({} runs of {} simulated seconds)",
-        e.name, runs, spec.spec.duration
-    );
-    let mut bar = Progress::new(e.name);
-    let results = fairlane_sim::run_all(&scenarios, default_jobs(), &mut |x| bar.update(x));
-    bar.finish();
-    let results = results.map_err(|e| e.to_string())?;
-    let events: u64 = results.iter().map(|r| r.events).sum();
-    let _ = write!(
-        body,
-        "<h2>{}</h2><p>{} Spec: <code>{}</code>{}; {} runs, {} events.</p>",
-        escape(&spec.spec.name),
-        escape(&spec.spec.description),
-        e.path,
-        if quick {
-            " (--quick: half duration)"
-        } else {
-            ""
-        },
-        results.len(),
-        events
-    );
-    (e.section)(&results, body);
-    Ok(())
-}
-
-/// A ratio for a table: `1.5×`, or `-` when there is nothing to divide.
-fn times(x: f64) -> String {
-    if x.is_finite() {
-        format!("{}×", fmt_num(x))
-    } else {
-        "-".into()
-    }
-}
-
-fn fig(body: &mut String, svg: String) {
-    let _ = write!(body, "<figure class=\"chart\">{svg}</figure>");
-}
-
-fn verdict(body: &mut String, ok: bool, what: &str) {
-    let _ = write!(
-        body,
-        "<p class=\"{}\">{}: {}</p>",
-        if ok { "ok" } else { "bad" },
-        if ok { "reproduced" } else { "not reproduced" },
-        escape(what)
-    );
+fn fig(body: &mut Out, svg: String) {
+    body.fig(svg);
 }
 
 fn by_label<'a>(results: &'a [RunResult], label: &str) -> Vec<&'a RunResult> {
     results.iter().filter(|r| r.label == label).collect()
 }
 
-fn labels(results: &[RunResult]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for r in results {
-        if !out.contains(&r.label) {
-            out.push(r.label.clone());
-        }
-    }
-    out
-}
-
-fn schedulers(results: &[RunResult]) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for r in results {
-        if !out.contains(&r.scheduler) {
-            out.push(r.scheduler.clone());
-        }
-    }
-    out
-}
-
-fn mean(xs: impl Iterator<Item = f64>) -> f64 {
-    let v: Vec<f64> = xs.filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
-}
-
-fn quantile(v: &mut [f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * q).round() as usize]
-}
-
-fn tenant<'a>(r: &'a RunResult, name: &str) -> Option<&'a fairlane_sim::metrics::TenantResult> {
+fn tenant<'a>(r: &'a RunResult, name: &str) -> Option<&'a TenantResult> {
     r.tenants.iter().find(|t| t.name == name)
 }
 
@@ -204,7 +40,7 @@ fn window(points: &[(f64, f64)], from: f64, to: f64) -> Vec<(f64, f64)> {
 
 /// Service received and service lag of one tracked tenant over `window`, a line per scheduler.
 fn tenant_series_figs(
-    body: &mut String,
+    body: &mut Out,
     runs: &[&RunResult],
     tenant: &str,
     caption: &str,
@@ -229,15 +65,15 @@ fn tenant_series_figs(
     }
 }
 
-fn occupancy_figs(body: &mut String, runs: &[&RunResult], caption: &str) {
+fn occupancy_figs(body: &mut Out, runs: &[&RunResult], caption: &str) {
     for r in runs {
         let title = format!("{caption}: thread occupancy under {}", r.scheduler);
-        fig(body, report::occupancy_chart(r, title).to_svg());
+        fig(body, occupancy_chart(r, title).to_svg());
     }
 }
 
 /// Fig. 8: σ of the small tenants' service lag against the number of expensive tenants.
-fn fig8(results: &[RunResult], body: &mut String) {
+pub(crate) fn fig8(results: &[RunResult], body: &mut Out) {
     let scheds = schedulers(results);
     let mut chart = LineChart::new(
         "Fig. 8c: σ of small tenants' service lag",
@@ -297,7 +133,7 @@ fn fig8(results: &[RunResult], body: &mut String) {
         chart = chart.series(Series::new(s, p).style(Style::LinePoints));
     }
     fig(body, chart.to_svg());
-    body.push_str(&table.to_html());
+    body.table(table);
     let _ = write!(
         body,
         "<p>Paper (§6.1.1): WFQ's and WF²Q's σ grow with the number of expensive tenants (WF²Q \
@@ -305,13 +141,15 @@ fn fig8(results: &[RunResult], body: &mut String) {
          tenants under WFQ \"oscillate between 1 and 2 seconds ahead\" with a 6.25 s period, and \
          under WF²Q fall \"behind by up to 1 second\".</p>"
     );
-    if let Some((a, b)) = at50 {
-        verdict(
-            body,
-            a >= 10.0 && b >= 10.0,
-            &format!("at n = 50, 2DFQ's σ is {a:.1}× lower than WFQ's and {b:.1}× lower than WF²Q's (target ≥ 10× both)"),
-        );
-    }
+    let (a, b) = at50.unwrap_or((f64::NAN, f64::NAN));
+    body.claim(
+        Claim::new(
+            "sigma-ratio-n50",
+            format!("at n = 50, 2DFQ's σ is {a:.1}× lower than WFQ's and {b:.1}× lower than WF²Q's (target ≥ 10× both)"),
+        )
+        .check("σ WFQ / σ 2DFQ at n = 50", a, Relation::AtLeast, 10.0)
+        .check("σ WF²Q / σ 2DFQ at n = 50", b, Relation::AtLeast, 10.0),
+    );
     let runs = by_label(results, "n=50");
     if let Some(first) = runs.first() {
         let end = first.sim_seconds;
@@ -328,7 +166,7 @@ fn fig8(results: &[RunResult], body: &mut String) {
 }
 
 /// Fig. 9–10: production-like mix with known costs.
-fn fig9(results: &[RunResult], body: &mut String) {
+pub(crate) fn fig9(results: &[RunResult], body: &mut Out) {
     let runs: Vec<&RunResult> = results.iter().collect();
     let Some(first) = runs.first() else { return };
     let end = first.sim_seconds;
@@ -343,7 +181,7 @@ fn fig9(results: &[RunResult], body: &mut String) {
         g = g.series(Series::new(&r.scheduler, window(&r.gini, from, to)));
     }
     fig(body, g.to_svg());
-    let c = report::lag_sigma_cdf(&runs, "Fig. 10 left: CDF of service-lag σ across tenants");
+    let c = lag_sigma_cdf(&runs, "Fig. 10 left: CDF of service-lag σ across tenants");
     fig(body, c.to_svg());
     let sigmas: Vec<Vec<f64>> = runs
         .iter()
@@ -369,17 +207,23 @@ fn fig9(results: &[RunResult], body: &mut String) {
             format!("{:.3}", r.gini_mean),
         ]);
     }
-    body.push_str(&t.to_html());
+    body.table(t);
     let idx = |s: &str| runs.iter().position(|r| r.scheduler == s);
-    if let (Some(a), Some(b), Some(d)) = (idx("wfq"), idx("wf2q"), idx("2dfq")) {
-        let _ = write!(
-            body,
-            "<p>Paper: the first quartile of tenants has ~100× lower σ under 2DFQ than WFQ and \
-             ~50× lower than WF²Q. Ours: {:.1}× and {:.1}×.</p>",
-            q1[a] / q1[d],
-            q1[b] / q1[d]
-        );
-    }
+    let q1_of = |s: &str| idx(s).map_or(f64::NAN, |i| q1[i]);
+    let (a, b) = (q1_of("wfq") / q1_of("2dfq"), q1_of("wf2q") / q1_of("2dfq"));
+    let _ = write!(
+        body,
+        "<p>Paper: the first quartile of tenants has ~100× lower σ under 2DFQ than WFQ and \
+         ~50× lower than WF²Q. Ours: {a:.1}× and {b:.1}×.</p>",
+    );
+    body.claim(
+        Claim::new(
+            "q1-sigma-ratio",
+            format!("the first quartile of tenants' σ is {a:.1}× lower under 2DFQ than WFQ and {b:.1}× lower than WF²Q (paper ~100× and ~50×; target ≥ 10× both)"),
+        )
+        .check("first-quartile σ WFQ / 2DFQ", a, Relation::AtLeast, 10.0)
+        .check("first-quartile σ WF²Q / 2DFQ", b, Relation::AtLeast, 10.0),
+    );
     // Fig. 10 right: spread of service lag of t1…t7.
     let mut t = Table::new(
         ["tenant (cost)".to_string()].into_iter().chain(
@@ -409,7 +253,7 @@ fn fig9(results: &[RunResult], body: &mut String) {
         t.push_row(row);
     }
     body.push_str("<h3>Fig. 10 right: service lag of the fixed-cost tenants t1…t7</h3>");
-    body.push_str(&t.to_html());
+    body.table(t);
     body.push_str(
         "<p>Paper: for the smaller fixed-cost tenants the lag range is about 0.8 s under WFQ, \
          0.5 s under WF²Q and 0.01 s under 2DFQ; t7 (2^20) has a wide range under all three.</p>",
@@ -418,7 +262,7 @@ fn fig9(results: &[RunResult], body: &mut String) {
 }
 
 /// Fig. 11–12: unpredictable tenants, unknown costs.
-fn fig11(results: &[RunResult], body: &mut String) {
+pub(crate) fn fig11(results: &[RunResult], body: &mut Out) {
     let scheds = schedulers(results);
     let big: Vec<String> = (1..=12).map(|k| format!("T{k}")).collect();
     let small: Vec<String> = (1..=7).map(|k| format!("t{k}")).collect();
@@ -475,35 +319,51 @@ fn fig11(results: &[RunResult], body: &mut String) {
             }
             fig(body, bars.to_svg());
         }
-        let c = report::lag_sigma_cdf(
+        let c = lag_sigma_cdf(
             &runs,
             &format!("Fig. 12 bottom left: CDF of lag σ, {label}"),
         );
         fig(body, c.to_svg());
     }
     body.push_str("<h3>T1's p99 latency</h3>");
-    body.push_str(&summary.to_html());
+    body.table(summary);
     body.push_str(
         "<p>Paper: at 0 % unpredictable T1's p99 is 4.5 ms (WFQᴱ), 28 ms (WF²Qᴱ) and 3.3 ms \
          (2DFQᴱ); with 33 % and 66 % unpredictable tenants WFQᴱ and WF²Qᴱ rise to about 1 s \
          while 2DFQᴱ rises at most 10×, giving 2DFQᴱ up to 100× at 66 %.</p>",
     );
-    if let Some((label, a, b, pa, pb)) = last {
-        verdict(
-            body,
-            a >= 10.0 && b >= 10.0,
-            &format!("at {label}, T1's p99 under 2DFQᴱ is {a:.1}× lower than WFQᴱ's and {b:.1}× lower than WF²Qᴱ's (target ≥ 10× both)"),
-        );
-        verdict(
-            body,
-            pa >= 10.0 && pb >= 10.0,
-            &format!("with pessimistic newcomer estimates, {pa:.1}× and {pb:.1}× (same target)"),
-        );
-    }
+    let (label, a, b, pa, pb) =
+        last.unwrap_or_else(|| ("(no runs)".into(), f64::NAN, f64::NAN, f64::NAN, f64::NAN));
+    body.claim(
+        Claim::new(
+            "p99-ratio",
+            format!("at {label}, T1's p99 under 2DFQᴱ is {a:.1}× lower than WFQᴱ's and {b:.1}× lower than WF²Qᴱ's (target ≥ 10× both)"),
+        )
+        .check("T1 p99 WFQᴱ / 2DFQᴱ", a, Relation::AtLeast, 10.0)
+        .check("T1 p99 WF²Qᴱ / 2DFQᴱ", b, Relation::AtLeast, 10.0),
+    );
+    body.claim(
+        Claim::new(
+            "p99-ratio-pessimistic",
+            format!("with pessimistic newcomer estimates, {pa:.1}× and {pb:.1}× (same target)"),
+        )
+        .check(
+            "T1 p99 WFQᴱ / 2DFQᴱ, pessimistic",
+            pa,
+            Relation::AtLeast,
+            10.0,
+        )
+        .check(
+            "T1 p99 WF²Qᴱ / 2DFQᴱ, pessimistic",
+            pb,
+            Relation::AtLeast,
+            10.0,
+        ),
+    );
 }
 
 /// Fig. 13: the distribution of p99 speedups of 2DFQᴱ across the suite.
-fn fig13(results: &[RunResult], body: &mut String) {
+pub(crate) fn fig13(results: &[RunResult], body: &mut Out) {
     let names: Vec<String> = (1..=12)
         .map(|k| format!("T{k}"))
         .chain((1..=7).map(|k| format!("t{k}")))
@@ -581,7 +441,7 @@ fn fig13(results: &[RunResult], body: &mut String) {
     );
     c.y.label = "fraction of runs".into();
     fig(body, c.to_svg());
-    body.push_str(&t.to_html());
+    body.table(t);
     let mut a = speedups[0][0].clone();
     let mut b = speedups[0][1].clone();
     let (ma, mb) = (quantile(&mut a, 0.5), quantile(&mut b, 0.5));
@@ -600,39 +460,12 @@ fn fig13(results: &[RunResult], body: &mut String) {
         quantile(&mut fa, 0.5),
         quantile(&mut fb, 0.5)
     );
-    verdict(
-        body,
-        ma > 1.0 && mb > 10.0,
-        &format!("T1's median speedup is {ma:.2}× over WFQᴱ and {mb:.2}× over WF²Qᴱ (target > 1× and > 10×)"),
+    body.claim(
+        Claim::new(
+            "median-speedup",
+            format!("T1's median speedup is {ma:.2}× over WFQᴱ and {mb:.2}× over WF²Qᴱ (target > 1× and > 10×)"),
+        )
+        .check("T1 median p99 speedup over WFQᴱ", ma, Relation::Above, 1.0)
+        .check("T1 median p99 speedup over WF²Qᴱ", mb, Relation::Above, 10.0),
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_experiment_runs_quick_and_writes_its_section() {
-        for e in &EXPERIMENTS {
-            let mut body = String::new();
-            run(e, true, &mut body).unwrap();
-            assert!(body.contains("<svg"), "{}: no chart", e.name);
-            assert!(body.contains("<table"), "{}: no table", e.name);
-            // Every section states its target's outcome except Fig. 9's, which compares ratios.
-            if e.name != "2dfq-fig9" {
-                assert!(body.contains("reproduced: "), "{}: no verdict", e.name);
-            }
-            assert!(
-                !body.contains("NaN×"),
-                "{}: a ratio of missing values",
-                e.name
-            );
-            // The interposed sections quote the paper beside our numbers and chart both
-            // clients.
-            if e.name.starts_with("interposed") {
-                assert!(body.contains("Paper (§5"), "{}: no paper claim", e.name);
-                assert!(body.matches("<svg").count() >= 2, "{}: charts", e.name);
-            }
-        }
-    }
 }

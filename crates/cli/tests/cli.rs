@@ -1,0 +1,303 @@
+//! The `fairlane` binary run through its argument parser: every subcommand, exit codes,
+//! `--json` shapes, and errors that name the file and the field.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fairlane(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fairlane"))
+        .args(args)
+        // From the repository root, as a user runs it (specs and models are found there).
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("run fairlane")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A fresh directory for one test.
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("fairlane-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+const SPEC: &str = r#"
+name = "two tenants"
+duration = 4.0
+seed = 3
+schedulers = ["wfq", "2dfq"]
+[server]
+workers = 2
+rate = 1000.0
+[[tenant]]
+name = "small"
+arrival = { kind = "poisson", rate = 600.0 }
+cost = { kind = "exponential", mean = 1.0 }
+[[tenant]]
+name = "large"
+arrival = { kind = "backlogged" }
+cost = { kind = "constant", value = 100.0 }
+"#;
+
+fn spec_file(dir: &Path) -> PathBuf {
+    let p = dir.join("two.toml");
+    std::fs::write(&p, SPEC).unwrap();
+    p
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out.stdout)))
+}
+
+/// The JSON without wall-clock fields (they differ between any two runs).
+fn without_wall_times(mut v: serde_json::Value) -> serde_json::Value {
+    for r in v["runs"].as_array_mut().unwrap() {
+        let o = r.as_object_mut().unwrap();
+        o.remove("wall_seconds");
+        o.remove("events_per_second");
+    }
+    v
+}
+
+#[test]
+fn simulate_json_gives_every_run_and_tenant() {
+    let dir = temp_dir("sim-json");
+    let spec = spec_file(&dir);
+    let out = fairlane(&["simulate", s(&spec), "--json", "--jobs", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = json(&out);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["scheduler"], "wfq");
+    assert_eq!(runs[1]["scheduler"], "2dfq");
+    for r in runs {
+        assert_eq!(r["sim_seconds"], 4.0);
+        let small = &r["tenants"]["small"];
+        assert!(small["completed"].as_u64().unwrap() > 1000, "{small}");
+        assert!(r["tenants"]["large"]["lag_std"].is_number());
+    }
+}
+
+#[test]
+fn simulate_seed_duration_and_jobs() {
+    let dir = temp_dir("sim-flags");
+    let spec = spec_file(&dir);
+    let run = |extra: &[&str]| {
+        let mut args = vec!["simulate", s(&spec), "--json"];
+        args.extend_from_slice(extra);
+        let out = fairlane(&args);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        without_wall_times(json(&out))
+    };
+    let a = run(&["--seed", "11", "--jobs", "1"]);
+    let b = run(&["--seed", "11", "--jobs", "2"]);
+    assert_eq!(a, b, "same seed, same results, whatever the parallelism");
+    let c = run(&["--seed", "12", "--jobs", "2"]);
+    assert_ne!(
+        a["runs"][0]["tenants"]["small"]["arrived"], c["runs"][0]["tenants"]["small"]["arrived"],
+        "another seed, other arrivals"
+    );
+    let d = run(&["--duration", "2"]);
+    assert_eq!(d["runs"][0]["sim_seconds"], 2.0);
+}
+
+#[test]
+fn simulate_out_writes_the_report_and_csv() {
+    let dir = temp_dir("sim-out");
+    let spec = spec_file(&dir);
+    let report = dir.join("report");
+    let out = fairlane(&["simulate", s(&spec), "--out", s(&report)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("report: ") && stdout.contains("wfq"),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("<svg"));
+    let csvs: Vec<_> = std::fs::read_dir(report.join("csv")).unwrap().collect();
+    assert!(!csvs.is_empty());
+}
+
+#[test]
+fn simulate_errors_name_the_file_and_field() {
+    let dir = temp_dir("sim-bad");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, SPEC.replace("workers = 2", "workers = 2\ncores = 8")).unwrap();
+    let out = fairlane(&["simulate", s(&bad)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("bad.toml") && err.contains("cores"), "{err}");
+    let out = fairlane(&["simulate", s(&dir.join("missing.toml"))]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("missing.toml"));
+    let spec = spec_file(&dir);
+    let out = fairlane(&["simulate", s(&spec), "--duration=-1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("two.toml") && err.contains("duration"),
+        "{err}"
+    );
+}
+
+#[test]
+fn demo_pool_quick_json() {
+    let out = fairlane(&[
+        "demo",
+        "pool",
+        "--quick",
+        "--json",
+        "--schedulers",
+        "fifo,2dfqe",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v = json(&out);
+    let text = v.to_string();
+    assert!(text.contains("fifo") && text.contains("2dfqe"), "{text}");
+    let out = fairlane(&["demo", "pool", "--seconds", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--seconds"));
+}
+
+#[test]
+fn reproduce_unknown_name_exits_2_listing_the_known() {
+    let out = fairlane(&["reproduce", "ldf-table9"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("ldf-table9") && err.contains("ldf-table1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn reproduce_writes_the_report_and_prints_each_verdict() {
+    let dir = temp_dir("repro");
+    let out = fairlane(&["reproduce", "2dfq-fig5", "tam-table2", "--out", s(&dir)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let verdicts: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("2dfq-fig5: ") || l.starts_with("tam-table2: "))
+        .collect();
+    assert_eq!(verdicts.len(), 3 + 6, "{stdout}");
+    for l in verdicts {
+        let verdict = l.split(": ").nth(1).unwrap();
+        assert_eq!(verdict, "reproduced", "{l}");
+    }
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 6);
+}
+
+#[test]
+fn reproduce_says_which_spec_it_read() {
+    let dir = temp_dir("repro-src");
+    let out = fairlane(&[
+        "reproduce",
+        "ldf-table1",
+        "--quick",
+        "--embedded",
+        "--out",
+        s(&dir),
+    ]);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("ldf-table1: spec compiled into the binary"),
+        "{err}"
+    );
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(html.contains("the copy compiled into this binary"));
+}
+
+#[test]
+fn proxy_check_validates_and_names_the_field() {
+    let dir = temp_dir("proxy-check");
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        "[upstream]\naddr = \"127.0.0.1:8000\"\n[[tenant]]\nname = \"a\"\nkeys = [\"k\"]\n",
+    )
+    .unwrap();
+    let out = fairlane(&["proxy", "--config", s(&good), "--check"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("good.toml: ok"));
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[upstream]\naddr = \"127.0.0.1:8000\"\n[[tenant]]\nname = \"a\"\nweight = 0\n",
+    )
+    .unwrap();
+    let out = fairlane(&["proxy", "--config", s(&bad), "--check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("bad.toml") && err.contains("tenant[0].weight"),
+        "{err}"
+    );
+}
+
+#[test]
+fn tam_check_draw_and_catalog() {
+    // HBase has all five problems: exit 1, and --json lists them.
+    let out = fairlane(&["tam", "check", "--json", "models/hbase.toml"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let v = json(&out);
+    let mut kinds: Vec<&str> = v["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["kind"].as_str().unwrap())
+        .collect();
+    kinds.sort();
+    kinds.dedup();
+    assert_eq!(kinds.len(), 5, "{v}");
+    let dir = temp_dir("tam");
+    let svg = dir.join("hbase.svg");
+    let out = fairlane(&[
+        "tam",
+        "draw",
+        "models/hbase.toml",
+        "--highlight",
+        "-o",
+        s(&svg),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    let out = fairlane(&["tam", "catalog"]);
+    assert!(out.status.success());
+    let list = text(&out.stdout);
+    for name in [
+        "hbase",
+        "mongodb",
+        "cassandra",
+        "riak",
+        "tamed-hbase",
+        "muzzled-hbase",
+    ] {
+        assert!(list.contains(name), "{list}");
+    }
+    let out = fairlane(&["tam", "catalog", "riak"]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).contains("[model]"));
+    // A bad model: exit 2 naming the file, the stage and the field.
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[model]\nname = \"m\"\n[[stage]]\nname = \"a\"\nscheduling = \"general\"\nfoo = 1\n",
+    )
+    .unwrap();
+    let out = fairlane(&["tam", "check", s(&bad)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("bad.toml") && err.contains("`foo`"), "{err}");
+}

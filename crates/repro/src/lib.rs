@@ -1,0 +1,446 @@
+//! # fairlane-repro
+//!
+//! The papers' reproductions as a library. One [registry](EXPERIMENTS) of experiments: each
+//! names its spec under `experiments/` (read from disk when run inside the repository, the
+//! copy compiled into the binary otherwise; [`Outcome::source`] says which) and an analysis
+//! that turns the simulator's results into report blocks and typed [`Claim`]s: the paper's
+//! value, ours, the margin, and a [`Verdict`] with three outcomes (reproduced, not
+//! reproduced, no data). [`page`] renders outcomes through `fairlane_plot`'s page.
+//!
+//! Adding an experiment is one [`Experiment`] entry in [`EXPERIMENTS`] and one analysis
+//! function.
+//!
+//! ```no_run
+//! let e = fairlane_repro::find("ldf-table1").unwrap();
+//! let o = fairlane_repro::run(e, &fairlane_repro::Options::quick(), &mut |_| {}).unwrap();
+//! for c in &o.claims {
+//!     println!("{}: {}", c.verdict(), c.text);
+//! }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod claim;
+mod interposed;
+mod ldf;
+mod out;
+pub mod progress;
+mod runs;
+mod static_sections;
+mod tdfq;
+
+use std::path::{Path, PathBuf};
+
+use fairlane_plot::{escape, Block, Page, Table};
+
+pub use claim::{Check, Claim, Relation, Verdict};
+
+use out::Out;
+use runs::{Runs, Server};
+
+/// How an experiment computes its section.
+#[derive(Clone, Copy)]
+pub(crate) enum Analysis {
+    /// A spec for the worker pool or black-box server, analysed from its runs.
+    Pool(fn(&[runs::RunResult], &mut Out)),
+    /// A spec for the database server, analysed from its runs and the spec's utilization cap.
+    Db(fn(&[runs::DbRun], f64, &mut Out)),
+    /// No spec: the section computes everything itself (the worked example, TAM Table 2).
+    Direct(fn(&mut Out) -> Result<(), String>),
+}
+
+/// One reproduction.
+pub struct Experiment {
+    /// Its name on the command line (`fairlane reproduce NAME`).
+    pub name: &'static str,
+    /// The section heading when it has no spec.
+    pub title: &'static str,
+    /// Its spec, relative to the repository root, with the copy compiled in; `None` for
+    /// sections that need no spec.
+    pub spec: Option<(&'static str, &'static str)>,
+    /// What it computes.
+    pub(crate) analysis: Analysis,
+}
+
+macro_rules! spec {
+    ($path:literal) => {
+        Some(($path, include_str!(concat!("../../../", $path))))
+    };
+}
+
+/// Every reproduction, in report order.
+pub const EXPERIMENTS: [Experiment; 16] = [
+    Experiment {
+        name: "2dfq-fig5",
+        title: "2DFQ §4 worked example (Fig. 5 and 6)",
+        spec: None,
+        analysis: Analysis::Direct(static_sections::worked_example),
+    },
+    Experiment {
+        name: "2dfq-fig8",
+        title: "",
+        spec: spec!("experiments/2dfq-fig8.toml"),
+        analysis: Analysis::Pool(tdfq::fig8),
+    },
+    Experiment {
+        name: "2dfq-fig9",
+        title: "",
+        spec: spec!("experiments/2dfq-fig9-production.toml"),
+        analysis: Analysis::Pool(tdfq::fig9),
+    },
+    Experiment {
+        name: "2dfq-fig11",
+        title: "",
+        spec: spec!("experiments/2dfq-fig11-unpredictable.toml"),
+        analysis: Analysis::Pool(tdfq::fig11),
+    },
+    Experiment {
+        name: "2dfq-fig13",
+        title: "",
+        spec: spec!("experiments/2dfq-fig13-suite.toml"),
+        analysis: Analysis::Pool(tdfq::fig13),
+    },
+    Experiment {
+        name: "interposed-fig3-4",
+        title: "",
+        spec: spec!("experiments/interposed-fig3-4.toml"),
+        analysis: Analysis::Pool(interposed::fig3_4),
+    },
+    Experiment {
+        name: "interposed-fig5",
+        title: "",
+        spec: spec!("experiments/interposed-fig5.toml"),
+        analysis: Analysis::Pool(interposed::fig5),
+    },
+    Experiment {
+        name: "interposed-fig6",
+        title: "",
+        spec: spec!("experiments/interposed-fig6.toml"),
+        analysis: Analysis::Pool(interposed::fig6),
+    },
+    Experiment {
+        name: "interposed-fig7",
+        title: "",
+        spec: spec!("experiments/interposed-fig7.toml"),
+        analysis: Analysis::Pool(interposed::fig7),
+    },
+    Experiment {
+        name: "interposed-fig8",
+        title: "",
+        spec: spec!("experiments/interposed-fig8.toml"),
+        analysis: Analysis::Pool(interposed::fig8),
+    },
+    Experiment {
+        name: "ldf-table1",
+        title: "",
+        spec: spec!("experiments/ldf-table1.toml"),
+        analysis: Analysis::Db(ldf::table1),
+    },
+    Experiment {
+        name: "ldf-table3",
+        title: "",
+        spec: spec!("experiments/ldf-table3.toml"),
+        analysis: Analysis::Db(ldf::table3),
+    },
+    Experiment {
+        name: "ldf-fig4",
+        title: "",
+        spec: spec!("experiments/ldf-fig4.toml"),
+        analysis: Analysis::Db(ldf::fig4),
+    },
+    Experiment {
+        name: "ldf-fig5",
+        title: "",
+        spec: spec!("experiments/ldf-fig5.toml"),
+        analysis: Analysis::Db(ldf::fig5),
+    },
+    Experiment {
+        name: "ldf-fig6",
+        title: "",
+        spec: spec!("experiments/ldf-fig6.toml"),
+        analysis: Analysis::Db(ldf::fig6),
+    },
+    Experiment {
+        name: "tam-table2",
+        title: "Thread Architecture Models: Table 2 (Yang et al., OSDI '18)",
+        spec: None,
+        analysis: Analysis::Direct(static_sections::table2),
+    },
+];
+
+/// The experiment called `name`.
+pub fn find(name: &str) -> Option<&'static Experiment> {
+    EXPERIMENTS.iter().find(|e| e.name == name)
+}
+
+/// Every experiment's name, in report order.
+pub fn names() -> Vec<&'static str> {
+    EXPERIMENTS.iter().map(|e| e.name).collect()
+}
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Half the simulated time, 40 suite runs instead of 150.
+    pub quick: bool,
+    /// Simulation runs in parallel.
+    pub jobs: usize,
+    /// The repository root to read `experiments/` from; `None` looks upwards from the
+    /// current directory, and falls back to the compiled-in copy when none is found.
+    pub root: Option<PathBuf>,
+    /// Never read specs from disk (the compiled-in copies only).
+    pub embedded_only: bool,
+}
+
+impl Options {
+    /// Full-length runs on every core.
+    pub fn full() -> Self {
+        Options {
+            quick: false,
+            jobs: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            root: None,
+            embedded_only: false,
+        }
+    }
+
+    /// `--quick` runs on every core.
+    pub fn quick() -> Self {
+        Options {
+            quick: true,
+            ..Options::full()
+        }
+    }
+}
+
+/// How many simulation runs `e` will make (for a progress bar over several experiments);
+/// 1 for a section without a spec.
+pub fn planned_runs(e: &Experiment, opts: &Options) -> Result<usize, String> {
+    let Some((rel, embedded)) = e.spec else {
+        return Ok(1);
+    };
+    let server = match e.analysis {
+        Analysis::Db(_) => Server::Db,
+        _ => Server::Pool,
+    };
+    let (text, file, dir, _) = spec_text(rel, embedded, opts)?;
+    Ok(runs::parse(server, &text, &file, dir, opts.quick)?.runs)
+}
+
+/// Where a spec was read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// From this file on disk.
+    Disk(PathBuf),
+    /// The copy compiled into the binary (no repository found).
+    Embedded,
+    /// The section has no spec.
+    None,
+}
+
+/// The result of one experiment.
+pub struct Outcome {
+    /// The experiment's name.
+    pub name: &'static str,
+    /// The section heading.
+    pub title: String,
+    /// Where its spec came from.
+    pub source: Source,
+    /// The section's content.
+    pub blocks: Vec<Block>,
+    /// The claims judged, in report order.
+    pub claims: Vec<Claim>,
+}
+
+impl Outcome {
+    /// The claim with this id.
+    pub fn claim(&self, id: &str) -> Option<&Claim> {
+        self.claims.iter().find(|c| c.id == id)
+    }
+}
+
+/// The spec file `rel` (e.g. `experiments/ldf-table1.toml`) under `root`, or under the
+/// nearest ancestor of the current directory that has it.
+fn locate(rel: &str, root: Option<&Path>) -> Option<PathBuf> {
+    if let Some(r) = root {
+        return Some(r.join(rel)).filter(|p| p.is_file());
+    }
+    let cwd = std::env::current_dir().ok()?;
+    cwd.ancestors().map(|d| d.join(rel)).find(|p| p.is_file())
+}
+
+/// The spec's text, its name for messages, the directory anchoring its relative paths, and
+/// where it came from: the file under the repository when there is one (and the options
+/// allow it), the compiled-in copy otherwise.
+fn spec_text(
+    rel: &str,
+    embedded: &str,
+    opts: &Options,
+) -> Result<(String, String, PathBuf, Source), String> {
+    let disk = if opts.embedded_only {
+        None
+    } else {
+        locate(rel, opts.root.as_deref())
+    };
+    Ok(match disk {
+        Some(p) => (
+            std::fs::read_to_string(&p).map_err(|err| format!("{}: {err}", p.display()))?,
+            p.display().to_string(),
+            p.parent().map(Path::to_path_buf).unwrap_or_default(),
+            Source::Disk(p),
+        ),
+        None => (
+            embedded.to_string(),
+            rel.to_string(),
+            PathBuf::from("."),
+            Source::Embedded,
+        ),
+    })
+}
+
+/// Run one experiment; `progress` gets the fraction of it done.
+pub fn run(
+    e: &Experiment,
+    opts: &Options,
+    progress: &mut (dyn FnMut(f64) + Send),
+) -> Result<Outcome, String> {
+    let mut out = Out::default();
+    let (title, source) = match (e.spec, e.analysis) {
+        (_, Analysis::Direct(f)) => {
+            f(&mut out)?;
+            progress(1.0);
+            (e.title.to_string(), Source::None)
+        }
+        (None, _) => return Err(format!("{}: no spec", e.name)),
+        (Some((rel, embedded)), analysis) => {
+            let (text, file, dir, source) = spec_text(rel, embedded, opts)?;
+            let server = match analysis {
+                Analysis::Db(_) => Server::Db,
+                _ => Server::Pool,
+            };
+            let parsed = runs::parse(server, &text, &file, dir, opts.quick)?;
+            let (results, events, unit) = parsed.run(opts.jobs, progress)?;
+            let nruns = match &results {
+                Runs::Pool(r) => r.len(),
+                Runs::Db { runs, .. } => runs.len(),
+            };
+            let from = match &source {
+                Source::Disk(p) => format!(
+                    "read from <code>{}</code>",
+                    escape(&p.display().to_string())
+                ),
+                _ => "the copy compiled into this binary (no repository found)".into(),
+            };
+            out.push_str(&format!(
+                "<p>{} Spec: <code>{rel}</code>, {from}{}; {nruns} runs of {} simulated seconds, {events} {unit}.</p>",
+                escape(&parsed.description),
+                if opts.quick { " (--quick: half duration)" } else { "" },
+                parsed.duration,
+            ));
+            match (analysis, &results) {
+                (Analysis::Pool(f), Runs::Pool(r)) => f(r, &mut out),
+                (
+                    Analysis::Db(f),
+                    Runs::Db {
+                        runs,
+                        utilization_cap,
+                    },
+                ) => f(runs, *utilization_cap, &mut out),
+                _ => return Err(format!("{}: analysis does not fit its spec", e.name)),
+            }
+            (parsed.name, source)
+        }
+    };
+    // An analysis that could judge nothing (no runs, no points) must not pass silently.
+    if out.claims.is_empty() {
+        out.claim(Claim::new(
+            "results",
+            "the experiment produced results its claims can be judged on",
+        ));
+    }
+    Ok(Outcome {
+        name: e.name,
+        title,
+        source,
+        blocks: out.blocks,
+        claims: out.claims,
+    })
+}
+
+/// The report page: a table of every claim's verdict, then each experiment's section.
+pub fn page(outcomes: &[Outcome]) -> Page {
+    let mut t = Table::new(["experiment", "verdict", "claim"]);
+    for o in outcomes {
+        for c in &o.claims {
+            t.push_row([
+                o.name.to_string(),
+                c.verdict().label().to_string(),
+                c.text.clone(),
+            ]);
+        }
+    }
+    let mut p = Page::new("fairlane reproduction report").intro(
+        "<style>td.small{background:#cde}td.large{background:#eca}\
+         .tad svg{max-width:100%;height:auto;border:1px solid #eee}</style><p>Our numbers beside the papers'. Each claim is judged from typed values: \
+         <em>reproduced</em>, <em>not reproduced</em>, or <em>no data</em> when a value is \
+         missing or not finite.</p>",
+    );
+    p = p.section("Verdicts", vec![Block::Table(t)]);
+    for o in outcomes {
+        p = p.section(o.title.clone(), o.blocks.clone());
+    }
+    p
+}
+
+/// Whether the outcomes leave nothing to flag: every exact comparison (worked example, TAM
+/// Table 2) identical and no claim without data. Measured claims that are not reproduced
+/// do not count: they are findings, documented in docs/results.md.
+pub fn clean(outcomes: &[Outcome]) -> bool {
+    outcomes.iter().all(|o| {
+        o.claims.iter().all(|c| match c.verdict() {
+            Verdict::NoData => false,
+            Verdict::NotReproduced => !matches!(c.id.as_str(), "identical" | "table2-row"),
+            Verdict::Reproduced => true,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every analysis, given no runs at all, judges every claim "no data": a missing run
+    /// never passes.
+    #[test]
+    fn empty_runs_give_no_data_never_a_pass() {
+        for e in &EXPERIMENTS {
+            let mut out = Out::default();
+            match e.analysis {
+                Analysis::Pool(f) => f(&[], &mut out),
+                Analysis::Db(f) => f(&[], 95.0, &mut out),
+                Analysis::Direct(_) => continue,
+            }
+            if out.claims.is_empty() {
+                continue; // run() adds its "no data" claim then; see below
+            }
+            for c in &out.claims {
+                assert_eq!(c.verdict(), Verdict::NoData, "{}: {c}", e.name);
+            }
+        }
+    }
+
+    #[test]
+    fn clean_flags_no_data_and_exact_differences_only() {
+        let o = |c: Claim| Outcome {
+            name: "x",
+            title: String::new(),
+            source: Source::None,
+            blocks: Vec::new(),
+            claims: vec![c],
+        };
+        let measured = Claim::new("m", "").check("q", 1.0, Relation::AtLeast, 2.0);
+        assert!(clean(&[o(measured)]));
+        let exact = Claim::new("identical", "").check("q", 1.0, Relation::Within(0.0), 0.0);
+        assert!(!clean(&[o(exact)]));
+        assert!(!clean(&[o(Claim::new("m", ""))]));
+    }
+}

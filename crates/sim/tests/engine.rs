@@ -1,0 +1,343 @@
+//! The one engine: every spec kind through `AnySpec`, errors against the spec's own kind,
+//! a user-edited copy of a shipped reservation spec, determinism of all three service
+//! models, and the limits that refuse absurd specs.
+
+use std::path::{Path, PathBuf};
+
+use fairlane_sim::{AnyError, AnyRuns, AnySpec};
+
+fn experiments() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments")
+}
+
+fn run(spec: &AnySpec) -> Result<AnyRuns, AnyError> {
+    spec.run(2, fairlane_sim::events::DEFAULT_MAX_EVENTS, &mut |_| {})
+}
+
+const POOL: &str = r#"
+name = "pool"
+duration = 3.0
+schedulers = ["wfq", "drr"]
+[server]
+workers = 2
+rate = 100.0
+[[tenant]]
+name = "a"
+arrival = { kind = "backlogged" }
+cost = { kind = "exponential", mean = 1.0 }
+[[tenant]]
+name = "b"
+arrival = { kind = "poisson", rate = 80.0 }
+cost = { kind = "constant", value = 2.0 }
+"#;
+
+const BLACKBOX: &str = r#"
+name = "bb"
+duration = 3.0
+schedulers = ["sfq"]
+[server]
+model = "blackbox"
+components = 3
+depth = 4
+rate = 100.0
+[[tenant]]
+name = "a"
+arrival = { kind = "backlogged" }
+cost = { kind = "constant", value = 1.0 }
+[[tenant]]
+name = "b"
+arrival = { kind = "closed", clients = 3, think = 0.01 }
+cost = { kind = "constant", value = 1.0 }
+"#;
+
+const CORES: &str = r#"
+name = "cores"
+duration = 4.0
+warmup = 1.0
+server = { model = "cores", cores = 4 }
+schedulers = ["ldf", "drr-revenue", "best-effort"]
+[[tenant]]
+name = "gold"
+res = 40.0
+workload = { kind = "closed", connections = 4, demand = { kind = "exponential", mean = 0.02 } }
+[[tenant]]
+name = "bully"
+count = 2
+workload = { kind = "closed", connections = 8, demand = { kind = "uniform", min = 0.01, max = 0.03 } }
+"#;
+
+fn parse(text: &str) -> Result<AnySpec, String> {
+    AnySpec::parse(text, "t.toml", ".".into()).map_err(|e| e.to_string())
+}
+
+/// Everything a run reports except its wall time.
+fn fingerprint(runs: &AnyRuns) -> String {
+    let mut v = match runs {
+        AnyRuns::Pool(r) => fairlane_sim::report::summary_json(r),
+        AnyRuns::Cores(r) => fairlane_sim::dbreport::summary_json(r),
+    };
+    for r in v["runs"].as_array_mut().unwrap() {
+        let o = r.as_object_mut().unwrap();
+        o.remove("wall_seconds");
+        o.remove("events_per_second");
+    }
+    v.to_string()
+}
+
+#[test]
+fn every_service_model_is_deterministic() {
+    for text in [POOL, BLACKBOX, CORES] {
+        let spec = parse(text).unwrap();
+        let a = fingerprint(&run(&spec).unwrap());
+        let b = fingerprint(&spec.run(1, u64::MAX, &mut |_| {}).unwrap());
+        assert_eq!(a, b, "{}", spec.name());
+        // A different seed gives a different run (the streams are used).
+        let mut other = spec.clone();
+        other.set("seed", toml::Value::Integer(99)).unwrap();
+        assert_ne!(a, fingerprint(&run(&other).unwrap()), "{}", spec.name());
+    }
+}
+
+#[test]
+fn the_kind_is_read_from_the_server_model() {
+    assert!(matches!(parse(POOL).unwrap(), AnySpec::Pool(_)));
+    assert!(matches!(parse(BLACKBOX).unwrap(), AnySpec::Pool(_)));
+    assert!(matches!(parse(CORES).unwrap(), AnySpec::Cores { .. }));
+}
+
+#[test]
+fn a_database_field_in_a_pool_spec_names_the_pool_fields() {
+    let e = parse(&POOL.replace("duration = 3.0", "duration = 3.0\nutilization_cap = 95.0"))
+        .unwrap_err();
+    assert!(e.starts_with("t.toml: "), "{e}");
+    assert!(e.contains("unknown field `utilization_cap`"), "{e}");
+    // The fields listed are the pool spec's own, and the hint names the other kind.
+    assert!(e.contains("`speed`") && e.contains("`server`"), "{e}");
+    assert!(!e.contains("`tenant`, `sweep`, `max_events`"), "{e}");
+    assert!(e.contains("model = \"cores\""), "{e}");
+    // `cores` in a pool's [server].
+    let e = parse(&POOL.replace("workers = 2", "cores = 2")).unwrap_err();
+    assert!(e.contains("server") && e.contains("`workers`"), "{e}");
+    // A reservation scheduler on a pool.
+    let e = parse(&POOL.replace("\"drr\"]", "\"ldf\"]")).unwrap();
+    let AnySpec::Pool(p) = e else { unreachable!() };
+    let e = p.scenarios().unwrap_err().to_string();
+    assert!(
+        e.contains("schedulers[1]") && e.contains("CPU-reservation"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_pool_field_in_a_database_spec_names_the_database_fields() {
+    let e = parse(&CORES.replace("duration = 4.0", "duration = 4.0\nspeed = 2.0")).unwrap_err();
+    assert!(e.starts_with("t.toml: "), "{e}");
+    assert!(e.contains("unknown field `speed`"), "{e}");
+    assert!(e.contains("`utilization_cap`"), "{e}");
+    assert!(e.contains("worker-pool"), "{e}");
+    // A pool's tenant field in a database tenant.
+    let e = parse(&CORES.replace(
+        "res = 40.0",
+        "res = 40.0\narrival = { kind = \"backlogged\" }",
+    ))
+    .unwrap_err();
+    assert!(e.contains("tenant[0]") && e.contains("`workload`"), "{e}");
+    // The old top-level `cores` is pointed to its new place.
+    let e = parse(&CORES.replace("server = { model = \"cores\", cores = 4 }", "cores = 4"))
+        .unwrap_err();
+    assert!(
+        e.contains("t.toml: cores:") && e.contains("[server]"),
+        "{e}"
+    );
+}
+
+/// A user copies ldf-table1.toml and edits it: 8 cores, 4 reserved tenants, 6 bullies.
+#[test]
+fn an_edited_copy_of_ldf_table1_runs_and_reports_each_tenants_cpu() {
+    let text = std::fs::read_to_string(experiments().join("ldf-table1.toml")).unwrap();
+    let mut doc: toml::Value = toml::from_str(&text).unwrap();
+    let t = doc.as_table_mut().unwrap();
+    t.remove("sweep");
+    t.insert("duration".into(), toml::Value::Float(12.0));
+    t["server"]
+        .as_table_mut()
+        .unwrap()
+        .insert("cores".into(), toml::Value::Integer(8));
+    let tenants = t["tenant"].as_array_mut().unwrap();
+    // Keep T1…T4 (5, 8, 8, 8 %) and the bullies, six of them.
+    tenants.retain(|x| {
+        let n = x["name"].as_str().unwrap();
+        matches!(n, "T1" | "T2" | "T3" | "T4" | "bully")
+    });
+    let bully = tenants.last_mut().unwrap().as_table_mut().unwrap();
+    bully.insert("count".into(), toml::Value::Integer(6));
+    let edited = toml::to_string(&doc).unwrap();
+    let spec = AnySpec::parse(&edited, "my-ldf.toml", ".".into()).unwrap();
+    let AnyRuns::Cores(runs) = run(&spec).unwrap() else {
+        panic!("a database-server spec");
+    };
+    assert_eq!(runs.len(), 4);
+    let json = fairlane_sim::dbreport::summary_json(&runs);
+    for (k, r) in runs.iter().enumerate() {
+        let tenants = &json["runs"][k]["tenants"];
+        assert_eq!(
+            tenants.as_object().unwrap().len(),
+            10,
+            "4 reserved + 6 bullies"
+        );
+        let share: f64 = (0..10)
+            .map(|i| tenants[&r.tenants[i].name]["cpu_mean"].as_f64().unwrap())
+            .sum();
+        // The cap (95 %) bounds the total; the server is busy.
+        assert!(share <= 95.5 && share > 80.0, "{}: {share}", r.scheduler);
+        if r.scheduler == "ldf" {
+            for t in &r.tenants[..4] {
+                assert!(t.cpu_mean >= t.res - 0.5, "{}: {}", t.name, t.cpu_mean);
+            }
+        }
+    }
+    // Without reservations the 10 identical tenants share the server about equally: T1
+    // gets more than its 5 %.
+    let no_res = runs.iter().find(|r| r.scheduler == "no-res").unwrap();
+    assert!(
+        no_res.tenants[0].cpu_mean > 7.0,
+        "{}",
+        no_res.tenants[0].cpu_mean
+    );
+}
+
+#[test]
+fn every_shipped_experiment_parses_as_some_kind() {
+    let mut n = 0;
+    for e in std::fs::read_dir(experiments()).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let spec = AnySpec::load(&p).unwrap_or_else(|e| panic!("{e}"));
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            assert_eq!(
+                name.starts_with("ldf-"),
+                matches!(spec, AnySpec::Cores { .. }),
+                "{name}"
+            );
+            if let AnySpec::Pool(s) = &spec {
+                s.scenarios().unwrap_or_else(|e| panic!("{e}"));
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 14, "{n}");
+}
+
+#[test]
+fn absurd_specs_are_refused_up_front() {
+    let refused = |text: String, what: &str| {
+        let spec = parse(&text).unwrap_or_else(|e| panic!("{what}: {e}"));
+        match run(&spec) {
+            Err(AnyError::Run(e)) => {
+                assert!(
+                    e.0.contains("refused") && e.0.contains("--max-events"),
+                    "{what}: {e}"
+                )
+            }
+            other => panic!("{what}: {:?}", other.map(|_| ())),
+        }
+    };
+    refused(POOL.replace("rate = 80.0", "rate = 1e12"), "arrival rate");
+    refused(
+        POOL.replace("duration = 3.0", "duration = 3.0\nspeed = 1e300"),
+        "speed",
+    );
+    refused(POOL.replace("rate = 100.0", "rate = 1e300"), "server rate");
+    refused(
+        POOL.replace("rate = 100.0", "rate = 100.0\nrefresh = 1e-12"),
+        "refresh",
+    );
+    refused(
+        CORES.replace("mean = 0.02 } }", "mean = 0.02 }, quantum = 1e-300 }"),
+        "quantum",
+    );
+    // DRR's quantum: a spec error naming the field.
+    let text = POOL.replace(
+        "schedulers = [\"wfq\", \"drr\"]",
+        "schedulers = [\"wfq\"]\n[[scheduler]]\npreset = \"drr\"\nquantum = 1e-300",
+    );
+    let AnySpec::Pool(p) = parse(&text).unwrap() else {
+        unreachable!()
+    };
+    let e = p.scenarios().unwrap_err().to_string();
+    assert!(
+        e.contains("scheduler[0].quantum") && e.contains("too small"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_event_cap_stops_a_run() {
+    let spec = parse(POOL).unwrap();
+    match spec.run(1, 1000, &mut |_| {}) {
+        Err(AnyError::Run(e)) => assert!(e.0.contains("--max-events"), "{e}"),
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+}
+
+/// A service model from outside the crate: two workers, the second at half speed. The
+/// engine runs it like its own, and measures against its capacity.
+struct TwoSpeed;
+
+impl fairlane_sim::service::Service for TwoSpeed {
+    fn slots(&self) -> usize {
+        2
+    }
+    fn capacity(&self) -> f64 {
+        150.0
+    }
+    fn begin(
+        &mut self,
+        slot: u32,
+        work: fairlane_sim::service::Work,
+        now: f64,
+        at: &mut impl FnMut(f64, u32),
+    ) {
+        let rate = if slot == 0 { 100.0 } else { 50.0 };
+        at(now + work.cost / rate, slot);
+    }
+    fn fire(
+        &mut self,
+        idx: u32,
+        _now: f64,
+        _at: &mut impl FnMut(f64, u32),
+    ) -> fairlane_sim::service::Outcome {
+        fairlane_sim::service::Outcome::Done { slot: idx }
+    }
+}
+
+#[test]
+fn a_caller_supplied_service_and_scheduler_run_on_the_engine() {
+    let text = r#"
+name = "custom"
+duration = 20.0
+schedulers = ["fifo"]
+[server]
+workers = 2
+rate = 100.0
+refresh = 0.0
+[[tenant]]
+name = "a"
+arrival = { kind = "backlogged" }
+cost = { kind = "constant", value = 1.0 }
+"#;
+    let AnySpec::Pool(p) = parse(text).unwrap() else {
+        unreachable!()
+    };
+    let sc = &p.scenarios().unwrap()[0];
+    let sched = fairlane_core::Config::preset("fifo")
+        .unwrap()
+        .workers(2)
+        .build::<fairlane_sim::engine::Job>()
+        .unwrap();
+    let r = fairlane_sim::engine::run_on(sc, sched, true, TwoSpeed, &mut |_| {}).unwrap();
+    // 100 + 50 unit-cost requests per second, for 20 s.
+    let done = r.tenants[0].completed as f64;
+    assert!((done - 3000.0).abs() <= 2.0, "{done}");
+    assert!((r.utilization - 1.0).abs() < 1e-3, "{}", r.utilization);
+}
