@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Baseline CPU rate (cores) a stage needs to be probed or to count as dropped.
-const MIN_RATE: f64 = 0.03;
+const MIN_RATE: f64 = 0.01;
 /// At most this many stages are probed (the busiest).
 const MAX_PROBES: usize = 8;
 
