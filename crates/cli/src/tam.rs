@@ -53,6 +53,48 @@ pub enum TamCommand {
         #[arg(long)]
         write: Option<PathBuf>,
     },
+    /// Build a TAM from a running process tree, from outside (Linux; docs/tam.md "Discover it").
+    ///
+    /// Exits 0 when done, 1 when the target exited mid-run (what was gathered is written), 2 on errors.
+    Discover(Box<DiscoverArgs>),
+}
+
+/// The options of `tam discover` (boxed: the largest subcommand).
+#[derive(clap::Args)]
+pub struct DiscoverArgs {
+    /// Attach to this process and its descendants (or give `-- CMD ARGS` to start one).
+    #[arg(long, required_unless_present = "command")]
+    pid: Option<u32>,
+    /// Write the model (TOML) here.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+    /// Seconds to sample while you drive the workload.
+    #[arg(long, default_value_t = 30.0)]
+    duration: f64,
+    /// Seconds between samples.
+    #[arg(long, default_value_t = 0.5)]
+    interval: f64,
+    /// Extensive-use threshold, percent of the tree's total.
+    #[arg(long, default_value_t = 5.0)]
+    threshold: f64,
+    /// Annotation file mapping name patterns to stages.
+    #[arg(long)]
+    annotate: Option<PathBuf>,
+    /// Skip the blocking probes (delay injection).
+    #[arg(long)]
+    no_blocking: bool,
+    /// Seconds per probe window (baseline, then slowed).
+    #[arg(long, default_value_t = 2.0)]
+    probe_window: f64,
+    /// The CPU kept busy while probing.
+    #[arg(long, default_value_t = 0)]
+    probe_cpu: u32,
+    /// Print the evidence as JSON instead of a summary.
+    #[arg(long)]
+    json: bool,
+    /// The command to start and discover.
+    #[arg(last = true)]
+    command: Vec<String>,
 }
 
 pub fn run(cmd: TamCommand) -> ExitCode {
@@ -77,6 +119,18 @@ fn execute(cmd: TamCommand, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             json,
             write,
         } => whatif(&model, &changes, json, write.as_deref(), out, err),
+        TamCommand::Discover(a) => {
+            use fairlane_tam::discover::{run_cli, Options, Target};
+            let a = *a;
+            let target = a.pid.map_or(Target::Command(a.command), Target::Pid);
+            let line = std::env::args().collect::<Vec<_>>().join(" ");
+            let window = (!a.no_blocking).then_some(a.probe_window);
+            let (d, i, t, ann) = (a.duration, a.interval, a.threshold, a.annotate.as_deref());
+            match Options::from_cli(target, d, i, t, ann, window, a.probe_cpu, line) {
+                Ok(options) => run_cli(&options, &a.output, a.json, out, err),
+                Err(e) => u8::from(writeln!(err, "{e}").is_ok()) + 1,
+            }
+        }
     }
 }
 

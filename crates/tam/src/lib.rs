@@ -43,6 +43,7 @@
 
 pub mod analysis;
 pub mod catalog;
+pub mod discover;
 pub mod error;
 pub mod format;
 mod layout;

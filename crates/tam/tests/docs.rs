@@ -78,3 +78,25 @@ fn catalog_table_matches_the_analysis() {
         }
     }
 }
+
+#[test]
+fn discovered_models_check_as_the_guide_says() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../models/");
+    let pg = Model::load(format!("{dir}postgresql-discovered.toml")).unwrap();
+    assert_eq!(analyze(&pg).table2_row(), "N . C . .");
+    assert!(guide().contains("(Table 2 row\n`N . C . .`)"));
+    let backend = pg.stage("Backend").unwrap();
+    assert_eq!(backend.scheduling, fairlane_tam::Scheduling::OnDemand);
+    for name in [
+        "Checkpointer",
+        "Background Writer",
+        "WAL Writer",
+        "Autovacuum Launcher",
+    ] {
+        assert!(pg.stage(name).is_some(), "{name}");
+    }
+    let redis = Model::load(format!("{dir}redis-discovered.toml")).unwrap();
+    assert_eq!(analyze(&redis).table2_row(), ". . C . .");
+    let text = std::fs::read_to_string(format!("{dir}annotations/postgresql.toml")).unwrap();
+    fairlane_tam::discover::Annotations::parse(&text, "annotations/postgresql.toml").unwrap();
+}
