@@ -120,6 +120,7 @@ pub fn run_spec(
     point: Option<usize>,
 ) -> PyResult<String> {
     let spec = load(py, text, file, dir, overrides)?;
+    let name = spec.name().to_string();
     let out = py.allow_threads(move || -> Result<String, (bool, String, String, String)> {
         let runs = match (&spec, point) {
             (AnySpec::Pool(s), Some(i)) => {
@@ -149,12 +150,14 @@ pub fn run_spec(
         };
         Ok(match &runs {
             AnyRuns::Pool(r) => json!({
+                "name": name,
                 "summary": report::summary_json(r),
                 "order": r.iter().map(|x| x.tenants.iter().map(|t| t.name.clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
                 "series": r.iter().map(series_json).collect::<Vec<_>>(),
                 "occupancy": r.iter().map(|x| json!({"t0": x.occupancy.t0, "dt": x.occupancy.dt, "cells": x.occupancy.cells})).collect::<Vec<_>>(),
             }),
             AnyRuns::Cores(r) => json!({
+                "name": name,
                 "summary": dbreport::summary_json(r),
                 "order": r.iter().map(|x| x.tenants.iter().map(|t| t.name.clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
                 "series": [],
