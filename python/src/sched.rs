@@ -4,6 +4,7 @@
 //! order. Tickets are ints.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
 use fairlane_core::{Config, Decision, Request, Scheduler as Seam, TenantId, Ticket, VirtualClock};
@@ -16,11 +17,33 @@ const STR_TENANT_BASE: u64 = 1 << 62;
 /// First id given to a string class.
 const STR_CLASS_BASE: u32 = 1 << 30;
 
-/// Names that are ints or strings, and the way back.
+/// A multiply-rotate hasher (FxHash's): the maps here are keyed by our own ids and tenant
+/// names on the per-request path, where SipHash's DoS resistance buys nothing.
 #[derive(Default)]
+struct Fx(u64);
+
+impl Hasher for Fx {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
+/// Names that are ints or strings, and the way back.
 struct Names<I> {
-    ids: HashMap<String, I>,
-    names: HashMap<I, Py<PyString>>,
+    ids: FastMap<String, I>,
+    names: FastMap<I, Py<PyString>>,
 }
 
 struct Inner {
@@ -28,7 +51,7 @@ struct Inner {
     tenants: Names<u64>,
     classes: Names<u32>,
     /// Live tickets by their number (`Ticket` is opaque outside the core crate).
-    tickets: HashMap<u64, Ticket>,
+    tickets: FastMap<u64, Ticket>,
 }
 
 /// A fair scheduler behind the seam. See the stub for the full documentation.
@@ -133,6 +156,15 @@ fn ticket(inner: &Inner, t: u64) -> PyResult<Ticket> {
         .ok_or_else(|| PyValueError::new_err(format!("unknown ticket {t}")))
 }
 
+impl<I> Default for Names<I> {
+    fn default() -> Self {
+        Names {
+            ids: FastMap::default(),
+            names: FastMap::default(),
+        }
+    }
+}
+
 impl Scheduler {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
@@ -163,7 +195,7 @@ impl Scheduler {
                 seam,
                 tenants: Names::default(),
                 classes: Names::default(),
-                tickets: HashMap::new(),
+                tickets: FastMap::default(),
             }),
         })
     }
