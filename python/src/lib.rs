@@ -23,7 +23,10 @@ fn _fairlane(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tam::tam_draw, m)?)?;
     m.add_function(wrap_pyfunction!(tam::tam_catalog, m)?)?;
     m.add_function(wrap_pyfunction!(sched::presets, m)?)?;
-    m.add("DEFAULT_MAX_EVENTS", fairlane_sim::events::DEFAULT_MAX_EVENTS)?;
+    m.add(
+        "DEFAULT_MAX_EVENTS",
+        fairlane_sim::events::DEFAULT_MAX_EVENTS,
+    )?;
     Ok(())
 }
 

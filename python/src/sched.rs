@@ -84,8 +84,16 @@ impl Dispatch {
         format!(
             "Dispatch(ticket={}, tenant={}, cls={}, charged={})",
             self.ticket,
-            self.tenant.bind(py).repr().map(|r| r.to_string()).unwrap_or_default(),
-            self.cls.bind(py).repr().map(|r| r.to_string()).unwrap_or_default(),
+            self.tenant
+                .bind(py)
+                .repr()
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
+            self.cls
+                .bind(py)
+                .repr()
+                .map(|r| r.to_string())
+                .unwrap_or_default(),
             self.charged
         )
     }
@@ -107,9 +115,9 @@ fn tenant_id(inner: &mut Inner, t: &Bound<'_, PyAny>) -> PyResult<u64> {
         return Ok(id);
     }
     if t.is_instance_of::<PyInt>() {
-        return t.extract::<u64>().map_err(|_| {
-            PyValueError::new_err("tenant: an int tenant must be in 0..2**64")
-        });
+        return t
+            .extract::<u64>()
+            .map_err(|_| PyValueError::new_err("tenant: an int tenant must be in 0..2**64"));
     }
     Err(PyTypeError::new_err("tenant must be an int or a str"))
 }
@@ -306,12 +314,7 @@ impl Scheduler {
     }
 
     #[pyo3(signature = (tenant, target, now=0.0))]
-    fn set_target(
-        &self,
-        tenant: &Bound<'_, PyAny>,
-        target: Option<f64>,
-        now: f64,
-    ) -> PyResult<()> {
+    fn set_target(&self, tenant: &Bound<'_, PyAny>, target: Option<f64>, now: f64) -> PyResult<()> {
         let mut g = self.lock();
         let t = tenant_id(&mut g, tenant)?;
         g.seam

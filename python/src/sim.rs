@@ -31,7 +31,11 @@ fn to_toml(v: &Bound<'_, PyAny>, at: &str) -> PyResult<toml::Value> {
             let k: String = k.extract().map_err(|_| {
                 PyTypeError::new_err(format!("{at}: dictionary keys must be strings"))
             })?;
-            let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+            let path = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
             t.insert(k, to_toml(&x, &path)?);
         }
         return Ok(toml::Value::Table(t));

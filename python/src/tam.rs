@@ -32,7 +32,12 @@ fn model(py: Python<'_>, path: &str) -> PyResult<Model> {
                 (None, None) => String::new(),
             })
             .unwrap_or_default();
-        spec_error(py, e.file.as_deref().unwrap_or(path), &field, &e.to_string())
+        spec_error(
+            py,
+            e.file.as_deref().unwrap_or(path),
+            &field,
+            &e.to_string(),
+        )
     })
 }
 
