@@ -27,7 +27,7 @@ def timed(workers: int, runs: int, duration: float):
         client.run(lambda: __import__("fairlane"))  # warm the workers' imports
         t0 = time.perf_counter()
         df = fairlane.sweep(
-            SPEC, client=client, duration=duration, set={"suite.runs": runs}, progress=False
+            SPEC, client=client, duration=duration, set={"suite.runs": runs, "warmup": min(5.0, duration / 2)}, progress=False
         )
         return time.perf_counter() - t0, df
 
