@@ -54,7 +54,8 @@ struct Inner {
     tickets: FastMap<u64, Ticket>,
 }
 
-/// A fair scheduler behind the seam. See the stub for the full documentation.
+/// A fair scheduler behind the seam `enqueue → dequeue(worker) → progress* → complete`;
+/// every call takes `now` in the caller's time unit (the scheduler reads no clock).
 #[pyclass(module = "fairlane._fairlane")]
 pub struct Scheduler {
     inner: Mutex<Inner>,
@@ -181,6 +182,7 @@ impl Scheduler {
 
 #[pymethods]
 impl Scheduler {
+    /// `Scheduler(preset, workers=1, *, gps_capacity=None, default_weight=None)`.
     #[new]
     #[pyo3(signature = (preset, workers=1, *, gps_capacity=None, default_weight=None))]
     fn new(
@@ -220,10 +222,13 @@ impl Scheduler {
         self.lock().seam.workers()
     }
 
+    /// Change the number of workers (2DFQ re-staggers; running requests are unaffected).
     fn set_workers(&self, workers: usize) -> PyResult<()> {
         self.lock().seam.set_workers(workers).map_err(core_err)
     }
 
+    /// Queue a request of `tenant` (int or str) and class `cls` (int or str, default 0)
+    /// carrying `payload`; `cost` when known up front. Returns its ticket (an int).
     #[pyo3(signature = (tenant, cls=None, payload=None, *, cost=None, now=0.0))]
     fn enqueue(
         &self,
@@ -249,6 +254,8 @@ impl Scheduler {
         Ok(k.as_u64())
     }
 
+    /// What `worker` runs next: a `Dispatch`, `None` when nothing is queued, or a float:
+    /// ask again at that time.
     #[pyo3(signature = (worker, now=0.0))]
     fn dequeue(&self, py: Python<'_>, worker: usize, now: f64) -> PyResult<PyObject> {
         let mut g = self.lock();
@@ -279,6 +286,7 @@ impl Scheduler {
         }
     }
 
+    /// Report a running request's cumulative usage so far (refresh charging).
     #[pyo3(signature = (ticket, used, now=0.0))]
     fn progress(&self, ticket: u64, used: f64, now: f64) -> PyResult<()> {
         let mut g = self.lock();
@@ -286,6 +294,7 @@ impl Scheduler {
         g.seam.progress(k, used, now).map_err(core_err)
     }
 
+    /// Report that a request finished having used `used` (retroactive charging).
     #[pyo3(signature = (ticket, used, now=0.0))]
     fn complete(&self, ticket: u64, used: f64, now: f64) -> PyResult<()> {
         let mut g = self.lock();
@@ -295,6 +304,7 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Remove a queued request and return its payload.
     #[pyo3(signature = (ticket, now=0.0))]
     fn cancel(&self, ticket: u64, now: f64) -> PyResult<PyObject> {
         let mut g = self.lock();
@@ -304,6 +314,7 @@ impl Scheduler {
         Ok(r.payload)
     }
 
+    /// Set a tenant's weight φ (creating the tenant if new).
     #[pyo3(signature = (tenant, weight, now=0.0))]
     fn set_weight(&self, tenant: &Bound<'_, PyAny>, weight: f64, now: f64) -> PyResult<()> {
         let mut g = self.lock();
@@ -313,6 +324,7 @@ impl Scheduler {
             .map_err(core_err)
     }
 
+    /// Set a tenant's response-time target (EDF), or `None`.
     #[pyo3(signature = (tenant, target, now=0.0))]
     fn set_target(&self, tenant: &Bound<'_, PyAny>, target: Option<f64>, now: f64) -> PyResult<()> {
         let mut g = self.lock();
@@ -322,6 +334,7 @@ impl Scheduler {
             .map_err(core_err)
     }
 
+    /// Forget a tenant that has nothing queued or running.
     fn remove_tenant(&self, tenant: &Bound<'_, PyAny>) -> PyResult<()> {
         let mut g = self.lock();
         let t = known_tenant(&g, tenant)?;
@@ -346,16 +359,19 @@ impl Scheduler {
         }
     }
 
+    /// Requests queued over all tenants.
     #[getter]
     fn queued(&self) -> usize {
         self.lock().seam.queued()
     }
 
+    /// Requests running over all tenants.
     #[getter]
     fn running(&self) -> usize {
         self.lock().seam.running()
     }
 
+    /// The system virtual time, for schedulers that keep one.
     #[getter]
     fn virtual_time(&self) -> Option<f64> {
         self.lock().seam.virtual_time()
