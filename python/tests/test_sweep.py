@@ -113,3 +113,32 @@ def test_ctrl_c_stops_the_local_workers(small_spec):
     assert p.returncode != 0 and "KeyboardInterrupt" in err
     _, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, f"workers left running: {alive}"
+
+
+CTRL_C_DASK = textwrap.dedent(
+    """
+    import sys, fairlane
+    from distributed import Client, LocalCluster
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, \\
+            Client(cluster) as client:
+        print("ready", flush=True)
+        fairlane.sweep(sys.argv[1], {"seed": list(range(40))}, client=client, duration=2000.0)
+    """
+)
+
+
+def test_ctrl_c_on_a_dask_sweep_leaves_no_worker(small_spec):
+    p = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_DASK, str(small_spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert p.stdout.readline().strip() == "ready"
+    proc = psutil.Process(p.pid)
+    time.sleep(3.0)  # tasks are running on both workers
+    workers = proc.children(recursive=True)
+    assert len(workers) >= 2, "the cluster did not start its workers"
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode != 0 and "KeyboardInterrupt" in err
+    _, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive, f"cluster processes left running: {alive}"
