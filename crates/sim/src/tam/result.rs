@@ -15,6 +15,8 @@ pub struct ClientResult {
     pub name: String,
     /// Requests completed.
     pub completed: u64,
+    /// Requests completed per request type (spec order).
+    pub completed_by_type: Vec<u64>,
     /// Requests per second.
     pub throughput: f64,
     /// Mean latency (s).

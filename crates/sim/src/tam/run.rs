@@ -83,6 +83,7 @@ struct ClientState {
     interval: Latency,
     interval_done: u64,
     completed: u64,
+    by_type: Vec<u64>,
     series: Vec<(f64, f64, f64, f64)>,
 }
 
@@ -179,6 +180,7 @@ pub fn run(spec: &TamSpec, run: usize, progress: &mut dyn FnMut(f64)) -> Result<
                 interval: Latency::default(),
                 interval_done: 0,
                 completed: 0,
+                by_type: vec![0; spec.requests.len()],
                 series: Vec::new(),
             })
             .collect(),
@@ -470,11 +472,13 @@ impl Sim<'_> {
         let r = &self.reqs[id as usize];
         let c = r.client;
         let issued = r.issued;
+        let rtype = r.rtype as usize;
         self.outstanding -= 1;
         self.free_reqs.push(id);
         let cs = &mut self.clients[c as usize];
         if now >= self.spec.warmup {
             cs.completed += 1;
+            cs.by_type[rtype] += 1;
             cs.latency.record(now - issued);
         }
         cs.interval.record(now - issued);
@@ -548,6 +552,7 @@ impl Sim<'_> {
                 .map(|(c, s)| ClientResult {
                     name: c.name.clone(),
                     completed: s.completed,
+                    completed_by_type: s.by_type,
                     throughput: s.completed as f64 / span,
                     latency_mean: s.latency.mean(),
                     latency_p50: s.latency.quantile(0.5),
