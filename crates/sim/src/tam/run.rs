@@ -100,6 +100,8 @@ struct Sim<'a> {
     /// Scheduled events other than samples (a deadlock leaves none).
     pending: u64,
     outstanding: u64,
+    /// Stages whose threads a visit's end freed (a buffer kept to avoid allocating).
+    freed: Vec<usize>,
 }
 
 /// Run every scheduler of the spec (`schedulers`), one run each.
@@ -186,6 +188,7 @@ pub fn run(spec: &TamSpec, run: usize, progress: &mut dyn FnMut(f64)) -> Result<
             .collect(),
         pending: 0,
         outstanding: 0,
+        freed: Vec::new(),
     };
     for (i, c) in spec.clients.iter().enumerate() {
         match c.kind {
@@ -425,7 +428,8 @@ impl Sim<'_> {
             s.complete(t, used, now)
                 .map_err(|e| sched_err(&st.def, e))?;
         }
-        let mut freed: Vec<usize> = Vec::new();
+        let mut freed = std::mem::take(&mut self.freed);
+        freed.clear();
         if visit.release_after == vi {
             if thread != u32::MAX {
                 st.free.push(thread);
@@ -459,9 +463,10 @@ impl Sim<'_> {
         } else {
             self.reqs[id as usize].visit += 1;
         }
-        for s in freed {
+        for &s in &freed {
             self.dispatch(s, now)?;
         }
+        self.freed = freed;
         if !last {
             self.arrive_at_stage(id, now)?;
         }
