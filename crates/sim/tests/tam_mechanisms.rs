@@ -428,3 +428,23 @@ fn every_shipped_model_simulates_with_the_default_workload() {
     }
     assert!(n >= 6, "{n}");
 }
+
+#[test]
+fn every_shipped_tam_experiment_parses() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name()
+            .is_some_and(|f| f.to_string_lossy().starts_with("tam-"))
+        {
+            assert!(
+                matches!(AnySpec::load(&p), Ok(AnySpec::Tam(_))),
+                "{}",
+                p.display()
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 11, "{n}");
+}
