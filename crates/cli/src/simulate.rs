@@ -152,6 +152,9 @@ pub fn run(args: SimulateArgs) -> ExitCode {
                 .and_then(|_| report::write_html(dir, spec.name(), spec.description(), r, 12)),
             AnyRuns::Cores(r) => dbreport::write_csv(dir, r)
                 .and_then(|_| dbreport::write_html(dir, spec.name(), spec.description(), r)),
+            AnyRuns::Tam(r) => fairlane_sim::tam::write_csv(dir, r).and_then(|_| {
+                fairlane_sim::tam::write_html(dir, spec.name(), spec.description(), r)
+            }),
         };
         if let Err(e) = written {
             eprintln!("error: writing {}: {e}", dir.display());
@@ -162,11 +165,13 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         match &results {
             AnyRuns::Pool(r) => println!("{}", report::summary_json(r)),
             AnyRuns::Cores(r) => println!("{}", dbreport::summary_json(r)),
+            AnyRuns::Tam(r) => println!("{}", fairlane_sim::tam::summary_json(r)),
         }
     } else {
         match &results {
             AnyRuns::Pool(r) => print_tables(r),
             AnyRuns::Cores(r) => print_cores(r),
+            AnyRuns::Tam(r) => print_tam(r),
         }
         if let Some(dir) = &args.out {
             println!("report: {}", dir.join("index.html").display());
@@ -260,6 +265,44 @@ fn print_tables(results: &[RunResult]) {
                 );
             }
             println!();
+        }
+    }
+}
+
+/// Per run: each client's throughput and latency, then each stage's queue and blocking.
+fn print_tam(runs: &[fairlane_sim::tam::TamRun]) {
+    for r in runs {
+        println!(
+            "== pluggable stages: {} ({} stage visits, {} events in {:.2}s)",
+            r.scheduler, r.visits, r.events, r.wall_seconds
+        );
+        println!(
+            "{:<16} {:>10} {:>10} {:>10} {:>10}",
+            "client", "req/s", "mean ms", "p50 ms", "p99 ms"
+        );
+        for c in &r.clients {
+            println!(
+                "{:<16} {:>10.1} {:>10.3} {:>10.3} {:>10.3}",
+                c.name,
+                c.throughput,
+                c.latency_mean * 1e3,
+                c.latency_p50 * 1e3,
+                c.latency_p99 * 1e3
+            );
+        }
+        println!(
+            "{:<24} {:<14} {:>8} {:>10} {:>10}",
+            "stage", "scheduler", "threads", "mean queue", "blocked"
+        );
+        for s in &r.stages {
+            println!(
+                "{:<24} {:<14} {:>8} {:>10.2} {:>10.2}",
+                s.name,
+                s.scheduler,
+                s.threads.map_or("demand".to_string(), |n| n.to_string()),
+                s.queue_mean,
+                s.blocked_mean
+            );
         }
     }
 }

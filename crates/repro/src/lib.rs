@@ -27,6 +27,7 @@ mod out;
 pub mod progress;
 mod runs;
 mod static_sections;
+mod tam;
 mod tdfq;
 
 use std::path::{Path, PathBuf};
@@ -69,7 +70,7 @@ macro_rules! spec {
 }
 
 /// Every reproduction, in report order.
-pub const EXPERIMENTS: [Experiment; 16] = [
+pub const EXPERIMENTS: [Experiment; 21] = [
     Experiment {
         name: "2dfq-fig5",
         title: "2DFQ §4 worked example (Fig. 5 and 6)",
@@ -165,6 +166,36 @@ pub const EXPERIMENTS: [Experiment; 16] = [
         title: "Thread Architecture Models: Table 2 (Yang et al., OSDI '18)",
         spec: None,
         analysis: Analysis::Direct(static_sections::table2),
+    },
+    Experiment {
+        name: "tam-fig8",
+        title: "TAM §3 Fig. 8: no scheduling, (a) vs (b)",
+        spec: None,
+        analysis: Analysis::Direct(tam::fig8),
+    },
+    Experiment {
+        name: "tam-fig9",
+        title: "TAM §3 Fig. 9: unknown resource usage, (a) vs (b)",
+        spec: None,
+        analysis: Analysis::Direct(tam::fig9),
+    },
+    Experiment {
+        name: "tam-fig10",
+        title: "TAM §3 Fig. 10: hidden contention, (a) vs (b)",
+        spec: None,
+        analysis: Analysis::Direct(tam::fig10),
+    },
+    Experiment {
+        name: "tam-fig11",
+        title: "TAM §3 Fig. 11: blocking, (a) vs (b)",
+        spec: None,
+        analysis: Analysis::Direct(tam::fig11),
+    },
+    Experiment {
+        name: "tam-fig12",
+        title: "TAM §3 Fig. 12: ordering constraint, (a) vs (b)",
+        spec: None,
+        analysis: Analysis::Direct(tam::fig12),
     },
 ];
 

@@ -1,6 +1,7 @@
 //! One spec format, discriminated by its server's kind: `[server] model = "workers"` (the
 //! default) or `"blackbox"` is a request-level spec ([`SpecFile`]); `model = "cores"` is a
-//! database-server spec for CPU reservations ([`DbSpec`]). An unknown field is reported
+//! database-server spec for CPU reservations ([`DbSpec`]); a Thread Architecture Model file
+//! (`[[stage]]`s) or `model = "tam"` is a multi-stage TAM simulation ([`TamSpecFile`]). An unknown field is reported
 //! against the fields of the spec's own kind, with a hint when it belongs to the other.
 
 use std::path::{Path, PathBuf};
@@ -8,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::dbserver::{DbRun, DbSpec};
 use crate::engine::{RunResult, SimError};
 use crate::spec::{set_path, SpecError, SpecFile};
+use crate::tam::{TamRun, TamSpecFile};
 
 /// Top-level fields only a database-server spec has.
 const CORES_ONLY: [&str; 3] = ["cores", "interval", "utilization_cap"];
@@ -30,6 +32,8 @@ pub enum AnySpec {
         /// The parsed spec.
         spec: DbSpec,
     },
+    /// A Thread Architecture Model run as a multi-stage service.
+    Tam(TamSpecFile),
 }
 
 /// The runs of a spec of any kind.
@@ -39,6 +43,8 @@ pub enum AnyRuns {
     Pool(Vec<RunResult>),
     /// Runs of a database-server spec.
     Cores(Vec<DbRun>),
+    /// Runs of a TAM simulation.
+    Tam(Vec<TamRun>),
 }
 
 impl AnySpec {
@@ -61,6 +67,9 @@ impl AnySpec {
             field: String::new(),
             message: format!("not valid TOML: {}", e.message().trim()),
         })?;
+        if crate::tam::is_tam(&doc) {
+            return TamSpecFile::from_doc(doc, file, &dir).map(AnySpec::Tam);
+        }
         if is_cores(&doc) {
             let spec =
                 DbSpec::from_value(&doc, file).map_err(|e| hint(e, &POOL_ONLY, POOL_HINT))?;
@@ -89,6 +98,7 @@ impl AnySpec {
         match self {
             AnySpec::Pool(s) => &s.spec.name,
             AnySpec::Cores { spec, .. } => &spec.name,
+            AnySpec::Tam(t) => &t.spec.name,
         }
     }
 
@@ -97,6 +107,7 @@ impl AnySpec {
         match self {
             AnySpec::Pool(s) => &s.spec.description,
             AnySpec::Cores { spec, .. } => &spec.description,
+            AnySpec::Tam(t) => &t.spec.description,
         }
     }
 
@@ -104,6 +115,7 @@ impl AnySpec {
     pub fn set(&mut self, path: &str, value: toml::Value) -> Result<(), SpecError> {
         match self {
             AnySpec::Pool(s) => s.set(path, value),
+            AnySpec::Tam(t) => t.set(path, value),
             AnySpec::Cores { file, doc, spec } => {
                 set_path(doc, path, value).map_err(|message| SpecError {
                     file: file.clone(),
@@ -143,6 +155,20 @@ impl AnySpec {
                 crate::dbserver::run_all_with(&spec, jobs, progress)
                     .map(AnyRuns::Cores)
                     .map_err(AnyError::Run)
+            }
+            AnySpec::Tam(t) => {
+                let mut spec = t.spec.clone();
+                spec.max_events = max_events;
+                let runs = spec.schedulers.len();
+                crate::tam::run_all(&spec, &mut |fraction| {
+                    progress(crate::BatchProgress {
+                        fraction,
+                        runs_done: ((fraction * runs as f64) as usize).min(runs),
+                        runs,
+                    })
+                })
+                .map(AnyRuns::Tam)
+                .map_err(AnyError::Run)
             }
         }
     }

@@ -49,6 +49,7 @@ pub mod report;
 pub mod rng;
 pub mod service;
 pub mod spec;
+pub mod tam;
 pub mod trace;
 pub mod workload;
 

@@ -75,6 +75,7 @@ fn fingerprint(runs: &AnyRuns) -> String {
     let mut v = match runs {
         AnyRuns::Pool(r) => fairlane_sim::report::summary_json(r),
         AnyRuns::Cores(r) => fairlane_sim::dbreport::summary_json(r),
+        AnyRuns::Tam(r) => fairlane_sim::tam::summary_json(r),
     };
     for r in v["runs"].as_array_mut().unwrap() {
         let o = r.as_object_mut().unwrap();

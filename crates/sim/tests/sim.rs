@@ -472,10 +472,12 @@ fn shipped_experiments_parse() {
     let mut n = 0;
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
-        // ldf-*.toml are database-server specs (fairlane_sim::dbserver), checked in dbserver.rs.
-        let db = p
-            .file_name()
-            .is_some_and(|f| f.to_string_lossy().starts_with("ldf-"));
+        // ldf-*.toml are database-server specs (fairlane_sim::dbserver), checked in dbserver.rs;
+        // tam-*.toml are TAM simulations, checked in tam_mechanisms.rs.
+        let db = p.file_name().is_some_and(|f| {
+            let f = f.to_string_lossy();
+            f.starts_with("ldf-") || f.starts_with("tam-")
+        });
         if p.extension().is_some_and(|x| x == "toml") && !db {
             let s = SpecFile::load(&p).unwrap();
             let sc = s.scenarios().unwrap_or_else(|e| panic!("{e}"));

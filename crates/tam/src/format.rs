@@ -14,7 +14,9 @@ use toml::{Table, Value};
 /// The format version this crate reads and writes (`format = 1`, optional).
 pub const FORMAT_VERSION: i64 = 1;
 
-const TOP_KEYS: &[&str] = &["format", "model", "hosts", "stage"];
+/// `simulation` holds the simulator's workload and capacities (read by `fairlane-sim`'s TAM
+/// model, docs/tam.md "Simulate it"); the analysis ignores it.
+const TOP_KEYS: &[&str] = &["format", "model", "hosts", "stage", "simulation"];
 const MODEL_KEYS: &[&str] = &["name", "source", "description"];
 const STAGE_KEYS: &[&str] = &[
     "name",

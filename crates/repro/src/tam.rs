@@ -1,0 +1,456 @@
+//! seeds/004 §3, Fig. 8–12: each of the five scheduling problems on its problematic
+//! architecture (a) and the fixed one (b), simulated from `experiments/tam-figN{a,b}.toml`
+//! (model files with a `[simulation]` section) with the workloads of the captions. Each
+//! section sweeps what the caption varies and states the figure's shape as typed claims.
+
+use fairlane_plot::{Axis, LineChart, Series, Table};
+use fairlane_sim::tam::{run, spec::Loop, TamRun, TamSpec, TamSpecFile};
+
+use crate::claim::{Claim, Relation};
+use crate::out::{fmt2, Out};
+
+macro_rules! arch {
+    ($path:literal) => {
+        ($path, include_str!(concat!("../../../", $path)))
+    };
+}
+
+/// Read an architecture: from the repository when run inside it, else the copy compiled in.
+fn load((path, text): (&str, &str)) -> Result<TamSpec, String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let disk = std::fs::read_to_string(root.join(path)).ok();
+    TamSpecFile::parse(disk.as_deref().unwrap_or(text), path)
+        .map(|f| f.spec)
+        .map_err(|e| e.to_string())
+}
+
+fn go(spec: &TamSpec) -> Result<TamRun, String> {
+    run(spec, 0, &mut |_| {}).map_err(|e| e.to_string())
+}
+
+fn set_threads(spec: &mut TamSpec, client: usize, threads: u32) {
+    spec.clients[client].kind = Loop::Closed { threads };
+}
+
+/// Mean of a client's per-interval throughput over `[from, to)`.
+fn tput(r: &TamRun, client: usize, from: f64, to: f64) -> f64 {
+    let xs: Vec<f64> = r.clients[client]
+        .series
+        .iter()
+        .filter(|p| p.0 > from && p.0 <= to)
+        .map(|p| p.1)
+        .collect();
+    xs.iter().sum::<f64>() / xs.len().max(1) as f64
+}
+
+fn chart(title: &str, x: &str, y: &str, series: Vec<(String, Vec<(f64, f64)>)>) -> String {
+    let mut c = LineChart::new(title, Axis::linear(x), Axis::linear(y));
+    for (n, p) in series {
+        c = c.series(Series::new(n, p));
+    }
+    c.to_svg()
+}
+
+/// Fig. 8: C1's latency against C2's threads, on-demand I/O (a) vs scheduled I/O (b).
+pub(crate) fn fig8(out: &mut Out) -> Result<(), String> {
+    let a = load(arch!("experiments/tam-fig8a.toml"))?;
+    let b = load(arch!("experiments/tam-fig8b.toml"))?;
+    out.push_str(
+        "<p>Paper: under (a) EDF at Req Handle cannot help C1 (deadline 15 ms): its latency \
+         exceeds the deadline by up to 5× as C2 adds threads, while Req Handle's queue stays \
+         empty and the requests pile up at the unscheduled I/O stage. Under (b) the I/O stage's \
+         EDF keeps C1 within its deadline.</p>",
+    );
+    let mut t = Table::new([
+        "C2 threads",
+        "(a) C1 ms",
+        "(a) at I/O",
+        "(b) C1 ms",
+        "(b) I/O queue",
+    ]);
+    let (mut pa, mut pb) = (Vec::new(), Vec::new());
+    let sweep = [10u32, 50, 100, 200];
+    for &n in &sweep {
+        let (mut sa, mut sb) = (a.clone(), b.clone());
+        set_threads(&mut sa, 1, n);
+        set_threads(&mut sb, 1, n);
+        let (ra, rb) = (go(&sa)?, go(&sb)?);
+        pa.push((n as f64, ra.clients[0].latency_mean * 1e3));
+        pb.push((n as f64, rb.clients[0].latency_mean * 1e3));
+        t.push_row([
+            n.to_string(),
+            fmt2(pa.last().unwrap().1),
+            // On demand: the requests in flight at the I/O stage are its busy threads.
+            fmt2(mean_busy(&ra, 1)),
+            fmt2(pb.last().unwrap().1),
+            fmt2(rb.stages[1].queue_mean),
+        ]);
+    }
+    out.table(t);
+    out.fig(chart(
+        "Fig. 8: C1's mean latency",
+        "C2 threads",
+        "ms",
+        vec![
+            ("(a) no scheduling".into(), pa.clone()),
+            ("(b) scheduled I/O".into(), pb.clone()),
+        ],
+    ));
+    let last = pa.len() - 1;
+    let worst_b = pb.iter().map(|p| p.1).fold(f64::NAN, f64::max);
+    out.claim(
+        Claim::new(
+            "fig8-deadline",
+            format!(
+                "C1's latency leaves its 15 ms deadline as C2 grows under (a) ({} → {} ms) and \
+                 stays within it under (b) (at most {} ms)",
+                fmt2(pa[0].1),
+                fmt2(pa[last].1),
+                fmt2(worst_b)
+            ),
+        )
+        .check(
+            "(a) C1 mean latency at 200 C2 threads (ms)",
+            pa[last].1,
+            Relation::Above,
+            15.0,
+        )
+        .check(
+            "(a) C1 latency growth, 200 vs 10 C2 threads (ms)",
+            pa[last].1 - pa[0].1,
+            Relation::Above,
+            0.0,
+        )
+        .check(
+            "(b) C1's worst mean latency over the sweep (ms)",
+            worst_b,
+            Relation::AtMost,
+            15.0,
+        ),
+    );
+    Ok(())
+}
+
+fn mean_busy(r: &TamRun, stage: usize) -> f64 {
+    let s = &r.stages[stage].series;
+    s.iter().map(|x| x.3 as f64).sum::<f64>() / s.len().max(1) as f64
+}
+
+/// Fig. 9: C2's cached requests, unknown I/O in Req Handle (a) vs a separate I/O stage (b).
+pub(crate) fn fig9(out: &mut Out) -> Result<(), String> {
+    let a = load(arch!("experiments/tam-fig9a.toml"))?;
+    let b = load(arch!("experiments/tam-fig9b.toml"))?;
+    out.push_str(
+        "<p>Paper: under (a) Req Handle's scheduler treats C2's cold and cached requests alike \
+         (it cannot know which will do I/O), so its threads wait on the contended disk while \
+         the CPU idles and C2-cached gets little throughput; under (b) the cache lookup and the \
+         I/O are separate stages and C2-cached runs at CPU speed.</p>",
+    );
+    let (ra, rb) = (go(&a)?, go(&b)?);
+    let span = a.duration - a.warmup;
+    let cached = |r: &TamRun| r.clients[1].completed_by_type[1] as f64 / span;
+    let cold = |r: &TamRun, c: usize| r.clients[c].completed_by_type[0] as f64 / span;
+    let mut t = Table::new([
+        "architecture",
+        "C1 cold req/s",
+        "C2 cold req/s",
+        "C2 cached req/s",
+        "CPU util",
+    ]);
+    for (n, r) in [("(a) unknown I/O", &ra), ("(b) separate I/O stage", &rb)] {
+        t.push_row([
+            n.to_string(),
+            fmt2(cold(r, 0)),
+            fmt2(cold(r, 1)),
+            fmt2(cached(r)),
+            fmt2(r.resources[0].1),
+        ]);
+    }
+    out.table(t);
+    out.claim(
+        Claim::new(
+            "fig9-cached",
+            format!(
+                "C2's cached requests gain throughput under (b): {} → {} req/s",
+                fmt2(cached(&ra)),
+                fmt2(cached(&rb))
+            ),
+        )
+        .check(
+            "C2-cached throughput, (b) / (a)",
+            cached(&rb) / cached(&ra),
+            Relation::AtLeast,
+            2.0,
+        ),
+    );
+    Ok(())
+}
+
+/// Fig. 10: C1's throughput against C2's reply size, two network stages (a) vs one (b).
+pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
+    let a = load(arch!("experiments/tam-fig10a.toml"))?;
+    let b = load(arch!("experiments/tam-fig10b.toml"))?;
+    out.push_str(
+        "<p>Paper: under (a) Req Read and Req Respond each share fairly, but they contend for \
+         the one network link; as C2's replies grow C2 takes up to 95% of the network and \
+         C1's throughput falls. Under (b) one stage controls the network and isolates C1.</p>",
+    );
+    let rate = 1e9 / 8.0;
+    let sizes = [10_000.0, 50_000.0, 100_000.0, 500_000.0, 1_000_000.0];
+    let mut t = Table::new([
+        "C2 reply KB",
+        "(a) C1 req/s",
+        "(a) C2 req/s",
+        "(b) C1 req/s",
+        "(b) C2 req/s",
+    ]);
+    let (mut pa, mut pb) = (Vec::new(), Vec::new());
+    for &sz in &sizes {
+        let (mut sa, mut sb) = (a.clone(), b.clone());
+        set_cost(&mut sa, 1, 1, sz / rate);
+        set_cost(&mut sb, 1, 0, (sz + 1000.0) / rate);
+        let (ra, rb) = (go(&sa)?, go(&sb)?);
+        pa.push((sz / 1e3, ra.clients[0].throughput));
+        pb.push((sz / 1e3, rb.clients[0].throughput));
+        t.push_row([
+            format!("{}", sz / 1e3),
+            fmt2(ra.clients[0].throughput),
+            fmt2(ra.clients[1].throughput),
+            fmt2(rb.clients[0].throughput),
+            fmt2(rb.clients[1].throughput),
+        ]);
+    }
+    out.table(t);
+    out.fig(chart(
+        "Fig. 10: C1's throughput",
+        "C2 reply (KB)",
+        "req/s",
+        vec![
+            ("(a) two stages".into(), pa.clone()),
+            ("(b) one stage".into(), pb.clone()),
+        ],
+    ));
+    let last = pa.len() - 1;
+    out.claim(
+        Claim::new(
+            "fig10-contention",
+            format!(
+                "C1's throughput falls with C2's reply size under (a) ({} → {} req/s); under (b) \
+                 it is {} → {} req/s",
+                fmt2(pa[0].1),
+                fmt2(pa[last].1),
+                fmt2(pb[0].1),
+                fmt2(pb[last].1)
+            ),
+        )
+        .check(
+            "(a) C1 throughput, 1 MB vs 10 KB C2 replies",
+            pa[last].1 / pa[0].1,
+            Relation::AtMost,
+            0.5,
+        )
+        .check(
+            "(b) / (a) C1 throughput at 1 MB C2 replies",
+            pb[last].1 / pa[last].1,
+            Relation::AtLeast,
+            2.0,
+        ),
+    );
+    Ok(())
+}
+
+/// Set the known cost (seconds) of request type `req`'s visit `visit`'s first step.
+fn set_cost(spec: &mut TamSpec, req: usize, visit: usize, seconds: f64) {
+    let v = &mut spec.requests[req].visits[visit];
+    v.steps[0].seconds = seconds;
+    v.declared = v.steps.iter().map(|s| s.seconds).sum();
+}
+
+/// Fig. 11: C1's throughput before and after C2 turns to I/O at 60 s, blocking (a) vs
+/// asynchronous (b) Req Handle.
+pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
+    let a = load(arch!("experiments/tam-fig11a.toml"))?;
+    let b = load(arch!("experiments/tam-fig11b.toml"))?;
+    out.push_str(
+        "<p>Paper: at 60 s C2 switches to I/O requests. Under (a) all 10 Req Handle threads end \
+         up blocked on the I/O stage and C1 (still CPU-only) collapses; under (b) Req Handle is \
+         asynchronous, no thread blocks and C1 keeps a high throughput.</p>",
+    );
+    let (ra, rb) = (go(&a)?, go(&b)?);
+    let blocked_after = |r: &TamRun| {
+        let s: Vec<f64> = r.stages[0]
+            .series
+            .iter()
+            .filter(|x| x.0 > 70.0)
+            .map(|x| x.2 as f64)
+            .collect();
+        s.iter().sum::<f64>() / s.len().max(1) as f64
+    };
+    let mut t = Table::new([
+        "architecture",
+        "C1 req/s before 60 s",
+        "C1 req/s after",
+        "Req Handle blocked after (of 10)",
+    ]);
+    for (n, r) in [("(a) blocking", &ra), ("(b) asynchronous", &rb)] {
+        t.push_row([
+            n.to_string(),
+            fmt2(tput(r, 0, 10.0, 60.0)),
+            fmt2(tput(r, 0, 70.0, 120.0)),
+            fmt2(blocked_after(r)),
+        ]);
+    }
+    out.table(t);
+    out.fig(chart(
+        "Fig. 11: C1's throughput over time",
+        "time (s)",
+        "req/s",
+        vec![
+            (
+                "(a) blocking".into(),
+                ra.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
+            ),
+            (
+                "(b) asynchronous".into(),
+                rb.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
+            ),
+        ],
+    ));
+    let (a0, a1) = (tput(&ra, 0, 10.0, 60.0), tput(&ra, 0, 70.0, 120.0));
+    let (b0, b1) = (tput(&rb, 0, 10.0, 60.0), tput(&rb, 0, 70.0, 120.0));
+    out.claim(
+        Claim::new(
+            "fig11-blocking",
+            format!(
+                "After 60 s, (a) blocks {} of Req Handle's 10 threads on average and C1 falls \
+                 {} → {} req/s; (b) blocks {} and C1 goes {} → {} req/s",
+                fmt2(blocked_after(&ra)),
+                fmt2(a0),
+                fmt2(a1),
+                fmt2(blocked_after(&rb)),
+                fmt2(b0),
+                fmt2(b1)
+            ),
+        )
+        .check(
+            "(a) Req Handle threads blocked after 60 s",
+            blocked_after(&ra),
+            Relation::AtLeast,
+            8.0,
+        )
+        .check(
+            "(a) C1 throughput after / before 60 s",
+            a1 / a0,
+            Relation::AtMost,
+            0.5,
+        )
+        .check(
+            "(b) Req Handle threads blocked after 60 s",
+            blocked_after(&rb),
+            Relation::Within(0.0),
+            0.0,
+        )
+        .check(
+            "(b) C1 throughput after / before 60 s",
+            b1 / b0,
+            Relation::AtLeast,
+            0.9,
+        ),
+    );
+    Ok(())
+}
+
+/// Fig. 12: high-priority C1's latency against C2's threads, ordered LOG Append (a) vs
+/// one WAL per client (b).
+pub(crate) fn fig12(out: &mut Out) -> Result<(), String> {
+    let a = load(arch!("experiments/tam-fig12a.toml"))?;
+    let b = load(arch!("experiments/tam-fig12b.toml"))?;
+    out.push_str(
+        "<p>Paper: under (a) high-priority C1's latency grows with LOG Append's queue as \
+         low-priority C2 issues more: the stage must serve in arrival order. Under (b) each \
+         client has its own WAL, the scheduler picks C1 first and C1 keeps a low latency \
+         although LOG Append's queue grows.</p>",
+    );
+    let sweep = [5u32, 10, 20, 40];
+    let mut t = Table::new([
+        "C2 threads",
+        "(a) C1 ms",
+        "(a) LOG Append queue",
+        "(b) C1 ms",
+        "(b) LOG Append queue",
+    ]);
+    let (mut pa, mut pb, mut qa) = (Vec::new(), Vec::new(), Vec::new());
+    for &n in &sweep {
+        let (mut sa, mut sb) = (a.clone(), b.clone());
+        set_threads(&mut sa, 1, n);
+        set_threads(&mut sb, 1, n);
+        let (ra, rb) = (go(&sa)?, go(&sb)?);
+        pa.push((n as f64, ra.clients[0].latency_mean * 1e3));
+        pb.push((n as f64, rb.clients[0].latency_mean * 1e3));
+        qa.push(ra.stages[1].queue_mean);
+        t.push_row([
+            n.to_string(),
+            fmt2(ra.clients[0].latency_mean * 1e3),
+            fmt2(ra.stages[1].queue_mean),
+            fmt2(rb.clients[0].latency_mean * 1e3),
+            fmt2(rb.stages[1].queue_mean),
+        ]);
+    }
+    out.table(t);
+    out.fig(chart(
+        "Fig. 12: C1's mean latency",
+        "C2 threads",
+        "ms",
+        vec![
+            ("(a) ordered".into(), pa.clone()),
+            ("(b) one WAL per client".into(), pb.clone()),
+        ],
+    ));
+    let la: Vec<f64> = pa.iter().map(|p| p.1).collect();
+    let r = pearson(&la, &qa);
+    let last = la.len() - 1;
+    out.claim(
+        Claim::new(
+            "fig12-ordering",
+            format!(
+                "C1's latency follows LOG Append's queue under (a) (correlation {}, {} → {} ms); \
+                 under (b) it stays at {} ms with 40 C2 threads",
+                fmt2(r),
+                fmt2(la[0]),
+                fmt2(la[last]),
+                fmt2(pb[last].1)
+            ),
+        )
+        .check(
+            "(a) correlation of C1's latency with LOG Append's queue",
+            r,
+            Relation::AtLeast,
+            0.9,
+        )
+        .check(
+            "(a) C1 latency, 40 vs 5 C2 threads",
+            la[last] / la[0],
+            Relation::AtLeast,
+            2.0,
+        )
+        .check(
+            "(b) / (a) C1 latency at 40 C2 threads",
+            pb[last].1 / la[last],
+            Relation::AtMost,
+            0.5,
+        ),
+    );
+    Ok(())
+}
+
+fn pearson(x: &[f64], y: &[f64]) -> f64 {
+    let n = x.len() as f64;
+    let (mx, my) = (x.iter().sum::<f64>() / n, y.iter().sum::<f64>() / n);
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for (a, b) in x.iter().zip(y) {
+        sxy += (a - mx) * (b - my);
+        sxx += (a - mx) * (a - mx);
+        syy += (b - my) * (b - my);
+    }
+    sxy / (sxx * syy).sqrt()
+}

@@ -1,0 +1,450 @@
+//! Each mechanism of the TAM service model in isolation, on a tiny model with a
+//! hand-computed expectation (seeds/004 §3's five problems), and the spec errors.
+
+use fairlane_sim::tam::{run_all, TamRun, TamSpecFile};
+use fairlane_sim::{AnyError, AnyRuns, AnySpec};
+
+fn runs(text: &str) -> Vec<TamRun> {
+    let spec = TamSpecFile::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    run_all(&spec.spec, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn err(text: &str) -> String {
+    match TamSpecFile::parse(text, "bad.toml") {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn close(x: f64, want: f64, rel: f64) -> bool {
+    (x - want).abs() <= rel * want.abs()
+}
+
+/// One stage `S` of the given scheduling, disk-heavy requests of 10 ms (1 MB at 100 MB/s),
+/// C1 with 10 client threads and C2 with 30.
+fn disk_stage(scheduling: &str, threads: &str) -> String {
+    format!(
+        r#"
+[model]
+name = "disk"
+[[stage]]
+name = "S"
+scheduling = "{scheduling}"
+resources = {{ io = true }}
+[simulation]
+duration = 40.0
+warmup = 5.0
+{threads}
+[[simulation.request]]
+name = "get"
+path = [{{ stage = "S", io_bytes = 1_000_000 }}]
+[[simulation.client]]
+name = "C1"
+threads = 10
+[[simulation.client]]
+name = "C2"
+threads = 30
+"#
+    )
+}
+
+#[test]
+fn an_on_demand_stage_lets_the_heavier_client_take_the_disk_in_proportion_to_its_threads() {
+    // No queue, no scheduler: all 40 requests wait at the disk in arrival order, so each
+    // client gets its share of the 100 requests/s by its threads: 25 and 75.
+    let r = &runs(&disk_stage("on_demand", ""))[0];
+    let (c1, c2) = (r.clients[0].throughput, r.clients[1].throughput);
+    assert!(close(c1, 25.0, 0.03), "{c1}");
+    assert!(close(c2, 75.0, 0.03), "{c2}");
+    // A pluggable stage of one thread with WFQ shares the disk equally instead: 50 / 50.
+    let r = &runs(&disk_stage(
+        "pluggable",
+        "[simulation.stage.S]\nthreads = 1\nscheduler = \"wfq\"",
+    ))[0];
+    let (c1, c2) = (r.clients[0].throughput, r.clients[1].throughput);
+    assert!(close(c1, 50.0, 0.03) && close(c2, 50.0, 0.03), "{c1} {c2}");
+}
+
+fn blocking(blocks: bool) -> String {
+    format!(
+        r#"
+[model]
+name = "blocking"
+[[stage]]
+name = "A"
+scheduling = "general"
+resources = {{ cpu = true }}
+downstream = ["B"]
+{}
+[[stage]]
+name = "B"
+scheduling = "on_demand"
+resources = {{ io = true }}
+[simulation]
+duration = 20.0
+warmup = 2.0
+[simulation.host.1]
+disk_parallelism = 10
+[simulation.stage.A]
+threads = 2
+[[simulation.request]]
+name = "r"
+path = [{{ stage = "A", cpu_us = 1 }}, {{ stage = "B", io_bytes = 100_000 }}]
+[[simulation.client]]
+name = "C1"
+threads = 10
+"#,
+        if blocks { "blocks_on = [\"B\"]" } else { "" }
+    )
+}
+
+#[test]
+fn a_blocked_thread_is_not_available_to_other_requests() {
+    // B's disk has 10 channels of 10 MB/s: a visit takes 10 ms and never waits. A's two
+    // threads each hold a request for 1 µs + 10 ms when A blocks on B: 2 / 10.001 ms ≈ 200/s.
+    let r = &runs(&blocking(true))[0];
+    let x = r.clients[0].throughput;
+    assert!(close(x, 2.0 / 0.010001, 0.01), "{x}");
+    let a = &r.stages[0];
+    assert!(a.blocked_mean > 1.9, "{}", a.blocked_mean);
+    // Without blocking A's threads are free after 1 µs: the 10 client threads all reach
+    // the disk, ≈ 10 / 10 ms = 1000/s.
+    let r = &runs(&blocking(false))[0];
+    let x = r.clients[0].throughput;
+    assert!(close(x, 10.0 / 0.010001, 0.01), "{x}");
+    assert_eq!(r.stages[0].blocked_mean, 0.0);
+}
+
+fn priority(ordered: bool) -> String {
+    format!(
+        r#"
+[model]
+name = "ordering"
+[[stage]]
+name = "S"
+scheduling = "pluggable"
+ordering = {ordered}
+resources = {{ cpu = true }}
+[simulation]
+duration = 10.0
+warmup = 1.0
+[simulation.stage.S]
+threads = 1
+scheduler = "priority"
+[[simulation.request]]
+name = "r"
+path = [{{ stage = "S", cpu_us = 1000 }}]
+[[simulation.client]]
+name = "high"
+threads = 5
+priority = 0
+[[simulation.client]]
+name = "low"
+threads = 5
+priority = 1
+"#
+    )
+}
+
+#[test]
+fn an_ordered_stage_ignores_a_priority_schedulers_order() {
+    // Priority: `high` always has a request queued, so it takes the whole 1000/s.
+    let r = &runs(&priority(false))[0];
+    assert!(
+        close(r.clients[0].throughput, 1000.0, 0.01),
+        "{:?}",
+        r.clients[0]
+    );
+    assert_eq!(r.clients[1].completed, 0);
+    assert_eq!(r.stages[0].scheduler, "priority");
+    // Ordered: arrival order whatever the scheduler says; 5 threads each, 500/s each.
+    let r = &runs(&priority(true))[0];
+    assert!(
+        close(r.clients[0].throughput, 500.0, 0.01),
+        "{:?}",
+        r.clients[0]
+    );
+    assert!(
+        close(r.clients[1].throughput, 500.0, 0.01),
+        "{:?}",
+        r.clients[1]
+    );
+    assert_eq!(r.stages[0].scheduler, "priority (ordered)");
+}
+
+fn two_stages(host_b: u32) -> String {
+    format!(
+        r#"
+[model]
+name = "hidden contention"
+[[stage]]
+name = "A"
+host = 1
+scheduling = "pluggable"
+resources = {{ cpu = true }}
+[[stage]]
+name = "B"
+host = {host_b}
+scheduling = "pluggable"
+resources = {{ cpu = true }}
+[simulation]
+duration = 10.0
+warmup = 1.0
+[simulation.stage.A]
+threads = 1
+[simulation.stage.B]
+threads = 1
+[[simulation.request]]
+name = "a"
+path = [{{ stage = "A", cpu_cycles = 1_000_000 }}]
+[[simulation.request]]
+name = "b"
+path = [{{ stage = "B", cpu_cycles = 1_000_000 }}]
+[[simulation.client]]
+name = "C1"
+threads = 4
+requests = {{ a = 1 }}
+[[simulation.client]]
+name = "C2"
+threads = 4
+requests = {{ b = 1 }}
+"#
+    )
+}
+
+#[test]
+fn two_stages_on_one_host_share_its_cpu() {
+    // 1 M cycles at 1 GHz is 1 ms. On separate hosts each stage runs 1000/s; on one host
+    // the two stages' threads take turns on its one core: 500/s each.
+    let r = &runs(&two_stages(2))[0];
+    for c in &r.clients {
+        assert!(close(c.throughput, 1000.0, 0.01), "{c:?}");
+    }
+    let r = &runs(&two_stages(1))[0];
+    for c in &r.clients {
+        assert!(close(c.throughput, 500.0, 0.01), "{c:?}");
+    }
+}
+
+fn unknown(known: bool) -> String {
+    let big = if known {
+        r#"{ stage = "S", cpu_us = 1000, io_bytes = 900_000 }"#
+    } else {
+        r#"{ stage = "S", cpu_us = 1000, unknown = { resource = "io", hit_ratio = 0.0, hit = 0, miss = 900_000 } }"#
+    };
+    format!(
+        r#"
+[model]
+name = "unknown"
+[[stage]]
+name = "S"
+scheduling = "pluggable"
+resources = {{ cpu = true, io = "unknown" }}
+[simulation]
+duration = 30.0
+warmup = 2.0
+[simulation.stage.S]
+threads = 1
+scheduler = "wfq"
+[[simulation.request]]
+name = "small"
+path = [{{ stage = "S", cpu_us = 1000 }}]
+[[simulation.request]]
+name = "big"
+path = [{big}]
+[[simulation.client]]
+name = "C1"
+threads = 4
+requests = {{ small = 1 }}
+[[simulation.client]]
+name = "C2"
+threads = 4
+requests = {{ big = 1 }}
+"#
+    )
+}
+
+#[test]
+fn an_unknown_cost_is_revealed_only_at_run_time() {
+    // Known: WFQ sees 1 ms against 10 ms and gives each client half the thread:
+    // C1 500/s, C2 50/s.
+    let r = &runs(&unknown(true))[0];
+    assert!(
+        close(r.clients[0].throughput, 500.0, 0.03),
+        "{:?}",
+        r.clients[0]
+    );
+    assert!(
+        close(r.clients[1].throughput, 50.0, 0.03),
+        "{:?}",
+        r.clients[1]
+    );
+    // Unknown: the scheduler is told 1 ms for both; the 9 ms of disk appear only when the
+    // thread runs. WFQ alternates, 11 ms a pair: both ≈ 90.9/s, and C2 holds the thread
+    // 10/11 of the time.
+    let r = &runs(&unknown(false))[0];
+    for c in &r.clients {
+        assert!(close(c.throughput, 1000.0 / 11.0, 0.03), "{c:?}");
+    }
+    let s = &r.stages[0];
+    let share = s.thread_seconds[1] / (s.thread_seconds[0] + s.thread_seconds[1]);
+    assert!(close(share, 10.0 / 11.0, 0.02), "{share}");
+}
+
+#[test]
+fn same_spec_and_seed_give_the_same_run() {
+    let strip = |rs: Vec<TamRun>| {
+        let mut v = fairlane_sim::tam::summary_json(&rs);
+        for r in v["runs"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("wall_seconds");
+            r.as_object_mut().unwrap().remove("visits_per_second");
+        }
+        v
+    };
+    let text = unknown(false).replace("hit_ratio = 0.0", "hit_ratio = 0.5");
+    assert_eq!(strip(runs(&text)), strip(runs(&text)));
+}
+
+const TWO: &str = r#"
+[model]
+name = "m"
+[[stage]]
+name = "A"
+scheduling = "pluggable"
+resources = { cpu = true }
+downstream = ["B"]
+[[stage]]
+name = "B"
+scheduling = "on_demand"
+resources = { io = true }
+"#;
+
+#[test]
+fn a_path_through_a_missing_stage_names_the_file_and_field() {
+    let e = err(&format!(
+        "{TWO}[simulation]\n[[simulation.request]]\nname = \"r\"\npath = [{{ stage = \"A\" }}, {{ stage = \"Disk\" }}]\n"
+    ));
+    assert!(
+        e.starts_with("bad.toml: simulation.request[0].path[1].stage:") && e.contains("`Disk`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_blocks_on_cycle_is_refused_up_front_naming_the_stages() {
+    let text = TWO
+        .replace(
+            "downstream = [\"B\"]",
+            "downstream = [\"B\"]\nblocks_on = [\"B\"]",
+        )
+        .replace(
+            "resources = { io = true }",
+            "resources = { io = true }\ndownstream = [\"A\"]\nblocks_on = [\"A\"]",
+        );
+    let e = err(&text);
+    assert!(e.contains("blocks_on") && e.contains("A → B → A"), "{e}");
+}
+
+#[test]
+fn a_zero_capacity_resource_is_refused() {
+    for (table, field) in [
+        (
+            "[simulation.host.1]\ncpu_cores = 0",
+            "simulation.host.1.cpu_cores",
+        ),
+        (
+            "[simulation.host.1]\ndisk_mbps = 0",
+            "simulation.host.1.disk_mbps",
+        ),
+        (
+            "[simulation.host.1]\nnet_gbps = 0.0",
+            "simulation.host.1.net_gbps",
+        ),
+        (
+            "[simulation.stage.A]\nthreads = 0",
+            "simulation.stage.A.threads",
+        ),
+    ] {
+        let e = err(&format!("{TWO}{table}\n"));
+        assert!(e.starts_with(&format!("bad.toml: {field}:")), "{e}");
+        assert!(e.contains("zero-capacity"), "{e}");
+    }
+}
+
+#[test]
+fn unknown_simulation_keys_are_refused_and_tam_check_ignores_the_section() {
+    let e = err(&format!("{TWO}[simulation]\nduraton = 3.0\n"));
+    assert!(
+        e.contains("simulation.duraton") && e.contains("unknown field"),
+        "{e}"
+    );
+    let text = format!("{TWO}[simulation]\nduration = 3.0\n");
+    let m = fairlane_tam::Model::from_toml(&text).unwrap();
+    assert_eq!(m.stages.len(), 2);
+    assert!(fairlane_tam::Model::from_toml(&format!("{TWO}[simulatoin]\n")).is_err());
+}
+
+#[test]
+fn a_run_time_deadlock_is_reported_with_the_stages() {
+    // A blocks on B, and the path visits A twice before B: A's one thread, held until B,
+    // waits for itself.
+    let text = format!(
+        "{}[simulation]\nduration = 5.0\n[simulation.stage.A]\nthreads = 1\n\
+         [[simulation.request]]\nname = \"r\"\npath = [{{ stage = \"A\", cpu_us = 1 }}, \
+         {{ stage = \"A\", cpu_us = 1 }}, {{ stage = \"B\", io_bytes = 1000 }}]\n",
+        TWO.replace(
+            "downstream = [\"B\"]",
+            "downstream = [\"B\"]\nblocks_on = [\"B\"]"
+        )
+    );
+    let spec = TamSpecFile::parse(&text, "t.toml").unwrap();
+    let e = run_all(&spec.spec, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("deadlock") && e.contains("`A`"), "{e}");
+}
+
+#[test]
+fn every_shipped_model_simulates_with_the_default_workload() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        let mut spec = AnySpec::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        spec.set("duration", toml::Value::Float(1.0)).unwrap();
+        let runs = match spec.run(1, u64::MAX, &mut |_| {}) {
+            Ok(AnyRuns::Tam(r)) => r,
+            Ok(_) => panic!("{}: not a TAM run", p.display()),
+            Err(AnyError::Spec(e)) => panic!("{e}"),
+            Err(AnyError::Run(e)) => panic!("{}: {e}", p.display()),
+        };
+        assert!(
+            runs[0].clients.iter().all(|c| c.completed > 0),
+            "{}",
+            p.display()
+        );
+        n += 1;
+    }
+    assert!(n >= 6, "{n}");
+}
+
+#[test]
+fn every_shipped_tam_experiment_parses() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name()
+            .is_some_and(|f| f.to_string_lossy().starts_with("tam-"))
+        {
+            assert!(
+                matches!(AnySpec::load(&p), Ok(AnySpec::Tam(_))),
+                "{}",
+                p.display()
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 11, "{n}");
+}
