@@ -89,7 +89,7 @@ fn load(
 }
 
 /// How many tasks a spec splits into: its points (sweep points or suite runs; 1 for a plain
-/// spec). A database-server spec runs as one task.
+/// spec). A database-server or TAM spec runs as one task.
 #[pyfunction]
 pub fn count_points(
     py: Python<'_>,
@@ -103,7 +103,7 @@ pub fn count_points(
             .scenarios()
             .map(|v| v.len())
             .map_err(|e| spec_error(py, &e.file, &e.field, &e.message)),
-        AnySpec::Cores { .. } => Ok(1),
+        AnySpec::Cores { .. } | AnySpec::Tam(_) => Ok(1),
     }
 }
 
@@ -164,6 +164,13 @@ pub fn run_spec(
                 "name": name,
                 "summary": dbreport::summary_json(r),
                 "order": r.iter().map(|x| x.tenants.iter().map(|t| t.name.clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
+                "series": [],
+                "occupancy": [],
+            }),
+            AnyRuns::Tam(r) => json!({
+                "name": name,
+                "summary": fairlane_sim::tam::summary_json(r),
+                "order": r.iter().map(|x| x.clients.iter().map(|c| c.name.clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
                 "series": [],
                 "occupancy": [],
             }),
