@@ -17,27 +17,37 @@ name = "bob"
 keys = ["kb"]
 "#;
 
+/// How long any one step may take before the test fails with a message (generous: the
+/// machine may be loaded; nothing here waits for it unless something is wrong).
+const STEP: Duration = Duration::from_secs(20);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_killed_mid_run_and_restarted() {
-    let up = start_upstream().await;
+    let up = HeldUpstream::start().await;
     let up_addr = up.addr();
-    let counters = up.counters.clone();
     let p = start_proxy(config(
         up_addr,
         &format!("[scheduler]\ndepth = 2\n{TENANTS}"),
     ))
     .await;
-    // Two requests in flight and four queued when the upstream dies.
+    // Two requests in flight (held at the upstream) and four queued when the upstream dies.
     let reqs: Vec<_> = (0..6)
         .map(|i| {
             tokio::spawn(get(
                 p.addr,
-                "/slow?delay_ms=400",
+                "/slow",
                 Some(if i % 2 == 0 { "ka" } else { "kb" }),
             ))
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let held = up.take(2, STEP, "two requests in flight").await;
+    let admin = p.admin;
+    eventually(STEP, "four queued behind the two held", || async move {
+        let s = status(admin).await;
+        s["queued"] == 4 && s["in_flight"] == 2
+    })
+    .await;
+    assert_eq!(up.counts().0, 2, "D = 2: only two reached the upstream");
     up.stop();
     for r in reqs {
         let (code, _, _) = r.await.unwrap();
@@ -46,10 +56,11 @@ async fn upstream_killed_mid_run_and_restarted() {
             "in-flight and queued requests get 502 when the upstream is gone"
         );
     }
+    drop(held);
     let (code, _, _) = get(p.addr, "/", Some("ka")).await;
     assert_eq!(code, 502, "connect refused → 502");
     // Restarted on the same address: served again.
-    let _up = UpstreamServer::start_with(up_addr, counters).await.unwrap();
+    let _up = UpstreamServer::start(up_addr).await.unwrap();
     let (code, _, body) = get(p.addr, "/", Some("ka")).await;
     assert_eq!(code, 200, "{body}");
     let s = status(p.admin).await;
@@ -66,21 +77,23 @@ async fn upstream_killed_mid_run_and_restarted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_upstream_gets_504_and_queue_timeout_503() {
-    let up = start_upstream().await;
+    let up = HeldUpstream::start().await;
     let p = start_proxy(config(
         up.addr(),
         &format!("timeout_ms = 300\n[scheduler]\ndepth = 1\n[limits]\nqueue_timeout_ms = 150\nretry_after_s = 7\n{TENANTS}"),
     ))
     .await;
-    let first = tokio::spawn(get(p.addr, "/?delay_ms=2000", Some("ka")));
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let first = tokio::spawn(get(p.addr, "/", Some("ka")));
+    // Held at the upstream (never answered before the test ends): it holds the one slot.
+    let _held = up.next(STEP, "alice's request in flight").await;
     // Queued behind it longer than the queue timeout.
     let (code, h, _) = get(p.addr, "/", Some("kb")).await;
     assert_eq!(code, 503);
     assert_eq!(h["retry-after"], "7");
-    // 504, not the upstream's 200 after 2 s: the 300 ms upstream timeout fired.
+    // 504: the upstream never answered, and the 300 ms upstream timeout fired.
     let (code, _, _) = first.await.unwrap();
     assert_eq!(code, 504);
+    assert_eq!(up.counts().0, 1, "bob's request never reached the upstream");
     let s = status(p.admin).await;
     assert_eq!(tenant(&s, "alice")["rejected"]["upstream_timeout"], 1);
     assert_eq!(tenant(&s, "bob")["rejected"]["queue_timeout"], 1);
@@ -88,7 +101,7 @@ async fn slow_upstream_gets_504_and_queue_timeout_503() {
 
 fn raw(addr: std::net::SocketAddr, bytes: &[u8]) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.set_read_timeout(Some(STEP)).unwrap();
     s.write_all(bytes).unwrap();
     let mut out = Vec::new();
     let mut buf = [0u8; 4096];
@@ -147,20 +160,16 @@ async fn malformed_and_oversized_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_disconnecting_while_queued_is_removed() {
-    let up = start_upstream().await;
+    let up = HeldUpstream::start().await;
     let p = start_proxy(config(
         up.addr(),
         &format!("[scheduler]\ndepth = 1\n{TENANTS}"),
     ))
     .await;
-    let first = tokio::spawn(get(p.addr, "/?delay_ms=800", Some("ka")));
+    let first = tokio::spawn(get(p.addr, "/", Some("ka")));
     let admin = p.admin;
-    eventually(
-        Duration::from_secs(5),
-        "first request in flight",
-        || async move { status(admin).await["in_flight"] == 1 },
-    )
-    .await;
+    // Held at the upstream until the end: the one slot stays taken.
+    let held = up.next(STEP, "first request in flight").await;
     // Three clients queue and hang up.
     let addr = p.addr;
     let socks: Vec<_> = (0..3)
@@ -171,28 +180,20 @@ async fn client_disconnecting_while_queued_is_removed() {
             s
         })
         .collect();
-    eventually(Duration::from_secs(5), "three queued", || async move {
+    eventually(STEP, "three queued", || async move {
         status(admin).await["queued"] == 3
     })
     .await;
     drop(socks);
-    eventually(
-        Duration::from_secs(5),
-        "queue emptied by the disconnects",
-        || async move {
-            let s = status(admin).await;
-            s["queued"] == 0 && tenant(&s, "bob")["cancelled"] == 3
-        },
-    )
+    eventually(STEP, "queue emptied by the disconnects", || async move {
+        let s = status(admin).await;
+        s["queued"] == 0 && tenant(&s, "bob")["cancelled"] == 3
+    })
     .await;
+    held.release();
     assert_eq!(first.await.unwrap().0, 200);
     // The upstream never saw the abandoned requests.
-    assert_eq!(
-        up.counters
-            .requests
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1
-    );
+    assert_eq!(up.counts().0, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,22 +234,20 @@ async fn identity_cannot_be_spoofed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_caps_answer_429_with_retry_after() {
-    let up = start_upstream().await;
+    let up = HeldUpstream::start().await;
     let p = start_proxy(config(
         up.addr(),
         &format!("[scheduler]\ndepth = 1\n[limits]\nmax_queued = 3\nmax_queued_per_tenant = 2\nretry_after_s = 3\n{TENANTS}"),
     ))
     .await;
     let admin = p.admin;
-    let mut held = vec![tokio::spawn(get(p.addr, "/?delay_ms=500", Some("ka")))];
-    eventually(Duration::from_secs(5), "in flight", || async move {
-        status(admin).await["in_flight"] == 1
-    })
-    .await;
+    let mut held = vec![tokio::spawn(get(p.addr, "/", Some("ka")))];
+    // Held at the upstream until every cap was checked: the queue only grows meanwhile.
+    let first = up.next(STEP, "alice's first request in flight").await;
     for _ in 0..2 {
         held.push(tokio::spawn(get(p.addr, "/", Some("ka"))));
     }
-    eventually(Duration::from_secs(5), "alice queued 2", || async move {
+    eventually(STEP, "alice queued 2", || async move {
         status(admin).await["queued"] == 2
     })
     .await;
@@ -259,11 +258,13 @@ async fn queue_caps_answer_429_with_retry_after() {
         "tenant cap"
     );
     held.push(tokio::spawn(get(p.addr, "/", Some("kb"))));
-    eventually(Duration::from_secs(5), "3 queued", || async move {
+    eventually(STEP, "3 queued", || async move {
         status(admin).await["queued"] == 3
     })
     .await;
     assert_eq!(get(p.addr, "/", Some("kb")).await.0, 429, "global cap");
+    first.release();
+    up.release_all();
     for h in held {
         assert_eq!(h.await.unwrap().0, 200);
     }
@@ -326,30 +327,45 @@ async fn cost_header_http2_and_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn depth_is_respected_upstream() {
-    let up = start_upstream().await;
+    let up = HeldUpstream::start().await;
     let p = start_proxy(config(
         up.addr(),
         &format!("[scheduler]\nalgorithm = \"2dfqe\"\ndepth = 3\n{TENANTS}"),
     ))
     .await;
     let reqs: Vec<_> = (0..30)
-        .map(|i| {
-            tokio::spawn(get(
-                p.addr,
-                "/?delay_ms=20",
-                Some(if i % 3 == 0 { "ka" } else { "kb" }),
-            ))
-        })
+        .map(|i| tokio::spawn(get(p.addr, "/", Some(if i % 3 == 0 { "ka" } else { "kb" }))))
         .collect();
+    let admin = p.admin;
+    // Release one request at a time: each time, the upstream holds exactly D = 3 and the
+    // rest wait in the proxy.
+    let mut held: std::collections::VecDeque<_> = up.take(3, STEP, "the first three").await.into();
+    for released in 0..27u64 {
+        let waiting = 27 - released;
+        eventually(
+            STEP,
+            &format!("{waiting} queued, 3 in flight"),
+            || async move {
+                let s = status(admin).await;
+                s["queued"] == waiting && s["in_flight"] == 3
+            },
+        )
+        .await;
+        assert_eq!(
+            (up.counts().1, up.untaken()),
+            (3, 0),
+            "after {released} released: the upstream holds exactly D = 3"
+        );
+        held.pop_front().unwrap().release();
+        held.push_back(up.next(STEP, &format!("the next after {released}")).await);
+    }
+    held.into_iter().for_each(Held::release);
+    up.release_all();
     for r in reqs {
         assert_eq!(r.await.unwrap().0, 200);
     }
-    assert_eq!(
-        up.counters
-            .max_active
-            .load(std::sync::atomic::Ordering::Relaxed),
-        3
-    );
+    assert_eq!(up.counts().0, 30);
+    assert_eq!(up.counts().2, 3, "never more than D = 3 at the upstream");
 }
 
 #[test]

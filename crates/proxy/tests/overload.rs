@@ -15,6 +15,12 @@ use fairlane_proxy::loadgen::{open, Target};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_times_capacity_for_30_seconds() {
+    // The load generator here holds hundreds of sockets (the proxy binary raises its own).
+    let fds = fairlane_proxy::server::raise_fd_limit().expect("getrlimit(RLIMIT_NOFILE)");
+    assert!(
+        fds >= 4096,
+        "open-files limit {fds}: this test needs at least 4096"
+    );
     let up = start_upstream().await;
     let text = format!(
         r#"[listen]
@@ -80,7 +86,7 @@ keys = ["kc"]
     }
     assert_eq!(sent, answered);
     let admin = p.admin;
-    eventually(Duration::from_secs(5), "queues empty", || async move {
+    eventually(Duration::from_secs(20), "queues empty", || async move {
         let s = status(admin).await;
         s["queued"] == 0 && s["in_flight"] == 0
     })

@@ -13,9 +13,22 @@ fn config_text(upstream: std::net::SocketAddr, rest: &str) -> String {
 
 const TENANTS: &str = "[[tenant]]\nname = \"alice\"\nkeys = [\"ka\"]\n";
 
+/// How long any one step may take before the test fails with a message.
+const STEP: Duration = Duration::from_secs(20);
+
+/// Wait until the proxy's stderr has a line containing `needle`.
+async fn logged(p: &ProxyProcess, needle: &'static str) {
+    let log = p.log.clone();
+    eventually(STEP, needle, || {
+        let log = log.clone();
+        async move { log.lock().unwrap().iter().any(|l| l.contains(needle)) }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_queued_and_in_flight_requests() {
-    let up = start_upstream().await;
+    let up = HeldUpstream::start().await;
     let path = temp_file(
         "drain.toml",
         &config_text(
@@ -26,18 +39,19 @@ async fn sigterm_drains_queued_and_in_flight_requests() {
     let mut p = ProxyProcess::start(&path);
     let admin = p.admin;
     let reqs: Vec<_> = (0..4)
-        .map(|_| tokio::spawn(get(p.addr, "/?delay_ms=200", Some("ka"))))
+        .map(|_| tokio::spawn(get(p.addr, "/", Some("ka"))))
         .collect();
-    eventually(
-        Duration::from_secs(5),
-        "1 in flight, 3 queued",
-        || async move {
-            let s = status(admin).await;
-            s["in_flight"] == 1 && s["queued"] == 3
-        },
-    )
+    // The first is held at the upstream, so the other three stay queued until we say.
+    let first = up.next(STEP, "the first request in flight").await;
+    eventually(STEP, "1 in flight, 3 queued", || async move {
+        let s = status(admin).await;
+        s["in_flight"] == 1 && s["queued"] == 3
+    })
     .await;
     p.signal("TERM");
+    logged(&p, "SIGTERM, draining").await;
+    first.release();
+    up.release_all();
     for r in reqs {
         assert_eq!(r.await.unwrap().0, 200, "drained, not dropped");
     }
@@ -49,7 +63,7 @@ async fn sigterm_drains_queued_and_in_flight_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_deadline_answers_the_rest_with_503() {
-    let up = start_upstream().await;
+    let up = HeldUpstream::start().await;
     let path = temp_file(
         "deadline.toml",
         &config_text(
@@ -60,20 +74,18 @@ async fn sigterm_deadline_answers_the_rest_with_503() {
     let mut p = ProxyProcess::start(&path);
     let admin = p.admin;
     let reqs: Vec<_> = (0..3)
-        .map(|_| tokio::spawn(get(p.addr, "/?delay_ms=3000", Some("ka"))))
+        .map(|_| tokio::spawn(get(p.addr, "/", Some("ka"))))
         .collect();
-    eventually(
-        Duration::from_secs(5),
-        "1 in flight, 2 queued",
-        || async move {
-            let s = status(admin).await;
-            s["in_flight"] == 1 && s["queued"] == 2
-        },
-    )
+    // Held at the upstream and never released: only the shutdown deadline can answer it.
+    let _first = up.next(STEP, "the first request in flight").await;
+    eventually(STEP, "1 in flight, 2 queued", || async move {
+        let s = status(admin).await;
+        s["in_flight"] == 1 && s["queued"] == 2
+    })
     .await;
     p.signal("TERM");
-    // All three get 503, the in-flight one too: answered at the deadline, not after the
-    // upstream's 3 s (which would have given it a 200).
+    // All three get 503, the in-flight one too: answered at the deadline (its upstream
+    // never answers).
     for r in reqs {
         let (code, h, _) = r.await.unwrap();
         assert_eq!(code, 503);
@@ -87,17 +99,24 @@ async fn sigterm_deadline_answers_the_rest_with_503() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_without_dropping_requests() {
-    let up = start_upstream().await;
+    let up = HeldUpstream::start().await;
     let path = temp_file(
         "reload.toml",
         &config_text(up.addr(), &format!("[scheduler]\ndepth = 2\n{TENANTS}")),
     );
     let p = ProxyProcess::start(&path);
+    let admin = p.admin;
     assert_eq!(get(p.addr, "/", Some("kb")).await.0, 401);
     let long: Vec<_> = (0..4)
-        .map(|_| tokio::spawn(get(p.addr, "/?delay_ms=400", Some("ka"))))
+        .map(|_| tokio::spawn(get(p.addr, "/", Some("ka"))))
         .collect();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Two held at the upstream (D = 2) and two queued across the reload.
+    let mut held = up.take(2, STEP, "two in flight before the reload").await;
+    eventually(STEP, "2 in flight, 2 queued", || async move {
+        let s = status(admin).await;
+        s["in_flight"] == 2 && s["queued"] == 2
+    })
+    .await;
     std::fs::write(
         &path,
         config_text(
@@ -107,14 +126,22 @@ async fn sighup_reloads_without_dropping_requests() {
     )
     .unwrap();
     p.signal("HUP");
-    let admin = p.admin;
-    eventually(Duration::from_secs(5), "reload applied", || async move {
+    eventually(STEP, "reload applied", || async move {
         status(admin).await["reloads"] == 1
     })
     .await;
     let s = status(admin).await;
     assert_eq!(s["depth"], 4);
     assert_eq!(tenant(&s, "bob")["weight"], 3.0);
+    // D = 4 applies to the running gate: the two queued requests are dispatched while the
+    // first two are still held.
+    held.extend(
+        up.take(2, STEP, "the queued two, dispatched by D = 4")
+            .await,
+    );
+    assert_eq!(up.counts().1, 4);
+    held.into_iter().for_each(Held::release);
+    up.release_all();
     assert_eq!(get(p.addr, "/", Some("kb")).await.0, 200);
     for r in long {
         assert_eq!(
@@ -127,7 +154,7 @@ async fn sighup_reloads_without_dropping_requests() {
     std::fs::write(&path, config_text(up.addr(), "[scheduler]\ndepth = 0\n")).unwrap();
     p.signal("HUP");
     let log = p.log.clone();
-    eventually(Duration::from_secs(5), "reload refused", || {
+    eventually(STEP, "reload refused", || {
         let log = log.clone();
         async move {
             log.lock()

@@ -4,7 +4,7 @@
 mod common;
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -60,9 +60,52 @@ target_ms = 200
     }
 }
 
+/// Send `n` requests, hold the first `depth` of them at the upstream for `hold` after they
+/// all arrived (so each one's response time in the proxy is at least `hold`), then release
+/// them together, and the rest as they arrive; returns the slowest response time the
+/// client saw.
+async fn held_batch(
+    p: &Running,
+    up: &HeldUpstream,
+    n: usize,
+    depth: usize,
+    hold: Duration,
+) -> Duration {
+    let reqs: Vec<_> = (0..n)
+        .map(|_| {
+            let addr = p.addr;
+            tokio::spawn(async move {
+                let t = Instant::now();
+                let (code, _, _) = get(addr, "/", Some("ka")).await;
+                (code, t.elapsed())
+            })
+        })
+        .collect();
+    let first = up.take(depth.min(n), STEP, "a batch at the upstream").await;
+    tokio::time::sleep(hold).await;
+    first.into_iter().for_each(Held::release);
+    for _ in depth.min(n)..n {
+        up.next(STEP, "the rest of the batch").await.release();
+    }
+    let mut slowest = Duration::ZERO;
+    for r in reqs {
+        let (code, t) = r.await.unwrap();
+        assert_eq!(code, 200);
+        slowest = slowest.max(t);
+    }
+    slowest
+}
+
+const STEP: Duration = Duration::from_secs(20);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adaptive_depth_reacts_to_missed_targets() {
-    let up = start_upstream().await;
+    // The controller judges a period only if the tenant completed at least 5 requests in it
+    // (`DepthConfig::min_samples`). The test completes requests in batches of 9 released
+    // together, so exactly one period judges each batch (9 < 2 × 5, and a batch's
+    // completions cannot span three 1 s periods), and none judges anything between batches:
+    // each decision holds until the test acts, however slowly the test runs.
+    let up = HeldUpstream::start().await;
     let p = start_proxy(config(
         up.addr(),
         r#"[scheduler]
@@ -71,7 +114,7 @@ depth = 16
 [scheduler.adaptive]
 min = 2
 max = 32
-interval_ms = 200
+interval_ms = 1000
 [[tenant]]
 name = "a"
 keys = ["ka"]
@@ -79,31 +122,27 @@ target_ms = 10
 "#,
     ))
     .await;
-    assert_eq!(status(p.admin).await["depth"], 16);
-    // 30 ms requests against a 10 ms target: every period misses. The controller halves D;
-    // halving cannot make a 30 ms request faster, so it goes back up and holds 16 as a floor
-    // rather than starving the tenant at depth 2.
-    let t = fairlane_proxy::loadgen::Target {
-        addr: p.addr,
-        path: "/?delay_ms=30".into(),
-        key: Some("ka".into()),
-    };
-    let load = tokio::spawn(async move {
-        fairlane_proxy::loadgen::closed(&t, 8, Duration::from_secs(4)).await
-    });
     let admin = p.admin;
-    eventually(
-        Duration::from_secs(10),
-        "depth halves on a miss",
-        || async move { status(admin).await["depth"] == 8 },
-    )
+    assert_eq!(status(admin).await["depth"], 16);
+    // Every request misses the 10 ms target (held ≥ 30 ms): the controller halves D.
+    let slowest = held_batch(&p, &up, 9, 16, Duration::from_millis(30)).await;
+    eventually(STEP, "depth halves on a miss", || async move {
+        status(admin).await["depth"] == 8
+    })
     .await;
+    // Halving cannot make a held request faster: the next batch is slower still (held at
+    // least twice the first batch's slowest response), so the controller goes back to 16
+    // and holds it as a floor rather than starving the tenant at depth 2.
+    held_batch(&p, &up, 9, 8, 2 * slowest).await;
     eventually(
-        Duration::from_secs(10),
+        STEP,
         "depth goes back when halving did not help",
         || async move { status(admin).await["depth"] == 16 },
     )
     .await;
-    let r = load.await.unwrap();
-    assert_eq!(r.ok(), r.sent, "{}", r.summary());
+    let s = status(admin).await;
+    assert_eq!(
+        (s["queued"].as_u64(), s["in_flight"].as_u64()),
+        (Some(0), Some(0))
+    );
 }

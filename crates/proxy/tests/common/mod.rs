@@ -52,6 +52,9 @@ pub fn client() -> Client<HttpConnector, Empty<Bytes>> {
     Client::builder(TokioExecutor::new()).build(HttpConnector::new())
 }
 
+/// The longest a test waits for one HTTP answer.
+pub const GET_LIMIT: Duration = Duration::from_secs(60);
+
 /// GET `path` with an optional API key; (status, headers, body).
 pub async fn get(
     addr: SocketAddr,
@@ -62,19 +65,26 @@ pub async fn get(
     if let Some(k) = key {
         b = b.header("authorization", format!("Bearer {k}"));
     }
-    let resp = client()
-        .request(b.body(Empty::new()).unwrap())
+    let answer = async {
+        let resp = client()
+            .request(b.body(Empty::new()).unwrap())
+            .await
+            .expect("an HTTP answer");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        (status, headers, String::from_utf8_lossy(&body).into_owned())
+    };
+    // Every answer the tests wait for comes from the proxy's own timers or a released
+    // upstream well before this: hitting it means a request was lost.
+    tokio::time::timeout(GET_LIMIT, answer)
         .await
-        .expect("an HTTP answer");
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .map(|b| b.to_bytes())
-        .unwrap_or_default();
-    (status, headers, String::from_utf8_lossy(&body).into_owned())
+        .unwrap_or_else(|_| panic!("no answer to GET {path} from {addr} within {GET_LIMIT:?}"))
 }
 
 /// The admin `/status` JSON.
@@ -221,4 +231,183 @@ pub fn require(program: &str) -> String {
         }
     }
     panic!("{program} is not installed: run scripts/test-deps.sh (scripts/test.sh does) before the tests");
+}
+
+/// A request the [`HeldUpstream`] is holding: it is answered (200, `x-saw-tenant` echoed)
+/// when the test calls [`Held::release`] or drops it.
+pub struct Held {
+    /// Path and query as the upstream saw them.
+    pub path: String,
+    /// The `x-fairlane-tenant` header the proxy set, if any.
+    pub tenant: Option<String>,
+    release: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Held {
+    /// Answer it now.
+    pub fn release(self) {
+        let _ = self.release.send(());
+    }
+}
+
+#[derive(Default)]
+struct HoldState {
+    /// Arrivals not yet taken by the test.
+    waiting: std::collections::VecDeque<Held>,
+    /// Answer every new arrival at once (after [`HeldUpstream::release_all`]).
+    open: bool,
+    /// Requests received, being served now, and most served at once.
+    received: u64,
+    active: u64,
+    max_active: u64,
+}
+
+/// A controllable upstream: every request is held until the test releases it, so what is
+/// in flight is known rather than guessed from sleeps. [`HeldUpstream::stop`] kills the
+/// listener and every connection at once.
+pub struct HeldUpstream {
+    addr: SocketAddr,
+    state: std::sync::Arc<std::sync::Mutex<HoldState>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl HeldUpstream {
+    /// Serve on a free loopback port.
+    pub async fn start() -> HeldUpstream {
+        use hyper::service::service_fn;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("held upstream binds");
+        let addr = listener.local_addr().unwrap();
+        let state = std::sync::Arc::new(std::sync::Mutex::new(HoldState::default()));
+        let st = state.clone();
+        let task = tokio::spawn(async move {
+            // Connections live in this set: aborting the task closes them all.
+            let mut conns = tokio::task::JoinSet::new();
+            loop {
+                tokio::select! {
+                    a = listener.accept() => {
+                        let Ok((stream, _)) = a else { continue };
+                        let st = st.clone();
+                        conns.spawn(async move {
+                            let service = service_fn(move |req| hold(req, st.clone()));
+                            let _ = hyper::server::conn::http1::Builder::new()
+                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                                .await;
+                        });
+                    }
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                }
+            }
+        });
+        HeldUpstream { addr, state, task }
+    }
+
+    /// Its address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The next request to arrive (in arrival order); panics naming `what` if none arrives
+    /// within `limit`.
+    pub async fn next(&self, limit: Duration, what: &str) -> Held {
+        let end = Instant::now() + limit;
+        loop {
+            if let Some(h) = self.state.lock().unwrap().waiting.pop_front() {
+                return h;
+            }
+            assert!(
+                Instant::now() < end,
+                "timed out after {limit:?} waiting for a request at the upstream: {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// The next `n` requests to arrive.
+    pub async fn take(&self, n: usize, limit: Duration, what: &str) -> Vec<Held> {
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            out.push(
+                self.next(limit, &format!("{what} ({i} of {n} arrived)"))
+                    .await,
+            );
+        }
+        out
+    }
+
+    /// Answer every request not yet taken with [`HeldUpstream::next`] and, from now on,
+    /// every new one at once (taken ones are the test's to release).
+    pub fn release_all(&self) {
+        let held: Vec<_> = {
+            let mut st = self.state.lock().unwrap();
+            st.open = true;
+            st.waiting.drain(..).collect()
+        };
+        held.into_iter().for_each(Held::release);
+    }
+
+    /// (received, being served now, most served at once).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        let st = self.state.lock().unwrap();
+        (st.received, st.active, st.max_active)
+    }
+
+    /// Requests arrived and not yet taken by [`HeldUpstream::next`].
+    pub fn untaken(&self) -> usize {
+        self.state.lock().unwrap().waiting.len()
+    }
+
+    /// Kill it: the listener and every connection close at once.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for HeldUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn hold(
+    req: http::Request<hyper::body::Incoming>,
+    st: std::sync::Arc<std::sync::Mutex<HoldState>>,
+) -> Result<http::Response<http_body_util::Full<Bytes>>, std::convert::Infallible> {
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| "/".to_string(), |p| p.to_string());
+    let tenant = req
+        .headers()
+        .get("x-fairlane-tenant")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let _ = req.into_body().collect().await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    {
+        // Decided under the lock, so `release_all` cannot miss a request that arrives
+        // while it runs.
+        let mut s = st.lock().unwrap();
+        s.received += 1;
+        s.active += 1;
+        s.max_active = s.max_active.max(s.active);
+        if s.open {
+            drop(tx); // answered at once below
+        } else {
+            s.waiting.push_back(Held {
+                path,
+                tenant: tenant.clone(),
+                release: tx,
+            });
+        }
+    }
+    // Released, dropped by the test, or open: answer.
+    let _ = rx.await;
+    st.lock().unwrap().active -= 1;
+    let mut r = http::Response::new(http_body_util::Full::new(Bytes::from_static(b"released\n")));
+    if let Some(t) = tenant.and_then(|t| http::HeaderValue::from_str(&t).ok()) {
+        r.headers_mut().insert("x-saw-tenant", t);
+    }
+    Ok(r)
 }
