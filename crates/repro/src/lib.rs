@@ -69,7 +69,7 @@ macro_rules! spec {
 }
 
 /// Every reproduction, in report order.
-pub const EXPERIMENTS: [Experiment; 16] = [
+pub const EXPERIMENTS: [Experiment; 17] = [
     Experiment {
         name: "2dfq-fig5",
         title: "2DFQ §4 worked example (Fig. 5 and 6)",
@@ -99,6 +99,12 @@ pub const EXPERIMENTS: [Experiment; 16] = [
         title: "",
         spec: spec!("experiments/2dfq-fig13-suite.toml"),
         analysis: Analysis::Pool(tdfq::fig13),
+    },
+    Experiment {
+        name: "2dfqe-mechanism",
+        title: "",
+        spec: spec!("experiments/2dfqe-mechanism.toml"),
+        analysis: Analysis::Pool(tdfq::mechanism),
     },
     Experiment {
         name: "interposed-fig3-4",
