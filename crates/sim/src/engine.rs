@@ -161,6 +161,8 @@ struct Sim<'a, S: Service> {
     track_slot: Vec<u32>,
     occupancy: Vec<Thinned<Option<f32>>>,
     depth_ctl: Option<DepthController>,
+    /// An occupancy sample is due at the end of this instant (after the picks).
+    occupancy_due: bool,
 }
 
 /// Build the scheduler `choice` names for scenario `sc`'s server: the one place the engine
@@ -330,6 +332,7 @@ fn run_service<S: Service>(
             Some(Depth::Adaptive(cfg)) => Some(DepthController::new(*cfg).map_err(core)?),
             _ => None,
         },
+        occupancy_due: false,
     };
     sim.start()?;
     drive(&mut sim, sc.duration, sc.max_events, progress)?;
@@ -368,6 +371,12 @@ impl<S: Service> Model for Sim<'_, S> {
     fn settle(&mut self, now: f64) -> Result<(), SimError> {
         if !self.idle.is_empty() && self.sched.queued() > 0 {
             self.dispatch(now)?;
+        }
+        if self.occupancy_due {
+            self.occupancy_due = false;
+            for (w, series) in self.workers.iter().zip(self.occupancy.iter_mut()) {
+                series.push(now, w.map(|r| r.job.work.cost as f32));
+            }
         }
         Ok(())
     }
@@ -556,9 +565,9 @@ impl<S: Service> Sim<'_, S> {
                 self.push(now + self.sc.interval, SAMPLE, 0);
             }
             OCCUPANCY => {
-                for (w, series) in self.workers.iter().zip(self.occupancy.iter_mut()) {
-                    series.push(now, w.map(|r| r.job.work.cost as f32));
-                }
+                // Sampled in `settle`, so it sees what the workers run once the instant's
+                // picks are made.
+                self.occupancy_due = true;
                 self.push(now + self.sc.occupancy_interval, OCCUPANCY, 0);
             }
             RETRY => {
