@@ -70,7 +70,7 @@ macro_rules! spec {
 }
 
 /// Every reproduction, in report order.
-pub const EXPERIMENTS: [Experiment; 21] = [
+pub const EXPERIMENTS: [Experiment; 22] = [
     Experiment {
         name: "2dfq-fig5",
         title: "2DFQ §4 worked example (Fig. 5 and 6)",
@@ -100,6 +100,12 @@ pub const EXPERIMENTS: [Experiment; 21] = [
         title: "",
         spec: spec!("experiments/2dfq-fig13-suite.toml"),
         analysis: Analysis::Pool(tdfq::fig13),
+    },
+    Experiment {
+        name: "2dfqe-mechanism",
+        title: "",
+        spec: spec!("experiments/2dfqe-mechanism.toml"),
+        analysis: Analysis::Pool(tdfq::mechanism),
     },
     Experiment {
         name: "interposed-fig3-4",

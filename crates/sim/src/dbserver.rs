@@ -961,8 +961,6 @@ fn run_one(
             } else {
                 format!("{}-{j}", t.name)
             };
-            let id = TenantId(insts.len() as u64);
-            s.set_reservation(id, t.terms(), 0.0).map_err(err)?;
             insts.push(Inst {
                 rng: Rng::new(spec.seed, stream_id(&name)),
                 name,
@@ -972,6 +970,21 @@ fn run_one(
                 burst_left: 0,
             });
         }
+    }
+    // The run works on the tenants sorted by name (their ids in the scheduler, the order
+    // their first events are scheduled in), so it does not depend on the spec's order; the
+    // results go back to spec order at the end.
+    let mut spec_pos: Vec<usize> = (0..insts.len()).collect();
+    spec_pos.sort_by(|&a, &b| insts[a].name.cmp(&insts[b].name).then(a.cmp(&b)));
+    let mut slots: Vec<Option<Inst>> = insts.into_iter().map(Some).collect();
+    let mut insts: Vec<Inst> = spec_pos
+        .iter()
+        .map(|&p| slots[p].take().expect("a permutation"))
+        .collect();
+    for (i, inst) in insts.iter().enumerate() {
+        let terms = spec.tenant[inst.spec].terms();
+        s.set_reservation(TenantId(i as u64), terms, 0.0)
+            .map_err(err)?;
     }
     let mut queue = EventQueue::default();
     for (i, inst) in insts.iter_mut().enumerate() {
@@ -1021,7 +1034,7 @@ fn run_one(
         busy_time += end - start.max(spec.warmup);
     }
     s.close_intervals(end).map_err(err)?;
-    let records: Vec<MeterRecord> = s
+    let mut records: Vec<MeterRecord> = s
         .take_records()
         .into_iter()
         .filter(|r| r.start >= spec.warmup - 1e-9)
@@ -1084,6 +1097,15 @@ fn run_one(
             revenue_max,
             refund,
         });
+    }
+    // Back to spec order: tenants by their spec position, records naming it.
+    let mut by_pos: Vec<Option<DbTenantResult>> = (0..tenants.len()).map(|_| None).collect();
+    for (i, t) in tenants.into_iter().enumerate() {
+        by_pos[spec_pos[i]] = Some(t);
+    }
+    let tenants: Vec<DbTenantResult> = by_pos.into_iter().flatten().collect();
+    for r in &mut records {
+        r.tenant = TenantId(spec_pos[r.tenant.0 as usize] as u64);
     }
     Ok(DbRun {
         label: point.map(|p| p.label.clone()).unwrap_or_default(),

@@ -7,9 +7,17 @@
 //! Schedulers with known costs get the cost with the request; the others estimate it and
 //! learn from refresh charging (`progress` every `refresh` seconds for running requests, as
 //! far as the service lets its progress be seen) and retroactive charging (`complete` with
-//! the true cost). Events at the same instant run in the order they were scheduled, and every
-//! tenant draws from its own random streams, so the same scenario and seed give the same run
-//! under every scheduler and every time.
+//! the true cost). Every tenant draws from its own random streams (seeded by its name), so the
+//! same scenario and seed give the same run under every scheduler and every time.
+//!
+//! Order-free by construction (docs/simulator.md "Same-instant events"): the run does not
+//! depend on the order tenants are listed in the spec. The engine works on the tenants in
+//! their *canonical order* — sorted by name — which is the order their first events are
+//! scheduled in, the ids the scheduler sees ([`TenantId`] = rank by name, so a scheduler's
+//! ties go to the tenant whose name sorts first) and the GPS reference's flow indices. Events
+//! at one instant run in the order they were scheduled, and idle workers pick only once every
+//! event of the instant is handled ([`Model::settle`]): all arrivals and completions at one
+//! instant are in the scheduler before any worker chooses, lowest worker index first.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -131,6 +139,10 @@ struct Sim<'a, S: Service> {
     idle: BinaryHeap<Reverse<u32>>,
     retry_at: f64,
     tenants: Vec<TenantState>,
+    /// Spec indices in canonical order (by name), and each spec index's rank in it: the
+    /// tenant's id in the scheduler and its flow in the GPS reference.
+    order: Vec<usize>,
+    rank: Vec<usize>,
     gps: GpsClock,
     // Metrics.
     done: Vec<f64>,
@@ -149,6 +161,8 @@ struct Sim<'a, S: Service> {
     track_slot: Vec<u32>,
     occupancy: Vec<Thinned<Option<f32>>>,
     depth_ctl: Option<DepthController>,
+    /// An occupancy sample is due at the end of this instant (after the picks).
+    occupancy_due: bool,
 }
 
 /// Build the scheduler `choice` names for scenario `sc`'s server: the one place the engine
@@ -258,6 +272,11 @@ fn run_service<S: Service>(
     let n = sc.tenants.len();
     let slots = svc.slots();
     let capacity = svc.capacity();
+    let order = canonical_order(sc);
+    let mut rank = vec![0; n];
+    for (r, &f) in order.iter().enumerate() {
+        rank[f] = r;
+    }
     let mut sim = Sim {
         sc,
         sched,
@@ -280,6 +299,8 @@ fn run_service<S: Service>(
                 service: Rng::new(sc.seed, t.stream ^ purpose::SERVICE),
             })
             .collect(),
+        order,
+        rank,
         gps: GpsClock::new(capacity).map_err(core)?,
         done: vec![0.0; n],
         partial: vec![0.0; n],
@@ -311,14 +332,24 @@ fn run_service<S: Service>(
             Some(Depth::Adaptive(cfg)) => Some(DepthController::new(*cfg).map_err(core)?),
             _ => None,
         },
+        occupancy_due: false,
     };
     sim.start()?;
     drive(&mut sim, sc.duration, sc.max_events, progress)?;
     Ok(sim.finish(capacity, wall.elapsed().as_secs_f64()))
 }
 
+/// The tenants' spec indices sorted by name (then by index, should two names be equal): the
+/// order-free order the engine schedules, identifies and samples them in.
+pub fn canonical_order(sc: &Scenario) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..sc.tenants.len()).collect();
+    order.sort_by(|&a, &b| sc.tenants[a].name.cmp(&sc.tenants[b].name).then(a.cmp(&b)));
+    order
+}
+
 impl<S: Service> Model for Sim<'_, S> {
     type Event = Ev;
+    const SETTLES: bool = true;
 
     #[inline]
     fn queue(&mut self) -> &mut EventQueue<Ev> {
@@ -334,6 +365,21 @@ impl<S: Service> Model for Sim<'_, S> {
         self.events += 1;
         self.on_event(now, ev)
     }
+
+    /// Every event at `now` is handled: idle workers pick now, so requests that arrived at
+    /// the same instant compete whatever order their events ran in.
+    fn settle(&mut self, now: f64) -> Result<(), SimError> {
+        if !self.idle.is_empty() && self.sched.queued() > 0 {
+            self.dispatch(now)?;
+        }
+        if self.occupancy_due {
+            self.occupancy_due = false;
+            for (w, series) in self.workers.iter().zip(self.occupancy.iter_mut()) {
+                series.push(now, w.map(|r| r.job.work.cost as f32));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<S: Service> Sim<'_, S> {
@@ -344,20 +390,19 @@ impl<S: Service> Sim<'_, S> {
 
     fn start(&mut self) -> Result<(), SimError> {
         let sc = self.sc;
-        for (f, t) in sc.tenants.iter().enumerate() {
+        for r in 0..sc.tenants.len() {
+            let f = self.order[r];
+            let t = &sc.tenants[f];
+            let id = TenantId(r as u64);
             if t.weight != 1.0 {
-                self.sched
-                    .set_weight(TenantId(f as u64), t.weight, 0.0)
-                    .map_err(core)?;
-                self.gps.set_weight(f, t.weight, 0.0);
+                self.sched.set_weight(id, t.weight, 0.0).map_err(core)?;
+                self.gps.set_weight(r, t.weight, 0.0);
             }
             if t.target.is_some() {
                 // EDF's deadlines; the other schedulers ignore targets.
-                self.sched
-                    .set_target(TenantId(f as u64), t.target, 0.0)
-                    .map_err(core)?;
+                self.sched.set_target(id, t.target, 0.0).map_err(core)?;
                 if let Some(ctl) = &mut self.depth_ctl {
-                    ctl.set_target(TenantId(f as u64), t.target).map_err(core)?;
+                    ctl.set_target(id, t.target).map_err(core)?;
                 }
             }
             match &t.arrival {
@@ -458,12 +503,12 @@ impl<S: Service> Sim<'_, S> {
                     if let Some(next) = rows.get(st.cursor) {
                         self.push(t.start + next.time, ARRIVAL, ev.idx);
                     }
-                    self.enqueue(f, row.class, row.cost, now, true)?;
+                    self.enqueue(f, row.class, row.cost, now)?;
                 } else {
                     let next = self.next_open_arrival(f, now);
                     self.push(next, ARRIVAL, ev.idx);
                     let (class, cost) = t.draw(&mut self.tenants[f].costs);
-                    self.enqueue(f, class, cost, now, true)?;
+                    self.enqueue(f, class, cost, now)?;
                 }
             }
             ISSUE => {
@@ -476,7 +521,7 @@ impl<S: Service> Sim<'_, S> {
                     Arrival::Backlogged { outstanding } => {
                         // The tenant starts: infinite demand in the GPS reference, and
                         // `outstanding` requests at once.
-                        self.gps.backlog(f, now);
+                        self.gps.backlog(self.rank[f], now);
                         for _ in 0..outstanding {
                             self.issue(f, now)?;
                         }
@@ -520,14 +565,14 @@ impl<S: Service> Sim<'_, S> {
                 self.push(now + self.sc.interval, SAMPLE, 0);
             }
             OCCUPANCY => {
-                for (w, series) in self.workers.iter().zip(self.occupancy.iter_mut()) {
-                    series.push(now, w.map(|r| r.job.work.cost as f32));
-                }
+                // Sampled in `settle`, so it sees what the workers run once the instant's
+                // picks are made.
+                self.occupancy_due = true;
                 self.push(now + self.sc.occupancy_interval, OCCUPANCY, 0);
             }
             RETRY => {
+                // Idle workers pick in `settle`.
                 self.retry_at = f64::INFINITY;
-                self.dispatch(now)?;
             }
             DEPTH => {
                 let ctl = self.depth_ctl.as_mut().expect("adaptive depth");
@@ -537,7 +582,6 @@ impl<S: Service> Sim<'_, S> {
                     // than D are outstanding. Growing: the new slots dispatch at once.
                     self.sched.set_workers(d).map_err(core)?;
                     self.svc.set_depth(d, now);
-                    self.dispatch(now)?;
                 }
                 self.push(now + every, DEPTH, 0);
             }
@@ -549,19 +593,14 @@ impl<S: Service> Sim<'_, S> {
     /// A closed-loop or backlogged tenant issues its next request.
     fn issue(&mut self, f: usize, now: f64) -> Result<(), SimError> {
         let (class, cost) = self.sc.tenants[f].draw(&mut self.tenants[f].costs);
-        self.enqueue(f, class, cost, now, true)
+        self.enqueue(f, class, cost, now)
     }
 
-    /// Queue a request; `dispatch` gives idle workers work right away.
-    fn enqueue(
-        &mut self,
-        f: usize,
-        class: u32,
-        cost: f64,
-        now: f64,
-        dispatch: bool,
-    ) -> Result<(), SimError> {
-        self.gps.arrive(f, cost, now);
+    /// Queue a request (idle workers pick it up in `settle`, after every event of the
+    /// instant).
+    fn enqueue(&mut self, f: usize, class: u32, cost: f64, now: f64) -> Result<(), SimError> {
+        let r = self.rank[f];
+        self.gps.arrive(r, cost, now);
         if now >= self.sc.warmup {
             self.arrived[f] += 1;
         }
@@ -570,7 +609,7 @@ impl<S: Service> Sim<'_, S> {
             arrived: now,
             work: self.svc.arrival(cost, &mut self.tenants[f].service),
         };
-        let mut req = Request::new(TenantId(f as u64), ClassId(class), job);
+        let mut req = Request::new(TenantId(r as u64), ClassId(class), job);
         if self.known_costs {
             req = req.with_cost(cost);
         }
@@ -582,9 +621,6 @@ impl<S: Service> Sim<'_, S> {
                  shorten the run",
                 self.sc.name
             )));
-        }
-        if dispatch && !self.idle.is_empty() {
-            self.dispatch(now)?;
         }
         Ok(())
     }
@@ -648,15 +684,15 @@ impl<S: Service> Sim<'_, S> {
             self.svc.record(f, now - r.job.arrived);
         }
         if let Some(ctl) = &mut self.depth_ctl {
-            ctl.observe(TenantId(f as u64), now - r.job.arrived, now);
+            ctl.observe(TenantId(self.rank[f] as u64), now - r.job.arrived, now);
         }
         let t = &self.sc.tenants[f];
         match t.arrival {
-            // Replaced at once: the tenant stays backlogged. The freed worker dispatches below.
+            // Replaced at once: the tenant stays backlogged.
             Arrival::Backlogged { .. } if now <= t.stop => {
                 self.events += 1;
                 let (class, cost) = t.draw(&mut self.tenants[f].costs);
-                self.enqueue(f, class, cost, now, false)?;
+                self.enqueue(f, class, cost, now)?;
             }
             Arrival::Closed { think, .. } => {
                 let at = now + self.tenants[f].arrivals.exp(think);
@@ -666,9 +702,9 @@ impl<S: Service> Sim<'_, S> {
             }
             _ => {}
         }
-        // The freed worker picks next, then any other idle one.
+        // Idle workers, this one included, pick in `settle`, lowest index first.
         self.idle.push(Reverse(w as u32));
-        self.dispatch(now)
+        Ok(())
     }
 
     fn sample(&mut self, now: f64) {
@@ -682,10 +718,12 @@ impl<S: Service> Sim<'_, S> {
             self.partial[w.job.tenant as usize] += self.svc.visible(w.start, w.job.work.cost, now);
         }
         self.scratch.clear();
-        for f in 0..sc.tenants.len() {
+        // Canonical order, so the Gini index's sums add up the same whatever the spec order.
+        for r in 0..sc.tenants.len() {
+            let f = self.order[r];
             let actual = self.done[f] + self.partial[f];
             self.partial[f] = 0.0;
-            let gps = self.gps.work(f);
+            let gps = self.gps.work(r);
             if measured {
                 self.lag[f].add((gps - actual) / sc.rate);
             }
@@ -718,7 +756,8 @@ impl<S: Service> Sim<'_, S> {
             .flatten()
             .map(|w| self.svc.visible(w.start, w.job.work.cost, sc.duration))
             .sum::<f64>();
-        let done: f64 = self.done.iter().sum::<f64>() + running;
+        // Summed in canonical order: the same bits whatever the spec order.
+        let done: f64 = self.order.iter().map(|&f| self.done[f]).sum::<f64>() + running;
         let tenants = sc
             .tenants
             .iter()
