@@ -14,12 +14,11 @@
 //!   reservations paper, seeds/003 §6): a task runs at most one quantum, then re-enters the
 //!   scheduler with its remaining demand ([`Outcome::Yield`]).
 //!
-//! A multi-stage model (a Thread Architecture Model, seeds/004 §3) is several services
-//! driven by one [`crate::events::Model`]: each stage is a service with its scheduler, a
-//! request `Done` at one stage is enqueued at the next, and a thread that blocks on a
-//! downstream stage keeps its slot until the model calls that stage's completion back (the
-//! model, not the stage, knows the path). Shared host resources (CPU, disk, network, locks)
-//! are services too, whose slots are the resource's parallelism.
+//! A multi-stage model (a Thread Architecture Model, seeds/004 §3; [`crate::tam`]) is not a
+//! `Service` but one [`crate::events::Model`] over its stages and its hosts' resources: a
+//! request holds its stage thread while it waits at a host's CPU, disk, network or lock, and
+//! a `Service` frees a slot only when its request is done, so the TAM model keeps stages and
+//! resources inside itself (docs/architecture.md, "Inside fairlane-sim").
 
 use crate::blackbox::BlackBoxResult;
 use crate::rng::Rng;
