@@ -69,22 +69,7 @@ fn tenant_json(t: &DbTenantResult) -> Value {
 }
 
 fn stem(r: &DbRun) -> String {
-    let clean = |s: &str| -> String {
-        s.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect()
-    };
-    if r.label.is_empty() {
-        clean(&r.scheduler)
-    } else {
-        format!("{}-{}", clean(&r.label), clean(&r.scheduler))
-    }
+    crate::report::run_stem(&r.label, &r.scheduler)
 }
 
 /// Write `csv/STEM-tenants.csv` (per tenant) and `csv/STEM-intervals.csv` (every metering

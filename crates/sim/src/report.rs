@@ -85,6 +85,12 @@ fn tenant_json(t: &TenantResult) -> Value {
 }
 
 fn file_stem(r: &RunResult) -> String {
+    run_stem(&r.label, &r.scheduler)
+}
+
+/// The file-name stem of one run's outputs, shared by every model's report: `LABEL-SCHEDULER`
+/// (or `SCHEDULER` without a sweep label), anything but `[A-Za-z0-9.-]` replaced by `_`.
+pub(crate) fn run_stem(label: &str, scheduler: &str) -> String {
     let clean = |s: &str| -> String {
         s.chars()
             .map(|c| {
@@ -96,10 +102,10 @@ fn file_stem(r: &RunResult) -> String {
             })
             .collect()
     };
-    if r.label.is_empty() {
-        clean(&r.scheduler)
+    if label.is_empty() {
+        clean(scheduler)
     } else {
-        format!("{}-{}", clean(&r.label), clean(&r.scheduler))
+        format!("{}-{}", clean(label), clean(scheduler))
     }
 }
 

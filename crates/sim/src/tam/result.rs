@@ -145,10 +145,7 @@ pub fn summary_json(runs: &[TamRun]) -> Value {
 }
 
 fn stem(r: &TamRun) -> String {
-    r.scheduler
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect()
+    crate::report::run_stem("", &r.scheduler)
 }
 
 /// Write `csv/SCHED-clients.csv`, `-client-series.csv`, `-stages.csv`, `-stage-series.csv`.
