@@ -72,7 +72,15 @@ overhead)
     pg_start
     trap pg_stop EXIT
     ROUNDS=${ROUNDS:-5}; SECS=${SECS:-15}
-    tps() { pgbench "${PG[@]}" -n -c 4 -T "$SECS" postgres 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'; }
+    # LOAD=tpcb (default): pgbench's TPC-B-like transactions, 4 clients.
+    # LOAD=select: select-only with prepared statements, 2 clients, 2 threads. It is CPU-bound
+    # and steadier between runs, and it is the load the sampler's CPU cost hurts most.
+    case "${LOAD:-tpcb}" in
+    tpcb) BENCH=(-c 4) ;;
+    select) BENCH=(-S -M prepared -c 2 -j 2) ;;
+    *) echo "LOAD must be tpcb or select" >&2; exit 2 ;;
+    esac
+    tps() { pgbench "${PG[@]}" -n "${BENCH[@]}" -T "$SECS" postgres 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'; }
     with() {
         "$FAIRLANE" tam discover --pid "$PM" --duration "$SECS" --no-blocking -o "$DIR/m.toml" >/dev/null 2>&1 &
         local d=$!
@@ -83,8 +91,24 @@ overhead)
     echo "round tps_without tps_with"
     for r in $(seq "$ROUNDS"); do # alternate which goes first
         if [ $((r % 2)) = 1 ]; then a=$(tps); b=$(with); else b=$(with); a=$(tps); fi
-        echo "$r $a $b"
+        echo "$r $a $b" | tee -a "$DIR/rounds"
     done
+    # Each round is a pair taken back to back, so the ratio cancels the slow drift of the
+    # machine; the summary is the mean of the per-round log ratios with a 95 % interval.
+    python3 - "$DIR/rounds" <<'PY'
+import math, statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if len(l.split()) == 3]
+r = [math.log(float(b) / float(a)) for _, a, b in rows if float(a) > 0 and float(b) > 0]
+if len(r) < 2:
+    sys.exit("fewer than two complete rounds")
+m, se = statistics.mean(r), statistics.stdev(r) / math.sqrt(len(r))
+df, z = len(r) - 1, 1.959964  # Student t quantile (table, then the Cornish-Fisher expansion: within 0.5 % for df >= 5)
+t = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}.get(df, z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2))
+lo, hi = math.exp(m - t * se), math.exp(m + t * se)
+print(f"rounds {len(r)}  with/without: mean {math.exp(m):.4f}  95% CI [{lo:.4f}, {hi:.4f}]  "
+      f"median {math.exp(statistics.median(r)):.4f}  throughput cost {100 * (1 - math.exp(m)):.2f}% "
+      f"(at most {100 * (1 - lo):.2f}% at 95%)")
+PY
     ;;
 *)
     echo "usage: $0 postgres|redis|overhead" >&2; exit 2 ;;
