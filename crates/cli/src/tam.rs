@@ -528,6 +528,9 @@ mod tests {
         assert_eq!(v["analysis"]["resolved"].as_array().unwrap().len(), 1);
         let (code, text, _) = run_cmd(cmd(false));
         assert_eq!(code, 0);
-        assert!(text.contains("resolved (1)") && text.contains("same workload and seed"), "{text}");
+        assert!(
+            text.contains("resolved (1)") && text.contains("same workload and seed"),
+            "{text}"
+        );
     }
 }

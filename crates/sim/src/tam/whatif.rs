@@ -440,9 +440,7 @@ impl Comparison {
     /// "changed", "difference"}]}]}`; each side has `throughput` (req/s), `p50_ms` and
     /// `p99_ms`, the difference is changed minus original.
     pub fn to_json(&self) -> Json {
-        let side = |t: f64, p50: f64, p99: f64| {
-            json!({"throughput": num(t), "p50_ms": num(p50 * 1e3), "p99_ms": num(p99 * 1e3)})
-        };
+        let side = |t: f64, p50: f64, p99: f64| json!({"throughput": num(t), "p50_ms": num(p50 * 1e3), "p99_ms": num(p99 * 1e3)});
         let runs: Vec<Json> = self
             .original
             .iter()
