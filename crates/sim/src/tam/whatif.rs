@@ -335,7 +335,7 @@ fn resolve_unknown(after: &Model, sim: &mut Value, file: &str) -> Result<(), Wha
         };
         if after
             .stage(&stage)
-            .map_or(true, |s| s.resources.get(r) == Usage::Unknown)
+            .is_none_or(|s| s.resources.get(r) == Usage::Unknown)
         {
             continue;
         }
