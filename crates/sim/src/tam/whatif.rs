@@ -8,7 +8,8 @@
 //! - `split S`: a visit to S becomes one visit per part, each with the costs of its
 //!   resource (`cpu_*` to `S (CPU)`, `io_*` to `S (I/O)`, `net_bytes` to `S (NET)`, `lock*` to
 //!   `S (LOCK)`); the first part is always visited, the others only when the visit has their
-//!   cost; every part takes S's settings;
+//!   cost (a cached Get that never reads skips the I/O part); every part takes S's
+//!   settings;
 //! - `set S.scheduling = on_demand` drops S's `threads`, and leaving `pluggable` drops its
 //!   `scheduler`; an on-demand stage that becomes bounded gets one thread per parallel unit
 //!   of the resources it uses (cores, disk parallelism, 1 for a link or lock), unless the
@@ -257,7 +258,7 @@ fn carry(before: &Model, sim: &mut Value, change: &Change) {
                                     p.insert(k.clone(), x.clone());
                                 }
                             }
-                            if i == 0 || p.len() > 1 {
+                            if i == 0 || p.iter().any(|(k, x)| costs(k, x)) {
                                 out.push(Value::Table(p));
                             }
                         }
@@ -301,6 +302,25 @@ fn carry(before: &Model, sim: &mut Value, change: &Change) {
         | Change::SetOrdering { .. }
         | Change::SetHost { .. }
         | Change::MakeAsync { .. } => {}
+    }
+}
+
+/// Whether a visit key costs anything (a part of a split stage is visited only then; an
+/// `unknown` cost counts at what it can draw).
+fn costs(key: &str, v: &Value) -> bool {
+    let n = |v: Option<&Value>| match v {
+        Some(Value::Integer(i)) => *i as f64,
+        Some(Value::Float(f)) => *f,
+        _ => 0.0,
+    };
+    match key {
+        "stage" => false,
+        "lock" => true,
+        "unknown" => {
+            let ratio = n(v.get("hit_ratio"));
+            (ratio > 0.0 && n(v.get("hit")) > 0.0) || (ratio < 1.0 && n(v.get("miss")) > 0.0)
+        }
+        _ => n(Some(v)) > 0.0,
     }
 }
 
