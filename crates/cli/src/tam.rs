@@ -52,6 +52,11 @@ pub enum TamCommand {
         /// Also write the changed model to this TOML file.
         #[arg(long)]
         write: Option<PathBuf>,
+        /// Also simulate the original and the changed architecture on the file's workload
+        /// (its `[simulation]`, or the default one) with the same seed, side by side.
+        /// MODEL may then be a spec naming a model in `[server] architecture`.
+        #[arg(long)]
+        simulate: bool,
     },
     /// Build a TAM from a running process tree, from outside (Linux; docs/tam.md "Discover it").
     ///
@@ -118,7 +123,15 @@ fn execute(cmd: TamCommand, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             changes,
             json,
             write,
-        } => whatif(&model, &changes, json, write.as_deref(), out, err),
+            simulate,
+        } => {
+            let opts = WhatIfOpts {
+                json,
+                write: write.as_deref(),
+                simulate,
+            };
+            whatif(&model, &changes, opts, out, err)
+        }
         TamCommand::Discover(a) => {
             use fairlane_tam::discover::{run_cli, Options, Target};
             let a = *a;
@@ -229,16 +242,43 @@ fn list_catalog(name: Option<&str>, out: &mut dyn Write, err: &mut dyn Write) ->
     0
 }
 
+/// The output options of `tam what-if`.
+struct WhatIfOpts<'a> {
+    json: bool,
+    write: Option<&'a Path>,
+    simulate: bool,
+}
+
 fn whatif(
     path: &Path,
     changes: &[String],
-    json: bool,
-    write: Option<&Path>,
+    opts: WhatIfOpts,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> u8 {
-    let Some(model) = load(path, err) else {
-        return 2;
+    let WhatIfOpts {
+        json,
+        write,
+        simulate,
+    } = opts;
+    // With --simulate the file may be a spec naming its model; read it as a simulation.
+    let sim = if simulate {
+        match fairlane_sim::tam::whatif::load(path) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                let _ = writeln!(err, "{e}");
+                return 2;
+            }
+        }
+    } else {
+        None
+    };
+    let model = match &sim {
+        Some(f) => f.model.clone(),
+        None => match load(path, err) {
+            Some(m) => m,
+            None => return 2,
+        },
     };
     let mut parsed = Vec::new();
     for text in changes {
@@ -263,10 +303,26 @@ fn whatif(
             return 2;
         }
     }
-    let text = if json {
-        result.to_json() + "\n"
-    } else {
-        result.to_text(&parsed)
+    let compared = match &sim {
+        Some(f) => match fairlane_sim::tam::whatif::compare(f, &parsed) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                let _ = writeln!(err, "{}: {e}", path.display());
+                return 2;
+            }
+        },
+        None => None,
+    };
+    let text = match (&compared, json) {
+        (Some(c), true) => {
+            let analysis: serde_json::Value =
+                serde_json::from_str(&result.to_json()).unwrap_or_default();
+            let both = serde_json::json!({"analysis": analysis, "simulation": c.to_json()});
+            serde_json::to_string_pretty(&both).unwrap_or_default() + "\n"
+        }
+        (Some(c), false) => result.to_text(&parsed) + "\n" + &c.to_text(),
+        (None, true) => result.to_json() + "\n",
+        (None, false) => result.to_text(&parsed),
     };
     let _ = out.write_all(text.as_bytes());
     u8::from(!result.after.is_clean())
@@ -436,10 +492,45 @@ mod tests {
             changes: vec!["set I/O.scheduling = pluggable".into()],
             json: false,
             write: Some(written.clone()),
+            simulate: false,
         };
         let (code, out, _) = run_cmd(cmd);
         assert_eq!(code, 0, "{out}");
         assert!(out.contains("resolved (1)"), "{out}");
         assert_eq!(analyze(&Model::load(&written).unwrap()).problems.len(), 0);
+    }
+
+    #[test]
+    fn what_if_simulate_compares_both_architectures_on_one_workload() {
+        // Fig. 8(a) → (b): C2 (40 threads) crowds C1 (4 threads) out of the on-demand disk
+        // until the I/O stage gets a scheduler that shares it fairly.
+        let model = temp("sim8a.toml", "[model]\nname = \"8a\"\n[[stage]]\nname = \"Req Handle\"\nscheduling = \"pluggable\"\nresources = { cpu = true }\ndownstream = [\"I/O\"]\n[[stage]]\nname = \"I/O\"\nscheduling = \"on_demand\"\nresources = { io = true }\n[simulation]\nduration = 5.0\nwarmup = 1.0\n[simulation.stage.\"Req Handle\"]\nthreads = 100\n[[simulation.request]]\nname = \"r\"\npath = [{ stage = \"Req Handle\", cpu_us = 100 }, { stage = \"I/O\", io_bytes = 100_000 }]\n[[simulation.client]]\nname = \"C1\"\nthreads = 4\n[[simulation.client]]\nname = \"C2\"\nthreads = 40\n");
+        let cmd = |json| TamCommand::WhatIf {
+            model: model.clone(),
+            changes: vec!["set I/O.scheduling = pluggable".into()],
+            json,
+            write: None,
+            simulate: true,
+        };
+        let (code, out, err) = run_cmd(cmd(true));
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let c1 = &v["simulation"]["runs"][0]["clients"][0];
+        let (before, after) = (
+            c1["original"]["throughput"].as_f64().unwrap(),
+            c1["changed"]["throughput"].as_f64().unwrap(),
+        );
+        // 1000 disk accesses a second: C1 holds 4 of 44 in flight before, half after.
+        assert!((before - 1000.0 * 4.0 / 44.0).abs() < 15.0, "{before}");
+        assert!((after - 500.0).abs() < 15.0, "{after}");
+        let diff = c1["difference"]["throughput"].as_f64().unwrap();
+        assert!((diff - (after - before)).abs() < 1e-9);
+        assert_eq!(v["analysis"]["resolved"].as_array().unwrap().len(), 1);
+        let (code, text, _) = run_cmd(cmd(false));
+        assert_eq!(code, 0);
+        assert!(
+            text.contains("resolved (1)") && text.contains("same workload and seed"),
+            "{text}"
+        );
     }
 }

@@ -28,6 +28,7 @@ pub mod progress;
 mod runs;
 mod static_sections;
 mod tam;
+mod tam13;
 mod tdfq;
 
 use std::path::{Path, PathBuf};
@@ -70,7 +71,7 @@ macro_rules! spec {
 }
 
 /// Every reproduction, in report order.
-pub const EXPERIMENTS: [Experiment; 22] = [
+pub const EXPERIMENTS: [Experiment; 27] = [
     Experiment {
         name: "2dfq-fig5",
         title: "2DFQ §4 worked example (Fig. 5 and 6)",
@@ -202,6 +203,36 @@ pub const EXPERIMENTS: [Experiment; 22] = [
         title: "TAM §3 Fig. 12: ordering constraint, (a) vs (b)",
         spec: None,
         analysis: Analysis::Direct(tam::fig12),
+    },
+    Experiment {
+        name: "tam-fig13a",
+        title: "TAM §4.1 Fig. 13(a): no scheduling, Orig- vs Tamed-HBase",
+        spec: None,
+        analysis: Analysis::Direct(tam13::fig13a),
+    },
+    Experiment {
+        name: "tam-fig13b",
+        title: "TAM §4.1 Fig. 13(b): unknown resource usage, Orig- vs Tamed-HBase",
+        spec: None,
+        analysis: Analysis::Direct(tam13::fig13b),
+    },
+    Experiment {
+        name: "tam-fig13c",
+        title: "TAM §4.1 Fig. 13(c): hidden contention, Orig- vs Tamed-HBase",
+        spec: None,
+        analysis: Analysis::Direct(tam13::fig13c),
+    },
+    Experiment {
+        name: "tam-fig13d",
+        title: "TAM §4.1 Fig. 13(d): blocking, Orig- vs Tamed-HBase",
+        spec: None,
+        analysis: Analysis::Direct(tam13::fig13d),
+    },
+    Experiment {
+        name: "tam-fig13e",
+        title: "TAM §4.1 Fig. 13(e): ordering constraint, Orig- vs Tamed-HBase",
+        spec: None,
+        analysis: Analysis::Direct(tam13::fig13e),
     },
 ];
 

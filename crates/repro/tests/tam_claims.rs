@@ -43,3 +43,30 @@ fn fig11_blocking() {
 fn fig12_ordering_constraint() {
     reproduced("tam-fig12", "fig12-ordering");
 }
+
+// seeds/004 §4.1 Fig. 13 (a)–(e): Orig-HBase against Tamed-HBase.
+
+#[test]
+fn fig13a_no_scheduling() {
+    reproduced("tam-fig13a", "fig13a-no-scheduling");
+}
+
+#[test]
+fn fig13b_unknown_resource_usage() {
+    reproduced("tam-fig13b", "fig13b-unknown-usage");
+}
+
+#[test]
+fn fig13c_hidden_contention() {
+    reproduced("tam-fig13c", "fig13c-hidden-contention");
+}
+
+#[test]
+fn fig13d_blocking() {
+    reproduced("tam-fig13d", "fig13d-blocking");
+}
+
+#[test]
+fn fig13e_ordering_constraint() {
+    reproduced("tam-fig13e", "fig13e-ordering");
+}

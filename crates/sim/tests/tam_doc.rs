@@ -48,3 +48,33 @@ fn the_simulate_it_example_gives_the_documented_numbers() {
     );
     assert!(near(r.clients[1].throughput, 551.8), "{:?}", r.clients[1]);
 }
+
+#[test]
+fn the_what_if_simulated_example_gives_the_documented_numbers() {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/tam.md"),
+    )
+    .unwrap();
+    let model = block(&doc, "### 2. Describe each stage", "toml");
+    let sim = block(&doc, "## Simulate it", "toml");
+    let file = TamSpecFile::parse(&format!("{model}\n{sim}"), "kvcache.toml").unwrap();
+    // The command of "What-if, simulated", and its table.
+    let shown = block(&doc, "### What-if, simulated", "console");
+    assert!(shown.contains("-c \"async Handler\" --simulate"), "{shown}");
+    let changes = vec!["async Handler".parse().unwrap()];
+    let c = fairlane_sim::tam::whatif::compare(&file, &changes).unwrap();
+    let text = c.to_text();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("reader") || l.starts_with("writer"))
+    {
+        assert!(shown.contains(line), "`{line}` is not in the doc:\n{shown}");
+    }
+    let (o, n) = (&c.original[0].clients[0], &c.changed[0].clients[0]);
+    assert!(near(o.throughput, 1347.8) && near(n.throughput, 6807.8));
+    let j = c.to_json();
+    let d = j["runs"][0]["clients"][0]["difference"]["throughput"]
+        .as_f64()
+        .unwrap();
+    assert!((d - (n.throughput - o.throughput)).abs() < 1e-9);
+}

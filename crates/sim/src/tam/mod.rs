@@ -35,6 +35,7 @@
 pub mod result;
 pub mod run;
 pub mod spec;
+pub mod whatif;
 
 pub use result::{summary_json, write_csv, write_html, ClientResult, StageResult, TamRun};
 pub use run::{run, run_all};

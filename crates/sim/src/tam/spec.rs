@@ -187,6 +187,7 @@ const VISIT_KEYS: &[&str] = &[
     "cpu_cycles",
     "cpu_us",
     "io_bytes",
+    "io_us",
     "net_bytes",
     "lock",
     "lock_us",
@@ -717,11 +718,12 @@ fn visit(
             unknown: None,
         });
     }
-    let io = cx.nonneg(t, "io_bytes", at)?;
+    // `io_us` is disk time that does not scale with bytes: a seek or a sync (fsync).
+    let io = cx.nonneg(t, "io_bytes", at)? / h.disk_rate + cx.nonneg(t, "io_us", at)? * 1e-6;
     if io > 0.0 {
         steps.push(Step {
             resource: h.disk,
-            seconds: io / h.disk_rate,
+            seconds: io,
             unknown: None,
         });
     }

@@ -1,0 +1,51 @@
+//! Every model under `models/` simulates with the default workload (issue 17: "Every model
+//! under models/ can be simulated with a default workload"), including the discovered ones.
+
+use fairlane_sim::tam::{run_all, whatif};
+
+#[test]
+fn every_model_file_simulates_with_the_default_workload() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
+    let mut paths: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    paths.sort();
+    assert!(paths.len() >= 8, "models/ has {} files", paths.len());
+    for p in &paths {
+        let mut f = whatif::load(p).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            f.doc.get("simulation").is_none(),
+            "{}: the model files carry no [simulation]; this test is about the default",
+            p.display()
+        );
+        // The default is 10 s; 2 s shows the same thing faster.
+        f.set("duration", toml::Value::Float(2.0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let runs = run_all(&f.spec, &mut |_| {}).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let r = &runs[0];
+        assert_eq!(r.clients.len(), 2, "{}", p.display());
+        for c in &r.clients {
+            assert!(
+                c.completed > 0 && c.throughput > 0.0,
+                "{}: client {} completed nothing",
+                p.display(),
+                c.name
+            );
+        }
+        // The default request walks downstream from the entry stage: more than one stage
+        // is visited wherever the model has a downstream edge.
+        let visited = r
+            .stages
+            .iter()
+            .filter(|s| s.visits.iter().sum::<u64>() > 0)
+            .count();
+        let has_edge = f.model.stages.iter().any(|s| !s.downstream.is_empty());
+        assert!(
+            visited > usize::from(has_edge),
+            "{}: {visited} stages visited",
+            p.display()
+        );
+    }
+}
