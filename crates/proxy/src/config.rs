@@ -719,3 +719,54 @@ pub(crate) fn core_reason(e: fairlane_core::Error) -> String {
         e => e.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(rest: &str) -> Result<ProxyConfig, ConfigError> {
+        ProxyConfig::from_toml_str(&format!("[upstream]\naddr = \"127.0.0.1:1\"\n{rest}"))
+    }
+
+    #[test]
+    fn weights_outside_the_range_are_refused() {
+        for w in ["1e-320", "0.0", "-1.0", "1e-7", "1e300", "2e6", "nan", "inf"] {
+            let e = with(&format!("[[tenant]]\nname = \"a\"\nweight = {w}")).unwrap_err();
+            assert_eq!(e.field, "tenant[0].weight", "{w}: {e}");
+            assert!(e.reason.contains("[1e-6, 1e6]"), "{w}: {e}");
+        }
+        for w in ["1e-6", "0.5", "1e6"] {
+            with(&format!("[[tenant]]\nname = \"a\"\nweight = {w}")).unwrap();
+        }
+    }
+
+    #[test]
+    fn names_are_label_safe() {
+        for bad in ["t0\\\\", "a\\\"b", "x\\ny", "", "has space", "é", &"n".repeat(129)] {
+            let e = with(&format!("[[tenant]]\nname = \"{bad}\"")).unwrap_err();
+            assert_eq!(e.field, "tenant[0].name", "{bad:?}: {e}");
+            let e = with(&format!(
+                "[identity]\nunknown = \"default\"\ndefault_tenant = \"{bad}\""
+            ))
+            .unwrap_err();
+            assert_eq!(e.field, "identity.default_tenant", "{bad:?}: {e}");
+        }
+        with("[[tenant]]\nname = \"team-a.prod:eu/1+x@y_z\"").unwrap();
+    }
+
+    #[test]
+    fn cost_bounds_are_checked() {
+        assert_eq!(with("").unwrap().cost.max_ratio, 1000.0);
+        for (text, field) in [
+            ("max_ratio = 0.5", "cost.max_ratio"),
+            ("max_ratio = inf", "cost.max_ratio"),
+            ("floor_ms = -1.0", "cost.floor_ms"),
+            ("floor_ms = 10.0\nmax_ms = 5.0", "cost.floor_ms"),
+            ("max_ms = nan", "cost.max_ms"),
+            ("log_interval_ms = 0", "cost.log_interval_ms"),
+        ] {
+            let e = with(&format!("[cost]\n{text}")).unwrap_err();
+            assert_eq!(e.field, field, "{text}: {e}");
+        }
+    }
+}

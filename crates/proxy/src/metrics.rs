@@ -829,6 +829,205 @@ impl Status {
 mod tests {
     use super::*;
 
+    /// A strict reader of the Prometheus text format: every sample line is
+    /// `name{label="value",…} number`, label values using only the `\\`, `\"`, `\n` escapes.
+    /// Returns the label values of each sample, unescaped.
+    fn parse_exposition(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+        let mut out = Vec::new();
+        for line in text.lines() {
+            if line.starts_with('#') {
+                assert!(
+                    line.starts_with("# HELP ") || line.starts_with("# TYPE "),
+                    "{line:?}"
+                );
+                continue;
+            }
+            let mut cs = line.chars().peekable();
+            let mut name = String::new();
+            while let Some(&c) = cs.peek() {
+                if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+                    name.push(c);
+                    cs.next();
+                } else {
+                    break;
+                }
+            }
+            assert!(!name.is_empty(), "no metric name in {line:?}");
+            let mut labels = Vec::new();
+            if cs.peek() == Some(&'{') {
+                cs.next();
+                loop {
+                    let mut k = String::new();
+                    for c in cs.by_ref() {
+                        if c == '=' {
+                            break;
+                        }
+                        assert!(c.is_ascii_alphanumeric() || c == '_', "label name in {line:?}");
+                        k.push(c);
+                    }
+                    assert_eq!(cs.next(), Some('"'), "{line:?}");
+                    let mut v = String::new();
+                    loop {
+                        match cs.next().unwrap_or_else(|| panic!("unclosed value: {line:?}")) {
+                            '"' => break,
+                            '\\' => match cs.next() {
+                                Some('\\') => v.push('\\'),
+                                Some('"') => v.push('"'),
+                                Some('n') => v.push('\n'),
+                                e => panic!("bad escape {e:?} in {line:?}"),
+                            },
+                            '\n' => panic!("raw newline in {line:?}"),
+                            c => v.push(c),
+                        }
+                    }
+                    labels.push((k, v));
+                    match cs.next() {
+                        Some(',') => continue,
+                        Some('}') => break,
+                        e => panic!("expected , or }} not {e:?} in {line:?}"),
+                    }
+                }
+            }
+            assert_eq!(cs.next(), Some(' '), "{line:?}");
+            let value: String = cs.collect();
+            let value: f64 = value
+                .parse()
+                .unwrap_or_else(|_| panic!("value {value:?} in {line:?}"));
+            out.push((name, labels, value));
+        }
+        out
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(label("plain"), "plain");
+        assert_eq!(label("t0\\"), "t0\\\\");
+        assert_eq!(label("a\"b"), "a\\\"b");
+        assert_eq!(label("x\ny"), "x\\ny");
+        // Names the config would refuse still render as well-formed, round-tripping text.
+        let names: Vec<String> = ["t0\\", "a\"b", "x\ny} 1\nfake_metric 9", "ok"]
+            .map(String::from)
+            .to_vec();
+        let m = Metrics::default();
+        for i in 0..names.len() {
+            m.tenant(TenantId(i as u64)).received.fetch_add(1, Relaxed);
+        }
+        let gate = GateSnapshot {
+            scheduler: "sfq",
+            depth: 1,
+            queued: 0,
+            running: 0,
+            virtual_time: None,
+            tenants: Vec::new(),
+        };
+        let text = m.status(&names, &gate, 0.0).prometheus();
+        let samples = parse_exposition(&text);
+        assert!(samples.iter().all(|(n, _, _)| n.starts_with("fairlane_proxy_")));
+        for n in &names {
+            let received: Vec<_> = samples
+                .iter()
+                .filter(|(m, l, _)| m == "fairlane_proxy_received_total" && l[0].1 == *n)
+                .collect();
+            assert_eq!(received.len(), 1, "{n:?}");
+            assert_eq!(received[0].2, 1.0);
+        }
+    }
+
+    fn policy() -> CostPolicy {
+        CostPolicy {
+            max_ratio: 1000.0,
+            floor: 60.0,
+            max: 3600.0,
+            initial: 0.01,
+            log_interval_ms: 10_000,
+        }
+    }
+
+    #[test]
+    fn costs_are_bounded() {
+        let p = policy();
+        let s = TenantStats::default();
+        for (reported, measured, want) in [
+            (Some(0.02), 0.5, Bounded::Kept(0.02)),
+            (None, 0.5, Bounded::Kept(0.5)),
+            (Some(1e305), 0.5, Bounded::Clamped(60.0)),
+            (Some(f64::INFINITY), 0.5, Bounded::Clamped(60.0)),
+            (Some(f64::NAN), 0.5, Bounded::Clamped(0.5)),
+            (Some(-3.0), 0.25, Bounded::Clamped(0.25)),
+            (Some(f64::MAX), f64::INFINITY, Bounded::Clamped(60.0)),
+        ] {
+            let s2 = TenantStats::default();
+            assert_eq!(s2.bound_cost(reported, measured, &p), want, "{reported:?}");
+            s.bound_cost(reported, measured, &p);
+        }
+        assert_eq!(s.cost_clamped.load(Relaxed), 5);
+        assert!(s.estimate(p.initial).is_finite());
+        // A tenant whose costs are large has a cap of max_ratio × its estimate, up to max.
+        let big = TenantStats::default();
+        for _ in 0..100 {
+            assert_eq!(big.bound_cost(Some(3.0), 3.0, &p), Bounded::Kept(3.0));
+        }
+        assert_eq!(big.bound_cost(Some(2999.0), 0.0, &p), Bounded::Kept(2999.0));
+        assert_eq!(big.bound_cost(Some(1e9), 0.0, &p), Bounded::Clamped(3600.0));
+        // Climbing by the largest accepted step still ends at `max`, never at infinity.
+        let climb = TenantStats::default();
+        for _ in 0..1000 {
+            let cap = (climb.estimate(p.initial) * 1000.0).clamp(60.0, 3600.0);
+            climb.bound_cost(Some(cap), 0.0, &p);
+        }
+        assert!(climb.estimate(p.initial) <= 3600.0);
+    }
+
+    #[test]
+    fn clamp_logs_are_rate_limited() {
+        let s = TenantStats::default();
+        assert!(s.clamp_log_due(60_000));
+        assert!(!s.clamp_log_due(60_000));
+        assert!(!s.clamp_log_due(60_000));
+    }
+
+    /// received = completed + rejected + cancelled + queued + in_flight after every step.
+    #[test]
+    fn tickets_keep_the_identity() {
+        let stats = Arc::new(TenantStats::default());
+        let check = |what: &str| {
+            let rejected: u64 = Reason::ALL.iter().map(|&r| stats.rejected(r)).sum();
+            let sum = stats.completed.load(Relaxed)
+                + rejected
+                + stats.cancelled.load(Relaxed)
+                + stats.queued.load(Relaxed)
+                + stats.in_flight.load(Relaxed);
+            assert_eq!(stats.received.load(Relaxed), sum, "{what}");
+        };
+        let t = |_: ()| Ticket::new(stats.clone(), Arc::from("a"), policy());
+        let a = t(());
+        let b = t(());
+        let c = t(());
+        let d = t(());
+        let e = t(());
+        check("five arrived");
+        assert_eq!(stats.queued.load(Relaxed), 5);
+        a.reject(Reason::QueueFull);
+        a.reject(Reason::QueueFull); // once only
+        drop(a);
+        b.dispatched();
+        c.dispatched();
+        d.dispatched();
+        check("three dispatched");
+        assert_eq!(stats.in_flight.load(Relaxed), 3);
+        b.complete(0.1, 0.1);
+        drop(b);
+        c.reject(Reason::UpstreamError);
+        drop(c);
+        drop(d); // client gone while in flight
+        drop(e); // client gone while queued
+        check("all answered");
+        assert_eq!(stats.received.load(Relaxed), 5);
+        assert_eq!(stats.completed.load(Relaxed), 1);
+        assert_eq!(stats.cancelled.load(Relaxed), 2);
+        assert_eq!(stats.queued.load(Relaxed) + stats.in_flight.load(Relaxed), 0);
+    }
+
     #[test]
     fn quantiles_from_buckets() {
         let h = Histogram::default();

@@ -340,6 +340,38 @@ mod tests {
     }
 
     #[test]
+    fn duplicated_key_headers_are_ambiguous() {
+        let mut reg = Registry::default();
+        let id = Identifier::new(&config(""), &mut reg);
+        let local: IpAddr = "10.1.2.3".parse().unwrap();
+        let mut two = HeaderMap::new();
+        two.append("authorization", "Bearer ka".parse().unwrap());
+        two.append("authorization", "Bearer kb".parse().unwrap());
+        assert_eq!(id.identify(&two, local), Who::Ambiguous);
+        // Even the same key twice: the request is malformed.
+        let mut same = HeaderMap::new();
+        same.append("authorization", "Bearer ka".parse().unwrap());
+        same.append("authorization", "Bearer ka".parse().unwrap());
+        assert_eq!(id.identify(&same, local), Who::Ambiguous);
+
+        let mut reg = Registry::default();
+        let id = Identifier::new(
+            &config("[identity]\nheader = \"x-api-key\"\nscheme = \"\""),
+            &mut reg,
+        );
+        let mut keys = HeaderMap::new();
+        keys.append("x-api-key", "ka".parse().unwrap());
+        assert_eq!(id.identify(&keys, local), Who::Tenant(TenantId(0)));
+        keys.append("x-api-key", "kb".parse().unwrap());
+        assert_eq!(id.identify(&keys, local), Who::Ambiguous);
+        let mut auth = h(&[("x-api-key", "ka")]);
+        auth.append("authorization", "Basic x".parse().unwrap());
+        assert_eq!(id.identify(&auth, local), Who::Tenant(TenantId(0)));
+        auth.append("authorization", "Basic y".parse().unwrap());
+        assert_eq!(id.identify(&auth, local), Who::Ambiguous);
+    }
+
+    #[test]
     fn classes() {
         let mut reg = Registry::default();
         let id = Identifier::new(&config(""), &mut reg);
