@@ -730,7 +730,9 @@ mod tests {
 
     #[test]
     fn weights_outside_the_range_are_refused() {
-        for w in ["1e-320", "0.0", "-1.0", "1e-7", "1e300", "2e6", "nan", "inf"] {
+        for w in [
+            "1e-320", "0.0", "-1.0", "1e-7", "1e300", "2e6", "nan", "inf",
+        ] {
             let e = with(&format!("[[tenant]]\nname = \"a\"\nweight = {w}")).unwrap_err();
             assert_eq!(e.field, "tenant[0].weight", "{w}: {e}");
             assert!(e.reason.contains("[1e-6, 1e6]"), "{w}: {e}");
@@ -742,7 +744,15 @@ mod tests {
 
     #[test]
     fn names_are_label_safe() {
-        for bad in ["t0\\\\", "a\\\"b", "x\\ny", "", "has space", "é", &"n".repeat(129)] {
+        for bad in [
+            "t0\\\\",
+            "a\\\"b",
+            "x\\ny",
+            "",
+            "has space",
+            "é",
+            &"n".repeat(129),
+        ] {
             let e = with(&format!("[[tenant]]\nname = \"{bad}\"")).unwrap_err();
             assert_eq!(e.field, "tenant[0].name", "{bad:?}: {e}");
             let e = with(&format!(

@@ -386,12 +386,12 @@ impl Ticket {
             Bounded::Clamped(c) => {
                 if self.stats.clamp_log_due(self.costs.log_interval_ms) {
                     eprintln!(
-                        "fairlane-proxy: tenant {}: cost {} clamped to {c} s ({} clamps so far; \
+                        "fairlane-proxy: tenant {}: cost {} clamped to {c:.3e} s ({} clamps so far; \
                          logged at most every {} ms)",
                         self.tenant,
                         reported.map_or_else(
-                            || format!("{measured} s (measured)"),
-                            |r| format!("{r} s (reported)")
+                            || format!("{measured:.3e} s (measured)"),
+                            |r| format!("{r:.3e} s (reported)")
                         ),
                         self.stats.cost_clamped.load(Relaxed),
                         self.costs.log_interval_ms,
@@ -862,13 +862,19 @@ mod tests {
                         if c == '=' {
                             break;
                         }
-                        assert!(c.is_ascii_alphanumeric() || c == '_', "label name in {line:?}");
+                        assert!(
+                            c.is_ascii_alphanumeric() || c == '_',
+                            "label name in {line:?}"
+                        );
                         k.push(c);
                     }
                     assert_eq!(cs.next(), Some('"'), "{line:?}");
                     let mut v = String::new();
                     loop {
-                        match cs.next().unwrap_or_else(|| panic!("unclosed value: {line:?}")) {
+                        match cs
+                            .next()
+                            .unwrap_or_else(|| panic!("unclosed value: {line:?}"))
+                        {
                             '"' => break,
                             '\\' => match cs.next() {
                                 Some('\\') => v.push('\\'),
@@ -922,7 +928,9 @@ mod tests {
         };
         let text = m.status(&names, &gate, 0.0).prometheus();
         let samples = parse_exposition(&text);
-        assert!(samples.iter().all(|(n, _, _)| n.starts_with("fairlane_proxy_")));
+        assert!(samples
+            .iter()
+            .all(|(n, _, _)| n.starts_with("fairlane_proxy_")));
         for n in &names {
             let received: Vec<_> = samples
                 .iter()
@@ -1025,7 +1033,10 @@ mod tests {
         assert_eq!(stats.received.load(Relaxed), 5);
         assert_eq!(stats.completed.load(Relaxed), 1);
         assert_eq!(stats.cancelled.load(Relaxed), 2);
-        assert_eq!(stats.queued.load(Relaxed) + stats.in_flight.load(Relaxed), 0);
+        assert_eq!(
+            stats.queued.load(Relaxed) + stats.in_flight.load(Relaxed),
+            0
+        );
     }
 
     #[test]
