@@ -99,6 +99,8 @@ keys = ["k1"]
     .await;
     let (code, _, _) = get(p.addr, "/?cost=1e308", Some("kp")).await;
     assert_eq!(code, 200);
+    // Its next request starts at its finish tag, and SFQ's virtual time moves there.
+    assert_eq!(get(p.addr, "/?delay_ms=1", Some("kp")).await.0, 200);
     let all = metrics(p.admin).await;
     assert_eq!(m(&all, "cost_clamped_total", "poison"), 1.0);
     assert!(
@@ -148,7 +150,8 @@ keys = ["k1"]
 /// Defect 6: under DRR with a class, one response with `X-Cost: 1e10` made another tenant's
 /// request wait 3.5–4.5 s (larger values stalled it for good) while the dequeue spun through
 /// rounds. The cost is now clamped, and the other tenant is served within a second of its
-/// unloaded latency.
+/// unloaded latency. (The clamp bounds the rounds by `cost.max_ms` / quantum; the core's
+/// O(1)-rounds DRR removes the spin itself.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_huge_cost_does_not_stall_drr() {
     let up = start_upstream().await;
@@ -179,9 +182,11 @@ path = "/work/*"
         unloaded = unloaded.max(t.elapsed());
     }
     assert_eq!(get(p.addr, "/work/x?cost=1e10", Some("ka")).await.0, 200);
-    // a keeps asking (its next requests are estimated at the clamped cost); b arrives behind.
+    // a asks again in another class (estimated cheap, so DRR's quantum stays small while a's
+    // deficit is the huge charge): the dequeue needed charge / quantum rounds. b arrives
+    // just behind.
     let a: Vec<_> = (0..3)
-        .map(|_| tokio::spawn(get(p.addr, "/work/a?delay_ms=20&cost=5", Some("ka"))))
+        .map(|_| tokio::spawn(get(p.addr, "/other?delay_ms=20&cost=5", Some("ka"))))
         .collect();
     tokio::time::sleep(Duration::from_millis(5)).await;
     let t = Instant::now();
