@@ -99,14 +99,14 @@ keys = ["k1"]
     .await;
     let (code, _, _) = get(p.addr, "/?cost=1e308", Some("kp")).await;
     assert_eq!(code, 200);
-    // Its next request starts at its finish tag, and SFQ's virtual time moves there.
-    assert_eq!(get(p.addr, "/?delay_ms=1", Some("kp")).await.0, 200);
     let all = metrics(p.admin).await;
     assert_eq!(m(&all, "cost_clamped_total", "poison"), 1.0);
     assert!(
         m(&all, "cost_total", "poison") <= 60.0,
         "charged the clamped cost"
     );
+    // Its next request starts at its finish tag, and SFQ's virtual time moves there.
+    assert_eq!(get(p.addr, "/?delay_ms=1", Some("kp")).await.0, 200);
 
     // Both saturate (12 clients each, D = 2) with requests of the same cost (5 ms); count
     // completions until 600 are done: both are backlogged throughout.
