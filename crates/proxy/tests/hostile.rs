@@ -334,6 +334,19 @@ async fn duplicated_key_headers_are_400() {
     p.task.await.unwrap();
 }
 
+/// Move every request that reached the upstream into `held`, by client index.
+async fn take_arrivals(up: &HeldUpstream, held: &mut HashMap<usize, Held>) {
+    let n = up.untaken();
+    for h in up.take(n, STEP, "arrived requests").await {
+        let i = h
+            .path
+            .trim_start_matches("/c")
+            .parse()
+            .expect("a storm path");
+        held.insert(i, h);
+    }
+}
+
 /// xorshift64*: the storm is the same on every run.
 struct Rng(u64);
 impl Rng {
@@ -413,7 +426,10 @@ keys = ["kb"]
     let mut rng = Rng(0x5EED_1600);
     let mut clients: Vec<Client> = Vec::new();
     let mut hung_up = 0usize;
+    let mut hung_up_in_flight = 0usize;
     let mut samples = 0;
+    // Requests at the upstream, by client index (its path is `/c{i}`).
+    let mut held: HashMap<usize, Held> = HashMap::new();
 
     // Waiting clients (neither answered nor hung up) must equal the proxy's queued + in
     // flight; then nothing moves until the test acts, and the identity is checked.
@@ -467,6 +483,7 @@ keys = ["kb"]
         .await;
         settle_and_check(admin, &clients, &format!("round {round}, arrivals")).await;
         samples += 1;
+        take_arrivals(&up, &mut held).await;
 
         // Hang-ups, among the waiting clients (queued or in flight at the upstream).
         let waiting: Vec<usize> = (0..clients.len())
@@ -477,22 +494,30 @@ keys = ["kb"]
             if let Some(tx) = clients[i].hang_up.take() {
                 let _ = tx.send(());
                 hung_up += 1;
+                hung_up_in_flight += usize::from(held.contains_key(&i));
             }
         }
         settle_and_check(admin, &clients, &format!("round {round}, hang-ups")).await;
         samples += 1;
+        take_arrivals(&up, &mut held).await;
 
         // Releases at the upstream (some for clients already gone).
-        let held = up.untaken();
-        for h in up.take(rng.below(held + 1), STEP, "held requests").await {
-            h.release();
+        let mut ids: Vec<usize> = held.keys().copied().collect();
+        ids.sort_unstable();
+        for _ in 0..rng.below(ids.len() + 1) {
+            let i = ids.swap_remove(rng.below(ids.len()));
+            if let Some(h) = held.remove(&i) {
+                h.release();
+            }
         }
         settle_and_check(admin, &clients, &format!("round {round}, releases")).await;
         samples += 1;
+        take_arrivals(&up, &mut held).await;
     }
 
     // Quiescence: answer everything.
     up.release_all();
+    held.drain().for_each(|(_, h)| h.release());
     let mut ends = Vec::new();
     for c in clients.iter_mut() {
         ends.push((&mut c.task).await.unwrap());
@@ -517,9 +542,11 @@ keys = ["kb"]
         shed,
         sum("completed_total")
     );
+    println!("{hung_up_in_flight} of the hang-ups while in flight at the upstream");
     assert!(
-        hung_up > 0 && shed > 0.0,
-        "the storm exercised hang-ups and 429s"
+        hung_up_in_flight > 0 && hung_up > hung_up_in_flight && shed > 0.0,
+        "the storm exercised hang-ups in flight ({hung_up_in_flight}) and queued \
+         ({hung_up} in all), and 429s ({shed})"
     );
     p.handle.shutdown();
     p.task.await.unwrap();
