@@ -829,10 +829,13 @@ impl Status {
 mod tests {
     use super::*;
 
+    /// (metric name, labels, value).
+    type Sample = (String, Vec<(String, String)>, f64);
+
     /// A strict reader of the Prometheus text format: every sample line is
     /// `name{label="value",…} number`, label values using only the `\\`, `\"`, `\n` escapes.
     /// Returns the label values of each sample, unescaped.
-    fn parse_exposition(text: &str) -> Vec<(String, Vec<(String, String)>, f64)> {
+    fn parse_exposition(text: &str) -> Vec<Sample> {
         let mut out = Vec::new();
         for line in text.lines() {
             if line.starts_with('#') {
