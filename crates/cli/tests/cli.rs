@@ -244,6 +244,21 @@ fn proxy_check_validates_and_names_the_field() {
         err.contains("bad.toml") && err.contains("tenant[0].weight"),
         "{err}"
     );
+    // Issue 16, defect 5: a subnormal weight passed the check and later panicked in 2DFQ.
+    let tiny = dir.join("tiny.toml");
+    std::fs::write(
+        &tiny,
+        "[upstream]\naddr = \"127.0.0.1:8000\"\n[scheduler]\nalgorithm = \"2dfq\"\n\
+         [[tenant]]\nname = \"a\"\nweight = 1e-320\n",
+    )
+    .unwrap();
+    let out = fairlane(&["proxy", "--config", s(&tiny), "--check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("tiny.toml") && err.contains("tenant[0].weight") && err.contains("1e-320"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -7,6 +7,21 @@ use std::process::ExitCode;
 
 use crate::{Proxy, ProxyConfig};
 
+/// Only validate the config: print `<file>: ok` and exit 0, or the error naming the file
+/// and field and exit 2 (what `--check` does).
+pub fn check(config_path: &Path) -> ExitCode {
+    match ProxyConfig::from_file(config_path) {
+        Ok(_) => {
+            println!("{}: ok", config_path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("fairlane proxy: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// Load the config, start the proxy, and serve until a signal stops it. Exit code 2 for a
 /// bad config, 1 for a start-up failure.
 pub fn run(config_path: &Path) -> ExitCode {

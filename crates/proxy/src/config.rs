@@ -73,6 +73,9 @@ pub struct ProxyConfig {
     pub listen: Listen,
     /// The one server behind the proxy.
     pub upstream: Upstream,
+    /// Bounds on the cost charged per request (reported or measured).
+    #[serde(default)]
+    pub cost: CostSection,
     /// Which scheduler, and how many requests may be outstanding upstream.
     #[serde(default)]
     pub scheduler: SchedulerSection,
@@ -132,6 +135,41 @@ pub struct Upstream {
     /// of measuring its upstream time.
     #[serde(default)]
     pub cost_header: Option<String>,
+}
+
+/// `[cost]`: every charged cost (from `upstream.cost_header` or the measured upstream time)
+/// is checked before the scheduler sees it. A cost that is not a finite non-negative number
+/// is replaced by the measured upstream time; one above
+/// `min(max_ms, max(floor_ms, max_ratio × the tenant's current estimate))` is cut to that cap.
+/// Each clamp is counted (`fairlane_proxy_cost_clamped_total`) and logged at most once per
+/// tenant per `log_interval_ms`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostSection {
+    /// How many times its current estimate one request may cost (default 1000).
+    #[serde(default = "default_max_ratio")]
+    pub max_ratio: f64,
+    /// The cap is never below this, in cost units (ms by default; default 60000), so a
+    /// tenant's first, not yet estimated requests are charged in full.
+    #[serde(default = "default_cost_floor")]
+    pub floor_ms: f64,
+    /// No request is charged more than this, in cost units (default 3600000: an hour).
+    #[serde(default = "default_cost_max")]
+    pub max_ms: f64,
+    /// At most one log line per tenant per this interval (default 10000 ms).
+    #[serde(default = "default_clamp_log_interval")]
+    pub log_interval_ms: u64,
+}
+
+impl Default for CostSection {
+    fn default() -> Self {
+        CostSection {
+            max_ratio: default_max_ratio(),
+            floor_ms: default_cost_floor(),
+            max_ms: default_cost_max(),
+            log_interval_ms: default_clamp_log_interval(),
+        }
+    }
 }
 
 /// `[scheduler]`.
@@ -325,6 +363,18 @@ fn default_connect_timeout() -> u64 {
 fn default_upstream_timeout() -> u64 {
     30_000
 }
+fn default_max_ratio() -> f64 {
+    1000.0
+}
+fn default_cost_floor() -> f64 {
+    60_000.0
+}
+fn default_cost_max() -> f64 {
+    3_600_000.0
+}
+fn default_clamp_log_interval() -> u64 {
+    10_000
+}
 fn default_algorithm() -> String {
     "sfq".into()
 }
@@ -370,6 +420,34 @@ fn default_tenant_name() -> String {
 
 /// Largest depth accepted.
 pub const MAX_DEPTH: usize = 65_536;
+
+/// Smallest tenant weight accepted: below it, cost / weight overflows the schedulers' tags
+/// for ordinary costs (1e-320 once panicked inside 2DFQ).
+pub const MIN_WEIGHT: f64 = 1e-6;
+/// Largest tenant weight accepted (the ratio of any two weights stays within 1e12).
+pub const MAX_WEIGHT: f64 = 1e6;
+/// Longest tenant name, in bytes.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// Whether `name` is an allowed tenant name: 1 to [`MAX_NAME_LEN`] characters from
+/// `A–Z a–z 0–9 _ - . : @ / +`. Names are Prometheus label values, `/status` keys and the
+/// `X-Fairlane-Tenant` header sent upstream, so nothing that needs escaping is allowed.
+pub fn valid_tenant_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.:@/+".contains(&b))
+}
+
+fn name_error(field: String, name: &str) -> ConfigError {
+    ConfigError::new(
+        field,
+        format!(
+            "must be 1 to {MAX_NAME_LEN} characters from A-Z a-z 0-9 _ - . : @ / +, got {name:?}"
+        ),
+    )
+}
 
 impl ProxyConfig {
     /// Read and validate a file.
@@ -481,27 +559,46 @@ impl ProxyConfig {
                 format!("{:?} is not a valid header name", id.header),
             ));
         }
-        if id.default_tenant.is_empty() {
-            return Err(ConfigError::new(
-                "identity.default_tenant",
-                "must not be empty",
+        if !valid_tenant_name(&id.default_tenant) {
+            return Err(name_error(
+                "identity.default_tenant".into(),
+                &id.default_tenant,
             ));
+        }
+        let c = &self.cost;
+        for (field, v) in [
+            ("cost.max_ratio", c.max_ratio),
+            ("cost.floor_ms", c.floor_ms),
+            ("cost.max_ms", c.max_ms),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ConfigError::new(
+                    field,
+                    format!("must be finite and > 0, got {v}"),
+                ));
+            }
+        }
+        if c.max_ratio < 1.0 {
+            return Err(ConfigError::new(
+                "cost.max_ratio",
+                format!("must be ≥ 1, got {}", c.max_ratio),
+            ));
+        }
+        if c.floor_ms > c.max_ms {
+            return Err(ConfigError::new(
+                "cost.floor_ms",
+                format!("must be ≤ cost.max_ms ({}), got {}", c.max_ms, c.floor_ms),
+            ));
+        }
+        if c.log_interval_ms == 0 {
+            return Err(ConfigError::new("cost.log_interval_ms", "must be ≥ 1"));
         }
         let mut names = HashSet::new();
         let mut keys = HashSet::new();
         for (i, t) in self.tenants.iter().enumerate() {
             let f = |name: &str| format!("tenant[{i}].{name}");
-            if t.name.is_empty()
-                || !t.name.chars().all(|c| c.is_ascii_graphic())
-                || t.name.contains('"')
-            {
-                return Err(ConfigError::new(
-                    f("name"),
-                    format!(
-                        "must be non-empty printable ASCII without quotes or spaces, got {:?}",
-                        t.name
-                    ),
-                ));
+            if !valid_tenant_name(&t.name) {
+                return Err(name_error(f("name"), &t.name));
             }
             if !names.insert(t.name.as_str()) {
                 return Err(ConfigError::new(
@@ -509,10 +606,13 @@ impl ProxyConfig {
                     format!("{:?} is listed twice", t.name),
                 ));
             }
-            if !(t.weight.is_finite() && t.weight > 0.0) {
+            if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&t.weight) {
                 return Err(ConfigError::new(
                     f("weight"),
-                    format!("must be finite and > 0, got {}", t.weight),
+                    format!(
+                        "must be within [{MIN_WEIGHT:e}, {MAX_WEIGHT:e}], got {:e}",
+                        t.weight
+                    ),
                 ));
             }
             for k in &t.keys {
@@ -617,5 +717,66 @@ pub(crate) fn core_reason(e: fairlane_core::Error) -> String {
     match e {
         fairlane_core::Error::InvalidConfig { reason, .. } => reason,
         e => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(rest: &str) -> Result<ProxyConfig, ConfigError> {
+        ProxyConfig::from_toml_str(&format!("[upstream]\naddr = \"127.0.0.1:1\"\n{rest}"))
+    }
+
+    #[test]
+    fn weights_outside_the_range_are_refused() {
+        for w in [
+            "1e-320", "0.0", "-1.0", "1e-7", "1e300", "2e6", "nan", "inf",
+        ] {
+            let e = with(&format!("[[tenant]]\nname = \"a\"\nweight = {w}")).unwrap_err();
+            assert_eq!(e.field, "tenant[0].weight", "{w}: {e}");
+            assert!(e.reason.contains("[1e-6, 1e6]"), "{w}: {e}");
+        }
+        for w in ["1e-6", "0.5", "1e6"] {
+            with(&format!("[[tenant]]\nname = \"a\"\nweight = {w}")).unwrap();
+        }
+    }
+
+    #[test]
+    fn names_are_label_safe() {
+        for bad in [
+            "t0\\\\",
+            "a\\\"b",
+            "x\\ny",
+            "",
+            "has space",
+            "é",
+            &"n".repeat(129),
+        ] {
+            let e = with(&format!("[[tenant]]\nname = \"{bad}\"")).unwrap_err();
+            assert_eq!(e.field, "tenant[0].name", "{bad:?}: {e}");
+            let e = with(&format!(
+                "[identity]\nunknown = \"default\"\ndefault_tenant = \"{bad}\""
+            ))
+            .unwrap_err();
+            assert_eq!(e.field, "identity.default_tenant", "{bad:?}: {e}");
+        }
+        with("[[tenant]]\nname = \"team-a.prod:eu/1+x@y_z\"").unwrap();
+    }
+
+    #[test]
+    fn cost_bounds_are_checked() {
+        assert_eq!(with("").unwrap().cost.max_ratio, 1000.0);
+        for (text, field) in [
+            ("max_ratio = 0.5", "cost.max_ratio"),
+            ("max_ratio = inf", "cost.max_ratio"),
+            ("floor_ms = -1.0", "cost.floor_ms"),
+            ("floor_ms = 10.0\nmax_ms = 5.0", "cost.floor_ms"),
+            ("max_ms = nan", "cost.max_ms"),
+            ("log_interval_ms = 0", "cost.log_interval_ms"),
+        ] {
+            let e = with(&format!("[cost]\n{text}")).unwrap_err();
+            assert_eq!(e.field, field, "{text}: {e}");
+        }
     }
 }

@@ -17,7 +17,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use crate::gate::{Permit, Reject};
-use crate::metrics::{Reason, TenantStats};
+use crate::metrics::{CostPolicy, Reason, Ticket};
 use crate::server::Inner;
 use crate::tenant::Who;
 use fairlane_core::TenantId;
@@ -78,7 +78,7 @@ pub struct MeteredBody {
 
 struct Done {
     permit: Permit,
-    stats: Arc<TenantStats>,
+    stats: Ticket,
     reported_cost: Option<f64>,
     /// For the adaptive depth controller: response time = arrival → end of response.
     depth: Option<(crate::depth::Controller, TenantId, Instant)>,
@@ -88,7 +88,7 @@ impl MeteredBody {
     fn finish(&mut self) {
         if let Some(mut d) = self.done.take() {
             let secs = d.permit.held().as_secs_f64();
-            let cost = d.reported_cost.unwrap_or(secs);
+            let cost = d.stats.charge(d.reported_cost, secs);
             d.permit.set_cost(cost);
             d.stats.complete(secs, cost);
             if let Some((c, tenant, arrival)) = d.depth {
@@ -212,7 +212,7 @@ fn own(status: StatusCode, msg: &str) -> Response<ProxyBody> {
     r
 }
 
-fn rejected(inner: &Inner, stats: &TenantStats, reason: Reason, msg: &str) -> Response<ProxyBody> {
+fn rejected(inner: &Inner, stats: &Ticket, reason: Reason, msg: &str) -> Response<ProxyBody> {
     stats.reject(reason);
     let mut r = own(
         StatusCode::from_u16(reason.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -252,9 +252,23 @@ pub(crate) async fn handle(
             );
             return r;
         }
+        Who::Ambiguous => {
+            inner.metrics.ambiguous_identity.fetch_add(1, Relaxed);
+            let mut r = own(
+                StatusCode::BAD_REQUEST,
+                "more than one API key header (or Authorization header): the tenant is ambiguous",
+            );
+            r.headers_mut()
+                .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+            return r;
+        }
     };
-    let stats = inner.metrics.tenant(tenant);
-    stats.received.fetch_add(1, Relaxed);
+    // Counted received now; answered, completed or — if dropped unanswered — cancelled.
+    let stats = Ticket::new(
+        inner.metrics.tenant(tenant),
+        settings.identifier.name(tenant),
+        CostPolicy::of(&settings.config),
+    );
     let limits = &settings.config.limits;
 
     // Checks that need no slot.
@@ -342,6 +356,7 @@ pub(crate) async fn handle(
         },
     };
     stats.wait.record(arrival.elapsed().as_secs_f64());
+    stats.dispatched();
 
     // Forward.
     let (mut parts, body) = req.into_parts();
@@ -431,14 +446,14 @@ pub(crate) async fn handle(
         Ok(Ok(r)) => r,
     };
     let (mut parts, body) = resp.into_parts();
+    // Unreadable, negative, infinite and huge values are bounded when charged (`[cost]`).
     let reported_cost = settings.cost_header.as_ref().and_then(|h| {
-        parts
-            .headers
-            .get(h)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|c| c.is_finite() && *c >= 0.0)
-            .map(|ms| ms / 1000.0)
+        parts.headers.get(h).map(|v| {
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<f64>().ok())
+                .map_or(f64::NAN, |ms| ms / 1000.0)
+        })
     });
     strip_hop_by_hop(&mut parts.headers);
     let mut body = MeteredBody {

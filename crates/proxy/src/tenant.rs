@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use fairlane_core::{ClassId, TenantId};
 use http::{HeaderMap, Method};
@@ -106,6 +107,9 @@ pub enum Who {
     Tenant(TenantId),
     /// Answer 401: the key is missing or unknown and unknown requests are rejected.
     Unauthorized,
+    /// Answer 400: the key header (or `Authorization`) appears more than once, so which
+    /// tenant is meant is ambiguous.
+    Ambiguous,
 }
 
 struct ClassRule {
@@ -123,6 +127,7 @@ pub struct Identifier {
     default: Option<TenantId>,
     classes: Vec<ClassRule>,
     class_names: Vec<String>,
+    names: Vec<Arc<str>>,
 }
 
 impl Identifier {
@@ -166,11 +171,36 @@ impl Identifier {
             default,
             classes,
             class_names: config.classes.iter().map(|c| c.name.clone()).collect(),
+            names: registry
+                .names()
+                .iter()
+                .map(|n| Arc::from(n.as_str()))
+                .collect(),
         }
+    }
+
+    /// The name of a tenant id, shared (for log lines about the tenant).
+    pub fn name(&self, id: TenantId) -> Arc<str> {
+        self.names
+            .get(id.0 as usize)
+            .cloned()
+            .unwrap_or_else(|| Arc::from("?"))
     }
 
     /// The tenant of a request from `peer` with these headers.
     pub fn identify(&self, headers: &HeaderMap, peer: IpAddr) -> Who {
+        // Two keys (or two `Authorization` headers, whichever header carries the key) name
+        // the tenant ambiguously: refuse rather than pick one.
+        let mut keys = headers.get_all(&self.header).iter();
+        if keys.next().is_some() && keys.next().is_some() {
+            return Who::Ambiguous;
+        }
+        if self.header != http::header::AUTHORIZATION {
+            let mut auth = headers.get_all(http::header::AUTHORIZATION).iter();
+            if auth.next().is_some() && auth.next().is_some() {
+                return Who::Ambiguous;
+            }
+        }
         if let Some(v) = headers.get(&self.header) {
             let key = v.to_str().ok().and_then(|v| self.strip_scheme(v.trim()));
             return match key.and_then(|k| self.keys.get(k)) {
@@ -307,6 +337,38 @@ mod tests {
         );
         assert_eq!(id.identify(&h(&[]), local), Who::Tenant(TenantId(2)));
         assert_eq!(reg.name(TenantId(2)), "anon");
+    }
+
+    #[test]
+    fn duplicated_key_headers_are_ambiguous() {
+        let mut reg = Registry::default();
+        let id = Identifier::new(&config(""), &mut reg);
+        let local: IpAddr = "10.1.2.3".parse().unwrap();
+        let mut two = HeaderMap::new();
+        two.append("authorization", "Bearer ka".parse().unwrap());
+        two.append("authorization", "Bearer kb".parse().unwrap());
+        assert_eq!(id.identify(&two, local), Who::Ambiguous);
+        // Even the same key twice: the request is malformed.
+        let mut same = HeaderMap::new();
+        same.append("authorization", "Bearer ka".parse().unwrap());
+        same.append("authorization", "Bearer ka".parse().unwrap());
+        assert_eq!(id.identify(&same, local), Who::Ambiguous);
+
+        let mut reg = Registry::default();
+        let id = Identifier::new(
+            &config("[identity]\nheader = \"x-api-key\"\nscheme = \"\""),
+            &mut reg,
+        );
+        let mut keys = HeaderMap::new();
+        keys.append("x-api-key", "ka".parse().unwrap());
+        assert_eq!(id.identify(&keys, local), Who::Tenant(TenantId(0)));
+        keys.append("x-api-key", "kb".parse().unwrap());
+        assert_eq!(id.identify(&keys, local), Who::Ambiguous);
+        let mut auth = h(&[("x-api-key", "ka")]);
+        auth.append("authorization", "Basic x".parse().unwrap());
+        assert_eq!(id.identify(&auth, local), Who::Tenant(TenantId(0)));
+        auth.append("authorization", "Basic y".parse().unwrap());
+        assert_eq!(id.identify(&auth, local), Who::Ambiguous);
     }
 
     #[test]

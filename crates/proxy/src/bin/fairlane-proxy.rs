@@ -1,16 +1,23 @@
-//! `fairlane-proxy --config proxy.toml`: the proxy alone (the same as `fairlane proxy`).
+//! `fairlane-proxy --config proxy.toml [--check]`: the proxy alone (the same as
+//! `fairlane proxy`).
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let check = args.iter().any(|a| a == "--check");
+    args.retain(|a| a != "--check");
     let path = match args.as_slice() {
         [flag, path] if flag == "--config" || flag == "-c" => path.clone(),
         [arg] if arg.starts_with("--config=") => arg["--config=".len()..].to_string(),
         _ => {
-            eprintln!("usage: fairlane-proxy --config proxy.toml");
+            eprintln!("usage: fairlane-proxy --config proxy.toml [--check]");
             return ExitCode::from(2);
         }
     };
-    fairlane_proxy::cli::run(std::path::Path::new(&path))
+    let path = std::path::Path::new(&path);
+    if check {
+        return fairlane_proxy::cli::check(path);
+    }
+    fairlane_proxy::cli::run(path)
 }
