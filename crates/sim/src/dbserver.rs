@@ -37,7 +37,7 @@ use fairlane_core::reserve::{
     jain_index, DeficitMode, LdfOptions, MeterRecord, Penalty, Policy, Reservation, ReserveConfig,
     ReserveScheduler,
 };
-use fairlane_core::{Decision, Request, Scheduler, TenantId, Ticket};
+use fairlane_core::{Decision, Inspect, Request, Scheduler, TenantId, Ticket};
 use serde::Deserialize;
 
 use crate::engine::SimError;
