@@ -5,7 +5,8 @@
 //! job (the reservation met, shares by weight).
 //!
 //! This lives in the CLI crate only because it is the one crate that depends on all four
-//! executors.
+//! executors. It replaces the per-crate versions that were in crates/runtime/tests/
+//! manual_clock.rs and crates/proxy/src/gate_tests.rs.
 
 use std::future::Future;
 use std::pin::Pin;
