@@ -61,6 +61,6 @@ pub struct ReadmeDoctest;
 pub use clock::{GpsClock, VirtualClock};
 pub use config::{Algorithm, Config, PRESETS};
 pub use estimate::{CostEstimator, EstimatorKind};
-pub use scheduler::{BoxedScheduler, Scheduler, TenantView};
+pub use scheduler::{Admin, BoxedScheduler, Inspect, Scheduler, TenantView};
 pub use tags::Charging;
 pub use types::{ClassId, Decision, Dispatch, Error, Request, TenantId, Ticket};

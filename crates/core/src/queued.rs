@@ -4,9 +4,11 @@
 //! update, tenant views) are written once here, and each policy writes only what is its own
 //! through the hooks of [`Queue`].
 
+use std::marker::PhantomData;
+
 use crate::book::Book;
 use crate::estimate::CostEstimator;
-use crate::scheduler::{check_target, Scheduler, TenantView};
+use crate::scheduler::{check_target, Admin, Inspect, Scheduler, TenantView};
 use crate::types::{check_weight, Decision, Error, Request, TenantId, Ticket};
 
 /// The accessors every queue policy writes the same way, over its `book`, `est` and
@@ -114,15 +116,18 @@ pub(crate) trait Queue<T> {
     }
 }
 
-/// A queue-based policy behind the seam.
-pub(crate) struct Queued<P>(pub P);
+/// A queue-based policy behind the seam. `T` is the policy's payload type: named here so
+/// that [`Admin`] and [`Inspect`], which do not mention it, can be implemented.
+pub(crate) struct Queued<T, P>(pub P, PhantomData<fn() -> T>);
 
-impl<P> Queued<P> {
+impl<T, P: Queue<T>> Queued<T, P> {
+    /// The policy behind the seam.
+    pub(crate) fn new(policy: P) -> Self {
+        Queued(policy, PhantomData)
+    }
+
     /// The tenant's index, creating it (and telling the policy) if it is new.
-    fn tenant<T>(&mut self, id: TenantId) -> u32
-    where
-        P: Queue<T>,
-    {
+    fn tenant(&mut self, id: TenantId) -> u32 {
         if let Some(t) = self.0.book().lookup(id) {
             return t;
         }
@@ -132,7 +137,7 @@ impl<P> Queued<P> {
     }
 }
 
-impl<T: Send, P: Queue<T>> Scheduler<T> for Queued<P> {
+impl<T: Send, P: Queue<T>> Scheduler<T> for Queued<T, P> {
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.0.book_mut().observe(now)?;
         let require = self.0.requires_cost();
@@ -177,7 +182,9 @@ impl<T: Send, P: Queue<T>> Scheduler<T> for Queued<P> {
         self.0.cancelled(t, was_head);
         Ok(request)
     }
+}
 
+impl<T, P: Queue<T>> Admin for Queued<T, P> {
     fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
         let workers = crate::config::check_workers(workers)?;
         let old = std::mem::replace(self.0.workers_mut(), workers);
@@ -206,7 +213,9 @@ impl<T: Send, P: Queue<T>> Scheduler<T> for Queued<P> {
         self.0.est().forget(tenant);
         Ok(())
     }
+}
 
+impl<T, P: Queue<T>> Inspect for Queued<T, P> {
     fn name(&self) -> &'static str {
         self.0.name()
     }

@@ -4,7 +4,11 @@
 use crate::types::{Decision, Error, Request, TenantId, Ticket};
 
 /// A fair scheduler behind the seam
-/// `enqueue → dequeue(worker) → progress* → complete`.
+/// `enqueue → dequeue(worker) → progress* → complete`: the hot path, what an executor calls
+/// for every request. Administration (workers, weights, targets) is [`Admin`] and read-only
+/// introspection is [`Inspect`]; both are supertraits, so a `Box<dyn Scheduler<T>>` offers
+/// every method. An implementation writes the five hot-path methods, the four of [`Admin`]
+/// (one defaulted) and the seven of [`Inspect`] (two defaulted).
 ///
 /// The scheduler never reads a clock: every call carries `now`, in the executor's time unit
 /// (simulated seconds, nanoseconds since start, …). Costs are in the executor's cost unit
@@ -28,9 +32,7 @@ use crate::types::{Decision, Error, Request, TenantId, Ticket};
 /// assert!(matches!(s.dequeue(1, 1.0).unwrap(), Decision::Run(_)));
 /// assert!(matches!(s.dequeue(0, 1.0).unwrap(), Decision::Empty));
 /// ```
-pub trait Scheduler<T> {
-    // ── The hot path: what an executor calls for every request. ──────────────────────────
-
+pub trait Scheduler<T>: Admin + Inspect {
     /// Add a request to its tenant's queue. A tenant seen for the first time is created with
     /// the default weight. Returns the request's ticket.
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error>;
@@ -50,9 +52,13 @@ pub trait Scheduler<T> {
 
     /// Remove a request that is still queued (its client went away) and hand it back.
     fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error>;
+}
 
-    // ── Administration: weights, targets, workers, tenants. ──────────────────────────────
-
+/// Administration of a scheduler: workers, weights, targets, tenants. Executors call these
+/// rarely (an operator's change, an adaptive depth controller), never per request. A
+/// supertrait of [`Scheduler`]: `dyn Scheduler<T>` and `S: Scheduler<T>` callers reach these
+/// methods without importing the trait; a concrete type's caller imports it.
+pub trait Admin {
     /// Change the number of workers (an adaptive depth controller does). 2DFQ re-staggers
     /// its eligibility; running requests are unaffected.
     fn set_workers(&mut self, workers: usize) -> Result<(), Error>;
@@ -71,9 +77,11 @@ pub trait Scheduler<T> {
 
     /// Forget a tenant that has nothing queued or running (its estimates too).
     fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error>;
+}
 
-    // ── Introspection: read-only, for executors' metrics and dashboards. ─────────────────
-
+/// Introspection of a scheduler: read-only, for executors' set-up, metrics and dashboards.
+/// A supertrait of [`Scheduler`], like [`Admin`].
+pub trait Inspect {
     /// The algorithm's short name (`"2dfq"`, `"wfq"`, …).
     fn name(&self) -> &'static str;
 

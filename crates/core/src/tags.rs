@@ -10,7 +10,7 @@
 use crate::book::Book;
 use crate::clock::{GpsClock, VirtualClock};
 use crate::estimate::CostEstimator;
-use crate::scheduler::{Scheduler, TenantView};
+use crate::scheduler::{Admin, Inspect, Scheduler, TenantView};
 use crate::select::{Selector, TagKey};
 use crate::types::{Decision, Dispatch, Error, Request, TenantId, Ticket};
 
@@ -180,25 +180,6 @@ impl<T, S: Selector> TagScheduler<T, S> {
 }
 
 impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
-    fn requires_cost(&self) -> bool {
-        matches!(self.clock, Clock::Gps(_)) || self.est.requires_known_cost()
-    }
-
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn workers(&self) -> usize {
-        self.workers
-    }
-
-    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
-        crate::config::check_workers(workers)?;
-        self.workers = workers;
-        self.sel.set_workers(workers);
-        Ok(())
-    }
-
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.book.observe(now)?;
         let gps = matches!(self.clock, Clock::Gps(_));
@@ -294,6 +275,15 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         }
         Ok(request)
     }
+}
+
+impl<T, S: Selector> Admin for TagScheduler<T, S> {
+    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
+        crate::config::check_workers(workers)?;
+        self.workers = workers;
+        self.sel.set_workers(workers);
+        Ok(())
+    }
 
     fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
         let now = self.book.observe(now)?;
@@ -319,6 +309,20 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
             g.forget(t as usize);
         }
         Ok(())
+    }
+}
+
+impl<T, S: Selector> Inspect for TagScheduler<T, S> {
+    fn requires_cost(&self) -> bool {
+        matches!(self.clock, Clock::Gps(_)) || self.est.requires_known_cost()
+    }
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn workers(&self) -> usize {
+        self.workers
     }
 
     fn tenant(&self, tenant: TenantId) -> Option<TenantView> {

@@ -9,7 +9,7 @@ use fairlane_core::reserve::{
     jain_index, DeficitMode, LdfOptions, Meter, MeterRecord, Penalty, Policy, Reservation,
     ReserveConfig, ReserveScheduler,
 };
-use fairlane_core::{Decision, Error, Request, Scheduler, TenantId, Ticket};
+use fairlane_core::{Admin, Decision, Error, Inspect, Request, Scheduler, TenantId, Ticket};
 
 /// A tenant of the test executor: id, connections, quantum length (s), and CPU work per
 /// connection (s; infinite = always has work).

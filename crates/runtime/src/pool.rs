@@ -273,7 +273,14 @@ impl<R> TaskHandle<R> {
                 true
             }
             // Started, finished or handed back already: not an error of the scheduler.
-            Err(_) => false,
+            Err(
+                fairlane_core::Error::AlreadyRunning(_) | fairlane_core::Error::UnknownTicket(_),
+            ) => false,
+            // Anything else is the scheduler refusing a valid cancellation: counted and logged.
+            Err(e) => {
+                st.sched_error("a cancellation", e);
+                false
+            }
         }
     }
 }

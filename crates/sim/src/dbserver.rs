@@ -37,10 +37,10 @@ use fairlane_core::reserve::{
     jain_index, DeficitMode, LdfOptions, MeterRecord, Penalty, Policy, Reservation, ReserveConfig,
     ReserveScheduler,
 };
-use fairlane_core::{Decision, Request, Scheduler, TenantId, Ticket};
+use fairlane_core::{Decision, Inspect, Request, Scheduler, TenantId, Ticket};
 use serde::Deserialize;
 
-use crate::engine::SimError;
+use crate::engine::{SimError, SimErrorKind};
 use crate::events::{drive, EventQueue, Model, DEFAULT_MAX_EVENTS, MAX_OUTSTANDING};
 use crate::rng::{stream_id, Rng};
 use crate::service::{Cores, Outcome, Service, Work};
@@ -655,7 +655,7 @@ pub fn run_all_with(
     for p in &points {
         let policies = spec
             .policies(p.and_then(|s| s.alpha))
-            .map_err(|e| SimError(format!("{}: {}: {}", spec.name, e.field, e.message)))?;
+            .map_err(|e| SimError::spec(format!("{}: {}: {}", spec.name, e.field, e.message)))?;
         for (name, policy) in policies {
             tasks.push((*p, name, policy));
         }
@@ -754,7 +754,7 @@ impl Model for DbSim<'_> {
                     issued: now,
                 };
                 if self.s.queued() >= MAX_OUTSTANDING {
-                    return Err(SimError(format!(
+                    return Err(SimError::overload(format!(
                         "more than {MAX_OUTSTANDING} queries queued at t = {now:.6} s"
                     )));
                 }
@@ -935,10 +935,15 @@ fn run_one(
     progress: &mut dyn FnMut(f64),
 ) -> Result<DbRun, SimError> {
     let wall = std::time::Instant::now();
-    let err = |x: fairlane_core::Error| SimError(format!("{}: {sched_name}: {x}", spec.name));
+    let err = |x: fairlane_core::Error| {
+        SimError::new(
+            SimErrorKind::Scheduler,
+            format!("{}: {sched_name}: {x}", spec.name),
+        )
+    };
     let estimate = estimated_events(spec);
     if estimate.is_nan() || estimate > spec.max_events as f64 {
-        return Err(SimError(format!(
+        return Err(SimError::event_cap(format!(
             "{}: refused: about {estimate:.3e} events (quanta of the shortest quantum on {} \
              cores for {} s) exceed the cap of {} (raise it with --max-events)",
             spec.name, spec.server.cores, spec.duration, spec.max_events

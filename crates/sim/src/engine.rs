@@ -37,19 +37,96 @@ use crate::service::{Outcome, Service, Work, WorkerPool};
 use crate::spec::{Depth, Scenario, SchedulerChoice};
 use crate::workload::Arrival;
 
-/// A simulation failure (a scheduler refused what the engine asked: a bug somewhere).
+/// What kind of failure stopped a run ([`SimError::kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SimErrorKind {
+    /// A scheduler refused what the engine asked: a value it rejects (a weight, a target)
+    /// or a bug somewhere.
+    Scheduler,
+    /// The run would take, or took, more events than its cap (`--max-events`).
+    EventCap,
+    /// More requests queued or outstanding than the engine holds: the offered load far
+    /// exceeds the server's capacity.
+    Overload,
+    /// The spec cannot be run as written (a policy's parameters, a stage's scheduler).
+    Spec,
+    /// A TAM architecture stopped with requests waiting and nothing running.
+    Deadlock,
+    /// The service did something this engine does not model (a request that yields).
+    Unsupported,
+    /// A run did not finish (its thread panicked).
+    Internal,
+}
+
+impl SimErrorKind {
+    /// A short name for the kind, as in messages and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            SimErrorKind::Scheduler => "scheduler error",
+            SimErrorKind::EventCap => "event cap",
+            SimErrorKind::Overload => "overload",
+            SimErrorKind::Spec => "spec error",
+            SimErrorKind::Deadlock => "deadlock",
+            SimErrorKind::Unsupported => "unsupported",
+            SimErrorKind::Internal => "internal error",
+        }
+    }
+}
+
+/// A simulation failure: its [`kind`](SimErrorKind) and a message naming the scenario and
+/// what was wrong. `Display` shows the message.
+///
+/// Build one with the constructor of its kind: `SimError::overload(format!(..))`,
+/// `SimError::scheduler(e)` for a [`fairlane_core::Error`], or [`SimError::new`].
 #[derive(Clone, Debug, PartialEq)]
-pub struct SimError(pub String);
+#[non_exhaustive]
+pub struct SimError {
+    /// What kind of failure.
+    pub kind: SimErrorKind,
+    /// What was wrong, for a person.
+    pub message: String,
+}
+
+impl SimError {
+    /// A failure of `kind` described by `message`.
+    pub fn new(kind: SimErrorKind, message: impl Into<String>) -> Self {
+        SimError {
+            kind,
+            message: message.into(),
+        }
+    }
+    /// A scheduler refused a call: `"scheduler error: {e}"`.
+    pub fn scheduler(e: fairlane_core::Error) -> Self {
+        SimError::new(SimErrorKind::Scheduler, format!("scheduler error: {e}"))
+    }
+    /// The event cap ([`SimErrorKind::EventCap`]).
+    pub fn event_cap(message: impl Into<String>) -> Self {
+        SimError::new(SimErrorKind::EventCap, message)
+    }
+    /// Too many requests waiting ([`SimErrorKind::Overload`]).
+    pub fn overload(message: impl Into<String>) -> Self {
+        SimError::new(SimErrorKind::Overload, message)
+    }
+    /// The spec cannot run as written ([`SimErrorKind::Spec`]).
+    pub fn spec(message: impl Into<String>) -> Self {
+        SimError::new(SimErrorKind::Spec, message)
+    }
+    /// The same error with `context` (a scenario or stage name) in front of its message.
+    pub fn context(self, context: impl std::fmt::Display) -> Self {
+        SimError::new(self.kind, format!("{context}: {}", self.message))
+    }
+}
 
 impl std::fmt::Display for SimError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 impl std::error::Error for SimError {}
 
 fn core(e: fairlane_core::Error) -> SimError {
-    SimError(format!("scheduler error: {e}"))
+    SimError::scheduler(e)
 }
 
 /// Everything one run of one scheduler produced.
@@ -230,7 +307,7 @@ fn check_limits(sc: &Scenario) -> Result<(), SimError> {
     let estimate = sc.estimated_events();
     // NaN (an absurd value somewhere) is refused too.
     if estimate.is_nan() || estimate > sc.max_events as f64 {
-        return Err(SimError(format!(
+        return Err(SimError::event_cap(format!(
             "{}{}: refused: about {estimate:.3e} events (arrivals, completions, refresh and \
              sampling ticks over {} s) exceed the cap of {} events; shorten the run, lower \
              the rates, or raise the cap with --max-events",
@@ -545,8 +622,9 @@ impl<S: Service> Sim<'_, S> {
                     Outcome::Done { slot } => self.complete(slot as usize, now)?,
                     Outcome::Nothing => {}
                     Outcome::Yield { .. } => {
-                        return Err(SimError(
-                            "this engine's services run requests to completion".into(),
+                        return Err(SimError::new(
+                            SimErrorKind::Unsupported,
+                            "this engine's services run requests to completion",
                         ))
                     }
                 }
@@ -615,7 +693,7 @@ impl<S: Service> Sim<'_, S> {
         }
         self.sched.enqueue(req, now).map_err(core)?;
         if self.sched.queued() > MAX_OUTSTANDING {
-            return Err(SimError(format!(
+            return Err(SimError::overload(format!(
                 "{}: more than {MAX_OUTSTANDING} requests queued at t = {now:.6} s: the \
                  offered load far exceeds the server's capacity; lower the arrival rates or \
                  shorten the run",

@@ -139,7 +139,7 @@ pub fn drive<M: Model>(
             next_report = popped + (1 << 16);
             progress(now / end);
             if m.events() > max_events {
-                return Err(SimError(format!(
+                return Err(SimError::event_cap(format!(
                     "stopped at t = {now:.6} s after {} events: more than the cap of \
                      {max_events} (raise it with --max-events, or shorten the run)",
                     m.events()

@@ -35,7 +35,6 @@
 //! assert!((small.work / 5.0 - 1000.0).abs() < 50.0);
 //! ```
 
-#![warn(missing_docs)]
 
 pub mod anyspec;
 pub mod blackbox;
@@ -54,7 +53,7 @@ pub mod trace;
 pub mod workload;
 
 pub use anyspec::{AnyError, AnyRuns, AnySpec};
-pub use engine::{run, run_with_scheduler, RunResult, SimError};
+pub use engine::{run, run_with_scheduler, RunResult, SimError, SimErrorKind};
 pub use spec::{Scenario, SchedulerChoice, Spec, SpecError, SpecFile};
 
 /// Where a batch of runs is: the fraction of simulated time done over all runs, and how
@@ -147,6 +146,13 @@ pub(crate) fn parallel<T: Send>(
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(SimError("a run did not finish".into()))))
+        .map(|r| {
+            r.unwrap_or_else(|| {
+                Err(SimError::new(
+                    SimErrorKind::Internal,
+                    "a run did not finish",
+                ))
+            })
+        })
         .collect()
 }

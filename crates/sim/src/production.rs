@@ -96,7 +96,7 @@ const APIS: [(&str, f64); 12] = [
 ];
 
 /// The profile `name`; `rng` draws the random ones.
-pub fn template(name: &str, rng: &mut Rng) -> Result<Template, String> {
+pub(crate) fn template(name: &str, rng: &mut Rng) -> Result<Template, String> {
     let t = |arrival, classes| Ok(Template { arrival, classes });
     match name {
         "T1" => t(

@@ -20,7 +20,7 @@ pub struct TraceRow {
 pub type Rows = BTreeMap<String, Vec<(f64, String, f64)>>;
 
 /// Read a trace file. Errors name the file and line.
-pub fn load(path: &Path) -> Result<Rows, String> {
+pub(crate) fn load(path: &Path) -> Result<Rows, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read trace {}: {e}", path.display()))?;
     parse(&text).map_err(|(line, m)| format!("{}:{line}: {m}", path.display()))

@@ -236,9 +236,10 @@ fn absurd_specs_are_refused_up_front() {
         match run(&spec) {
             Err(AnyError::Run(e)) => {
                 assert!(
-                    e.0.contains("refused") && e.0.contains("--max-events"),
+                    e.message.contains("refused") && e.message.contains("--max-events"),
                     "{what}: {e}"
-                )
+                );
+                assert_eq!(e.kind, fairlane_sim::SimErrorKind::EventCap, "{what}");
             }
             other => panic!("{what}: {:?}", other.map(|_| ())),
         }
@@ -276,7 +277,10 @@ fn absurd_specs_are_refused_up_front() {
 fn the_event_cap_stops_a_run() {
     let spec = parse(POOL).unwrap();
     match spec.run(1, 1000, &mut |_| {}) {
-        Err(AnyError::Run(e)) => assert!(e.0.contains("--max-events"), "{e}"),
+        Err(AnyError::Run(e)) => {
+            assert!(e.message.contains("--max-events"), "{e}");
+            assert_eq!(e.kind, fairlane_sim::SimErrorKind::EventCap);
+        }
         other => panic!("{:?}", other.map(|_| ())),
     }
 }

@@ -39,7 +39,6 @@
 //! assert_eq!(report.problems[0].stages, ["I/O"]);
 //! ```
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 pub mod analysis;
 pub mod catalog;

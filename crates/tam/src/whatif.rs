@@ -111,13 +111,54 @@ impl fmt::Display for Change {
     }
 }
 
-/// A change that could not be parsed or applied.
+/// What kind of change failed ([`ChangeError::kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ChangeErrorKind {
+    /// The change's text does not parse (`set STAGE.FIELD = VALUE`, …).
+    Syntax,
+    /// The change names a stage the model does not have.
+    UnknownStage,
+    /// The change cannot be applied to this model: a name already taken, stages on
+    /// different hosts, too few resources or stages.
+    Conflict,
+    /// The change applied, but the changed model is invalid.
+    InvalidModel,
+}
+
+/// A change that could not be parsed or applied: its [`kind`](ChangeErrorKind) and a message
+/// naming the change and what was wrong. `Display` shows the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChangeError(pub String);
+#[non_exhaustive]
+pub struct ChangeError {
+    /// What kind of failure.
+    pub kind: ChangeErrorKind,
+    /// What was wrong, for a person.
+    pub message: String,
+}
+
+impl ChangeError {
+    /// A failure of `kind` described by `message`.
+    pub fn new(kind: ChangeErrorKind, message: impl Into<String>) -> Self {
+        ChangeError {
+            kind,
+            message: message.into(),
+        }
+    }
+    fn syntax(message: impl Into<String>) -> Self {
+        ChangeError::new(ChangeErrorKind::Syntax, message)
+    }
+    fn conflict(message: impl Into<String>) -> Self {
+        ChangeError::new(ChangeErrorKind::Conflict, message)
+    }
+    fn unknown_stage(message: impl Into<String>) -> Self {
+        ChangeError::new(ChangeErrorKind::UnknownStage, message)
+    }
+}
 
 impl fmt::Display for ChangeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -125,7 +166,10 @@ impl std::error::Error for ChangeError {}
 
 impl From<ModelError> for ChangeError {
     fn from(e: ModelError) -> ChangeError {
-        ChangeError(format!("the changed model is invalid:\n{e}"))
+        ChangeError::new(
+            ChangeErrorKind::InvalidModel,
+            format!("the changed model is invalid:\n{e}"),
+        )
     }
 }
 
@@ -139,7 +183,7 @@ impl FromStr for Change {
         let text = text.trim();
         let (verb, rest) = text
             .split_once(char::is_whitespace)
-            .ok_or_else(|| ChangeError(format!("`{text}`: {SYNTAX}")))?;
+            .ok_or_else(|| ChangeError::syntax(format!("`{text}`: {SYNTAX}")))?;
         let rest = rest.trim();
         match verb {
             "async" => Ok(Change::MakeAsync {
@@ -150,7 +194,7 @@ impl FromStr for Change {
             }),
             "combine" => {
                 let (list, name) = rest.rsplit_once(" as ").ok_or_else(|| {
-                    ChangeError(format!("`{text}`: expected `combine A + B as NAME`"))
+                    ChangeError::syntax(format!("`{text}`: expected `combine A + B as NAME`"))
                 })?;
                 let stages: Vec<String> = list.split('+').map(|s| s.trim().to_string()).collect();
                 Ok(Change::Combine {
@@ -158,8 +202,8 @@ impl FromStr for Change {
                     name: name.trim().to_string(),
                 })
             }
-            "set" => parse_set(rest).map_err(|m| ChangeError(format!("`{text}`: {m}"))),
-            _ => Err(ChangeError(format!(
+            "set" => parse_set(rest).map_err(|m| ChangeError::syntax(format!("`{text}`: {m}"))),
+            _ => Err(ChangeError::syntax(format!(
                 "`{text}`: unknown change `{verb}`; {SYNTAX}"
             ))),
         }
@@ -222,7 +266,7 @@ fn stage_mut<'a>(model: &'a mut Model, name: &str) -> Result<&'a mut Stage, Chan
         .stages
         .iter_mut()
         .find(|s| s.name == name)
-        .ok_or_else(|| ChangeError(format!("no stage `{name}`; stages are {known}")))
+        .ok_or_else(|| ChangeError::unknown_stage(format!("no stage `{name}`; stages are {known}")))
 }
 
 impl Change {
@@ -269,11 +313,11 @@ fn redirect(list: &mut Vec<String>, from: &[String], to: &str) {
 fn split(model: &mut Model, name: &str) -> Result<(), ChangeError> {
     let index = model
         .index_of(name)
-        .ok_or_else(|| ChangeError(format!("no stage `{name}` to split")))?;
+        .ok_or_else(|| ChangeError::unknown_stage(format!("no stage `{name}` to split")))?;
     let original = model.stages[index].clone();
     let used = original.resources.used();
     if used.len() < 2 {
-        return Err(ChangeError(format!(
+        return Err(ChangeError::conflict(format!(
             "`{name}` uses {} resource(s); splitting by resource needs at least two",
             used.len()
         )));
@@ -299,7 +343,7 @@ fn split(model: &mut Model, name: &str) -> Result<(), ChangeError> {
     parts[0].blocks_on = original.blocks_on.clone();
     for part in &parts {
         if model.index_of(&part.name).is_some() {
-            return Err(ChangeError(format!(
+            return Err(ChangeError::conflict(format!(
                 "cannot split `{name}`: a stage named `{}` already exists",
                 part.name
             )));
@@ -316,25 +360,24 @@ fn split(model: &mut Model, name: &str) -> Result<(), ChangeError> {
 
 fn combine(model: &mut Model, names: &[String], new_name: &str) -> Result<(), ChangeError> {
     if names.len() < 2 {
-        return Err(ChangeError("combine needs at least two stages".into()));
+        return Err(ChangeError::conflict("combine needs at least two stages"));
     }
     let mut parts = Vec::new();
     for name in names {
         parts.push(
-            model
-                .stage(name)
-                .cloned()
-                .ok_or_else(|| ChangeError(format!("no stage `{name}` to combine")))?,
+            model.stage(name).cloned().ok_or_else(|| {
+                ChangeError::unknown_stage(format!("no stage `{name}` to combine"))
+            })?,
         );
     }
     if parts.iter().any(|p| p.host != parts[0].host) {
-        return Err(ChangeError(format!(
+        return Err(ChangeError::conflict(format!(
             "cannot combine {}: they are on different hosts",
             names.join(" + ")
         )));
     }
     if !names.iter().any(|n| n == new_name) && model.index_of(new_name).is_some() {
-        return Err(ChangeError(format!(
+        return Err(ChangeError::conflict(format!(
             "cannot combine into `{new_name}`: a stage of that name already exists"
         )));
     }
@@ -398,7 +441,7 @@ pub fn apply(model: &Model, changes: &[Change]) -> Result<Model, ChangeError> {
     for change in changes {
         change
             .apply_to(&mut changed)
-            .map_err(|e| ChangeError(format!("{change}: {e}")))?;
+            .map_err(|e| ChangeError::new(e.kind, format!("{change}: {e}")))?;
     }
     changed.validate()?;
     Ok(changed)

@@ -1,7 +1,7 @@
 //! What-if: the paper's remedies, applied to models, make their problems disappear.
 
 use fairlane_tam::catalog;
-use fairlane_tam::whatif::apply;
+use fairlane_tam::whatif::{apply, ChangeErrorKind};
 use fairlane_tam::{
     analyze, what_if, Change, Model, Problem, ProblemKind, Resource, Scheduling, Usage,
 };
@@ -59,7 +59,9 @@ fn bad_changes_say_what_is_expected() {
         ("combine A + B", "combine A + B as NAME"),
         ("split", "expected `set STAGE.FIELD = VALUE`"),
     ] {
-        let err = text.parse::<Change>().unwrap_err().to_string();
+        let e = text.parse::<Change>().unwrap_err();
+        assert_eq!(e.kind, ChangeErrorKind::Syntax, "{text}");
+        let err = e.to_string();
         assert!(err.contains(needle), "{text}: {err}");
     }
 }
@@ -216,25 +218,33 @@ fn hbase_with_the_muzzled_changes_analyzes_like_the_muzzled_model() {
 #[test]
 fn changes_that_cannot_apply_are_errors_not_panics() {
     let hbase = catalog::get("hbase").unwrap().model().unwrap();
-    for (change, needle) in [
-        ("set Nowhere.scheduling = pluggable", "no stage `Nowhere`"),
+    use ChangeErrorKind::{Conflict, UnknownStage};
+    for (change, needle, kind) in [
+        (
+            "set Nowhere.scheduling = pluggable",
+            "no stage `Nowhere`",
+            UnknownStage,
+        ),
         (
             "split Mem Flush",
             "splitting by resource needs at least two",
+            Conflict,
         ),
         (
             "combine RPC Read + Data Xceive (replica) as X",
             "different hosts",
+            Conflict,
         ),
         (
             "combine RPC Read + RPC Respond as Mem Flush",
             "already exists",
+            Conflict,
         ),
-        ("combine RPC Read as X", "at least two"),
+        ("combine RPC Read as X", "at least two", Conflict),
     ] {
-        let err = what_if(&hbase, &changes(&[change]))
-            .unwrap_err()
-            .to_string();
+        let e = what_if(&hbase, &changes(&[change])).unwrap_err();
+        assert_eq!(e.kind, kind, "{change}");
+        let err = e.to_string();
         assert!(err.contains(needle), "{change}: {err}");
     }
 }

@@ -57,7 +57,7 @@ use std::collections::{HashMap, VecDeque};
 pub use meter::{jain_index, Meter, MeterReading, MeterRecord};
 pub use penalty::Penalty;
 
-use crate::scheduler::{Scheduler, TenantView};
+use crate::scheduler::{Admin, Inspect, Scheduler, TenantView};
 use crate::types::{
     check_cost, check_weight, Decision, Dispatch, Error, Request, TenantId, Ticket,
 };
@@ -630,20 +630,6 @@ impl<T> ReserveScheduler<T> {
 }
 
 impl<T: Send> Scheduler<T> for ReserveScheduler<T> {
-    fn name(&self) -> &'static str {
-        self.policy.name()
-    }
-
-    fn workers(&self) -> usize {
-        self.cores
-    }
-
-    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
-        self.cores = crate::config::check_workers(workers)?;
-        self.meter.set_cores(self.cores);
-        Ok(())
-    }
-
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.observe(now)?;
         if let Some(c) = request.cost {
@@ -783,6 +769,14 @@ impl<T: Send> Scheduler<T> for ReserveScheduler<T> {
         self.free_slot(i);
         request.ok_or(Error::UnknownTicket(ticket))
     }
+}
+
+impl<T> Admin for ReserveScheduler<T> {
+    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
+        self.cores = crate::config::check_workers(workers)?;
+        self.meter.set_cores(self.cores);
+        Ok(())
+    }
 
     fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
         let now = self.observe(now)?;
@@ -805,6 +799,16 @@ impl<T: Send> Scheduler<T> for ReserveScheduler<T> {
         self.free_tenants.push(t);
         self.refresh_max_price();
         Ok(())
+    }
+}
+
+impl<T> Inspect for ReserveScheduler<T> {
+    fn name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    fn workers(&self) -> usize {
+        self.cores
     }
 
     fn tenant(&self, tenant: TenantId) -> Option<TenantView> {

@@ -16,7 +16,7 @@ use fairlane_core::{Decision, Request, Scheduler, TenantId, Ticket};
 
 use super::result::{ClientResult, StageResult, TamRun};
 use super::spec::{knows_costs, Loop, Queue, StageDef, TamSpec};
-use crate::engine::SimError;
+use crate::engine::{SimError, SimErrorKind};
 use crate::events::{drive, EventQueue, Model};
 use crate::metrics::Latency;
 use crate::rng::{stream_id, Rng};
@@ -129,12 +129,16 @@ pub fn run(spec: &TamSpec, run: usize, progress: &mut dyn FnMut(f64)) -> Result<
                 let mut s = c
                     .workers(threads.max(1) as usize)
                     .build::<u32>()
-                    .map_err(|e| SimError(format!("stage `{}`: {e}", def.name)))?;
+                    .map_err(|e| {
+                        SimError::scheduler(e).context(format_args!("stage `{}`", def.name))
+                    })?;
                 for (i, c) in spec.clients.iter().enumerate() {
                     let t = TenantId(i as u64);
                     s.set_weight(t, c.weight, 0.0)
                         .and_then(|_| s.set_target(t, c.deadline, 0.0))
-                        .map_err(|e| SimError(format!("stage `{}`: {e}", def.name)))?;
+                        .map_err(|e| {
+                            SimError::scheduler(e).context(format_args!("stage `{}`", def.name))
+                        })?;
                 }
                 StageQueue::Core(s, knows_costs(c))
             }
@@ -276,7 +280,7 @@ impl Sim<'_> {
         r.held.clear();
         self.outstanding += 1;
         if self.outstanding > crate::events::MAX_OUTSTANDING as u64 {
-            return Err(SimError(format!(
+            return Err(SimError::overload(format!(
                 "{}: more than {} requests outstanding at t = {now:.6} s: the offered load far \
                  exceeds what the architecture serves; lower the open clients' rates",
                 self.spec.name,
@@ -532,12 +536,15 @@ impl Sim<'_> {
                 )
             })
             .collect();
-        SimError(format!(
-            "{}: deadlock at t = {now:.6} s: {} requests wait and nothing runs; stages: {}",
-            self.spec.name,
-            self.outstanding,
-            stuck.join(", ")
-        ))
+        SimError::new(
+            SimErrorKind::Deadlock,
+            format!(
+                "{}: deadlock at t = {now:.6} s: {} requests wait and nothing runs; stages: {}",
+                self.spec.name,
+                self.outstanding,
+                stuck.join(", ")
+            ),
+        )
     }
 
     fn finish(self, run: usize, wall: f64) -> TamRun {
@@ -607,5 +614,5 @@ fn phase(spec: &TamSpec, c: u32, now: f64) -> &super::spec::Phase {
 }
 
 fn sched_err(def: &StageDef, e: fairlane_core::Error) -> SimError {
-    SimError(format!("stage `{}`: scheduler error: {e}", def.name))
+    SimError::scheduler(e).context(format_args!("stage `{}`", def.name))
 }
