@@ -125,9 +125,9 @@ pub fn changed(file: &TamSpecFile, changes: &[Change]) -> Result<TamSpecFile, Wh
     let mut model = file.model.clone();
     for change in changes {
         carry(&model, &mut sim, change);
-        change
-            .apply_to(&mut model)
-            .map_err(|e| WhatIfError::Change(ChangeError(format!("{change}: {e}"))))?;
+        change.apply_to(&mut model).map_err(|e| {
+            WhatIfError::Change(ChangeError::new(e.kind, format!("{change}: {}", e.message)))
+        })?;
     }
     resolve_unknown(&after, &mut sim, &file.file)?;
     let mut doc: Value = toml::from_str(&after.to_toml()).map_err(|e| {
