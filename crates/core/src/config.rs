@@ -136,7 +136,8 @@ pub struct Config {
     pub clock: Option<VirtualClock>,
     /// Retroactive and refresh charging.
     pub charging: Charging,
-    /// Weight of tenants not given one.
+    /// Weight of tenants not given one, in [`MIN_WEIGHT`](crate::MIN_WEIGHT),
+    /// [`MAX_WEIGHT`](crate::MAX_WEIGHT)] like every weight.
     pub default_weight: f64,
     /// DRR's quantum per unit weight; `None` = the largest charge/weight seen.
     pub drr_quantum: Option<f64>,
@@ -333,7 +334,12 @@ impl Config {
         crate::types::check_weight(TenantId(0), self.default_weight).map_err(|_| {
             Error::InvalidConfig {
                 field: "default_weight",
-                reason: format!("must be finite and > 0, got {}", self.default_weight),
+                reason: format!(
+                    "must be in [{:e}, {:e}] (MIN_WEIGHT, MAX_WEIGHT), got {}",
+                    crate::types::MIN_WEIGHT,
+                    crate::types::MAX_WEIGHT,
+                    self.default_weight
+                ),
             }
         })?;
         if let Some(q) = self.drr_quantum {

@@ -63,4 +63,6 @@ pub use config::{Algorithm, Config, PRESETS};
 pub use estimate::{CostEstimator, EstimatorKind};
 pub use scheduler::{BoxedScheduler, Scheduler, TenantView};
 pub use tags::Charging;
-pub use types::{ClassId, Decision, Dispatch, Error, Request, TenantId, Ticket};
+pub use types::{
+    ClassId, Decision, Dispatch, Error, Request, TenantId, Ticket, MAX_WEIGHT, MIN_WEIGHT,
+};
