@@ -36,6 +36,9 @@ pub(crate) struct Drr<T> {
     ring: VecDeque<u32>,
     /// Whether the tenant at the front has had this turn's quantum.
     turn: bool,
+    /// Tests only: dequeue by the old round-by-round loop, the reference for `jump`.
+    #[cfg(test)]
+    spin: bool,
 }
 
 impl<T> Drr<T> {
@@ -55,6 +58,8 @@ impl<T> Drr<T> {
             auto_quantum: 0.0,
             ring: VecDeque::new(),
             turn: false,
+            #[cfg(test)]
+            spin: false,
         }
     }
 
@@ -173,6 +178,10 @@ impl<T> Queue<T> for Drr<T> {
     }
 
     fn pick(&mut self, _: usize, _: f64) -> Decision<T> {
+        #[cfg(test)]
+        if self.spin {
+            return self.pick_spinning();
+        }
         let q = self.quantum();
         // One full round visited one tenant at a time, as DRR does; after it (the front
         // again, without its turn's quantum) `jump` finds the winner of the rounds to come.
@@ -240,5 +249,193 @@ impl<T> Queue<T> for Drr<T> {
     fn view(&self, t: u32) -> (bool, f64) {
         let ten = &self.book.tenants[t as usize];
         (ten.queued > 0, ten.deficit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::EstimatorKind;
+    use crate::queued::Queued;
+    use crate::scheduler::Scheduler;
+    use crate::types::{Request, TenantId};
+    use proptest::prelude::*;
+
+    impl<T> Drr<T> {
+        /// DRR as it was before issue 16: visit the ring one tenant at a time, granting a
+        /// quantum per turn, until a head fits. O(rounds) per dequeue.
+        pub(super) fn pick_spinning(&mut self) -> Decision<T> {
+            let q = self.quantum();
+            loop {
+                let Some(&t) = self.ring.front() else {
+                    return Decision::Empty;
+                };
+                let ten = &mut self.book.tenants[t as usize];
+                if !self.turn {
+                    ten.deficit += q * ten.weight;
+                    self.turn = true;
+                }
+                if ten.head_cost <= ten.deficit {
+                    return self.serve_front(t);
+                }
+                self.ring.rotate_left(1);
+                self.turn = false;
+            }
+        }
+    }
+
+    fn drr(quantum: Option<f64>, spin: bool, estimated: bool) -> Queued<Drr<u32>> {
+        let est = if estimated {
+            EstimatorKind::Ema {
+                alpha: 0.5,
+                initial: 4.0,
+            }
+        } else {
+            EstimatorKind::Oracle
+        };
+        let mut d = Drr::new(2, est.build().unwrap(), Charging::default(), 1.0, quantum);
+        d.spin = spin;
+        Queued(d)
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Enqueue(u64, u32),
+        Dequeue(usize),
+        Complete(usize, u32),
+        Cancel(usize),
+        Weight(u64, u32),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Costs are multiples of 1/4 up to 2^12 and weights powers of two, so a quantum
+        // added k times and k quanta added at once are the same number exactly.
+        let cost = prop_oneof![0u32..16, 0u32..(1 << 14)];
+        prop_oneof![
+            4 => (0u64..5, cost.clone()).prop_map(|(t, c)| Op::Enqueue(t, c)),
+            4 => (0usize..2).prop_map(Op::Dequeue),
+            3 => (0usize..8, cost).prop_map(|(i, c)| Op::Complete(i, c)),
+            1 => (0usize..8).prop_map(Op::Cancel),
+            1 => (0u64..5, 0u32..5).prop_map(|(t, w)| Op::Weight(t, w)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Issue 16: computing the rounds a head needs gives the decisions of the old
+        /// round-by-round loop, deficit for deficit.
+        #[test]
+        fn jump_matches_spinning(
+            quantum in prop_oneof![Just(None), Just(Some(1.0)), Just(Some(0.25)), Just(Some(3.0))],
+            estimated in any::<bool>(),
+            ops in prop::collection::vec(op(), 1..200),
+        ) {
+            let mut fast = drr(quantum, false, estimated);
+            let mut slow = drr(quantum, true, estimated);
+            let mut running: Vec<(Ticket, usize)> = Vec::new();
+            let mut queued: Vec<Ticket> = Vec::new();
+            let mut busy = [false; 2];
+            let mut payload = 0u32;
+            for (i, op) in ops.iter().enumerate() {
+                let now = i as f64;
+                match *op {
+                    Op::Enqueue(t, c) => {
+                        payload += 1;
+                        let mut r = Request::new(t, 0u32, payload);
+                        if !estimated {
+                            r = r.with_cost(f64::from(c) / 4.0);
+                        }
+                        let a = fast.enqueue(r.clone(), now).unwrap();
+                        let b = slow.enqueue(r, now).unwrap();
+                        prop_assert_eq!(a, b);
+                        queued.push(a);
+                    }
+                    Op::Dequeue(w) => {
+                        if busy[w] {
+                            continue;
+                        }
+                        let a = fast.dequeue(w, now).unwrap();
+                        let b = slow.dequeue(w, now).unwrap();
+                        match (a, b) {
+                            (Decision::Run(a), Decision::Run(b)) => {
+                                prop_assert_eq!(a.ticket, b.ticket);
+                                prop_assert_eq!(a.charged, b.charged);
+                                queued.retain(|&t| t != a.ticket);
+                                running.push((a.ticket, w));
+                                busy[w] = true;
+                            }
+                            (Decision::Empty, Decision::Empty) => {}
+                            (a, b) => prop_assert!(false, "{:?} vs {:?}", a, b),
+                        }
+                    }
+                    Op::Complete(i, c) => {
+                        if running.is_empty() {
+                            continue;
+                        }
+                        let (t, w) = running.remove(i % running.len());
+                        let used = f64::from(c) / 4.0;
+                        fast.complete(t, used, now).unwrap();
+                        slow.complete(t, used, now).unwrap();
+                        busy[w] = false;
+                    }
+                    Op::Cancel(i) => {
+                        if queued.is_empty() {
+                            continue;
+                        }
+                        let t = queued.remove(i % queued.len());
+                        prop_assert_eq!(
+                            fast.cancel(t, now).unwrap().payload,
+                            slow.cancel(t, now).unwrap().payload
+                        );
+                    }
+                    Op::Weight(t, w) => {
+                        let w = f64::powi(2.0, w as i32 - 2);
+                        fast.set_weight(TenantId(t), w, now).unwrap();
+                        slow.set_weight(TenantId(t), w, now).unwrap();
+                    }
+                }
+                for t in 0..5 {
+                    let (a, b) = (fast.tenant(TenantId(t)), slow.tenant(TenantId(t)));
+                    prop_assert_eq!(a, b, "tenant {} after op {}", t, i);
+                }
+            }
+        }
+    }
+
+    /// Issue 16: one head of cost 1e10 (or f64::MAX) with a quantum of 1 is served in one
+    /// dequeue, not after 10^10 rounds, and the other tenant's deficit grows by the same rounds.
+    #[test]
+    fn huge_cost_is_served_without_spinning() {
+        for cost in [1e10, 1e300, f64::MAX] {
+            let mut s = drr(Some(1.0), false, false);
+            s.enqueue(Request::new(1u64, 0u32, 1).with_cost(cost), 0.0)
+                .unwrap();
+            s.enqueue(Request::new(2u64, 0u32, 2).with_cost(cost), 0.0)
+                .unwrap();
+            let d = s.dequeue(0, 0.0).unwrap().run().unwrap();
+            assert_eq!(d.request.payload, 1, "cost {cost}");
+            assert!(d.charged == cost);
+            let other = s.tenant(TenantId(2)).unwrap().tag;
+            assert!(other.is_finite() && other > 0.0, "cost {cost}: deficit {other}");
+            let d = s.dequeue(1, 0.0).unwrap().run().unwrap();
+            assert_eq!(d.request.payload, 2, "cost {cost}");
+        }
+    }
+
+    /// A zero quantum (every cost seen so far was 0) with a debt must not loop: the ring is
+    /// served round robin.
+    #[test]
+    fn zero_quantum_with_a_debt_does_not_loop() {
+        let mut s = drr(None, false, false);
+        let a = s
+            .enqueue(Request::new(1u64, 0u32, 1).with_cost(0.0), 0.0)
+            .unwrap();
+        s.enqueue(Request::new(1u64, 0u32, 2).with_cost(0.0), 0.0)
+            .unwrap();
+        assert_eq!(s.dequeue(0, 0.0).unwrap().run().unwrap().ticket, a);
+        s.complete(a, 5.0, 1.0).unwrap(); // a debt of 5 that no quantum repays
+        let d = s.dequeue(0, 1.0).unwrap().run().unwrap();
+        assert_eq!(d.request.payload, 2);
     }
 }
