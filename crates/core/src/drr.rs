@@ -417,7 +417,10 @@ mod tests {
             assert_eq!(d.request.payload, 1, "cost {cost}");
             assert!(d.charged == cost);
             let other = s.tenant(TenantId(2)).unwrap().tag;
-            assert!(other.is_finite() && other > 0.0, "cost {cost}: deficit {other}");
+            assert!(
+                other.is_finite() && other > 0.0,
+                "cost {cost}: deficit {other}"
+            );
             let d = s.dequeue(1, 0.0).unwrap().run().unwrap();
             assert_eq!(d.request.payload, 2, "cost {cost}");
         }

@@ -30,13 +30,27 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use fairlane_core::reserve::{
-    DeficitMode, LdfOptions, Penalty, Policy, ReserveConfig, ReserveScheduler, Reservation,
+    DeficitMode, LdfOptions, Penalty, Policy, Reservation, ReserveConfig, ReserveScheduler,
     MAX_TIME,
 };
 use fairlane_core::{
     Config, Decision, Error, Request, Scheduler, TenantId, Ticket, VirtualClock, MAX_WEIGHT,
     MIN_WEIGHT, PRESETS,
 };
+
+/// What the operations did, over the whole run: dispatches, empty answers, retries,
+/// completions, cancellations, and calls refused with the error the contract names.
+static SEEN: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+const RUN: usize = 0;
+const EMPTY: usize = 1;
+const RETRY: usize = 2;
+const COMPLETED: usize = 3;
+const CANCELLED: usize = 4;
+const REFUSED: usize = 5;
+
+fn seen(what: usize) {
+    SEEN[what].fetch_add(1, Ordering::Relaxed);
+}
 
 /// SplitMix64: small, deterministic, good enough to drive a fuzzer.
 struct Rng(u64);
@@ -275,13 +289,18 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                     m.accepted += 1;
                 }
                 Err(Error::InvalidCost { value, .. }) => {
+                    seen(REFUSED);
                     ensure!(
                         cost.is_some_and(|c| !(c.is_finite() && c >= 0.0)),
                         "enqueue refused valid cost {value}"
                     );
                 }
                 Err(Error::CostRequired { .. }) => {
-                    ensure!(cost.is_none() && requires, "CostRequired with cost {cost:?}");
+                    seen(REFUSED);
+                    ensure!(
+                        cost.is_none() && requires,
+                        "CostRequired with cost {cost:?}"
+                    );
                 }
                 Err(e) => return Err(format!("enqueue: unexpected error {e}")),
             }
@@ -323,6 +342,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                     m.tenants[tenant as usize].running += 1;
                     m.busy[worker] = true;
                     m.returned += 1;
+                    seen(RUN);
                     m.running_list.push(d.ticket);
                     m.running.insert(
                         d.ticket,
@@ -335,9 +355,11 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                     );
                 }
                 Ok(Decision::Empty) => {
+                    seen(EMPTY);
                     ensure!(m.queued.is_empty(), "Empty with {} queued", m.queued.len())
                 }
                 Ok(Decision::RetryAt(t)) => {
+                    seen(RETRY);
                     ensure!(!t.is_nan(), "RetryAt(NaN)");
                     ensure!(!m.queued.is_empty(), "RetryAt({t}) with nothing queued");
                 }
@@ -366,6 +388,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                 Ok(()) => {
                     ensure!(!bad, "accepted usage {used}");
                     if finish {
+                        seen(COMPLETED);
                         let run = m.running.remove(&ticket).unwrap();
                         remove_from(&mut m.running_list, ticket);
                         m.busy[run.worker] = false;
@@ -375,7 +398,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                         m.running.get_mut(&ticket).unwrap().used = used;
                     }
                 }
-                Err(Error::InvalidCost { .. }) if bad => {}
+                Err(Error::InvalidCost { .. }) if bad => seen(REFUSED),
                 Err(e) => return Err(format!("progress/complete({used}): unexpected error {e}")),
             }
             // Reporting less than before is refused.
@@ -409,6 +432,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                     ensure!(req.payload == payload, "cancel returned the wrong payload");
                     m.tenants[tenant as usize].queued -= 1;
                     m.returned += 1;
+                    seen(CANCELLED);
                 }
                 Err(e) => return Err(format!("cancel of a queued request: {e}")),
             }
@@ -420,6 +444,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
             match sub.s().set_weight(tenant, w, now) {
                 Ok(()) => ensure!(in_range(w), "set_weight accepted {w}"),
                 Err(Error::InvalidWeight { value, .. }) => {
+                    seen(REFUSED);
                     ensure!(!in_range(w), "set_weight refused {value}")
                 }
                 Err(e) => return Err(format!("set_weight({w}): unexpected error {e}")),
@@ -458,7 +483,10 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
             match sub.s().remove_tenant(TenantId(tenant)) {
                 Ok(()) => {
                     ensure!(sh.queued + sh.running == 0, "removed a busy tenant");
-                    ensure!(sub.s().tenant(TenantId(tenant)).is_none(), "removed, still seen");
+                    ensure!(
+                        sub.s().tenant(TenantId(tenant)).is_none(),
+                        "removed, still seen"
+                    );
                 }
                 Err(Error::TenantBusy(_)) => {
                     ensure!(sh.queued + sh.running > 0, "idle tenant called busy")
@@ -586,7 +614,10 @@ fn drain(sub: &mut Subject, m: &mut Model) -> Result<(), Fail> {
             .s()
             .cancel(ticket, now)
             .map_err(|e| format!("drain: cancel: {e}"))?;
-        ensure!(req.payload == payload, "drain: cancel returned the wrong payload");
+        ensure!(
+            req.payload == payload,
+            "drain: cancel returned the wrong payload"
+        );
         m.tenants[tenant as usize].queued -= 1;
         m.returned += 1;
     }
@@ -793,6 +824,16 @@ fn fuzz_long() {
         t.elapsed().as_secs_f64(),
         threads,
         r.failures.len()
+    );
+    let n = |i: usize| SEEN[i].load(Ordering::Relaxed);
+    eprintln!(
+        "fuzz: {} dispatches, {} Empty, {} RetryAt, {} completions, {} cancels, {} refused inputs",
+        n(RUN),
+        n(EMPTY),
+        n(RETRY),
+        n(COMPLETED),
+        n(CANCELLED),
+        n(REFUSED)
     );
     assert_clean(&r);
 }
