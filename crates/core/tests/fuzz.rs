@@ -111,21 +111,24 @@ impl Rng {
 /// The scheduler under test.
 enum Subject {
     Plain(Box<dyn Scheduler<u64> + Send>),
-    Reserve(ReserveScheduler<u64>),
+    Reserve(Box<ReserveScheduler<u64>>),
 }
 
 impl Subject {
     fn s(&mut self) -> &mut dyn Scheduler<u64> {
         match self {
             Subject::Plain(s) => &mut **s,
-            Subject::Reserve(s) => s,
+            Subject::Reserve(s) => &mut **s,
         }
     }
 }
 
-/// Every scheduler the crate builds: the presets, the clocks, and LDF with its baselines.
+/// Every scheduler the crate builds: the presets as named and as the proxy builds them
+/// (`+proxy`: `Config::for_executor`, costs unknown, EMA estimates), the clocks, and LDF with
+/// its baselines.
 fn subjects() -> Vec<String> {
     let mut v: Vec<String> = PRESETS.iter().map(|p| p.to_string()).collect();
+    v.extend(PRESETS.iter().map(|p| format!("{p}+proxy")));
     for extra in [
         "2dfq+gps",
         "wfq+gps",
@@ -146,14 +149,14 @@ fn subjects() -> Vec<String> {
 
 fn build(name: &str, workers: usize) -> Subject {
     let reserve = |p: Policy| {
-        Subject::Reserve(
+        Subject::Reserve(Box::new(
             ReserveConfig::new(p)
                 .cores(workers)
                 .interval(1.0)
                 .utilization_cap(95.0)
                 .build()
                 .unwrap(),
-        )
+        ))
     };
     let opts = |deficit| LdfOptions {
         boost: true,
@@ -168,7 +171,11 @@ fn build(name: &str, workers: usize) -> Subject {
         "no-res" => reserve(Policy::BestEffort),
         _ => {
             let (preset, variant) = name.split_once('+').unwrap_or((name, ""));
-            let mut c = Config::preset(preset).unwrap().workers(workers);
+            let mut c = if variant == "proxy" {
+                Config::for_executor(preset, workers, 0.001, false).unwrap()
+            } else {
+                Config::preset(preset).unwrap().workers(workers)
+            };
             match variant {
                 "gps" => c = c.clock(VirtualClock::Gps { capacity: 2.0 }),
                 "last" => c = c.clock(VirtualClock::LastDispatched),
