@@ -686,7 +686,8 @@ fn fuzz(total: u64, per_case: u64, first_seed: u64, threads: usize, stall: Durat
         .into_iter()
         .filter(|n| only.is_empty() || only.split(',').any(|o| o == n))
         .collect();
-    let cases_per_subject = (total / per_case / names.len() as u64).max(1);
+    // Rounded up: a run does at least `total` operations.
+    let cases_per_subject = total.div_ceil(per_case * names.len() as u64).max(1);
     let jobs: Vec<(String, u64)> = (0..cases_per_subject)
         .flat_map(|k| names.iter().map(move |n| (n.clone(), first_seed + k)))
         .collect();
