@@ -59,7 +59,7 @@ mod util;
 pub struct ReadmeDoctest;
 
 pub use clock::{GpsClock, VirtualClock};
-pub use config::{Algorithm, Config, PRESETS};
+pub use config::{Algorithm, Config, MAX_WORKERS, PRESETS};
 pub use estimate::{CostEstimator, EstimatorKind};
 pub use scheduler::{BoxedScheduler, Scheduler, TenantView};
 pub use tags::Charging;

@@ -398,3 +398,33 @@ fn reservations_survive_huge_time_jumps() {
         s.close_intervals(MAX_TIME).unwrap();
     }
 }
+
+/// Issue 16: a worker count beyond MAX_WORKERS is refused, not allocated (2DFQ keeps a lane
+/// per worker in every node: `u32::MAX` workers aborted the process).
+#[test]
+fn absurd_worker_counts_are_refused() {
+    use fairlane_core::MAX_WORKERS;
+    for mut s in all() {
+        let name = s.name();
+        for bad in [0, MAX_WORKERS + 1, u32::MAX as usize, usize::MAX] {
+            assert!(
+                matches!(
+                    s.set_workers(bad),
+                    Err(Error::InvalidConfig {
+                        field: "workers",
+                        ..
+                    })
+                ),
+                "{name}: {bad}"
+            );
+        }
+        assert_eq!(s.workers(), 2, "{name}: a refused count changed nothing");
+    }
+    let e = Config::preset("2dfq")
+        .unwrap()
+        .workers(usize::MAX)
+        .build::<()>()
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains(&usize::MAX.to_string()), "{e}");
+}

@@ -344,7 +344,7 @@ impl ReserveConfig {
     pub fn validate(&self) -> Result<(), Error> {
         crate::config::check_workers(self.cores).map_err(|_| Error::InvalidConfig {
             field: "cores",
-            reason: format!("must be at least 1, got {}", self.cores),
+            reason: format!("must be in 1..={}, got {}", crate::MAX_WORKERS, self.cores),
         })?;
         check_interval(self.interval)?;
         let c = self.utilization_cap;
