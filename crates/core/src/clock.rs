@@ -13,7 +13,7 @@
 //!   tag of the last dispatched request, which needs no knowledge of capacity or costs. (The
 //!   SFQ family itself keeps per-request tags in `interposed.rs`.)
 
-use crate::types::Error;
+use crate::types::{saturate, Error};
 use crate::util::IndexedHeap;
 
 /// Which virtual time a tag-based scheduler keeps.
@@ -150,7 +150,7 @@ impl GpsClock {
             return;
         }
         while let Some((f, finish)) = self.departures.peek() {
-            let rate = self.capacity / self.active_weight;
+            let rate = self.capacity / self.active_weight.max(crate::types::MIN_WEIGHT);
             let at = self.t + (finish - self.v) / rate;
             if at > now {
                 break;
@@ -167,7 +167,11 @@ impl GpsClock {
             }
         }
         if self.active_weight > 0.0 {
-            self.v += (now - self.t) * self.capacity / self.active_weight;
+            // Saturating: a huge time step over a tiny weight must not make v infinite
+            // (issue 16); the active weight is at least MIN_WEIGHT while anything is
+            // backlogged, whatever rounding did to the running sum.
+            let w = self.active_weight.max(crate::types::MIN_WEIGHT);
+            self.v = saturate(self.v + (now - self.t) * (self.capacity / w));
         }
         self.t = now;
     }
@@ -180,12 +184,12 @@ impl GpsClock {
         if flow.persistent {
             return; // infinite demand already
         }
-        flow.arrived += cost;
+        flow.arrived = (flow.arrived + cost).min(f64::MAX);
         let w = flow.weight;
         if flow.backlogged {
-            flow.finish += cost / w;
+            flow.finish = saturate(flow.finish + cost / w);
         } else {
-            flow.finish = v + cost / w;
+            flow.finish = saturate(v + cost / w);
             flow.backlogged = true;
             self.active_weight += w;
         }
@@ -229,7 +233,7 @@ impl GpsClock {
             self.persistent_weight += weight - old;
         } else if flow.backlogged {
             let remaining = old * (flow.finish - v);
-            flow.finish = v + remaining / weight;
+            flow.finish = saturate(v + remaining / weight);
             let finish = flow.finish;
             self.active_weight += weight - old;
             self.departures.set(f as u32, finish, f as u64);

@@ -92,11 +92,17 @@ pub const PRESETS: [&str; 14] = [
     "fsfq", "rw", "edf",
 ];
 
+/// The most workers (threads, issue slots, cores) a scheduler serves. 2DFQ keeps one
+/// eligibility lane per worker in every tenant's node, so `set_workers(u32::MAX)` used to ask
+/// for gigabytes per tenant and abort the process (issue 16); 65,536 is far beyond any pool
+/// or upstream depth.
+pub const MAX_WORKERS: usize = 1 << 16;
+
 pub(crate) fn check_workers(workers: usize) -> Result<usize, Error> {
-    if workers == 0 || workers > u32::MAX as usize {
+    if workers == 0 || workers > MAX_WORKERS {
         return Err(Error::InvalidConfig {
             field: "workers",
-            reason: format!("must be at least 1, got {workers}"),
+            reason: format!("must be in 1..={MAX_WORKERS}, got {workers}"),
         });
     }
     Ok(workers)
@@ -127,7 +133,7 @@ pub(crate) fn check_worker(worker: usize, workers: usize) -> Result<(), Error> {
 pub struct Config {
     /// The algorithm.
     pub algorithm: Algorithm,
-    /// Number of workers, ≥ 1.
+    /// Number of workers, in 1..=[`MAX_WORKERS`].
     pub workers: usize,
     /// How unknown costs are estimated.
     pub estimator: EstimatorKind,
@@ -136,7 +142,8 @@ pub struct Config {
     pub clock: Option<VirtualClock>,
     /// Retroactive and refresh charging.
     pub charging: Charging,
-    /// Weight of tenants not given one.
+    /// Weight of tenants not given one, in [`MIN_WEIGHT`](crate::MIN_WEIGHT),
+    /// [`MAX_WEIGHT`](crate::MAX_WEIGHT)] like every weight.
     pub default_weight: f64,
     /// DRR's quantum per unit weight; `None` = the largest charge/weight seen.
     pub drr_quantum: Option<f64>,
@@ -333,7 +340,12 @@ impl Config {
         crate::types::check_weight(TenantId(0), self.default_weight).map_err(|_| {
             Error::InvalidConfig {
                 field: "default_weight",
-                reason: format!("must be finite and > 0, got {}", self.default_weight),
+                reason: format!(
+                    "must be in [{:e}, {:e}] (MIN_WEIGHT, MAX_WEIGHT), got {}",
+                    crate::types::MIN_WEIGHT,
+                    crate::types::MAX_WEIGHT,
+                    self.default_weight
+                ),
             }
         })?;
         if let Some(q) = self.drr_quantum {

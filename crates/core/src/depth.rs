@@ -210,7 +210,7 @@ impl DepthController {
         }
         if response_time.is_finite() && response_time >= 0.0 {
             let w = self.flows.entry(tenant).or_default();
-            w.sum += response_time;
+            w.sum = (w.sum + response_time).min(f64::MAX); // two f64::MAX stay finite
             w.count += 1;
         }
     }

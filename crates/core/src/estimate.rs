@@ -177,7 +177,10 @@ impl CostEstimator for Ema {
         self.table
             .values
             .entry((t.0, c.0))
-            .and_modify(|e| *e = alpha * *e + (1.0 - alpha) * cost)
+            .and_modify(|e| {
+                // Both terms can round up to f64::MAX·(α + 1 − α) > f64::MAX: keep it finite.
+                *e = (alpha * *e + (1.0 - alpha) * cost).min(f64::MAX)
+            })
             .or_insert(cost);
     }
     fn forget(&mut self, t: TenantId) {

@@ -25,7 +25,7 @@ use crate::book::Book;
 use crate::estimate::CostEstimator;
 use crate::queued::{queue_parts, Queue};
 use crate::tags::Charging;
-use crate::types::{Decision, Dispatch, Ticket};
+use crate::types::{saturate, Decision, Dispatch, Ticket};
 use crate::util::IndexedHeap;
 
 /// Which virtual time.
@@ -169,7 +169,7 @@ impl<T> StartTag<T> {
                 let s = va.max(flow.prev_f);
                 Tags {
                     s,
-                    f: s + l / ten.weight,
+                    f: saturate(s + l / ten.weight),
                     sbar: 0.0,
                     fbar: 0.0,
                 }
@@ -186,9 +186,9 @@ impl<T> StartTag<T> {
                 let s = va.max(sbar); // Eq. 26
                 Tags {
                     s,
-                    f: s + l / ten.weight,
+                    f: saturate(s + l / ten.weight),
                     sbar,
-                    fbar: sbar + l / ten.weight,
+                    fbar: saturate(sbar + l / ten.weight),
                 }
             }
         };
@@ -208,8 +208,8 @@ impl<T> StartTag<T> {
         if amount != 0.0 {
             let d = amount / self.book.tenants[t as usize].weight;
             let flow = &mut self.flows[t as usize];
-            flow.prev_f += d;
-            flow.prev_fbar += d;
+            flow.prev_f = saturate(flow.prev_f + d);
+            flow.prev_fbar = saturate(flow.prev_fbar + d);
             self.sync(t);
         }
     }

@@ -59,8 +59,10 @@ mod util;
 pub struct ReadmeDoctest;
 
 pub use clock::{GpsClock, VirtualClock};
-pub use config::{Algorithm, Config, PRESETS};
+pub use config::{Algorithm, Config, MAX_WORKERS, PRESETS};
 pub use estimate::{CostEstimator, EstimatorKind};
 pub use scheduler::{Admin, BoxedScheduler, Inspect, Scheduler, TenantView};
 pub use tags::Charging;
-pub use types::{ClassId, Decision, Dispatch, Error, Request, TenantId, Ticket};
+pub use types::{
+    ClassId, Decision, Dispatch, Error, Request, TenantId, Ticket, MAX_WEIGHT, MIN_WEIGHT,
+};

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use crate::book::Book;
 use crate::estimate::CostEstimator;
 use crate::queued::{queue_parts, Queue};
-use crate::types::{Decision, Dispatch, Ticket};
+use crate::types::{saturate, Decision, Dispatch, Ticket};
 
 pub(crate) struct Rw<T> {
     name: &'static str,
@@ -137,7 +137,8 @@ impl<T> Queue<T> for Rw<T> {
                 continue; // re-listed by its next completion
             }
             let l = self.book.tenants[t as usize].head_cost;
-            self.outstanding[t as usize] += l;
+            // Saturating: two f64::MAX charges outstanding must not make the window check ∞.
+            self.outstanding[t as usize] = saturate(self.outstanding[t as usize] + l);
             let (ticket, request) = self.book.start_head(t, l);
             self.list(t); // round robin: back of the line if still open
             return Decision::Run(Dispatch {

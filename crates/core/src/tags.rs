@@ -12,7 +12,7 @@ use crate::clock::{GpsClock, VirtualClock};
 use crate::estimate::CostEstimator;
 use crate::scheduler::{Admin, Inspect, Scheduler, TenantView};
 use crate::select::{Selector, TagKey};
-use crate::types::{Decision, Dispatch, Error, Request, TenantId, Ticket};
+use crate::types::{saturate, Decision, Dispatch, Error, Request, TenantId, Ticket, MIN_WEIGHT};
 
 /// Which bookkeeping corrections are on (2DFQ §5). Both are on by default, as in the paper's
 /// evaluation, for every scheduler.
@@ -124,7 +124,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
                 Some(TagKey {
                     start: ten.start,
                     cost: l,
-                    finish: ten.start + l / ten.weight,
+                    finish: saturate(ten.start + l / ten.weight),
                     tie: ten.id.0,
                 })
             }
@@ -165,8 +165,10 @@ impl<T, S: Selector> TagScheduler<T, S> {
     fn clock_service(&mut self, ticket: Ticket, used: f64) {
         let d = self.book.clock_delta(ticket, used);
         if let Clock::Approximate { v } = &mut self.clock {
-            if self.active_weight > 0.0 {
-                *v += d / self.active_weight;
+            if self.active_count > 0 {
+                // A non-empty active set weighs at least MIN_WEIGHT; the running sum may
+                // have drifted below it by rounding (weights 1e6 and 1e-6 side by side).
+                *v = saturate(*v + d / self.active_weight.max(MIN_WEIGHT));
             }
         }
     }
@@ -174,7 +176,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
     fn charge(&mut self, t: u32, amount: f64) {
         if amount != 0.0 {
             let ten = &mut self.book.tenants[t as usize];
-            ten.start += amount / ten.weight;
+            ten.start = saturate(ten.start + amount / ten.weight);
         }
     }
 }
@@ -215,7 +217,7 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         let ten = &mut self.book.tenants[t as usize];
         let l = ten.head_cost;
         let s = ten.start;
-        ten.start = s + l / ten.weight; // Fig. 7 line 24
+        ten.start = saturate(s + l / ten.weight); // Fig. 7 line 24
         if let Clock::LastDispatched { v } = &mut self.clock {
             *v = v.max(s);
         }

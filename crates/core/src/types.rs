@@ -151,14 +151,16 @@ pub enum Error {
         /// The value.
         value: f64,
     },
-    /// A weight that is NaN, infinite, zero or negative.
+    /// A weight outside [`MIN_WEIGHT`, `MAX_WEIGHT`] (NaN, infinite, zero and negative
+    /// weights included).
     InvalidWeight {
         /// The tenant.
         tenant: TenantId,
         /// The value.
         value: f64,
     },
-    /// A `now` that is NaN or infinite.
+    /// A `now` that is NaN or infinite (or, for the reservation scheduler, beyond
+    /// [`MAX_TIME`](crate::reserve::MAX_TIME)).
     InvalidTime(f64),
     /// A worker index at or beyond the number of workers.
     InvalidWorker {
@@ -212,10 +214,13 @@ impl fmt::Display for Error {
             Error::InvalidWeight { tenant, value } => {
                 write!(
                     f,
-                    "invalid weight {value} for {tenant}: weights must be finite and > 0"
+                    "invalid weight {value} for {tenant}: weights must be in [{MIN_WEIGHT:e}, {MAX_WEIGHT:e}]"
                 )
             }
-            Error::InvalidTime(t) => write!(f, "invalid time {t}: must be finite"),
+            Error::InvalidTime(t) => write!(
+                f,
+                "invalid time {t}: must be finite (within ±1e100 for reservations)"
+            ),
             Error::InvalidWorker { worker, workers } => {
                 write!(
                     f,
@@ -259,10 +264,34 @@ pub(crate) fn check_cost(what: &'static str, value: f64) -> Result<f64, Error> {
     }
 }
 
+/// The smallest weight φ a tenant may have. With costs and weights in
+/// [`MIN_WEIGHT`, `MAX_WEIGHT`], `cost / φ` and the weight sums of the virtual clocks stay far
+/// from overflow and underflow (a weight of 1e-320 made `l/φ` infinite and 2DFQ's eligibility
+/// NaN, issue 16); the ratio 10¹² between the extremes is more than any deployment needs.
+pub const MIN_WEIGHT: f64 = 1e-6;
+
+/// The largest weight φ a tenant may have (see [`MIN_WEIGHT`]).
+pub const MAX_WEIGHT: f64 = 1e6;
+
 pub(crate) fn check_weight(tenant: TenantId, value: f64) -> Result<f64, Error> {
-    if value.is_finite() && value > 0.0 {
+    if (MIN_WEIGHT..=MAX_WEIGHT).contains(&value) {
         Ok(value)
     } else {
         Err(Error::InvalidWeight { tenant, value })
     }
+}
+
+/// The largest magnitude a virtual-time tag (start, finish, virtual time, deficit) takes.
+/// Costs may be any finite value up to `f64::MAX` and weights as small as [`MIN_WEIGHT`], so
+/// `tag + cost/φ` can overflow to ∞, and ∞ − ∞ later turns a tag into NaN and a comparison
+/// into a panic or a wrong choice (issue 16). Tags saturate here instead: 1e300 leaves room
+/// for `S − (i/n)·l` with any finite `l` and for sums of a few saturated terms. A tenant
+/// whose tag saturates has been charged more than any finite workload could repay; it ties
+/// with other saturated tenants and is served by id among them.
+pub(crate) const TAG_LIMIT: f64 = 1e300;
+
+/// `x` clamped to [−[`TAG_LIMIT`], [`TAG_LIMIT`]] (∞ saturates too).
+#[inline]
+pub(crate) fn saturate(x: f64) -> f64 {
+    x.clamp(-TAG_LIMIT, TAG_LIMIT)
 }

@@ -237,3 +237,194 @@ fn bad_configs_name_the_field() {
         "lists the known names: {e}"
     );
 }
+
+/// Issue 16: weights outside [MIN_WEIGHT, MAX_WEIGHT] are refused with the value named, by
+/// `set_weight` and by the configuration (a weight of 1e-320 used to panic 2DFQ).
+#[test]
+fn weights_outside_the_documented_range_are_refused() {
+    use fairlane_core::{MAX_WEIGHT, MIN_WEIGHT};
+    for mut s in all() {
+        let name = s.name();
+        for bad in [
+            1e-320,
+            5e-324,
+            MIN_WEIGHT / 2.0,
+            MAX_WEIGHT * 2.0,
+            1e300,
+            f64::MAX,
+        ] {
+            let e = s.set_weight(TenantId(1), bad, 0.0).unwrap_err();
+            assert_eq!(
+                e,
+                Error::InvalidWeight {
+                    tenant: TenantId(1),
+                    value: bad
+                },
+                "{name}"
+            );
+            assert!(e.to_string().contains(&bad.to_string()), "{name}: {e}");
+        }
+        for good in [MIN_WEIGHT, MAX_WEIGHT, 1.0] {
+            s.set_weight(TenantId(1), good, 0.0).unwrap();
+        }
+    }
+    for bad in [1e-320, 1e300] {
+        let r = Config::preset("2dfq")
+            .unwrap()
+            .default_weight(bad)
+            .build::<()>();
+        match r {
+            Err(Error::InvalidConfig { field, reason }) => {
+                assert_eq!(field, "default_weight");
+                assert!(reason.contains(&bad.to_string()), "{reason}");
+            }
+            _ => panic!("default weight {bad} accepted"),
+        }
+    }
+}
+
+/// Issue 16: the extreme finite costs, usages and times the API allows (subnormals to
+/// f64::MAX) never panic, never loop and never make a tag or the virtual time infinite,
+/// with the extreme weights of the range. f64::MAX costs used to panic 2DFQ and 2DFQᴱ, and a
+/// cost of 1e10 stalled DRR for seconds.
+#[test]
+fn extreme_costs_and_weights_keep_every_scheduler_sound() {
+    use fairlane_core::{MAX_WEIGHT, MIN_WEIGHT};
+    let mut subjects = all();
+    for q in [1.0, 1e-300] {
+        subjects.push(
+            Config::preset("drr")
+                .unwrap()
+                .workers(2)
+                .drr_quantum(q)
+                .build()
+                .unwrap(),
+        );
+    }
+    for mut s in subjects {
+        let name = s.name();
+        s.set_weight(TenantId(1), MIN_WEIGHT, 0.0).unwrap();
+        s.set_weight(TenantId(2), MAX_WEIGHT, 0.0).unwrap();
+        let costs = [f64::MAX, 5e-324, 1e300, 0.0, 1e10, f64::MAX, 1.0];
+        let mut payload = 0;
+        for &c in &costs {
+            for t in [1u64, 2, 3] {
+                payload += 1;
+                s.enqueue(Request::new(t, 0u32, payload).with_cost(c), 0.0)
+                    .unwrap();
+            }
+        }
+        let mut served = 0;
+        let mut now = 0.0;
+        while let Decision::Run(d) = s.dequeue(0, now).unwrap() {
+            served += 1;
+            now += 1.0;
+            s.progress(d.ticket, f64::MAX / 2.0, now).unwrap();
+            s.complete(d.ticket, f64::MAX, now).unwrap();
+            for t in 1..=3 {
+                let tag = s.tenant(TenantId(t)).unwrap().tag;
+                assert!(!tag.is_nan(), "{name}: tag {tag}");
+                assert!(tag.is_finite() || name == "edf", "{name}: tag {tag}");
+            }
+            if let Some(v) = s.virtual_time() {
+                assert!(v.is_finite(), "{name}: virtual time {v}");
+            }
+            assert!(served <= costs.len() * 3, "{name}: served more than queued");
+        }
+        assert_eq!(served, costs.len() * 3, "{name}");
+        assert_eq!((s.queued(), s.running()), (0, 0), "{name}");
+    }
+}
+
+/// Issue 16: DRR with a quantum of 1 serves a head of cost 1e10 in one dequeue; the other
+/// tenant is next, not 10^10 rounds later.
+#[test]
+fn drr_serves_a_huge_cost_without_spinning() {
+    let mut s = Config::preset("drr")
+        .unwrap()
+        .drr_quantum(1.0)
+        .build::<u32>()
+        .unwrap();
+    s.enqueue(Request::new(1u64, 0u32, 1).with_cost(1e10), 0.0)
+        .unwrap();
+    s.enqueue(Request::new(2u64, 0u32, 2).with_cost(1.0), 0.0)
+        .unwrap();
+    let first = s.dequeue(0, 0.0).unwrap().run().unwrap();
+    assert_eq!(first.request.payload, 2, "the cheap head fits first");
+    s.complete(first.ticket, 1.0, 1.0).unwrap();
+    let second = s.dequeue(0, 1.0).unwrap().run().unwrap();
+    assert_eq!(second.request.payload, 1);
+    assert_eq!(second.charged, 1e10);
+}
+
+/// Issue 16 (found by the fuzzer): the reservation scheduler closed metering intervals one
+/// by one, so a time jump of 1e15 intervals with a task running never returned, and at
+/// 1e300 `start + interval == start` looped for ever. Long jumps now skip the intervals past
+/// MAX_ROLLS, and times beyond MAX_TIME are refused.
+#[test]
+fn reservations_survive_huge_time_jumps() {
+    use fairlane_core::reserve::{Policy, Reservation, ReserveConfig, MAX_TIME};
+    for policy in [
+        Policy::ldf(),
+        Policy::drr(),
+        Policy::Edf,
+        Policy::BestEffort,
+    ] {
+        let mut s = ReserveConfig::new(policy)
+            .cores(2)
+            .utilization_cap(95.0)
+            .build::<u32>()
+            .unwrap();
+        s.set_reservation(TenantId(1), Reservation::new(50.0, 100.0), 0.0)
+            .unwrap();
+        for p in 0..4 {
+            s.enqueue(Request::new(1u64, 0u32, p), 0.0).unwrap();
+        }
+        let d = s.dequeue(0, 0.0).unwrap().run().unwrap();
+        for now in [1e15, 1e99, MAX_TIME] {
+            assert!(matches!(
+                s.dequeue(1, now).unwrap(),
+                Decision::Run(_) | Decision::RetryAt(_)
+            ));
+            assert!(s.meter_reading(TenantId(1), now).is_some());
+        }
+        assert_eq!(
+            s.dequeue(1, 1e300).unwrap_err(),
+            Error::InvalidTime(1e300),
+            "{}",
+            policy.name()
+        );
+        s.complete(d.ticket, f64::MAX, MAX_TIME).unwrap();
+        s.close_intervals(MAX_TIME).unwrap();
+    }
+}
+
+/// Issue 16: a worker count beyond MAX_WORKERS is refused, not allocated (2DFQ keeps a lane
+/// per worker in every node: `u32::MAX` workers aborted the process).
+#[test]
+fn absurd_worker_counts_are_refused() {
+    use fairlane_core::MAX_WORKERS;
+    for mut s in all() {
+        let name = s.name();
+        for bad in [0, MAX_WORKERS + 1, u32::MAX as usize, usize::MAX] {
+            assert!(
+                matches!(
+                    s.set_workers(bad),
+                    Err(Error::InvalidConfig {
+                        field: "workers",
+                        ..
+                    })
+                ),
+                "{name}: {bad}"
+            );
+        }
+        assert_eq!(s.workers(), 2, "{name}: a refused count changed nothing");
+    }
+    let e = Config::preset("2dfq")
+        .unwrap()
+        .workers(usize::MAX)
+        .build::<()>()
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains(&usize::MAX.to_string()), "{e}");
+}

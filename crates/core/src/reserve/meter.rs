@@ -14,7 +14,14 @@
 //! `CPU + Delay ≈` the server's busy share and `CPU_eff ≈ CPU / busy share`, and a tenant idle
 //! half the time is judged on the half it was active.
 
-use crate::types::{Error, TenantId};
+use crate::types::{saturate, Error, TenantId};
+
+/// The most metering intervals one event closes one at a time. A longer jump of time (a clock
+/// that leapt, an absurd `now`) closes the first ones and skips the rest unrecorded, so that
+/// no call loops for as many intervals as the jump spans (issue 16: `now` = 1e300 with
+/// 1-second intervals never returned). 4096 intervals with a task running throughout is far
+/// beyond any reservation experiment; a jump over idle intervals is skipped in one step anyway.
+pub(crate) const MAX_ROLLS: usize = 4096;
 
 /// Core-time used in the current window of a fixed-length, aligned interval sequence
 /// (`[k·len, (k+1)·len)`), counting running tasks' elapsed time so far.
@@ -75,6 +82,24 @@ impl Usage {
         total
     }
 
+    /// Whether rolling the window one interval at a time reaches `now` within the budget:
+    /// `rolls` done so far, and the window must still move (at times so large that
+    /// `start + len == start` it cannot).
+    pub fn may_roll(&self, rolls: usize) -> bool {
+        rolls < MAX_ROLLS && self.end() > self.start
+    }
+
+    /// Skip to the window holding `now` without recording the windows in between (after
+    /// [`MAX_ROLLS`]); running tasks count from the new window's start.
+    pub fn jump(&mut self, now: f64) {
+        let start = (now / self.len).floor() * self.len;
+        if start > self.start {
+            self.start = start;
+        }
+        self.used = 0.0;
+        self.start_sum = self.running as f64 * self.start;
+    }
+
     /// Jump over whole idle windows (nothing running) so that `now` is in the current one.
     pub fn skip_idle(&mut self, now: f64) {
         if self.running == 0 && now >= self.end() {
@@ -99,7 +124,9 @@ impl Usage {
         }
         let carried = (self.start - start).max(0.0);
         let _ = now;
-        self.used += (used - carried).max(0.0);
+        // Saturating: usage is any finite cost up to f64::MAX, and a sum of two of them, or
+        // `used · 100` in the percentages, must stay finite.
+        self.used = saturate(self.used + (used - carried).max(0.0));
     }
 
     /// The time at which utilization so far falls to `limit` percent if nothing starts or
@@ -447,11 +474,19 @@ impl Meter {
                 let others = self.running_total.saturating_sub(m.usage.running);
                 let rate = m.queued.min(others) as f64;
                 let mut at = from;
+                let mut rolls = 0;
                 while now >= self.tenants[t].usage.end() {
+                    if !self.tenants[t].usage.may_roll(rolls) {
+                        self.tenants[t].usage.jump(now);
+                        at = self.tenants[t].usage.start.min(now);
+                        self.tenants[t].delay = 0.0;
+                        break;
+                    }
                     let end = self.tenants[t].usage.end();
                     self.tenants[t].delay += rate * (end - at);
                     self.roll(t);
                     at = end;
+                    rolls += 1;
                 }
                 self.tenants[t].delay += rate * (now - at);
             }
@@ -462,6 +497,7 @@ impl Meter {
     /// Close the tenant's intervals that ended by now (its delay is already accrued).
     fn touch(&mut self, t: usize) {
         let now = self.last;
+        let mut rolls = 0;
         loop {
             let m = &mut self.tenants[t];
             if now < m.usage.end() {
@@ -472,7 +508,13 @@ impl Meter {
                 m.delay = 0.0;
                 break;
             }
+            if !m.usage.may_roll(rolls) {
+                m.usage.jump(now);
+                m.delay = 0.0;
+                break;
+            }
             self.roll(t);
+            rolls += 1;
         }
     }
 

@@ -81,7 +81,8 @@ pub struct Reservation {
     pub res_cpu: f64,
     /// `MaxCPU` (%): in (0, 100], at least `res_cpu`.
     pub max_cpu: f64,
-    /// `w`, the surplus weight of Eq. 5 (> 0). `None`: `ResCPU` (LDF's default sharing in
+    /// `w`, the surplus weight of Eq. 5, in [`MIN_WEIGHT`](crate::MIN_WEIGHT),
+    /// [`MAX_WEIGHT`](crate::MAX_WEIGHT)]. `None`: `ResCPU` (LDF's default sharing in
     /// proportion to reservations), or 1 for a tenant without a reservation.
     pub weight: Option<f64>,
     /// Elastic boosting `(f, b)`, §4.
@@ -176,8 +177,15 @@ impl Reservation {
             );
         }
         if let Some(w) = self.weight {
-            if !(w.is_finite() && w > 0.0) {
-                return bad("weight", format!("must be finite and > 0, got {w}"));
+            if !(crate::MIN_WEIGHT..=crate::MAX_WEIGHT).contains(&w) {
+                return bad(
+                    "weight",
+                    format!(
+                        "must be in [{:e}, {:e}] (MIN_WEIGHT, MAX_WEIGHT), got {w}",
+                        crate::MIN_WEIGHT,
+                        crate::MAX_WEIGHT
+                    ),
+                );
             }
         }
         if let Some(e) = self.elastic {
@@ -336,7 +344,7 @@ impl ReserveConfig {
     pub fn validate(&self) -> Result<(), Error> {
         crate::config::check_workers(self.cores).map_err(|_| Error::InvalidConfig {
             field: "cores",
-            reason: format!("must be at least 1, got {}", self.cores),
+            reason: format!("must be in 1..={}, got {}", crate::MAX_WORKERS, self.cores),
         })?;
         check_interval(self.interval)?;
         let c = self.utilization_cap;
@@ -414,6 +422,11 @@ enum Pick {
 }
 
 const NOT_ACTIVE: usize = usize::MAX;
+
+/// The largest `|now|` a [`ReserveScheduler`] accepts; a larger one is
+/// [`Error::InvalidTime`]. Far beyond any clock (1e100 nanoseconds is 10⁸³ years), small
+/// enough that the meter's sums of times stay finite.
+pub const MAX_TIME: f64 = 1e100;
 
 /// A reservation-aware CPU scheduler (LDF, DRR, EDF or best effort) behind the [`Scheduler`]
 /// seam, with its [`Meter`]. Build it with [`ReserveConfig::build`].
@@ -509,7 +522,9 @@ impl<T> ReserveScheduler<T> {
     }
 
     fn observe(&mut self, now: f64) -> Result<f64, Error> {
-        if !now.is_finite() {
+        // The meter multiplies times by task counts and sums them: beyond ±MAX_TIME that
+        // could overflow, so such times are refused (issue 16).
+        if !(now.is_finite() && now.abs() <= MAX_TIME) {
             return Err(Error::InvalidTime(now));
         }
         if now > self.now {
@@ -623,8 +638,14 @@ impl<T> ReserveScheduler<T> {
 
     fn roll_server(&mut self, now: f64) {
         self.server.skip_idle(now);
+        let mut rolls = 0;
         while now >= self.server.end() {
+            if !self.server.may_roll(rolls) {
+                self.server.jump(now); // see MAX_ROLLS
+                break;
+            }
             self.server.roll();
+            rolls += 1;
         }
     }
 }
