@@ -142,8 +142,10 @@ impl ClusterConfig {
 pub struct TenantReport {
     /// Weight φ in the instance's config.
     pub weight: f64,
-    /// Requests waiting or in flight at the instance now.
-    pub demand: u64,
+    /// Requests waiting or in flight at the instance: the count now, or the last report's
+    /// value × 0.8 if that is larger (a peak hold, so that a closed-loop client's brief gap
+    /// between a response and its next request does not move seats between instances).
+    pub demand: f64,
     /// Requests the upstream answered through the instance so far.
     pub completed: u64,
 }
@@ -153,6 +155,9 @@ pub struct TenantReport {
 pub struct Report {
     /// The instance id.
     pub id: String,
+    /// Upstream slots the instance holds now (requests in flight).
+    #[serde(default)]
+    pub holding: usize,
     /// Per tenant name.
     pub tenants: BTreeMap<String, TenantReport>,
 }
@@ -162,6 +167,8 @@ pub struct Report {
 pub struct InstanceShare {
     /// Whole seats (upstream slots) this instance may hold.
     pub seats: usize,
+    /// Slots it held at its last report.
+    pub holding: usize,
     /// Per tenant: the part of the tenant's global share served here (fractional seats).
     pub tenants: BTreeMap<String, f64>,
 }
@@ -172,7 +179,7 @@ pub struct Allocation {
     /// Per tenant: its fair share of D (fractional seats), water-filled by weight.
     pub global: BTreeMap<String, f64>,
     /// Per tenant: its demand over all instances.
-    pub demand: BTreeMap<String, u64>,
+    pub demand: BTreeMap<String, f64>,
     /// Per tenant: its weight (from the first instance, by id, that reports it).
     pub weight: BTreeMap<String, f64>,
     /// Per tenant: requests completed over all live instances.
@@ -263,10 +270,7 @@ pub fn allocate(depth: usize, reports: &[Report]) -> Allocation {
         }
     }
     let names: Vec<&String> = a.weight.keys().collect();
-    let pairs: Vec<(f64, f64)> = names
-        .iter()
-        .map(|n| (a.weight[*n], a.demand[*n] as f64))
-        .collect();
+    let pairs: Vec<(f64, f64)> = names.iter().map(|n| (a.weight[*n], a.demand[*n])).collect();
     let shares = water_fill(depth as f64, &pairs);
     let global: BTreeMap<String, f64> = names
         .iter()
@@ -283,12 +287,15 @@ pub fn allocate(depth: usize, reports: &[Report]) -> Allocation {
     let spare = (depth as f64 - used).max(0.0) / reports.len() as f64;
     let mut parts = Vec::with_capacity(reports.len());
     for r in &reports {
-        let mut share = InstanceShare::default();
+        let mut share = InstanceShare {
+            holding: r.holding,
+            ..InstanceShare::default()
+        };
         let mut sum = spare;
         for (name, t) in &r.tenants {
             let d = a.demand[name];
-            if t.demand > 0 && d > 0 {
-                let s = global[name] * t.demand as f64 / d as f64;
+            if t.demand > 0.0 && d > 0.0 {
+                let s = global[name] * t.demand / d;
                 share.tenants.insert(name.clone(), s);
                 sum += s;
             }
@@ -304,6 +311,26 @@ pub fn allocate(depth: usize, reports: &[Report]) -> Allocation {
     }
     a.global = global;
     a
+}
+
+/// The seats instance `id` sets now, holding `current`: its target from `a` at once when
+/// that is a decrease; an increase only into slots the other instances did not hold at their
+/// last reports (the rest at a later sync, once they have drained). A shrinking instance
+/// keeps its surplus requests until they complete, so growing at once would overshoot D.
+pub fn seats_now(depth: usize, a: &Allocation, id: &str, current: usize) -> Option<usize> {
+    let me = a.instances.get(id)?;
+    let target = me.seats.max(1);
+    if target <= current {
+        return Some(target);
+    }
+    let others: usize = a
+        .instances
+        .iter()
+        .filter(|(k, _)| k.as_str() != id)
+        .map(|(_, s)| s.holding)
+        .sum();
+    let free = depth.saturating_sub(others);
+    Some(target.min(current.max(free)).max(1))
 }
 
 /// The exchange, atomic on the Redis server: renew this instance's report under a lease,
@@ -327,8 +354,8 @@ pub struct ClusterTenant {
     pub name: String,
     /// Weight φ used globally.
     pub weight: f64,
-    /// Waiting + in flight over all instances (at the last sync).
-    pub global_demand: u64,
+    /// Waiting + in flight over all instances (at the last sync, peak-held).
+    pub global_demand: f64,
     /// Its fair share of the global D, as a fraction of D.
     pub global_share: f64,
     /// The part of that share served through this instance, as a fraction of D.
@@ -434,6 +461,8 @@ struct State {
     failures: u64,
     last_log: Option<Instant>,
     allocation: Allocation,
+    /// The demand last reported, per tenant (for the peak hold).
+    held: BTreeMap<String, f64>,
 }
 
 /// An instance's cluster membership: its config and the state of the last sync.
@@ -482,7 +511,7 @@ impl Cluster {
                 .map(|(name, g)| ClusterTenant {
                     name: name.clone(),
                     weight: a.weight.get(name).copied().unwrap_or(1.0),
-                    global_demand: a.demand.get(name).copied().unwrap_or(0),
+                    global_demand: a.demand.get(name).copied().unwrap_or(0.0),
                     global_share: g / d,
                     local_share: me.and_then(|m| m.tenants.get(name)).map_or(0.0, |s| s / d),
                     global_completed: a.completed.get(name).copied().unwrap_or(0),
@@ -492,8 +521,12 @@ impl Cluster {
     }
 }
 
-/// This instance's report, read from the gate and the metrics.
-fn report(inner: &Inner, id: &str) -> Report {
+/// How much of the last reported demand is held when the count drops (per sync).
+const HOLD: f64 = 0.8;
+
+/// This instance's report, read from the gate and the metrics; `held` is the last report's
+/// demand per tenant, updated.
+fn report(inner: &Inner, id: &str, held: &mut BTreeMap<String, f64>) -> Report {
     let settings = inner.settings();
     let weights: BTreeMap<&str, f64> = settings
         .config
@@ -508,9 +541,14 @@ fn report(inner: &Inner, id: &str) -> Report {
         .map(|(i, name)| {
             let id = fairlane_core::TenantId(i as u64);
             let view = inner.gate.0.tenant(id);
+            let now = view.map_or(0, |v| v.queued + v.running) as f64;
+            let last = held.get(name).copied().unwrap_or(0.0) * HOLD;
+            // Below half a request the hold has faded: the tenant left this instance.
+            let demand = if now >= last || last < 0.5 { now } else { last };
+            held.insert(name.clone(), demand);
             let t = TenantReport {
                 weight: weights.get(name.as_str()).copied().unwrap_or(1.0),
-                demand: view.map_or(0, |v| (v.queued + v.running) as u64),
+                demand,
                 completed: inner
                     .metrics
                     .tenant(id)
@@ -522,17 +560,20 @@ fn report(inner: &Inner, id: &str) -> Report {
         .collect();
     Report {
         id: id.to_string(),
+        holding: inner.gate.load().1,
         tenants,
     }
 }
 
 /// Apply this instance's part of `a`: seats, and local weights = local shares (configured
 /// weights for tenants with no demand here).
-fn apply(inner: &Inner, id: &str, a: &Allocation) {
+fn apply(inner: &Inner, depth: usize, id: &str, a: &Allocation) {
     let Some(me) = a.instances.get(id) else {
         return;
     };
-    let _ = inner.gate.set_depth(me.seats.max(1));
+    if let Some(seats) = seats_now(depth, a, id, inner.gate.depth()) {
+        let _ = inner.gate.set_depth(seats);
+    }
     set_weights(inner, |name| me.tenants.get(name).copied());
 }
 
@@ -576,7 +617,7 @@ fn failed(inner: &Inner, cluster: &Cluster, why: &str) {
     set_weights(inner, |_| None);
     if let Some(n) = log {
         eprintln!(
-            "fairlane-proxy: cluster: Redis sync failed ({why}); local fairness within the last \
+            "fairlane proxy: cluster: Redis sync failed ({why}); local fairness within the last \
              share of D ({} seats) until Redis answers ({n} failures so far)",
             inner.gate.depth()
         );
@@ -625,7 +666,11 @@ pub(crate) async fn run(inner: Arc<Inner>, cluster: Arc<Cluster>) {
             }
         }
         let Some(k) = conn.as_mut() else { continue };
-        let body = serde_json::to_string(&report(&inner, &c.instance)).unwrap_or_default();
+        let report = {
+            let mut st = cluster.state();
+            report(&inner, &c.instance, &mut st.held)
+        };
+        let body = serde_json::to_string(&report).unwrap_or_default();
         let got = tokio::time::timeout(timeout, exchange(k, &script, &c, &body)).await;
         let raw = match got {
             Ok(Ok(raw)) => raw,
@@ -646,7 +691,7 @@ pub(crate) async fn run(inner: Arc<Inner>, cluster: Arc<Cluster>) {
             .filter_map(|s| serde_json::from_str(s).ok())
             .collect();
         let a = allocate(c.depth, &reports);
-        apply(&inner, &c.instance, &a);
+        apply(&inner, c.depth, &c.instance, &a);
         let rejoined = {
             let mut st = cluster.state();
             let was = std::mem::replace(&mut st.fallback, false);
@@ -657,7 +702,7 @@ pub(crate) async fn run(inner: Arc<Inner>, cluster: Arc<Cluster>) {
         };
         if rejoined {
             eprintln!(
-                "fairlane-proxy: cluster: Redis sync restored; {} seats of D = {}",
+                "fairlane proxy: cluster: Redis sync restored; {} seats of D = {}",
                 inner.gate.depth(),
                 c.depth
             );
@@ -669,9 +714,10 @@ pub(crate) async fn run(inner: Arc<Inner>, cluster: Arc<Cluster>) {
 mod tests {
     use super::*;
 
-    fn rep(id: &str, t: &[(&str, f64, u64)]) -> Report {
+    fn rep(id: &str, t: &[(&str, f64, f64)]) -> Report {
         Report {
             id: id.into(),
+            holding: 0,
             tenants: t
                 .iter()
                 .map(|&(n, w, d)| {
@@ -701,9 +747,9 @@ mod tests {
     fn skewed_tenants_get_their_weight_share_globally() {
         // The issue's example: A via 1; B via 1, 2, 3; C (weight 2) via 2, 3.
         let r = [
-            rep("i1", &[("A", 1.0, 16), ("B", 1.0, 16), ("C", 2.0, 0)]),
-            rep("i2", &[("A", 1.0, 0), ("B", 1.0, 16), ("C", 2.0, 16)]),
-            rep("i3", &[("B", 1.0, 16), ("C", 2.0, 16)]),
+            rep("i1", &[("A", 1.0, 16.0), ("B", 1.0, 16.0), ("C", 2.0, 0.0)]),
+            rep("i2", &[("A", 1.0, 0.0), ("B", 1.0, 16.0), ("C", 2.0, 16.0)]),
+            rep("i3", &[("B", 1.0, 16.0), ("C", 2.0, 16.0)]),
         ];
         let a = allocate(24, &r);
         assert_eq!(a.global["A"], 6.0);
@@ -724,9 +770,9 @@ mod tests {
     #[test]
     fn seats_sum_to_depth_and_idle_instances_keep_one() {
         let r = [
-            rep("a", &[("x", 1.0, 5)]),
-            rep("b", &[("x", 1.0, 0)]),
-            rep("c", &[("y", 3.0, 7)]),
+            rep("a", &[("x", 1.0, 5.0)]),
+            rep("b", &[("x", 1.0, 0.0)]),
+            rep("c", &[("y", 3.0, 7.0)]),
         ];
         for d in [3, 4, 7, 10, 13] {
             let a = allocate(d, &r);
@@ -737,6 +783,26 @@ mod tests {
         // Spare depth (demand 12 < D 20) is spread so every instance can take new work.
         let a = allocate(20, &r);
         assert!(a.instances["b"].seats >= 2, "{:?}", a.instances);
+    }
+
+    #[test]
+    fn growth_waits_for_the_slots_others_still_hold() {
+        let mut r = vec![
+            rep("i1", &[("A", 1.0, 16.0)]),
+            rep("i2", &[("B", 1.0, 16.0)]),
+        ];
+        r[1].holding = 10; // i2 was at 10 seats and still holds 10
+        let a = allocate(12, &r);
+        assert_eq!(a.instances["i1"].seats, 6);
+        // i1 at 2 seats may grow only into the 2 slots nobody holds.
+        assert_eq!(seats_now(12, &a, "i1", 2), Some(2));
+        assert_eq!(seats_now(12, &a, "i1", 1), Some(2));
+        // i2 shrinks at once; once it has drained, i1 takes its full share.
+        assert_eq!(seats_now(12, &a, "i2", 10), Some(6));
+        r[1].holding = 6;
+        let a = allocate(12, &r);
+        assert_eq!(seats_now(12, &a, "i1", 2), Some(6));
+        assert_eq!(seats_now(12, &a, "nobody", 2), None);
     }
 
     #[test]
