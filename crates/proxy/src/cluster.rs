@@ -581,14 +581,15 @@ fn apply(inner: &Inner, depth: usize, id: &str, a: &Allocation) {
 /// configured weight. Skips changes under 1 % (no churn in the scheduler's tags).
 fn set_weights(inner: &Inner, pick: impl Fn(&str) -> Option<f64>) {
     let settings = inner.settings();
+    let configured: BTreeMap<&str, f64> = settings
+        .config
+        .tenants
+        .iter()
+        .map(|t| (t.name.as_str(), t.weight))
+        .collect();
     for (i, name) in settings.names.iter().enumerate() {
         let id = fairlane_core::TenantId(i as u64);
-        let configured = settings
-            .config
-            .tenants
-            .iter()
-            .find(|t| &t.name == name)
-            .map_or(1.0, |t| t.weight);
+        let configured = configured.get(name.as_str()).copied().unwrap_or(1.0);
         let w = pick(name)
             .filter(|w| w.is_finite() && *w > 0.0)
             .unwrap_or(configured);

@@ -113,6 +113,17 @@ impl Redis {
         }
     }
 
+    /// SIGSTOP / SIGCONT it: a Redis that accepts but does not answer (slow, hung).
+    fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id();
+        let ok = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(pid.to_string())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+
     /// SIGKILL it (a crash, not a shutdown).
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -505,6 +516,31 @@ async fn redis_and_instance_failures_lose_nothing() {
     assert!(
         e1.iter().all(|&e| e <= 0.10),
         "shares recover after Redis returns: {s1:?} ({e1:?})"
+    );
+
+    // Redis hangs (SIGSTOP): answers time out, the instances fall back; SIGCONT: they rejoin.
+    redis.signal("STOP");
+    for &a in &admins {
+        eventually(
+            Duration::from_secs(20),
+            "fallback on a hung Redis",
+            || async move { cluster_status(a).await["fallback"] == true },
+        )
+        .await;
+    }
+    redis.signal("CONT");
+    let resumed = Instant::now();
+    for &a in &admins {
+        eventually(
+            Duration::from_secs(20),
+            "rejoined after the hang",
+            || async move { cluster_status(a).await["fallback"] == false },
+        )
+        .await;
+    }
+    eprintln!(
+        "Redis hung then resumed: all rejoined in {:?}",
+        resumed.elapsed()
     );
 
     // Instance 3 dies (SIGKILL) while its clients are busy: its lease lapses and the two
