@@ -832,4 +832,29 @@ mod tests {
         bad(|c| c.timeout_ms = Some(0), "cluster.timeout_ms");
         bad(|c| c.key_prefix = String::new(), "cluster.key_prefix");
     }
+
+    #[test]
+    fn the_config_file_names_the_cluster_field() {
+        let text =
+            |cluster: &str| format!("[upstream]\naddr = \"127.0.0.1:8000\"\n[cluster]\n{cluster}");
+        let c = crate::ProxyConfig::from_toml_str(&text(
+            "redis = \"redis://127.0.0.1:6379/\"\ninstance = \"a\"\ndepth = 16",
+        ))
+        .unwrap();
+        let c = c.cluster.unwrap();
+        assert_eq!((c.depth, c.sync_interval_ms), (16, 100));
+        assert_eq!(c.lease(), Duration::from_millis(500));
+        let e = crate::ProxyConfig::from_toml_str(&text(
+            "redis = \"redis://127.0.0.1:6379/\"\ninstance = \"a\"\ndepth = 0",
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "cluster.depth", "{e}");
+        let e = crate::ProxyConfig::from_toml_str(&text("redis = \"x\"\ninstance = \"a\""))
+            .unwrap_err();
+        assert!(e.to_string().contains("depth"), "{e}");
+        let adaptive = "[scheduler.adaptive]\n[upstream]\naddr = \"127.0.0.1:8000\"\n[cluster]\n\
+                        redis = \"redis://h:1\"\ninstance = \"a\"\ndepth = 8";
+        let e = crate::ProxyConfig::from_toml_str(adaptive).unwrap_err();
+        assert_eq!(e.field, "cluster", "{e}");
+    }
 }
