@@ -16,10 +16,10 @@
 //!
 //! The instance then sets its gate's seats to its seats and each local tenant's weight to its
 //! local share, so the local scheduler splits the seats as the global allocation says. The
-//! hot path never touches Redis. When Redis fails or is slow, the instance keeps its last
-//! seats and goes back to the configured weights (local fairness within its last share of
-//! D), reports it on `/status`, `/metrics` and a rate-limited log line, and rejoins on the
-//! next successful sync.
+//! hot path never touches Redis. When Redis fails or is slow for longer than a lease, the
+//! instance keeps its last seats and goes back to the configured weights (local fairness
+//! within its last share of D), reports it on `/status`, `/metrics` and a rate-limited log
+//! line, and rejoins on the next successful sync.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -377,7 +377,8 @@ pub struct ClusterStatus {
     pub instances: Vec<String>,
     /// Seconds since the last successful sync (`null` before the first).
     pub sync_age_s: Option<f64>,
-    /// True while Redis is unreachable or slow: local fairness within the last share of D.
+    /// True once Redis has been unreachable or slow for a lease: local fairness within the
+    /// last share of D.
     pub fallback: bool,
     /// Successful syncs.
     pub syncs: u64,
@@ -600,11 +601,21 @@ fn set_weights(inner: &Inner, pick: impl Fn(&str) -> Option<f64>) {
     }
 }
 
-/// A failure: count it, fall back (configured weights, seats kept), log at most every 10 s.
+/// A failure: count it; fall back (configured weights, seats kept), log at most every 10 s.
+///
+/// A failure within one lease of the last success keeps the whole last allocation (the other
+/// instances still count this one's report, so the global allocation still holds); only
+/// when the last success is a lease old — or there was none — does the instance fall back.
 fn failed(inner: &Inner, cluster: &Cluster, why: &str) {
     let log = {
         let mut st = cluster.state();
         st.failures += 1;
+        if st
+            .last_ok
+            .is_some_and(|t| t.elapsed() < cluster.config.lease())
+        {
+            return;
+        }
         let entering = !st.fallback;
         st.fallback = true;
         let due = st

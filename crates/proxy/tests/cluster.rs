@@ -379,7 +379,7 @@ fn start_proxies(dir: &TempDir, up: SocketAddr, redis: Option<&str>) -> Vec<Prox
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 const WARMUP: Duration = Duration::from_secs(3);
-const WINDOW: Duration = Duration::from_secs(6);
+const WINDOW: Duration = Duration::from_secs(10);
 
 /// The skew without `[cluster]`, then the same load with it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -474,7 +474,7 @@ async fn redis_and_instance_failures_lose_nothing() {
     let admins: Vec<SocketAddr> = proxies.iter().map(|p| p.admin).collect();
     let load = Load::start(&addrs);
     tokio::time::sleep(WARMUP).await;
-    let (s0, e0, _) = measure(&up, Duration::from_secs(4)).await;
+    let (s0, e0, _) = measure(&up, Duration::from_secs(5)).await;
     eprintln!("before the faults: shares {s0:.3?}, error {e0:.3?}");
 
     // Redis dies: every instance falls back, keeps serving within its last share of D.
@@ -511,8 +511,8 @@ async fn redis_and_instance_failures_lose_nothing() {
     let rejoin = back.elapsed();
     // Shares recover: a window starting 1 s after Redis returned.
     tokio::time::sleep(Duration::from_secs(1).saturating_sub(rejoin)).await;
-    let (s1, e1, _) = measure(&up, Duration::from_secs(4)).await;
-    eprintln!("Redis back: all rejoined in {rejoin:?}; shares over the 4 s from 1 s after: {s1:.3?}, error {e1:.3?}");
+    let (s1, e1, _) = measure(&up, Duration::from_secs(5)).await;
+    eprintln!("Redis back: all rejoined in {rejoin:?}; shares over the 5 s from 1 s after: {s1:.3?}, error {e1:.3?}");
     assert!(
         e1.iter().all(|&e| e <= 0.10),
         "shares recover after Redis returns: {s1:?} ({e1:?})"
@@ -567,7 +567,7 @@ async fn redis_and_instance_failures_lose_nothing() {
     assert_eq!(seats as usize, D, "the survivors hold all of D");
     tokio::time::sleep(Duration::from_millis(500)).await;
     up.reset_max();
-    let (s2, e2, _) = measure(&up, Duration::from_secs(4)).await;
+    let (s2, e2, _) = measure(&up, Duration::from_secs(5)).await;
     let max_after = up.max_outstanding.load(Relaxed);
     eprintln!(
         "instance p2 killed: lease reclaimed after {reclaimed:?}; shares {s2:.3?}, error {e2:.3?}; \
