@@ -15,6 +15,38 @@ ulimit -n "$(ulimit -Hn)"
 
 $T/examples/upstream 127.0.0.1:18000 & pids+=($!)
 
+# [cluster] coordination cost: one proxy alone vs one with [cluster] (a local redis-server,
+# sync every 100 ms), same upstream, alternating A/B/A/B/A/B. CLUSTER_ONLY=1 runs just this
+# (no nginx needed). Ports 18081/18085 (proxies), 18084 (redis), admin 18086/18087.
+cluster_bench() {
+  redis-server --port 18084 --bind 127.0.0.1 --save "" --appendonly no --dir "$W" >"$W/redis.log" 2>&1 & pids+=($!)
+  for _ in $(seq 100); do redis-cli -p 18084 ping >/dev/null 2>&1 && break; sleep 0.1; done
+  for c in 0 1; do
+    { printf '[listen]\naddr = "127.0.0.1:1808%s"\nadmin = "127.0.0.1:1808%s"\n' "$((c * 4 + 1))" "$((c + 6))"
+      printf '[upstream]\naddr = "127.0.0.1:18000"\n[scheduler]\ndepth = %s\n' "${DEPTH:-64}"
+      printf '[limits]\nmax_queued = 20000\nmax_queued_per_tenant = 20000\n[[tenant]]\nname = "bench"\nkeys = ["kb"]\n'
+      if [ "$c" = 1 ]; then printf '[cluster]\nredis = "redis://127.0.0.1:18084/"\ninstance = "bench"\ndepth = %s\n' "${DEPTH:-64}"; fi
+    } > "$W/cluster$c.toml"
+    $T/fairlane-proxy --config "$W/cluster$c.toml" 2>"$W/cluster$c.log" & pids+=($!)
+    cpids[$c]=$!
+  done
+  sleep 1
+  echo "== [cluster] cost: closed loop, $CONNS connections, ${SECS} s each, alone/cluster x${CLUSTER_ROUNDS:-3}; $(uptime | sed 's/.*load/load/')"
+  for round in $(seq "${CLUSTER_ROUNDS:-3}"); do
+    echo "alone:   $(lg closed 127.0.0.1:18081 / "$CONNS" "$SECS" kb)"
+    echo "cluster: $(lg closed 127.0.0.1:18085 / "$CONNS" "$SECS" kb)"
+  done
+  # CPU per answered request, from /proc (less sensitive to other load than req/s).
+  for c in 0 1; do
+    ticks=$(awk '{print $14 + $15}' "/proc/${cpids[$c]}/stat")
+    done_n=$(curl -s "http://127.0.0.1:1808$((c + 6))/status" | python3 -c 'import json,sys; print(sum(t["completed"] for t in json.load(sys.stdin)["tenants"]))')
+    echo "$([ "$c" = 0 ] && echo alone || echo cluster) CPU: $(python3 -c "print(f'{$ticks / $(getconf CLK_TCK) * 1e6 / $done_n:.1f} us per request ($done_n requests)')")"
+  done
+  echo "cluster sync: $(curl -s http://127.0.0.1:18087/status | python3 -c 'import json,sys; c=json.load(sys.stdin)["cluster"]; print("syncs", c["syncs"], "failures", c["sync_failures"], "seats", c["seats"], "fallback", c["fallback"])')"
+}
+lg() { $T/examples/loadgen "$@"; }
+if [ "${CLUSTER_ONLY:-0}" = 1 ]; then cluster_bench; exit 0; fi
+
 cat > "$W/nginx.conf" <<NGINX
 worker_processes 2;
 worker_rlimit_nofile 30000;
@@ -75,3 +107,4 @@ curl -s http://127.0.0.1:18091/status | python3 -c 'import json,sys; s=json.load
 echo "proxy RSS mid-run: $(grep VmRSS /proc/${pids[1]}/status)"
 wait $lgpid
 echo "fairlane-proxy:  $(cat "$W/10k.txt")"
+cluster_bench

@@ -6,7 +6,8 @@ set -euo pipefail
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v python3 >/dev/null 2>&1 || missing+=(python3)
-# `tam discover` tests: PostgreSQL (+ pgbench) and Redis (+ redis-benchmark) to discover,
+# `tam discover` tests: PostgreSQL (+ pgbench) and Redis (+ redis-benchmark) to discover;
+# the proxy's `[cluster]` tests (crates/proxy/tests/cluster.rs) run a real redis-server;
 # iproute2's `ss` for socket byte counts, util-linux's taskset/chrt/runuser for probes.
 [ -x /usr/lib/postgresql/15/bin/pgbench ] || ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 || missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server)

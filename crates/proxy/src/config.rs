@@ -92,6 +92,10 @@ pub struct ProxyConfig {
     /// class 0.
     #[serde(default, rename = "class")]
     pub classes: Vec<ClassConfig>,
+    /// Share the upstream fairly with other instances through Redis (absent: this instance
+    /// is fair on its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::cluster::ClusterConfig>,
 }
 
 /// `[listen]`.
@@ -665,6 +669,15 @@ impl ProxyConfig {
         }
         if self.classes.len() >= u32::MAX as usize {
             return Err(ConfigError::new("class", "too many classes"));
+        }
+        if let Some(c) = &self.cluster {
+            c.validate()?;
+            if s.adaptive.is_some() {
+                return Err(ConfigError::new(
+                    "cluster",
+                    "cannot be combined with scheduler.adaptive (the cluster sets the depth)",
+                ));
+            }
         }
         Ok(())
     }

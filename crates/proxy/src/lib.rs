@@ -13,6 +13,7 @@
 //!   upstream time (or an upstream-reported cost) at completion.
 //! * [`metrics`], [`admin`] — Prometheus `/metrics`, JSON `/status` and the live
 //!   `/dashboard` on a separate listener.
+//! * [`cluster`] — `[cluster]`: fair shares of one upstream across instances via Redis.
 //! * [`server`] — the listeners, graceful shutdown and reload.
 //! * [`upstream`], [`loadgen`] — a small delay server and load generator used by the tests,
 //!   the benchmarks and the deployment example.
@@ -42,6 +43,7 @@
 
 pub mod admin;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 mod dashboard;
 mod depth;

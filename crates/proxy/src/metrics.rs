@@ -577,6 +577,7 @@ impl Metrics {
             reloads: self.reloads.load(Relaxed),
             buckets: BUCKETS.to_vec(),
             tenants,
+            cluster: None,
         }
     }
 }
@@ -608,6 +609,9 @@ pub struct Status {
     pub buckets: Vec<f64>,
     /// Per tenant.
     pub tenants: Vec<TenantStatus>,
+    /// The global view with `[cluster]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::cluster::ClusterStatus>,
 }
 
 /// One tenant in [`Status`].
@@ -820,6 +824,9 @@ impl Status {
                     }
                 );
             }
+        }
+        if let Some(c) = &self.cluster {
+            o.push_str(&c.prometheus());
         }
         o
     }

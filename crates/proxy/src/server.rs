@@ -81,6 +81,8 @@ pub(crate) struct Inner {
     /// The adaptive depth controller, if the depth is adaptive.
     pub depth: Option<crate::depth::Controller>,
     pub metrics: Metrics,
+    /// `[cluster]` membership, if any.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
     settings: RwLock<Arc<Settings>>,
     registry: Mutex<Registry>,
     pub started: Instant,
@@ -98,11 +100,13 @@ impl Inner {
 
     pub fn status(&self) -> Status {
         let names = self.settings().names.clone();
-        self.metrics.status(
+        let mut status = self.metrics.status(
             &names,
             &crate::metrics::GateSnapshot::of(&self.gate, names.len()),
             self.started.elapsed().as_secs_f64(),
-        )
+        );
+        status.cluster = self.cluster.as_ref().map(|c| c.status(self.gate.depth()));
+        status
     }
 }
 
@@ -225,6 +229,7 @@ impl Proxy {
         }
         let mut registry = Registry::default();
         apply_tenants(&gate, depth.as_ref(), &config, &mut registry)?;
+        let cluster = config.cluster.clone().map(crate::cluster::Cluster::new);
         let settings = settings(config, &mut registry)?;
         let listener = TcpListener::bind(addr)
             .await
@@ -245,6 +250,7 @@ impl Proxy {
                 gate,
                 depth,
                 metrics: Metrics::default(),
+                cluster,
                 settings: RwLock::new(Arc::new(settings)),
                 registry: Mutex::new(registry),
                 started: Instant::now(),
@@ -286,6 +292,11 @@ impl Proxy {
         } = self;
         let admin_task = tokio::spawn(crate::admin::serve(inner.clone(), admin));
         let depth_task = crate::depth::spawn(inner.clone());
+        // Aborted when `run` returns or is dropped, so a stopped instance's lease lapses.
+        let _cluster_task = inner
+            .cluster
+            .clone()
+            .map(|c| AbortOnDrop(tokio::spawn(crate::cluster::run(inner.clone(), c))));
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = inner.shutdown.subscribe();
         let http2 = inner.settings().config.listen.http2;
@@ -391,7 +402,11 @@ impl ProxyHandle {
             &config,
             &mut registry,
         )?;
-        if o.scheduler.adaptive.is_none() && n.scheduler.adaptive.is_none() {
+        if o.cluster != n.cluster {
+            warnings.push("cluster: changes need a restart; kept the old [cluster]".to_string());
+        }
+        // With [cluster] the sync task owns the depth.
+        if o.scheduler.adaptive.is_none() && n.scheduler.adaptive.is_none() && o.cluster.is_none() {
             self.inner
                 .gate
                 .set_depth(n.scheduler.depth)
@@ -405,6 +420,7 @@ impl ProxyHandle {
         config.listen = o.listen.clone();
         config.scheduler.algorithm = o.scheduler.algorithm.clone();
         config.scheduler.initial_estimate_ms = o.scheduler.initial_estimate_ms;
+        config.cluster = o.cluster.clone();
         if o.scheduler.adaptive.is_some() != config.scheduler.adaptive.is_some() {
             config.scheduler.adaptive = o.scheduler.adaptive.clone();
         }
@@ -434,6 +450,15 @@ impl ProxyHandle {
             .iter()
             .position(|n| n == name)
             .map(|i| TenantId(i as u64))
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
