@@ -40,12 +40,7 @@ pub(crate) async fn serve(inner: Arc<Inner>, listener: TcpListener) {
             continue;
         };
         let limits = inner.settings().config.limits.clone();
-        let io = ClientIo::new(
-            stream,
-            state.clone(),
-            Duration::from_millis(limits.idle_timeout_ms),
-            Duration::from_millis(limits.send_timeout_ms),
-        );
+        let io = ClientIo::new(stream, Duration::from_millis(limits.send_timeout_ms));
         let inner = inner.clone();
         tokio::spawn(async move {
             let conn_inner = inner.clone();
@@ -93,6 +88,12 @@ fn connection_metrics(inner: &Inner) -> String {
             "Idle client connections closed to make room for new ones.",
             "counter",
             inner.conns.evicted.load(Relaxed),
+        ),
+        (
+            "fairlane_proxy_connections_idle_closed_total",
+            "Client connections closed by limits.idle_timeout_ms.",
+            "counter",
+            inner.conns.idle_closed.load(Relaxed),
         ),
         (
             "fairlane_proxy_accept_errors_total",

@@ -228,8 +228,8 @@ pub struct Limits {
     /// the connection opening), else the connection is closed (default 30000 ms).
     #[serde(default = "default_client_timeout")]
     pub header_timeout_ms: u64,
-    /// A client connection with no request in progress and nothing received for this long
-    /// is closed (default 60000 ms).
+    /// A client connection with no request in progress for this long (since it opened or
+    /// its last request ended) is closed, whatever it is sending (default 60000 ms).
     #[serde(default = "default_idle_timeout")]
     pub idle_timeout_ms: u64,
     /// A client that accepts no response bytes for this long is disconnected; its slot is

@@ -81,6 +81,8 @@ pub(crate) struct ConnTable {
     pub evicted: AtomicU64,
     /// `accept` calls that failed (EMFILE, ENFILE, …).
     pub accept_errors: AtomicU64,
+    /// Connections closed by the idle timeout.
+    pub idle_closed: AtomicU64,
 }
 
 impl ConnTable {
@@ -93,7 +95,29 @@ impl ConnTable {
             refused: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             accept_errors: AtomicU64::new(0),
+            idle_closed: AtomicU64::new(0),
         }
+    }
+
+    /// Close every connection with no request in progress for at least `idle` (since it
+    /// opened or its last request ended): idle keep-alive connections, connections that
+    /// never sent a request, slow-loris heads. Run periodically by [`sweeper`].
+    pub fn sweep(&self, idle: Duration) -> usize {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        let idle = idle.as_millis() as u64;
+        let mut o = self.lock();
+        let stale: Vec<_> = o
+            .conns
+            .values()
+            .filter(|c| c.is_idle() && now.saturating_sub(c.idle_since.load(Relaxed)) >= idle)
+            .cloned()
+            .collect();
+        for c in &stale {
+            Self::forget(&mut o, c);
+            c.evict.notify_one();
+        }
+        self.idle_closed.fetch_add(stale.len() as u64, Relaxed);
+        stale.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
@@ -173,6 +197,16 @@ impl ConnTable {
     }
 }
 
+/// Sweep `table` for idle connections every quarter of the idle timeout (at most every
+/// second); `idle` is read each time, so a reload takes effect.
+pub(crate) async fn sweeper(table: &ConnTable, idle: impl Fn() -> Duration) {
+    loop {
+        let d = idle();
+        tokio::time::sleep((d / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))).await;
+        table.sweep(idle());
+    }
+}
+
 /// Logs a repeated failure at most once a second, with how many were suppressed, and
 /// backs off exponentially (10 ms → 100 ms) while it keeps failing.
 #[derive(Debug)]
@@ -233,30 +267,22 @@ pub(crate) fn out_of_fds(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
 }
 
-/// A client socket with two deadlines: nothing received while no request is in progress
-/// for `idle` (an idle or stalled connection), and no response bytes accepted for `send`
-/// (a client that does not read). Either fails the I/O with `TimedOut`, which ends the
-/// connection and frees whatever it held.
+/// A client socket with a send deadline: a client that accepts no response bytes for
+/// `send` (it does not read) fails the write with `TimedOut`, which ends the connection and
+/// frees whatever it held. (Idle connections are closed by [`ConnTable::sweep`], which costs
+/// nothing per request.)
 pub(crate) struct ClientIo {
     io: TcpStream,
-    state: Arc<ConnState>,
-    idle: Duration,
     send: Duration,
-    read_timer: Option<Pin<Box<Sleep>>>,
-    read_armed: bool,
     write_timer: Option<Pin<Box<Sleep>>>,
     write_armed: bool,
 }
 
 impl ClientIo {
-    pub fn new(io: TcpStream, state: Arc<ConnState>, idle: Duration, send: Duration) -> Self {
+    pub fn new(io: TcpStream, send: Duration) -> Self {
         ClientIo {
             io,
-            state,
-            idle,
             send,
-            read_timer: None,
-            read_armed: false,
             write_timer: None,
             write_armed: false,
         }
@@ -291,26 +317,7 @@ impl AsyncRead for ClientIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let me = self.get_mut();
-        match Pin::new(&mut me.io).poll_read(cx, buf) {
-            Poll::Pending => {
-                if me.state.is_idle() {
-                    if expired(&mut me.read_timer, &mut me.read_armed, me.idle, cx) {
-                        return Poll::Ready(Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "client connection idle",
-                        )));
-                    }
-                } else {
-                    me.read_armed = false;
-                }
-                Poll::Pending
-            }
-            r => {
-                me.read_armed = false;
-                r
-            }
-        }
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
     }
 }
 
@@ -401,6 +408,24 @@ mod tests {
         drop(busy);
         assert!(t.admit(ip(5)).is_some(), "a became idle and made room");
         assert_eq!(t.evicted.load(Relaxed), 2);
+    }
+
+    #[test]
+    fn sweep_closes_only_idle_connections() {
+        let t = ConnTable::new(10, 0);
+        let a = t.admit(ip(1)).unwrap();
+        let b = t.admit(ip(2)).unwrap();
+        let _busy = ActiveGuard::new(a.clone());
+        assert_eq!(
+            t.sweep(Duration::from_secs(3600)),
+            0,
+            "nothing idle that long"
+        );
+        assert_eq!(t.sweep(Duration::ZERO), 1, "b is idle, a is busy");
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.idle_closed.load(Relaxed), 1);
+        t.remove(&b);
+        assert_eq!(t.len(), 1, "a stays");
     }
 
     #[test]

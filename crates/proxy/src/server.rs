@@ -299,6 +299,18 @@ impl Proxy {
         } = self;
         let admin_task = tokio::spawn(crate::admin::serve(inner.clone(), admin));
         let depth_task = crate::depth::spawn(inner.clone());
+        // Idle connections (client and admin) are closed by a periodic sweep rather than a
+        // timer per connection: nothing is paid per request.
+        let sweep_task = {
+            let inner = inner.clone();
+            tokio::spawn(async move {
+                let idle = || Duration::from_millis(inner.settings().config.limits.idle_timeout_ms);
+                tokio::join!(
+                    crate::conn::sweeper(&inner.conns, idle),
+                    crate::conn::sweeper(&inner.admin_conns, idle)
+                );
+            })
+        };
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = inner.shutdown.subscribe();
         let http2 = inner.settings().config.listen.http2;
@@ -337,12 +349,7 @@ impl Proxy {
             let _ = stream.set_nodelay(true);
             inner.metrics.accepted.fetch_add(1, Relaxed);
             let limits = inner.settings().config.limits.clone();
-            let io = ClientIo::new(
-                stream,
-                state.clone(),
-                Duration::from_millis(limits.idle_timeout_ms),
-                Duration::from_millis(limits.send_timeout_ms),
-            );
+            let io = ClientIo::new(stream, Duration::from_millis(limits.send_timeout_ms));
             let conn_inner = inner.clone();
             let conn_state = state.clone();
             let service = service_fn(move |req| {
@@ -398,6 +405,7 @@ impl Proxy {
         }
         inner.gate.close();
         depth_task.abort();
+        sweep_task.abort();
         admin_task.abort();
     }
 }

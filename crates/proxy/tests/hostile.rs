@@ -560,3 +560,25 @@ async fn soak_all_attacks_at_once() {
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
 }
+
+#[test]
+fn connection_limits_are_validated_naming_the_field() {
+    for (bad, field) in [
+        ("max_streaming_share = 0.0", "limits.max_streaming_share"),
+        ("max_streaming_share = 1.5", "limits.max_streaming_share"),
+        ("body_timeout_ms = 0", "limits.body_timeout_ms"),
+        ("header_timeout_ms = 0", "limits.header_timeout_ms"),
+        ("idle_timeout_ms = 0", "limits.idle_timeout_ms"),
+        ("send_timeout_ms = 0", "limits.send_timeout_ms"),
+        ("admin_connections = 0", "limits.admin_connections"),
+    ] {
+        let text = format!("[upstream]\naddr = \"127.0.0.1:1\"\n[limits]\n{bad}\n");
+        let e = fairlane_proxy::ProxyConfig::from_toml_str(&text).unwrap_err();
+        assert_eq!(e.field, field, "{bad}: {e}");
+    }
+    let c =
+        fairlane_proxy::ProxyConfig::from_toml_str("[upstream]\naddr = \"127.0.0.1:1\"\n").unwrap();
+    assert_eq!(c.limits.max_body_bytes, 1 << 20);
+    assert_eq!(c.limits.response_buffer_bytes, 1 << 20);
+    assert_eq!(c.limits.max_connections, 0);
+}
