@@ -581,3 +581,30 @@ fn connection_limits_are_validated_naming_the_field() {
     assert_eq!(c.limits.response_buffer_bytes, 1 << 20);
     assert_eq!(c.limits.max_connections, 0);
 }
+
+/// A client that hangs up halfway through its body never reaches the gate, and its request
+/// is still accounted for (answered 400, `bad_request`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hang_up_mid_body_is_accounted() {
+    let (up, _up_task) = start_big_upstream().await;
+    let p = start_proxy(config(up, TENANTS)).await;
+    for _ in 0..3 {
+        let mut s = TcpStream::connect(p.addr).await.unwrap();
+        s.write_all(
+            b"POST /up HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer kx\r\nContent-Length: 100\r\n\r\nhalf",
+        )
+        .await
+        .unwrap();
+        drop(s);
+    }
+    let admin = p.admin;
+    eventually(STEP, "three hang-ups accounted", || async move {
+        let s = status(admin).await;
+        let bad = tenant(&s, "bad");
+        bad["received"] == 3 && bad["rejected"]["bad_request"] == 3
+    })
+    .await;
+    let s = status(p.admin).await;
+    assert_eq!(s["in_flight"], 0);
+    assert_eq!(s["queued"], 0);
+}
