@@ -9,11 +9,12 @@ command -v python3 >/dev/null 2>&1 || missing+=(python3)
 # `tam discover` tests: PostgreSQL (+ pgbench) and Redis (+ redis-benchmark) to discover;
 # the proxy's `[cluster]` tests (crates/proxy/tests/cluster.rs) run a real redis-server;
 # iproute2's `ss` for socket byte counts, util-linux's taskset/chrt/runuser for probes.
+# (util-linux also gives prlimit: the proxy idle-flood test runs the binary under it.)
 [ -x /usr/lib/postgresql/15/bin/pgbench ] || ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 || missing+=(postgresql)
 command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v ss >/dev/null 2>&1 || [ -x /usr/bin/ss ] || missing+=(iproute2)
-for p in taskset chrt runuser; do command -v $p >/dev/null 2>&1 || [ -x /usr/sbin/$p ] || { missing+=(util-linux); break; }; done
+for p in taskset chrt runuser prlimit; do command -v $p >/dev/null 2>&1 || [ -x /usr/sbin/$p ] || { missing+=(util-linux); break; }; done
 if [ "${FAIRLANE_BENCH_DEPS:-0}" = 1 ]; then
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 fi

@@ -2,35 +2,115 @@
 //! page, plain HTML + JS polling `/status` every second) and `/healthz`.
 
 use std::convert::Infallible;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use crate::conn::{ActiveGuard, ClientIo};
 use crate::server::Inner;
 
 pub(crate) async fn serve(inner: Arc<Inner>, listener: TcpListener) {
+    // Its own connection table (`limits.admin_connections`), outside the client cap, and
+    // descriptors the client cap leaves free: `/metrics` answers during a client flood.
+    let mut backoff = crate::conn::AcceptBackoff::default();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        let (stream, peer) = match listener.accept().await {
+            Ok(a) => {
+                backoff.reset();
+                a
+            }
+            Err(e) => {
+                inner.admin_conns.accept_errors.fetch_add(1, Relaxed);
+                if crate::conn::out_of_fds(&e) {
+                    inner.admin_conns.evict_idle();
+                }
+                tokio::time::sleep(backoff.failed("listen.admin", &e)).await;
+                continue;
+            }
+        };
+        let Some(state) = inner.admin_conns.admit(peer.ip()) else {
             continue;
         };
+        let limits = inner.settings().config.limits.clone();
+        let io = ClientIo::new(stream, Duration::from_millis(limits.send_timeout_ms));
         let inner = inner.clone();
         tokio::spawn(async move {
+            let conn_inner = inner.clone();
+            let conn_state = state.clone();
             let service = service_fn(move |req| {
-                let inner = inner.clone();
-                async move { Ok::<_, Infallible>(route(&inner, &req)) }
+                let inner = conn_inner.clone();
+                let busy = ActiveGuard::new(conn_state.clone());
+                async move {
+                    let _busy = busy;
+                    Ok::<_, Infallible>(route(&inner, &req))
+                }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_millis(limits.header_timeout_ms))
+                .serve_connection(TokioIo::new(io), service);
+            tokio::select! {
+                _ = conn => {}
+                _ = state.evict.notified() => {}
+            }
+            inner.admin_conns.remove(&state);
         });
     }
+}
+
+/// Connection-level metrics (issue 16), appended to the exposition.
+fn connection_metrics(inner: &Inner) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    for (name, help, kind, v) in [
+        (
+            "fairlane_proxy_connections_max",
+            "Client connections allowed open at once (limits.max_connections, capped by the open-files limit).",
+            "gauge",
+            inner.conns.max.load(Relaxed) as u64,
+        ),
+        (
+            "fairlane_proxy_connections_refused_total",
+            "Client connections closed at once: a connection cap was reached and none was idle.",
+            "counter",
+            inner.conns.refused.load(Relaxed),
+        ),
+        (
+            "fairlane_proxy_connections_evicted_total",
+            "Idle client connections closed to make room for new ones.",
+            "counter",
+            inner.conns.evicted.load(Relaxed),
+        ),
+        (
+            "fairlane_proxy_connections_idle_closed_total",
+            "Client connections closed by limits.idle_timeout_ms.",
+            "counter",
+            inner.conns.idle_closed.load(Relaxed),
+        ),
+        (
+            "fairlane_proxy_accept_errors_total",
+            "Failed accepts on the client listener (EMFILE, ENFILE, ...).",
+            "counter",
+            inner.conns.accept_errors.load(Relaxed),
+        ),
+        (
+            "fairlane_proxy_streaming_refused_total",
+            "Responses answered 503 because their tenant already held its share of slots streaming to slow readers.",
+            "counter",
+            inner.streaming.refused.load(Relaxed),
+        ),
+    ] {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
+    }
+    o
 }
 
 fn reply(
@@ -59,7 +139,7 @@ fn route(inner: &Inner, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/metrics" => reply(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            inner.status().prometheus(),
+            inner.status().prometheus() + &connection_metrics(inner),
         ),
         "/status" => reply(
             StatusCode::OK,

@@ -242,13 +242,55 @@ pub struct Limits {
     /// The `Retry-After` of a 429, in seconds (default 1).
     #[serde(default = "one_u64")]
     pub retry_after_s: u64,
-    /// Request bodies larger than this get 413 (default 10 MiB). Bodies are streamed.
+    /// Request bodies larger than this get 413 (default 1 MiB). A body is read in full
+    /// *before* its request queues for an upstream slot, so a slow sender holds no slot.
     #[serde(default = "default_max_body")]
     pub max_body_bytes: u64,
     /// On SIGTERM, serve queued and in-flight requests for at most this long, then answer
     /// the rest with 503 (default 10000 ms).
     #[serde(default = "default_shutdown")]
     pub shutdown_grace_ms: u64,
+    // --- Client connections: buffering, timeouts and connection caps (issue 16). ---
+    /// The whole request body must arrive within this long of the request head, else 408
+    /// (default 30000 ms). No slot is held meanwhile.
+    #[serde(default = "default_client_timeout")]
+    pub body_timeout_ms: u64,
+    /// Responses up to this size are read from the upstream in full before the client gets
+    /// them, so the slot is freed when the upstream finishes rather than when the client has
+    /// read (default 1 MiB). Larger ones stream and hold their slot until the client has
+    /// read them; that time is charged to the tenant.
+    #[serde(default = "default_response_buffer")]
+    pub response_buffer_bytes: u64,
+    /// A tenant may hold at most this share of D (rounded up, ≥ 1) with responses streaming
+    /// past `response_buffer_bytes`; a further response that would stream gets 503
+    /// (default 0.5). Keeps one slow-reading tenant from holding every slot.
+    #[serde(default = "default_streaming_share")]
+    pub max_streaming_share: f64,
+    /// A client must send a complete request head within this long of starting it (or of
+    /// the connection opening), else the connection is closed (default 30000 ms).
+    #[serde(default = "default_client_timeout")]
+    pub header_timeout_ms: u64,
+    /// A client connection with no request in progress for this long (since it opened or
+    /// its last request ended) is closed, whatever it is sending (default 60000 ms).
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_ms: u64,
+    /// A client that accepts no response bytes for this long is disconnected; its slot is
+    /// freed (default 60000 ms).
+    #[serde(default = "default_idle_timeout")]
+    pub send_timeout_ms: u64,
+    /// Client connections open at once; 0 (default) = as many as the open-files limit
+    /// allows after a reserve for the admin listener and the upstream connections. At the
+    /// cap the connection idle the longest is closed to make room; if none is idle, the new
+    /// one is closed.
+    #[serde(default)]
+    pub max_connections: usize,
+    /// Client connections open at once from one client address; 0 (default) = no cap.
+    #[serde(default)]
+    pub max_connections_per_ip: usize,
+    /// Connections the admin listener (`/metrics`, `/healthz`) keeps for itself, outside
+    /// `max_connections` (default 32).
+    #[serde(default = "default_admin_connections")]
+    pub admin_connections: usize,
 }
 
 impl Default for Limits {
@@ -260,6 +302,15 @@ impl Default for Limits {
             retry_after_s: 1,
             max_body_bytes: default_max_body(),
             shutdown_grace_ms: default_shutdown(),
+            body_timeout_ms: default_client_timeout(),
+            response_buffer_bytes: default_response_buffer(),
+            max_streaming_share: default_streaming_share(),
+            header_timeout_ms: default_client_timeout(),
+            idle_timeout_ms: default_idle_timeout(),
+            send_timeout_ms: default_idle_timeout(),
+            max_connections: 0,
+            max_connections_per_ip: 0,
+            admin_connections: default_admin_connections(),
         }
     }
 }
@@ -404,7 +455,22 @@ fn default_queue_timeout() -> u64 {
     10_000
 }
 fn default_max_body() -> u64 {
-    10 << 20
+    1 << 20
+}
+fn default_client_timeout() -> u64 {
+    30_000
+}
+fn default_response_buffer() -> u64 {
+    1 << 20
+}
+fn default_streaming_share() -> f64 {
+    0.5
+}
+fn default_idle_timeout() -> u64 {
+    60_000
+}
+fn default_admin_connections() -> usize {
+    32
 }
 fn default_shutdown() -> u64 {
     10_000
@@ -551,10 +617,21 @@ impl ProxyConfig {
                 l.max_queued_per_tenant as u64,
             ),
             ("limits.queue_timeout_ms", l.queue_timeout_ms),
+            ("limits.body_timeout_ms", l.body_timeout_ms),
+            ("limits.header_timeout_ms", l.header_timeout_ms),
+            ("limits.idle_timeout_ms", l.idle_timeout_ms),
+            ("limits.send_timeout_ms", l.send_timeout_ms),
+            ("limits.admin_connections", l.admin_connections as u64),
         ] {
             if v == 0 {
                 return Err(ConfigError::new(field, "must be ≥ 1"));
             }
+        }
+        if !(l.max_streaming_share > 0.0 && l.max_streaming_share <= 1.0) {
+            return Err(ConfigError::new(
+                "limits.max_streaming_share",
+                format!("must be in (0, 1], got {}", l.max_streaming_share),
+            ));
         }
         let id = &self.identity;
         if http::HeaderName::from_bytes(id.header.as_bytes()).is_err() {

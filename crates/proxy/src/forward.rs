@@ -1,19 +1,22 @@
-//! One request's trip: identify → queue for a slot → stream upstream → stream back, charging
-//! the upstream time (or the upstream-reported cost) when the response ends. Every request
-//! gets exactly one response: the upstream's, or one of the proxy's own (401, 400, 413, 429,
-//! 502, 503, 504).
+//! One request's trip: identify → read the body (no slot held) → queue for a slot → send
+//! upstream → buffer the response (or stream it, if larger than the buffer) → charge the slot
+//! time (or the upstream-reported cost) when the slot is freed. Every request gets exactly one
+//! response: the upstream's, or one of the proxy's own (401, 400, 408, 413, 429, 502, 503,
+//! 504).
 
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 
 use crate::gate::{Permit, Reject};
@@ -56,21 +59,27 @@ impl Body for ProxyBody {
     fn is_end_stream(&self) -> bool {
         match self {
             ProxyBody::Full(b) => b.is_none(),
-            ProxyBody::Upstream(m) => m.inner.is_end_stream(),
+            ProxyBody::Upstream(m) => m.is_end_stream(),
         }
     }
     fn size_hint(&self) -> SizeHint {
         match self {
             ProxyBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             ProxyBody::Full(None) => SizeHint::with_exact(0),
-            ProxyBody::Upstream(m) => m.inner.size_hint(),
+            ProxyBody::Upstream(m) => m.size_hint(),
         }
     }
 }
 
-/// The upstream's response body. Holds the request's [`Permit`] until the body ends (or the
-/// client goes away), then charges the cost and frees the slot.
+/// The upstream's response body: what was buffered (all of it, when it fitted in
+/// `limits.response_buffer_bytes`; the slot is then already free), then the rest streamed.
+/// Holds the request's [`Permit`] until the upstream body ends (or the client goes away),
+/// then charges the cost and frees the slot.
 pub struct MeteredBody {
+    prefix: VecDeque<Frame<Bytes>>,
+    prefix_bytes: u64,
+    /// The upstream body has ended (everything left is in `prefix`).
+    inner_done: bool,
     inner: Incoming,
     done: Option<Done>,
     now: Option<crate::gate::Gate>,
@@ -78,6 +87,8 @@ pub struct MeteredBody {
 
 struct Done {
     permit: Permit,
+    /// Held while the response streams past the buffer (a slot held for a slow reader).
+    _streaming: Option<StreamGuard>,
     stats: Ticket,
     reported_cost: Option<f64>,
     /// For the adaptive depth controller: response time = arrival → end of response.
@@ -107,6 +118,15 @@ impl Body for MeteredBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(f) = self.prefix.pop_front() {
+            if let Some(d) = f.data_ref() {
+                self.prefix_bytes -= d.len() as u64;
+            }
+            return Poll::Ready(Some(Ok(f)));
+        }
+        if self.inner_done {
+            return Poll::Ready(None);
+        }
         let r = Pin::new(&mut self.inner).poll_frame(cx);
         match &r {
             Poll::Ready(None) | Poll::Ready(Some(Err(_))) => self.finish(),
@@ -116,7 +136,19 @@ impl Body for MeteredBody {
         r.map(|o| o.map(|r| r.map_err(Into::into)))
     }
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.prefix.is_empty() && (self.inner_done || self.inner.is_end_stream())
+    }
+    fn size_hint(&self) -> SizeHint {
+        if self.inner_done {
+            return SizeHint::with_exact(self.prefix_bytes);
+        }
+        let h = self.inner.size_hint();
+        let mut out = SizeHint::new();
+        out.set_lower(h.lower() + self.prefix_bytes);
+        if let Some(u) = h.upper() {
+            out.set_upper(u + self.prefix_bytes);
+        }
+        out
     }
 }
 
@@ -126,52 +158,102 @@ impl Drop for MeteredBody {
     }
 }
 
-/// The client's request body on its way upstream, cut off at `limits.max_body_bytes`.
-pub struct LimitedBody {
-    inner: Incoming,
-    remaining: u64,
-    exceeded: Arc<AtomicBool>,
+/// The request body as it goes upstream: read in full before the request queued.
+pub type UpstreamBody = Full<Bytes>;
+
+/// Slots held by responses streaming past the buffer, per tenant (issue 16: a tenant whose
+/// clients do not read must not hold every slot).
+#[derive(Debug, Default)]
+pub(crate) struct StreamSlots {
+    held: Mutex<HashMap<TenantId, usize>>,
+    /// Responses refused (503) because their tenant was at its share.
+    pub refused: AtomicU64,
 }
 
-#[derive(Debug)]
-struct TooLarge;
-impl std::fmt::Display for TooLarge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("request body over the size limit")
+/// One slot counted in [`StreamSlots`] until dropped.
+pub(crate) struct StreamGuard {
+    inner: Arc<Inner>,
+    tenant: TenantId,
+}
+
+impl StreamSlots {
+    /// Count a streaming slot for `tenant` unless it already holds `cap`.
+    fn take(inner: &Arc<Inner>, tenant: TenantId, cap: usize) -> Option<StreamGuard> {
+        let mut held = inner
+            .streaming
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(tenant).or_insert(0);
+        if *n >= cap {
+            drop(held);
+            inner.streaming.refused.fetch_add(1, Relaxed);
+            return None;
+        }
+        *n += 1;
+        Some(StreamGuard {
+            inner: inner.clone(),
+            tenant,
+        })
     }
 }
-impl std::error::Error for TooLarge {}
 
-impl Body for LimitedBody {
-    type Data = Bytes;
-    type Error = BoxError;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(Some(Ok(frame))) => {
-                if let Some(d) = frame.data_ref() {
-                    let n = d.len() as u64;
-                    if n > self.remaining {
-                        self.exceeded.store(true, Relaxed);
-                        return Poll::Ready(Some(Err(Box::new(TooLarge))));
-                    }
-                    self.remaining -= n;
-                }
-                Poll::Ready(Some(Ok(frame)))
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let mut held = self
+            .inner
+            .streaming
+            .held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.tenant);
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
         }
     }
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+}
+
+/// Why a request body could not be read.
+enum BodyFault {
+    TooLarge,
+    Timeout,
+    Broken,
+}
+
+/// Read a request body in full (at most `max` bytes, within `limit`) before it queues: a
+/// client that trickles its body holds no upstream slot meanwhile.
+async fn read_body(mut body: Incoming, max: u64, limit: Duration) -> Result<Bytes, BodyFault> {
+    if body.is_end_stream() {
+        return Ok(Bytes::new());
     }
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
+    let read = async {
+        let mut parts: Vec<Bytes> = Vec::new();
+        let mut total = 0u64;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|_| BodyFault::Broken)?;
+            if let Ok(d) = frame.into_data() {
+                total += d.len() as u64;
+                if total > max {
+                    return Err(BodyFault::TooLarge);
+                }
+                parts.push(d);
+            }
+        }
+        Ok(match parts.len() {
+            0 => Bytes::new(),
+            1 => parts.pop().unwrap_or_default(),
+            _ => {
+                let mut all = Vec::with_capacity(total as usize);
+                parts.iter().for_each(|p| all.extend_from_slice(p));
+                Bytes::from(all)
+            }
+        })
+    };
+    tokio::time::timeout(limit, read)
+        .await
+        .map_err(|_| BodyFault::Timeout)?
 }
 
 const HOP_BY_HOP: [&str; 8] = [
@@ -225,7 +307,7 @@ fn rejected(inner: &Inner, stats: &Ticket, reason: Reason, msg: &str) -> Respons
     }
     if matches!(
         reason,
-        Reason::Shutdown | Reason::BodyTooLarge | Reason::BadRequest
+        Reason::Shutdown | Reason::BodyTooLarge | Reason::BadRequest | Reason::BodyTimeout
     ) {
         r.headers_mut()
             .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
@@ -315,6 +397,40 @@ pub(crate) async fn handle(
         _ => {}
     }
     let class = settings.identifier.classify(req.method(), pq.path());
+    let (mut parts, body) = req.into_parts();
+    let body = match read_body(
+        body,
+        limits.max_body_bytes,
+        Duration::from_millis(limits.body_timeout_ms),
+    )
+    .await
+    {
+        Ok(b) => b,
+        Err(BodyFault::TooLarge) => {
+            return rejected(
+                &inner,
+                &stats,
+                Reason::BodyTooLarge,
+                "request body too large",
+            )
+        }
+        Err(BodyFault::Timeout) => {
+            return rejected(
+                &inner,
+                &stats,
+                Reason::BodyTimeout,
+                "request body not received in time",
+            )
+        }
+        Err(BodyFault::Broken) => {
+            return rejected(
+                &inner,
+                &stats,
+                Reason::BadRequest,
+                "request body broken off",
+            )
+        }
+    };
 
     // Queue for an upstream slot.
     let mut waiting = match inner.gate.acquire(tenant, class) {
@@ -359,7 +475,6 @@ pub(crate) async fn handle(
     stats.dispatched();
 
     // Forward.
-    let (mut parts, body) = req.into_parts();
     let uri = Uri::builder()
         .scheme("http")
         .authority(settings.authority.clone())
@@ -392,13 +507,7 @@ pub(crate) async fn handle(
             .headers
             .insert(HeaderName::from_static("x-fairlane-tenant"), v);
     }
-    let exceeded = Arc::new(AtomicBool::new(false));
-    let body = LimitedBody {
-        inner: body,
-        remaining: limits.max_body_bytes,
-        exceeded: exceeded.clone(),
-    };
-    let upstream_req = Request::from_parts(parts, body);
+    let upstream_req = Request::from_parts(parts, Full::new(body));
     let call = tokio::time::timeout(
         settings.config.upstream_timeout(),
         settings.client.request(upstream_req),
@@ -420,14 +529,6 @@ pub(crate) async fn handle(
             )
         }
         Ok(Err(e)) => {
-            if exceeded.load(Relaxed) {
-                return rejected(
-                    &inner,
-                    &stats,
-                    Reason::BodyTooLarge,
-                    "request body too large",
-                );
-            }
             if e.is_connect() {
                 return rejected(
                     &inner,
@@ -456,17 +557,81 @@ pub(crate) async fn handle(
         })
     });
     strip_hop_by_hop(&mut parts.headers);
+    // Buffer up to `response_buffer_bytes`: if the whole response fits, the slot is freed as
+    // soon as the upstream has sent it, however slowly the client then reads.
+    let mut body = body;
+    let buffer = limits.response_buffer_bytes;
+    let mut prefix = VecDeque::new();
+    let mut prefix_bytes = 0u64;
+    let mut inner_done = body.is_end_stream();
+    if body.size_hint().lower() <= buffer {
+        while !inner_done && prefix_bytes <= buffer {
+            let next = tokio::select! {
+                f = body.frame() => f,
+                _ = hard_stop.wait_for(|&stop| stop) => {
+                    return rejected(&inner, &stats, Reason::Shutdown, "shutting down");
+                }
+            };
+            match next {
+                None => inner_done = true,
+                Some(Ok(f)) => {
+                    if let Some(d) = f.data_ref() {
+                        prefix_bytes += d.len() as u64;
+                    }
+                    prefix.push_back(f);
+                    inner_done = body.is_end_stream();
+                }
+                Some(Err(_)) => {
+                    // The status line has not gone out yet: a clean 502, not a cut stream.
+                    return rejected(
+                        &inner,
+                        &stats,
+                        Reason::UpstreamError,
+                        "upstream connection failed",
+                    );
+                }
+            }
+        }
+    }
+    // Streams past the buffer hold the slot for as long as the client takes to read; a
+    // tenant may hold only its share of D that way.
+    let streaming = if inner_done {
+        None
+    } else {
+        let share = limits.max_streaming_share;
+        let cap = ((inner.gate.depth() as f64 * share).ceil() as usize).max(1);
+        match StreamSlots::take(&inner, tenant, cap) {
+            Some(g) => Some(g),
+            None => {
+                // Charge the slot time spent so far, then free the slot.
+                let mut permit = permit;
+                let secs = permit.held().as_secs_f64();
+                permit.set_cost(reported_cost.unwrap_or(secs));
+                drop(permit);
+                return rejected(
+                    &inner,
+                    &stats,
+                    Reason::StreamingCap,
+                    "too many responses streaming to slow readers for this tenant, retry later",
+                );
+            }
+        }
+    };
     let mut body = MeteredBody {
+        prefix,
+        prefix_bytes,
+        inner_done,
         inner: body,
         done: Some(Done {
             permit,
+            _streaming: streaming,
             stats,
             reported_cost,
             depth: inner.depth.clone().map(|c| (c, tenant, arrival)),
         }),
         now: inner.depth.as_ref().map(|_| inner.gate.clone()),
     };
-    if body.inner.is_end_stream() {
+    if body.inner_done || body.inner.is_end_stream() {
         body.finish();
     }
     Response::from_parts(parts, ProxyBody::Upstream(body))

@@ -39,12 +39,13 @@
 //! # Ok(()) }
 //! ```
 
-#![deny(unsafe_code)] // only `server::raise_fd_limit` calls setrlimit
+#![deny(unsafe_code)] // only `server::raise_fd_limit` / `fd_limit` call get/setrlimit
 
 pub mod admin;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+mod conn;
 mod dashboard;
 mod depth;
 pub mod forward;

@@ -155,11 +155,16 @@ pub enum Reason {
     BadRequest,
     /// 500: the scheduler refused the request.
     Internal,
+    /// 408: the request body did not arrive within `limits.body_timeout_ms`.
+    BodyTimeout,
+    /// 503: the response would stream past `limits.response_buffer_bytes` while its tenant
+    /// already holds its `limits.max_streaming_share` of the slots streaming.
+    StreamingCap,
 }
 
 impl Reason {
     /// Every reason, in a stable order.
-    pub const ALL: [Reason; 10] = [
+    pub const ALL: [Reason; 12] = [
         Reason::QueueFull,
         Reason::TenantQueueFull,
         Reason::QueueTimeout,
@@ -170,6 +175,8 @@ impl Reason {
         Reason::BodyTooLarge,
         Reason::BadRequest,
         Reason::Internal,
+        Reason::BodyTimeout,
+        Reason::StreamingCap,
     ];
     /// The label.
     pub fn name(self) -> &'static str {
@@ -184,13 +191,16 @@ impl Reason {
             Reason::BodyTooLarge => "body_too_large",
             Reason::BadRequest => "bad_request",
             Reason::Internal => "internal",
+            Reason::BodyTimeout => "body_timeout",
+            Reason::StreamingCap => "streaming_cap",
         }
     }
     /// The status code answered.
     pub fn status(self) -> u16 {
         match self {
             Reason::QueueFull | Reason::TenantQueueFull => 429,
-            Reason::QueueTimeout | Reason::Shutdown => 503,
+            Reason::QueueTimeout | Reason::Shutdown | Reason::StreamingCap => 503,
+            Reason::BodyTimeout => 408,
             Reason::UpstreamConnect | Reason::UpstreamError => 502,
             Reason::UpstreamTimeout => 504,
             Reason::BodyTooLarge => 413,

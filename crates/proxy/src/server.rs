@@ -24,7 +24,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{parse_addr, ConfigError, ProxyConfig};
-use crate::forward::LimitedBody;
+use crate::conn::{AcceptBackoff, ActiveGuard, ClientIo, ConnTable};
+use crate::forward::{ProxyBody, StreamSlots, UpstreamBody};
 use crate::gate::Gate;
 use crate::metrics::{Metrics, Status};
 use crate::tenant::{Identifier, Registry};
@@ -64,7 +65,7 @@ impl From<ConfigError> for StartError {
     }
 }
 
-pub(crate) type UpstreamClient = Client<HttpConnector, LimitedBody>;
+pub(crate) type UpstreamClient = Client<HttpConnector, UpstreamBody>;
 
 /// What a reload can swap at once.
 pub(crate) struct Settings {
@@ -88,6 +89,12 @@ pub(crate) struct Inner {
     pub started: Instant,
     shutdown: watch::Sender<bool>,
     pub hard_stop: watch::Sender<bool>,
+    /// Client connections and their caps.
+    pub(crate) conns: ConnTable,
+    /// Admin connections: a reserve of their own, outside the client cap.
+    pub(crate) admin_conns: ConnTable,
+    /// Slots held by responses streaming past the buffer, per tenant.
+    pub(crate) streaming: StreamSlots,
 }
 
 impl Inner {
@@ -230,6 +237,9 @@ impl Proxy {
         let mut registry = Registry::default();
         apply_tenants(&gate, depth.as_ref(), &config, &mut registry)?;
         let cluster = config.cluster.clone().map(crate::cluster::Cluster::new);
+        let max_conns = max_connections(&config);
+        let conns = ConnTable::new(max_conns, config.limits.max_connections_per_ip);
+        let admin_conns = ConnTable::new(config.limits.admin_connections, 0);
         let settings = settings(config, &mut registry)?;
         let listener = TcpListener::bind(addr)
             .await
@@ -256,6 +266,9 @@ impl Proxy {
                 started: Instant::now(),
                 shutdown: watch::Sender::new(false),
                 hard_stop: watch::Sender::new(false),
+                conns,
+                admin_conns,
+                streaming: StreamSlots::default(),
             }),
             listener,
             admin,
@@ -297,47 +310,93 @@ impl Proxy {
             .cluster
             .clone()
             .map(|c| AbortOnDrop(tokio::spawn(crate::cluster::run(inner.clone(), c))));
+        // Idle connections (client and admin) are closed by a periodic sweep rather than a
+        // timer per connection: nothing is paid per request.
+        let sweep_task = {
+            let inner = inner.clone();
+            tokio::spawn(async move {
+                let idle = || Duration::from_millis(inner.settings().config.limits.idle_timeout_ms);
+                tokio::join!(
+                    crate::conn::sweeper(&inner.conns, idle),
+                    crate::conn::sweeper(&inner.admin_conns, idle)
+                );
+            })
+        };
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = inner.shutdown.subscribe();
         let http2 = inner.settings().config.listen.http2;
+        let mut backoff = AcceptBackoff::default();
         loop {
             let accepted = tokio::select! {
                 _ = shutdown.wait_for(|&s| s) => break,
                 a = listener.accept() => a,
             };
             let (stream, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors or a connection reset before accept: back off
-                    // briefly rather than spin.
-                    eprintln!("fairlane-proxy: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
+                Ok(a) => {
+                    backoff.reset();
+                    a
                 }
+                Err(e) => {
+                    // Out of file descriptors (or a connection reset before accept): close
+                    // the connection idle the longest, back off, and say so once a second
+                    // rather than once per attempt.
+                    inner.conns.accept_errors.fetch_add(1, Relaxed);
+                    if crate::conn::out_of_fds(&e) {
+                        inner.conns.evict_idle();
+                    }
+                    let pause = backoff.failed("listen.addr", &e);
+                    tokio::select! {
+                        _ = shutdown.wait_for(|&s| s) => break,
+                        _ = tokio::time::sleep(pause) => continue,
+                    }
+                }
+            };
+            // At the cap: the connection idle the longest was closed to make room, or this
+            // one is closed at once (nothing idle to close).
+            let Some(state) = inner.conns.admit(peer.ip()) else {
+                drop(stream);
+                continue;
             };
             let _ = stream.set_nodelay(true);
             inner.metrics.accepted.fetch_add(1, Relaxed);
+            let limits = inner.settings().config.limits.clone();
+            let io = ClientIo::new(stream, Duration::from_millis(limits.send_timeout_ms));
             let conn_inner = inner.clone();
+            let conn_state = state.clone();
             let service = service_fn(move |req| {
                 let inner = conn_inner.clone();
-                async move { Ok::<_, Infallible>(crate::forward::handle(inner, req, peer).await) }
+                // The connection is busy (not evictable, no idle timeout) from here until
+                // the response body has been written or dropped.
+                let guard = ActiveGuard::new(conn_state.clone());
+                async move {
+                    let resp = crate::forward::handle(inner, req, peer).await;
+                    Ok::<_, Infallible>(resp.map(|body| Tracked {
+                        body,
+                        _guard: guard,
+                    }))
+                }
             });
             let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
             builder
                 .http1()
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30));
+                .header_read_timeout(Duration::from_millis(limits.header_timeout_ms));
             if !http2 {
                 builder = builder.http1_only();
             }
             let conn = builder
-                .serve_connection(TokioIo::new(stream), service)
+                .serve_connection(TokioIo::new(io), service)
                 .into_owned();
             let conn = graceful.watch(conn);
             let counted = inner.clone();
             counted.metrics.connections.fetch_add(1, Relaxed);
             tokio::spawn(async move {
-                let _ = conn.await;
+                tokio::select! {
+                    _ = conn => {}
+                    // Evicted while idle: dropping the connection closes the socket.
+                    _ = state.evict.notified() => {}
+                }
+                counted.conns.remove(&state);
                 counted.metrics.connections.fetch_sub(1, Relaxed);
             });
         }
@@ -357,6 +416,7 @@ impl Proxy {
         }
         inner.gate.close();
         depth_task.abort();
+        sweep_task.abort();
         admin_task.abort();
     }
 }
@@ -425,6 +485,14 @@ impl ProxyHandle {
             config.scheduler.adaptive = o.scheduler.adaptive.clone();
         }
         let new = settings(config, &mut registry)?;
+        self.inner
+            .conns
+            .max
+            .store(max_connections(&new.config).max(1), Relaxed);
+        self.inner
+            .conns
+            .max_per_ip
+            .store(new.config.limits.max_connections_per_ip, Relaxed);
         *self
             .inner
             .settings
@@ -460,6 +528,66 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// A response body that keeps its connection marked busy until it is written or dropped.
+struct Tracked {
+    body: ProxyBody,
+    _guard: ActiveGuard,
+}
+
+impl http_body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = crate::forward::BoxError;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The client connection cap in force: `limits.max_connections` (0 = no cap of its own),
+/// always kept below the open-files limit minus a reserve for the admin listener, the
+/// upstream connections (in flight and pooled) and the process's own files, so a flood of
+/// clients can never take the descriptors `/metrics` and the upstream need.
+pub(crate) fn max_connections(config: &ProxyConfig) -> usize {
+    let d = config
+        .scheduler
+        .adaptive
+        .as_ref()
+        .map_or(config.scheduler.depth, |a| {
+            a.max.max(config.scheduler.depth)
+        });
+    let reserve = config.limits.admin_connections + 2 * d.max(64) + d + 64;
+    let by_fds = fd_limit()
+        .map(|n| (n as usize).saturating_sub(reserve).max(1))
+        .unwrap_or(usize::MAX);
+    match config.limits.max_connections {
+        0 => by_fds,
+        n => n.min(by_fds),
+    }
+}
+
+/// The soft open-files limit, if it can be read.
+#[allow(unsafe_code)]
+pub fn fd_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit with a valid pointer to a local struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is not u64 everywhere
+    Some(r.rlim_cur as u64)
 }
 
 /// Raise the soft open-files limit to the hard limit (a proxy holding 10,000 client

@@ -127,9 +127,14 @@ pub struct ProxyProcess {
 
 impl ProxyProcess {
     pub fn start(config_path: &std::path::Path) -> ProxyProcess {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fairlane-proxy"))
-            .arg("--config")
-            .arg(config_path)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fairlane-proxy"));
+        cmd.arg("--config").arg(config_path);
+        Self::start_command(cmd)
+    }
+
+    /// Start the proxy with a command line of the caller's (e.g. under `prlimit`).
+    pub fn start_command(mut cmd: Command) -> ProxyProcess {
+        let mut child = cmd
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()

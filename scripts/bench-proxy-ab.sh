@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Throughput of two fairlane-proxy binaries (say main's and a branch's) in one run, rounds
+# alternating A/B, same upstream, same load generator: the "within 5 % of before" check of
+# issue 16. The load is scripts/bench-proxy.sh's proxy round (closed loop, 64 keep-alive
+# connections, SFQ, D = 64, one tenant); nginx is not needed.
+#
+#   scripts/bench-proxy-ab.sh BASE_BINARY NEW_BINARY
+#   (e.g. build main in a worktree: git worktree add /tmp/base main &&
+#    (cd /tmp/base && cargo build --release -p fairlane-proxy --bins) and pass
+#    /tmp/base/target/release/fairlane-proxy target/release/fairlane-proxy)
+#
+# Env: NO_BUILD=1 (use target/release/examples as they are), ROUNDS (default 4 per binary), SECS (default 10), CONNS (default 64). Loopback only;
+# ports 18100-18104.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+A=${1:?base proxy binary}
+B=${2:?new proxy binary}
+ROUNDS=${ROUNDS:-4}
+SECS=${SECS:-10}
+CONNS=${CONNS:-64}
+[ -n "${NO_BUILD:-}" ] || cargo build --release --locked -p fairlane-proxy --examples 2>/dev/null
+T=target/release
+W=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+ulimit -n "$(ulimit -Hn)"
+
+$T/examples/upstream 127.0.0.1:18100 & pids+=($!)
+conf() {
+  cat <<TOML
+[listen]
+addr = "127.0.0.1:$1"
+admin = "127.0.0.1:$2"
+[upstream]
+addr = "127.0.0.1:18100"
+[scheduler]
+algorithm = "sfq"
+depth = 64
+[limits]
+max_queued = 20000
+max_queued_per_tenant = 20000
+[[tenant]]
+name = "bench"
+keys = ["kb"]
+TOML
+}
+conf 18101 18102 > "$W/a.toml"
+conf 18103 18104 > "$W/b.toml"
+"$A" --config "$W/a.toml" 2>"$W/a.log" & pids+=($!); pa=$!
+"$B" --config "$W/b.toml" 2>"$W/b.log" & pids+=($!); pb=$!
+sleep 1
+
+okps() { sed -n 's/.* ok\/s \([0-9.]*\).*/\1/p'; }
+# CPU time (user + system, clock ticks) a process has used: less sensitive than req/s to
+# other load on a shared machine.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+tck=$(getconf CLK_TCK)
+cpa=0; cpb=0; na=0; nb=0
+sa=0; sb=0; ratios=()
+echo "== closed loop, $CONNS connections, ${SECS} s per round, A = $A, B = $B; $(awk "BEGIN{printf \"proxy CPU per request: A %.1f us, B %.1f us, B/A %.3f\n\", $cpa / $tck / $na * 1e6, $cpb / $tck / $nb * 1e6, ($cpb / $nb) / ($cpa / $na)}"
+echo "median of the per-round B/A ratios: $(printf '%s\n' "${ratios[@]}" | sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.3f", m}')"
+uptime)"
+for r in $(seq "$ROUNDS"); do
+  t0=$(ticks $pa)
+  a=$($T/examples/loadgen closed 127.0.0.1:18101 / "$CONNS" "$SECS" kb | okps)
+  t1=$(ticks $pa); t2=$(ticks $pb)
+  b=$($T/examples/loadgen closed 127.0.0.1:18103 / "$CONNS" "$SECS" kb | okps)
+  t3=$(ticks $pb)
+  cpa=$((cpa + t1 - t0)); cpb=$((cpb + t3 - t2))
+  na=$(awk "BEGIN{print $na + $a * $SECS}"); nb=$(awk "BEGIN{print $nb + $b * $SECS}")
+  echo "round $r: A $a req/s, B $b req/s, B/A $(awk "BEGIN{printf \"%.3f\", $b / $a}")"
+  ratios+=("$(awk "BEGIN{print $b / $a}")")
+  sa=$(awk "BEGIN{print $sa + $a}"); sb=$(awk "BEGIN{print $sb + $b}")
+done
+awk "BEGIN{printf \"mean: A %.0f req/s, B %.0f req/s, B/A %.3f\n\", $sa / $ROUNDS, $sb / $ROUNDS, $sb / $sa}"
+awk "BEGIN{printf \"proxy CPU per request: A %.1f us, B %.1f us, B/A %.3f\n\", $cpa / $tck / $na * 1e6, $cpb / $tck / $nb * 1e6, ($cpb / $nb) / ($cpa / $na)}"
+echo "median of the per-round B/A ratios: $(printf '%s\n' "${ratios[@]}" | sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.3f", m}')"
+uptime
