@@ -491,11 +491,10 @@ fn default_tenant_name() -> String {
 /// Largest depth accepted.
 pub const MAX_DEPTH: usize = 65_536;
 
-/// Smallest tenant weight accepted: below it, cost / weight overflows the schedulers' tags
-/// for ordinary costs (1e-320 once panicked inside 2DFQ).
-pub const MIN_WEIGHT: f64 = 1e-6;
-/// Largest tenant weight accepted (the ratio of any two weights stays within 1e12).
-pub const MAX_WEIGHT: f64 = 1e6;
+/// The tenant weight range is the core's ([`fairlane_core::MIN_WEIGHT`],
+/// [`fairlane_core::MAX_WEIGHT`]): checked here so a bad file fails at load, naming the
+/// file and the tenant, rather than at the first `set_weight`.
+pub use fairlane_core::{MAX_WEIGHT, MIN_WEIGHT};
 /// Longest tenant name, in bytes.
 pub const MAX_NAME_LEN: usize = 128;
 
