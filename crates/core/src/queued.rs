@@ -124,7 +124,7 @@ pub(crate) struct Queued<P>(pub P);
 
 impl<P> Queued<P> {
     /// The tenant's index, creating it (and telling the policy) if it is new.
-    fn tenant<T>(&mut self, id: TenantId) -> u32
+    fn tenant_index<T>(&mut self, id: TenantId) -> u32
     where
         P: Queue<T>,
     {
@@ -203,7 +203,7 @@ macro_rules! admin_inspect {
             fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
                 self.0.book_mut().observe(now)?;
                 check_weight(tenant, weight)?;
-                self.tenant(tenant);
+                self.tenant_index(tenant);
                 let (t, old) = self.0.book_mut().set_weight(tenant, weight)?;
                 self.0.weight_changed(t, old, weight);
                 Ok(())
