@@ -35,7 +35,6 @@
 //! assert!((small.work / 5.0 - 1000.0).abs() < 50.0);
 //! ```
 
-
 pub mod anyspec;
 pub mod blackbox;
 pub mod dbreport;

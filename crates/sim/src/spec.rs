@@ -662,7 +662,11 @@ fn parse_value(doc: &toml::Value, file: &str) -> Result<Spec, SpecError> {
 
 /// Set a dotted field path in a TOML document. A segment after an array of tables picks the
 /// element whose `name` is that segment (`tenant.small.count`).
-pub(crate) fn set_path(doc: &mut toml::Value, path: &str, value: toml::Value) -> Result<(), String> {
+pub(crate) fn set_path(
+    doc: &mut toml::Value,
+    path: &str,
+    value: toml::Value,
+) -> Result<(), String> {
     let segs: Vec<&str> = path.split('.').collect();
     let mut cur = doc;
     let mut i = 0;
