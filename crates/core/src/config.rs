@@ -379,9 +379,9 @@ impl Config {
         let clock = |default| Clock::new(self.clock.unwrap_or(default));
         let (c, w) = (self.charging, self.default_weight);
         Ok(match self.algorithm {
-            Algorithm::Fifo => Box::new(Queued::new(Fifo::new(workers, est, w))),
-            Algorithm::Drr => Box::new(Queued::new(Drr::new(workers, est, c, w, self.drr_quantum))),
-            Algorithm::Sfq => Box::new(Queued::new(StartTag::new(
+            Algorithm::Fifo => Box::new(Queued(Fifo::new(workers, est, w))),
+            Algorithm::Drr => Box::new(Queued(Drr::new(workers, est, c, w, self.drr_quantum))),
+            Algorithm::Sfq => Box::new(Queued(StartTag::new(
                 name,
                 Variant::Sfq,
                 workers,
@@ -389,7 +389,7 @@ impl Config {
                 c,
                 w,
             ))),
-            Algorithm::MinSfq => Box::new(Queued::new(StartTag::new(
+            Algorithm::MinSfq => Box::new(Queued(StartTag::new(
                 name,
                 Variant::MinSfq,
                 workers,
@@ -397,7 +397,7 @@ impl Config {
                 c,
                 w,
             ))),
-            Algorithm::Fsfq => Box::new(Queued::new(StartTag::new(
+            Algorithm::Fsfq => Box::new(Queued(StartTag::new(
                 name,
                 Variant::Fsfq,
                 workers,
@@ -405,14 +405,8 @@ impl Config {
                 c,
                 w,
             ))),
-            Algorithm::Rw => Box::new(Queued::new(Rw::new(
-                name,
-                workers,
-                self.window_unit,
-                est,
-                w,
-            ))),
-            Algorithm::Edf => Box::new(Queued::new(Edf::new(name, workers, est, w))),
+            Algorithm::Rw => Box::new(Queued(Rw::new(name, workers, self.window_unit, est, w))),
+            Algorithm::Edf => Box::new(Queued(Edf::new(name, workers, est, w))),
             Algorithm::Wfq => {
                 let clock = clock(VirtualClock::Approximate)?;
                 let track_start = matches!(clock, Clock::Approximate { .. });

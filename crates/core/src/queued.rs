@@ -4,10 +4,13 @@
 //! update, tenant views) are written once here, and each policy writes only what is its own
 //! through the hooks of [`Queue`].
 
-use std::marker::PhantomData;
-
 use crate::book::Book;
+use crate::drr::Drr;
+use crate::edf::Edf;
 use crate::estimate::CostEstimator;
+use crate::fifo::Fifo;
+use crate::interposed::StartTag;
+use crate::rw::Rw;
 use crate::scheduler::{check_target, Admin, Inspect, Scheduler, TenantView};
 use crate::types::{check_weight, Decision, Error, Request, TenantId, Ticket};
 
@@ -116,18 +119,15 @@ pub(crate) trait Queue<T> {
     }
 }
 
-/// A queue-based policy behind the seam. `T` is the policy's payload type: named here so
-/// that [`Admin`] and [`Inspect`], which do not mention it, can be implemented.
-pub(crate) struct Queued<T, P>(pub P, PhantomData<fn() -> T>);
+/// A queue-based policy behind the seam.
+pub(crate) struct Queued<P>(pub P);
 
-impl<T, P: Queue<T>> Queued<T, P> {
-    /// The policy behind the seam.
-    pub(crate) fn new(policy: P) -> Self {
-        Queued(policy, PhantomData)
-    }
-
+impl<P> Queued<P> {
     /// The tenant's index, creating it (and telling the policy) if it is new.
-    fn tenant(&mut self, id: TenantId) -> u32 {
+    fn tenant_index<T>(&mut self, id: TenantId) -> u32
+    where
+        P: Queue<T>,
+    {
         if let Some(t) = self.0.book().lookup(id) {
             return t;
         }
@@ -137,7 +137,10 @@ impl<T, P: Queue<T>> Queued<T, P> {
     }
 }
 
-impl<T: Send, P: Queue<T>> Scheduler<T> for Queued<T, P> {
+impl<T: Send, P: Queue<T>> Scheduler<T> for Queued<P>
+where
+    Queued<P>: Admin + Inspect,
+{
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.0.book_mut().observe(now)?;
         let require = self.0.requires_cost();
@@ -184,73 +187,82 @@ impl<T: Send, P: Queue<T>> Scheduler<T> for Queued<T, P> {
     }
 }
 
-impl<T, P: Queue<T>> Admin for Queued<T, P> {
-    fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
-        let workers = crate::config::check_workers(workers)?;
-        let old = std::mem::replace(self.0.workers_mut(), workers);
-        self.0.workers_changed(old);
-        Ok(())
-    }
+/// [`Admin`] and [`Inspect`] do not mention the payload type, so a blanket impl over every
+/// `P: Queue<T>` would leave `T` unconstrained: they are implemented for each policy type
+/// (which names `T`), with one text of the bodies.
+macro_rules! admin_inspect {
+    ($($policy:ident),*) => {$(
+        impl<T> Admin for Queued<$policy<T>> {
+            fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
+                let workers = crate::config::check_workers(workers)?;
+                let old = std::mem::replace(self.0.workers_mut(), workers);
+                self.0.workers_changed(old);
+                Ok(())
+            }
 
-    fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
-        self.0.book_mut().observe(now)?;
-        check_weight(tenant, weight)?;
-        self.tenant(tenant);
-        let (t, old) = self.0.book_mut().set_weight(tenant, weight)?;
-        self.0.weight_changed(t, old, weight);
-        Ok(())
-    }
+            fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
+                self.0.book_mut().observe(now)?;
+                check_weight(tenant, weight)?;
+                self.tenant_index(tenant);
+                let (t, old) = self.0.book_mut().set_weight(tenant, weight)?;
+                self.0.weight_changed(t, old, weight);
+                Ok(())
+            }
 
-    fn set_target(&mut self, tenant: TenantId, target: Option<f64>, now: f64) -> Result<(), Error> {
-        check_target(target)?;
-        self.0.book_mut().observe(now)?;
-        self.0.target(tenant, target)
-    }
+            fn set_target(&mut self, tenant: TenantId, target: Option<f64>, now: f64) -> Result<(), Error> {
+                check_target(target)?;
+                self.0.book_mut().observe(now)?;
+                self.0.target(tenant, target)
+            }
 
-    fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
-        let t = self.0.book_mut().remove_tenant(tenant)?;
-        self.0.removed(t);
-        self.0.est().forget(tenant);
-        Ok(())
-    }
+            fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
+                let t = self.0.book_mut().remove_tenant(tenant)?;
+                self.0.removed(t);
+                self.0.est().forget(tenant);
+                Ok(())
+            }
+        }
+
+        impl<T> Inspect for Queued<$policy<T>> {
+            fn name(&self) -> &'static str {
+                self.0.name()
+            }
+
+            fn workers(&self) -> usize {
+                self.0.workers()
+            }
+
+            fn requires_cost(&self) -> bool {
+                self.0.requires_cost()
+            }
+
+            fn tenant(&self, tenant: TenantId) -> Option<TenantView> {
+                let t = self.0.book().lookup(tenant)?;
+                let ten = &self.0.book().tenants[t as usize];
+                let (active, tag) = self.0.view(t);
+                Some(TenantView {
+                    id: ten.id,
+                    weight: ten.weight,
+                    queued: ten.queued,
+                    running: ten.running,
+                    active,
+                    tag,
+                })
+            }
+
+            fn queued(&self) -> usize {
+                self.0.book().queued
+            }
+
+            fn running(&self) -> usize {
+                self.0.book().running
+            }
+
+            fn virtual_time(&self) -> Option<f64> {
+                self.0.virtual_time()
+            }
+        }
+    )*};
 }
 
-impl<T, P: Queue<T>> Inspect for Queued<T, P> {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
-    fn workers(&self) -> usize {
-        self.0.workers()
-    }
-
-    fn requires_cost(&self) -> bool {
-        self.0.requires_cost()
-    }
-
-    fn tenant(&self, tenant: TenantId) -> Option<TenantView> {
-        let t = self.0.book().lookup(tenant)?;
-        let ten = &self.0.book().tenants[t as usize];
-        let (active, tag) = self.0.view(t);
-        Some(TenantView {
-            id: ten.id,
-            weight: ten.weight,
-            queued: ten.queued,
-            running: ten.running,
-            active,
-            tag,
-        })
-    }
-
-    fn queued(&self) -> usize {
-        self.0.book().queued
-    }
-
-    fn running(&self) -> usize {
-        self.0.book().running
-    }
-
-    fn virtual_time(&self) -> Option<f64> {
-        self.0.virtual_time()
-    }
-}
+admin_inspect!(Fifo, Drr, Edf, Rw, StartTag);
