@@ -284,7 +284,7 @@ mod tests {
         }
     }
 
-    fn drr(quantum: Option<f64>, spin: bool, estimated: bool) -> Queued<u32, Drr<u32>> {
+    fn drr(quantum: Option<f64>, spin: bool, estimated: bool) -> Queued<Drr<u32>> {
         let est = if estimated {
             EstimatorKind::Ema {
                 alpha: 0.5,
@@ -295,7 +295,7 @@ mod tests {
         };
         let mut d = Drr::new(2, est.build().unwrap(), Charging::default(), 1.0, quantum);
         d.spin = spin;
-        Queued::new(d)
+        Queued(d)
     }
 
     #[derive(Clone, Debug)]
