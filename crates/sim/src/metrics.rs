@@ -182,7 +182,7 @@ impl Latency {
     #[inline]
     fn nanos(seconds: f64) -> u64 {
         let x = seconds * 1e9;
-        if !(x >= 1.0) {
+        if x.is_nan() || x < 1.0 {
             return 1; // below one nanosecond, negative or NaN
         }
         if x >= MAX_VALUE as f64 {
@@ -382,8 +382,8 @@ mod tests {
             if case == 0 {
                 samples.extend([0.0, -1.0, 2047e-9, 2048e-9, 2049e-9, 4095e-9, 4096e-9]);
                 // Halves and near-halves (rounding), and the very large.
-                samples.extend([0.5e-9, 1.5e-9, 2.5e-9, 0.49999999999999994e-9, 1e-300]);
-                samples.extend([1e7, 4503599627370495.5e-9, 9007199254740993e-9]);
+                samples.extend([0.5e-9, 1.5e-9, 2.5e-9, 0.5f64.next_down() * 1e-9, 1e-300]);
+                samples.extend([1e7, 4_503_599.627_370_495, 9_007_199.254_740_993]);
             }
             let h = reference(&samples);
             let mut l = Latency::default();
