@@ -149,16 +149,7 @@ impl GpsClock {
         if now <= self.t {
             return;
         }
-        while let Some((f, key)) = self.departures.peek() {
-            let finish = self.flows[f as usize].finish;
-            if key != finish {
-                // A stale key: the flow got more work since it was filed (`arrive` files
-                // growth lazily, keys only ever lag behind). Every stored key is ≤ its flow's
-                // finish tag, so a current key on top is the true minimum; refile this one
-                // and look again. Departures are processed exactly as with eager keys.
-                self.departures.set(f, finish, f as u64);
-                continue;
-            }
+        while let Some((f, finish)) = self.departures.peek() {
             let rate = self.capacity / self.active_weight;
             let at = self.t + (finish - self.v) / rate;
             if at > now {
@@ -192,17 +183,14 @@ impl GpsClock {
         flow.arrived += cost;
         let w = flow.weight;
         if flow.backlogged {
-            // The finish tag only grows: its key in `departures` is brought up to date when
-            // it reaches the top (`advance`), which for a flow with a deep backlog is rarely
-            // or never, instead of a sift on every arrival.
             flow.finish += cost / w;
         } else {
             flow.finish = v + cost / w;
             flow.backlogged = true;
-            let finish = flow.finish;
             self.active_weight += w;
-            self.departures.set(f as u32, finish, f as u64);
         }
+        let finish = self.flows[f].finish;
+        self.departures.set(f as u32, finish, f as u64);
     }
 
     /// Take back `cost` of flow `f`'s not-yet-served work (a cancelled request).
@@ -395,28 +383,6 @@ mod tests {
         g.advance(10.0); // flow 0 empties at t = 8 (3 more units at 1/2), then flow 1 alone
         assert!((g.work(0) - 4.0).abs() < 1e-12);
         assert!((g.work(1) - 6.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn growth_filed_lazily_still_departs_in_order() {
-        // capacity 2. Flow 0 gets 1 unit, flow 1 gets 2, then flow 0 grows to 4 units (its
-        // departure key lags at 1 until it reaches the top). Both at rate 1: flow 1 leaves
-        // at t = 2 (v = 2), then flow 0 alone at rate 2 finishes its last 2 units at t = 3.
-        let mut g = GpsClock::new(2.0).unwrap();
-        g.arrive(0, 1.0, 0.0);
-        g.arrive(1, 2.0, 0.0);
-        g.arrive(0, 3.0, 0.5);
-        g.advance(1.5);
-        assert!(g.is_backlogged(0) && g.is_backlogged(1));
-        assert_eq!(g.work(0), 1.5);
-        g.advance(2.5);
-        assert!(!g.is_backlogged(1));
-        assert_eq!(g.work(1), 2.0);
-        assert_eq!(g.work(0), 3.0);
-        g.advance(10.0);
-        assert!(!g.is_backlogged(0));
-        assert_eq!(g.work(0), 4.0);
-        assert_eq!(g.virtual_time(), 4.0);
     }
 
     #[test]
