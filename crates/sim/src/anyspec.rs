@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::dbserver::{DbRun, DbSpec};
 use crate::engine::{RunResult, SimError};
-use crate::spec::{set_path, SpecError, SpecFile};
+use crate::spec::{parse_toml, read_spec, set_path, SpecError, SpecFile};
 use crate::tam::{TamRun, TamSpecFile};
 
 /// Top-level fields only a database-server spec has.
@@ -50,23 +50,13 @@ pub enum AnyRuns {
 impl AnySpec {
     /// Read and parse a spec file of any kind.
     pub fn load(path: &Path) -> Result<AnySpec, SpecError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-            file: file.clone(),
-            field: String::new(),
-            message: format!("cannot read: {e}"),
-        })?;
-        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let (file, text, dir) = read_spec(path)?;
         AnySpec::parse(&text, &file, dir)
     }
 
     /// Parse spec text; `file` names it in errors and `dir` anchors trace paths.
     pub fn parse(text: &str, file: &str, dir: PathBuf) -> Result<AnySpec, SpecError> {
-        let doc: toml::Value = toml::from_str(text).map_err(|e| SpecError {
-            file: file.to_string(),
-            field: String::new(),
-            message: format!("not valid TOML: {}", e.message().trim()),
-        })?;
+        let doc = parse_toml(text, file)?;
         if crate::tam::is_tam(&doc) {
             return TamSpecFile::from_doc(doc, file, &dir).map(AnySpec::Tam);
         }

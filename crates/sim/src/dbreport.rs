@@ -2,7 +2,6 @@
 //! summary, CSV files and an HTML page, the same kinds of files as for the other specs
 //! ([`crate::report`]). Everything here is deterministic except `wall_seconds`.
 
-use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
@@ -10,6 +9,7 @@ use fairlane_plot::{fmt_num, Axis, BarChart, Block, Page, Table};
 use serde_json::{json, Map, Value};
 
 use crate::dbserver::{DbRun, DbTenantResult};
+use crate::report::{csv_dir, Csv};
 
 /// `{"kind": "cores", "runs": [{"scheduler", "label", "utilization", …, "tenants": {NAME:
 /// {"cpu_mean", "viol_cpu", "latency_p99", …}}}]}`: CPU is in % of the server, latencies in
@@ -75,46 +75,46 @@ fn stem(r: &DbRun) -> String {
 /// Write `csv/STEM-tenants.csv` (per tenant) and `csv/STEM-intervals.csv` (every metering
 /// record) per run.
 pub fn write_csv(dir: &Path, runs: &[DbRun]) -> io::Result<()> {
-    let dir = dir.join("csv");
-    std::fs::create_dir_all(&dir)?;
+    let dir = csv_dir(dir)?;
     for r in runs {
         let stem = stem(r);
-        let mut s = String::from(
-            "tenant,group,res_pct,cpu_mean_pct,cpu_std_pct,viol_points,viol_cpu,violated,queries,latency_mean_s,latency_p99_s,revenue_max,refund\n",
+        let mut c = Csv::new(
+            "tenant,group,res_pct,cpu_mean_pct,cpu_std_pct,viol_points,viol_cpu,violated,queries,latency_mean_s,latency_p99_s,revenue_max,refund",
         );
         for t in &r.tenants {
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                t.name,
-                t.group,
-                t.res,
-                t.cpu_mean,
-                t.cpu_std,
-                t.viol_points,
-                t.viol_cpu,
-                t.violated,
-                t.queries,
-                t.latency_mean,
-                t.latency_p99,
-                t.revenue_max,
-                t.refund
-            );
+            c.row(&[
+                &t.name,
+                &t.group,
+                &t.res,
+                &t.cpu_mean,
+                &t.cpu_std,
+                &t.viol_points,
+                &t.viol_cpu,
+                &t.violated,
+                &t.queries,
+                &t.latency_mean,
+                &t.latency_p99,
+                &t.revenue_max,
+                &t.refund,
+            ]);
         }
-        std::fs::write(dir.join(format!("{stem}-tenants.csv")), s)?;
-        let mut s = String::from("tenant,start_s,cpu_pct,res_cpu_pct,viol_cpu,violated\n");
+        c.write(&dir, &stem, "tenants")?;
+        let mut c = Csv::new("tenant,start_s,cpu_pct,res_cpu_pct,viol_cpu,violated");
         for rec in &r.records {
             let name = r
                 .tenants
                 .get(rec.tenant.0 as usize)
                 .map_or("?", |t| t.name.as_str());
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{}",
-                name, rec.start, rec.cpu, rec.res_cpu, rec.viol_cpu, rec.violated
-            );
+            c.row(&[
+                &name,
+                &rec.start,
+                &rec.cpu,
+                &rec.res_cpu,
+                &rec.viol_cpu,
+                &rec.violated,
+            ]);
         }
-        std::fs::write(dir.join(format!("{stem}-intervals.csv")), s)?;
+        c.write(&dir, &stem, "intervals")?;
     }
     Ok(())
 }

@@ -336,11 +336,7 @@ pub struct DbSweep {
 impl DbSpec {
     /// Parse and check a spec; errors name `file` and the field.
     pub fn parse(text: &str, file: &str) -> Result<DbSpec, SpecError> {
-        let doc: toml::Value = toml::from_str(text).map_err(|e| SpecError {
-            file: file.to_string(),
-            field: String::new(),
-            message: format!("not valid TOML: {}", e.message().trim()),
-        })?;
+        let doc = crate::spec::parse_toml(text, file)?;
         DbSpec::from_value(&doc, file)
     }
 

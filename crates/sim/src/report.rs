@@ -109,81 +109,112 @@ pub(crate) fn run_stem(label: &str, scheduler: &str) -> String {
     }
 }
 
-/// Write `csv/STEM-tenants.csv`, `-series.csv`, `-gini.csv` and `-occupancy.csv` per run.
-pub fn write_csv(dir: &Path, results: &[RunResult]) -> io::Result<()> {
+/// One CSV file under construction: a header, then rows of comma-joined fields, written as
+/// `csv/STEM-KIND.csv` — the one writer every model's report uses.
+pub(crate) struct Csv(String);
+
+impl Csv {
+    /// A file with this header line (comma-separated column names).
+    pub(crate) fn new(header: &str) -> Self {
+        Csv(format!("{header}\n"))
+    }
+
+    /// One row: each field as `Display` prints it.
+    pub(crate) fn row(&mut self, fields: &[&dyn std::fmt::Display]) {
+        for (i, f) in fields.iter().enumerate() {
+            if i > 0 {
+                self.0.push(',');
+            }
+            let _ = write!(self.0, "{f}");
+        }
+        self.0.push('\n');
+    }
+
+    /// Write it as `dir/STEM-KIND.csv`.
+    pub(crate) fn write(self, dir: &Path, stem: &str, kind: &str) -> io::Result<()> {
+        std::fs::write(dir.join(format!("{stem}-{kind}.csv")), self.0)
+    }
+}
+
+/// Create `dir/csv` and return it.
+pub(crate) fn csv_dir(dir: &Path) -> io::Result<std::path::PathBuf> {
     let dir = dir.join("csv");
     std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// Write `csv/STEM-tenants.csv`, `-series.csv`, `-gini.csv` and `-occupancy.csv` per run.
+pub fn write_csv(dir: &Path, results: &[RunResult]) -> io::Result<()> {
+    let dir = csv_dir(dir)?;
     for r in results {
         let stem = file_stem(r);
-        let mut s = String::from(
-            "tenant,group,weight,arrived,completed,work,mean_cost,lag_std_s,lag_mean_s,lag_min_s,lag_max_s,latency_p50_s,latency_p99_s,latency_p999_s,latency_mean_s\n",
+        let mut c = Csv::new(
+            "tenant,group,weight,arrived,completed,work,mean_cost,lag_std_s,lag_mean_s,lag_min_s,lag_max_s,latency_p50_s,latency_p99_s,latency_p999_s,latency_mean_s",
         );
         for t in &r.tenants {
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                t.name,
-                t.group,
-                t.weight,
-                t.arrived,
-                t.completed,
-                t.work,
-                t.mean_cost,
-                t.lag_std,
-                t.lag_mean,
-                t.lag_min,
-                t.lag_max,
-                t.latency_p50,
-                t.latency_p99,
-                t.latency_p999,
-                t.latency_mean
-            );
+            c.row(&[
+                &t.name,
+                &t.group,
+                &t.weight,
+                &t.arrived,
+                &t.completed,
+                &t.work,
+                &t.mean_cost,
+                &t.lag_std,
+                &t.lag_mean,
+                &t.lag_min,
+                &t.lag_max,
+                &t.latency_p50,
+                &t.latency_p99,
+                &t.latency_p999,
+                &t.latency_mean,
+            ]);
         }
-        std::fs::write(dir.join(format!("{stem}-tenants.csv")), s)?;
-        let mut s = String::from("t,tenant,service_units_per_s,lag_s\n");
+        c.write(&dir, &stem, "tenants")?;
+        let mut c = Csv::new("t,tenant,service_units_per_s,lag_s");
         for ts in &r.series {
             for (a, b) in ts.service.iter().zip(&ts.lag) {
-                let _ = writeln!(s, "{},{},{},{}", a.0, ts.name, a.1, b.1);
+                c.row(&[&a.0, &ts.name, &a.1, &b.1]);
             }
         }
-        std::fs::write(dir.join(format!("{stem}-series.csv")), s)?;
-        let mut s = String::from("t,gini\n");
+        c.write(&dir, &stem, "series")?;
+        let mut c = Csv::new("t,gini");
         for (t, g) in &r.gini {
-            let _ = writeln!(s, "{t},{g}");
+            c.row(&[t, g]);
         }
-        std::fs::write(dir.join(format!("{stem}-gini.csv")), s)?;
-        let mut s = String::from("t,worker,cost\n");
+        c.write(&dir, &stem, "gini")?;
+        let mut c = Csv::new("t,worker,cost");
         let occ = &r.occupancy;
         for (w, row) in occ.cells.iter().enumerate() {
-            for (i, c) in row.iter().enumerate() {
+            for (i, cost) in row.iter().enumerate() {
                 let t = occ.t0 + i as f64 * occ.dt;
-                match c {
-                    Some(c) => _ = writeln!(s, "{t},{w},{c}"),
-                    None => _ = writeln!(s, "{t},{w},"),
+                match cost {
+                    Some(cost) => c.row(&[&t, &w, cost]),
+                    None => c.row(&[&t, &w, &""]),
                 }
             }
         }
-        std::fs::write(dir.join(format!("{stem}-occupancy.csv")), s)?;
+        c.write(&dir, &stem, "occupancy")?;
         if let Some(bb) = &r.blackbox {
-            let mut s = String::from("t,tenant,mean_response_s\n");
+            let mut c = Csv::new("t,tenant,mean_response_s");
             for t in &bb.tenants {
                 for (x, y) in &t.response {
-                    let _ = writeln!(s, "{x},{},{y}", t.name);
+                    c.row(&[x, &t.name, y]);
                 }
             }
-            std::fs::write(dir.join(format!("{stem}-response.csv")), s)?;
-            let mut s = String::from("t,tenant,completions_per_s\n");
+            c.write(&dir, &stem, "response")?;
+            let mut c = Csv::new("t,tenant,completions_per_s");
             for t in &bb.tenants {
                 for (x, y) in &t.throughput {
-                    let _ = writeln!(s, "{x},{},{y}", t.name);
+                    c.row(&[x, &t.name, y]);
                 }
             }
-            std::fs::write(dir.join(format!("{stem}-throughput.csv")), s)?;
-            let mut s = String::from("t,depth\n");
+            c.write(&dir, &stem, "throughput")?;
+            let mut c = Csv::new("t,depth");
             for (x, y) in &bb.depth {
-                let _ = writeln!(s, "{x},{y}");
+                c.row(&[x, y]);
             }
-            std::fs::write(dir.join(format!("{stem}-depth.csv")), s)?;
+            c.write(&dir, &stem, "depth")?;
         }
     }
     Ok(())

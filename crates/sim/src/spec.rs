@@ -576,23 +576,13 @@ pub struct SpecFile {
 impl SpecFile {
     /// Read and parse a spec file.
     pub fn load(path: &Path) -> Result<SpecFile, SpecError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-            file: file.clone(),
-            field: String::new(),
-            message: format!("cannot read: {e}"),
-        })?;
-        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let (file, text, dir) = read_spec(path)?;
         SpecFile::parse(&text, &file, dir)
     }
 
     /// Parse spec text; `file` names it in errors and `dir` anchors trace paths.
     pub fn parse(text: &str, file: &str, dir: PathBuf) -> Result<SpecFile, SpecError> {
-        let doc: toml::Value = toml::from_str(text).map_err(|e| SpecError {
-            file: file.to_string(),
-            field: String::new(),
-            message: format!("not valid TOML: {}", e.message().trim()),
-        })?;
+        let doc = parse_toml(text, file)?;
         let spec = parse_value(&doc, file)?;
         Ok(SpecFile {
             file: file.to_string(),
@@ -657,6 +647,28 @@ fn parse_value(doc: &toml::Value, file: &str) -> Result<Spec, SpecError> {
         file: file.to_string(),
         field: e.path().to_string(),
         message: e.inner().message().to_string(),
+    })
+}
+
+/// Read a spec file of any kind: its name for errors, its text, and the directory its trace
+/// paths are relative to.
+pub(crate) fn read_spec(path: &Path) -> Result<(String, String, PathBuf), SpecError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
+        file: file.clone(),
+        field: String::new(),
+        message: format!("cannot read: {e}"),
+    })?;
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    Ok((file, text, dir))
+}
+
+/// Parse spec text of any kind into a TOML document; errors name `file`.
+pub(crate) fn parse_toml(text: &str, file: &str) -> Result<toml::Value, SpecError> {
+    toml::from_str(text).map_err(|e| SpecError {
+        file: file.to_string(),
+        field: String::new(),
+        message: format!("not valid TOML: {}", e.message().trim()),
     })
 }
 
