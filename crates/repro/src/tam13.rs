@@ -7,7 +7,7 @@
 //! paper's 8-node cluster: the models describe one node, and the paper's workloads load each
 //! node alike (docs/tam.md, "Fig. 13: Orig- vs Tamed-HBase").
 
-use fairlane_plot::{Axis, LineChart, Series, Table};
+use fairlane_plot::{Axis, BarChart, LineChart, Series, Table};
 use fairlane_sim::tam::{run, spec::Loop, TamRun, TamSpec, TamSpecFile};
 
 use crate::claim::{Claim, Relation};
@@ -285,6 +285,22 @@ pub(crate) fn fig13b(out: &mut Out) -> Result<(), String> {
         ]);
     }
     out.table(t);
+    let mut bars = BarChart::new(
+        "Fig. 13(b): throughput by request type (one node)",
+        ["C1 cold Gets", "C2 cold Gets", "C2 cached Gets"],
+        Axis::linear("req/s"),
+    );
+    for (n, r, s) in [("Orig-HBase", &ro, &orig), ("Tamed-HBase", &rt, &tamed)] {
+        bars = bars.group(
+            n,
+            vec![
+                by_type(r, s, 0, 0),
+                by_type(r, s, 1, 0),
+                by_type(r, s, 1, 1),
+            ],
+        );
+    }
+    out.fig(bars.to_svg());
     let cached = (by_type(&ro, &orig, 1, 1), by_type(&rt, &tamed, 1, 1));
     let cold = |r: &TamRun, s: &TamSpec| by_type(r, s, 0, 0) + by_type(r, s, 1, 0);
     let (c1o, c1t) = (by_type(&ro, &orig, 0, 0), by_type(&rt, &tamed, 0, 0));
