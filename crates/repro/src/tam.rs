@@ -24,16 +24,16 @@ fn load((path, text): (&str, &str)) -> Result<TamSpec, String> {
         .map_err(|e| e.to_string())
 }
 
-fn go(spec: &TamSpec) -> Result<TamRun, String> {
+pub(crate) fn go(spec: &TamSpec) -> Result<TamRun, String> {
     run(spec, 0, &mut |_| {}).map_err(|e| e.to_string())
 }
 
-fn set_threads(spec: &mut TamSpec, client: usize, threads: u32) {
+pub(crate) fn set_threads(spec: &mut TamSpec, client: usize, threads: u32) {
     spec.clients[client].kind = Loop::Closed { threads };
 }
 
-/// Mean of a client's per-interval throughput over `[from, to)`.
-fn tput(r: &TamRun, client: usize, from: f64, to: f64) -> f64 {
+/// Mean of a client's per-interval throughput over `(from, to]`.
+pub(crate) fn tput(r: &TamRun, client: usize, from: f64, to: f64) -> f64 {
     let xs: Vec<f64> = r.clients[client]
         .series
         .iter()
@@ -43,7 +43,7 @@ fn tput(r: &TamRun, client: usize, from: f64, to: f64) -> f64 {
     xs.iter().sum::<f64>() / xs.len().max(1) as f64
 }
 
-fn chart(title: &str, x: &str, y: &str, series: Vec<(String, Vec<(f64, f64)>)>) -> String {
+pub(crate) fn chart(title: &str, x: &str, y: &str, series: Vec<(String, Vec<(f64, f64)>)>) -> String {
     let mut c = LineChart::new(title, Axis::linear(x), Axis::linear(y));
     for (n, p) in series {
         c = c.series(Series::new(n, p));
@@ -260,7 +260,7 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
 }
 
 /// Set the known cost (seconds) of request type `req`'s visit `visit`'s first step.
-fn set_cost(spec: &mut TamSpec, req: usize, visit: usize, seconds: f64) {
+pub(crate) fn set_cost(spec: &mut TamSpec, req: usize, visit: usize, seconds: f64) {
     let v = &mut spec.requests[req].visits[visit];
     v.steps[0].seconds = seconds;
     v.declared = v.steps.iter().map(|s| s.seconds).sum();

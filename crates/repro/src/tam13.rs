@@ -7,10 +7,11 @@
 //! paper's 8-node cluster: the models describe one node, and the paper's workloads load each
 //! node alike (docs/tam.md, "Fig. 13: Orig- vs Tamed-HBase").
 
-use fairlane_plot::{Axis, BarChart, LineChart, Series, Table};
-use fairlane_sim::tam::{run, spec::Loop, TamRun, TamSpec, TamSpecFile};
+use fairlane_plot::{Axis, BarChart, Table};
+use fairlane_sim::tam::{TamRun, TamSpec, TamSpecFile};
 
 use crate::claim::{Claim, Relation};
+use crate::tam::{chart, go, set_cost, set_threads, tput};
 use crate::out::{fmt2, Out};
 
 /// An experiment spec and the model file it names, both compiled in as a fallback.
@@ -55,14 +56,6 @@ fn load(p: &Pair) -> Result<TamSpec, String> {
     Ok(f.spec)
 }
 
-fn go(spec: &TamSpec) -> Result<TamRun, String> {
-    run(spec, 0, &mut |_| {}).map_err(|e| e.to_string())
-}
-
-fn set_threads(spec: &mut TamSpec, client: usize, threads: u32) {
-    spec.clients[client].kind = Loop::Closed { threads };
-}
-
 /// Set a stage's thread count (by name).
 fn set_stage_threads(spec: &mut TamSpec, stage: &str, threads: u32) -> Result<(), String> {
     let s = spec
@@ -72,32 +65,6 @@ fn set_stage_threads(spec: &mut TamSpec, stage: &str, threads: u32) -> Result<()
         .ok_or_else(|| format!("no stage `{stage}`"))?;
     s.threads = Some(threads);
     Ok(())
-}
-
-/// Set the known cost (seconds) of request type `req`'s visit `visit`'s first step.
-fn set_cost(spec: &mut TamSpec, req: usize, visit: usize, seconds: f64) {
-    let v = &mut spec.requests[req].visits[visit];
-    v.steps[0].seconds = seconds;
-    v.declared = v.steps.iter().map(|s| s.seconds).sum();
-}
-
-/// Mean of a client's per-interval throughput over `(from, to]`.
-fn tput(r: &TamRun, client: usize, from: f64, to: f64) -> f64 {
-    let xs: Vec<f64> = r.clients[client]
-        .series
-        .iter()
-        .filter(|p| p.0 > from && p.0 <= to)
-        .map(|p| p.1)
-        .collect();
-    xs.iter().sum::<f64>() / xs.len().max(1) as f64
-}
-
-fn chart(title: &str, x: &str, y: &str, series: Vec<(String, Vec<(f64, f64)>)>) -> String {
-    let mut c = LineChart::new(title, Axis::linear(x), Axis::linear(y));
-    for (n, p) in series {
-        c = c.series(Series::new(n, p));
-    }
-    c.to_svg()
 }
 
 /// Per-request-type throughput of a client over the measured span.
