@@ -43,7 +43,12 @@ pub(crate) fn tput(r: &TamRun, client: usize, from: f64, to: f64) -> f64 {
     xs.iter().sum::<f64>() / xs.len().max(1) as f64
 }
 
-pub(crate) fn chart(title: &str, x: &str, y: &str, series: Vec<(String, Vec<(f64, f64)>)>) -> String {
+pub(crate) fn chart(
+    title: &str,
+    x: &str,
+    y: &str,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+) -> String {
     let mut c = LineChart::new(title, Axis::linear(x), Axis::linear(y));
     for (n, p) in series {
         c = c.series(Series::new(n, p));

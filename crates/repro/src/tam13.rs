@@ -11,8 +11,8 @@ use fairlane_plot::{Axis, BarChart, Table};
 use fairlane_sim::tam::{TamRun, TamSpec, TamSpecFile};
 
 use crate::claim::{Claim, Relation};
-use crate::tam::{chart, go, set_cost, set_threads, tput};
 use crate::out::{fmt2, Out};
+use crate::tam::{chart, go, set_cost, set_threads, tput};
 
 /// An experiment spec and the model file it names, both compiled in as a fallback.
 struct Pair {
