@@ -97,34 +97,27 @@ impl<T> ReserveScheduler<T> {
         Ok((d, tie))
     }
 
-    /// Alg. 2's dequeue: the active tenant below `MaxCPU` with the largest deficit; if every
-    /// active tenant is at its limit, idle until the first of them falls below it.
-    pub(super) fn select_ldf(&mut self, o: LdfOptions, now: f64) -> Pick {
-        let mut best: Option<(usize, f64, f64)> = None;
+    /// Alg. 2's dequeue by a full scan: the active tenant below `MaxCPU` with the largest
+    /// deficit; if every active tenant is at its limit, idle until the first of them falls
+    /// below it. [`Self::select_ldf`] makes the same decisions faster; this scan is its
+    /// reference and serves the deficit modes it does not.
+    pub(super) fn select_ldf_scan(&mut self, o: LdfOptions, now: f64) -> Pick {
+        let mut best: Option<(usize, f64, f64, u64)> = None;
         let mut retry = f64::INFINITY;
         for k in 0..self.active.len() {
             let t = self.active[k];
             match self.eval(t, o, now) {
                 Err(at) => retry = retry.min(at),
                 Ok((d, tie)) => {
-                    let better = match best {
-                        None => true,
-                        Some((b, bd, btie)) => {
-                            d > bd
-                                || (d == bd
-                                    && (tie > btie
-                                        || (tie == btie
-                                            && self.tenants[t].id < self.tenants[b].id)))
-                        }
-                    };
-                    if better {
-                        best = Some((t, d, tie));
+                    let id = self.tenants[t].id.0;
+                    if super::ldf_fast::better(best, d, tie, id) {
+                        best = Some((t, d, tie, id));
                     }
                 }
             }
         }
         match best {
-            Some((t, _, _)) => Pick::Tenant(t),
+            Some((t, _, _, _)) => Pick::Tenant(t),
             None => Pick::Retry(retry),
         }
     }

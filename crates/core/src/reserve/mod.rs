@@ -48,7 +48,10 @@
 pub struct ReservationsDoctest;
 
 mod baselines;
+#[cfg(test)]
+mod fast_tests;
 mod ldf;
+mod ldf_fast;
 mod meter;
 mod penalty;
 
@@ -381,6 +384,9 @@ impl ReserveConfig {
             now: 0.0,
             max_price: 0.0,
             examined: 0,
+            ldf_index: ldf_fast::LdfIndex::default(),
+            #[cfg(test)]
+            scan_only: false,
         })
     }
 }
@@ -463,6 +469,11 @@ pub struct ReserveScheduler<T> {
     now: f64,
     max_price: f64,
     examined: u64,
+    /// LDF only: the sorted and scanned sets of the fast dispatch.
+    ldf_index: ldf_fast::LdfIndex,
+    /// Tests: dispatch LDF by the full scan (the reference).
+    #[cfg(test)]
+    scan_only: bool,
 }
 
 impl<T> ReserveScheduler<T> {
@@ -487,6 +498,7 @@ impl<T> ReserveScheduler<T> {
             .set_terms(t, terms.res_cpu, terms.elastic.map(|e| e.b), interval)?;
         self.tenants[t].terms = terms;
         self.refresh_max_price();
+        self.ldf_index.mark(t);
         Ok(())
     }
 
@@ -577,6 +589,7 @@ impl<T> ReserveScheduler<T> {
     }
 
     fn activate(&mut self, t: usize) {
+        self.ldf_index.mark(t);
         self.pos[t] = self.active.len();
         self.active.push(t);
         if matches!(self.policy, Policy::Drr(_)) {
@@ -585,6 +598,7 @@ impl<T> ReserveScheduler<T> {
     }
 
     fn deactivate(&mut self, t: usize) {
+        self.ldf_index.mark(t);
         let p = self.pos[t];
         self.active.swap_remove(p);
         if let Some(&moved) = self.active.get(p) {
@@ -603,6 +617,7 @@ impl<T> ReserveScheduler<T> {
             self.deactivate(t);
         }
         self.tenants[t].running += 1;
+        self.ldf_index.mark(t);
         self.queued -= 1;
         self.running += 1;
         self.meter.started(t, now);
@@ -713,6 +728,8 @@ impl<T: Send> Scheduler<T> for ReserveScheduler<T> {
             }
         }
         let pick = match self.policy {
+            #[cfg(test)]
+            Policy::Ldf(o) if self.scan_only => self.select_ldf_scan(o, now),
             Policy::Ldf(o) => self.select_ldf(o, now),
             Policy::Drr(o) => self.select_drr(o, now),
             Policy::Edf => self.select_edf(now),
@@ -765,6 +782,7 @@ impl<T: Send> Scheduler<T> for ReserveScheduler<T> {
         self.roll_server(now);
         self.server.finished(start, used, now);
         self.tenants[t].running -= 1;
+        self.ldf_index.mark(t);
         self.running -= 1;
         self.free_slot(i);
         Ok(())
@@ -785,6 +803,7 @@ impl<T: Send> Scheduler<T> for ReserveScheduler<T> {
             self.deactivate(t);
         }
         self.queued -= 1;
+        self.ldf_index.mark(t);
         self.meter.cancelled(t, now);
         let request = self.slots[i].request.take();
         self.free_slot(i);
@@ -796,6 +815,7 @@ impl<T> Admin for ReserveScheduler<T> {
     fn set_workers(&mut self, workers: usize) -> Result<(), Error> {
         self.cores = crate::config::check_workers(workers)?;
         self.meter.set_cores(self.cores);
+        self.ldf_index.invalidate();
         Ok(())
     }
 
@@ -804,6 +824,7 @@ impl<T> Admin for ReserveScheduler<T> {
         check_weight(tenant, weight)?;
         let t = self.tenant_index(tenant, now)?;
         self.tenants[t].terms.weight = Some(weight);
+        self.ldf_index.mark(t);
         Ok(())
     }
 
