@@ -3,7 +3,7 @@
 //! dequeue onto the freed core; 24 cores; every tenant keeps two tasks ready, each with a 5 %
 //! reservation scaled so the server is not overbooked (LDF, DRR, EDF) or none (no-res).
 //!
-//! Run: `cargo bench -p fairlane-core --bench reserve`
+//! Run: `cargo bench -p fairlane-core --bench reserve` (LDF only: `-- ldf`)
 
 #![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
 
@@ -16,6 +16,8 @@ use fairlane_core::{Decision, Request, Scheduler, TenantId, Ticket};
 
 const CORES: usize = 24;
 const SIZES: [usize; 4] = [10, 40, 100, 400];
+/// LDF only, to show the slope of the scan against the sorted walk.
+const MORE: [usize; 2] = [1_000, 4_000];
 const QUANTUM: f64 = 0.004;
 
 struct Bench {
@@ -25,12 +27,13 @@ struct Bench {
 }
 
 impl Bench {
-    fn new(policy: Policy, tenants: usize) -> Self {
+    fn new(policy: Policy, tenants: usize, full_scan: bool) -> Self {
         let mut s = ReserveConfig::new(policy)
             .cores(CORES)
             .interval(1.0)
             .build::<u32>()
             .unwrap();
+        s.use_full_scan(full_scan);
         let res = 90.0 / tenants as f64;
         for t in 0..tenants {
             s.set_reservation(TenantId(t as u64), Reservation::new(res, 100.0), 0.0)
@@ -74,14 +77,26 @@ fn dispatch(c: &mut Criterion) {
     g.warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(20);
+    // `ldf-scan`: the same LDF decisions by the full scan (the reference of issue 19), run
+    // beside `ldf` at each size.
+    for n in SIZES.into_iter().chain(MORE) {
+        for (name, scan) in [("ldf", false), ("ldf-scan", true)] {
+            let mut b = Bench::new(Policy::ldf(), n, scan);
+            g.bench_with_input(BenchmarkId::new(name, n), &n, |bench, _| {
+                bench.iter(|| {
+                    b.cycle();
+                    black_box(&b.s);
+                })
+            });
+        }
+    }
     for (name, policy) in [
-        ("ldf", Policy::ldf()),
         ("drr-res", Policy::drr()),
         ("edf-res", Policy::Edf),
         ("no-res", Policy::BestEffort),
     ] {
         for n in SIZES {
-            let mut b = Bench::new(policy, n);
+            let mut b = Bench::new(policy, n, false);
             g.bench_with_input(BenchmarkId::new(name, n), &n, |bench, _| {
                 bench.iter(|| {
                     b.cycle();

@@ -63,7 +63,8 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn terms(kind: u8, res: u16, x: u16) -> Reservation {
-    let res = 0.5 + (res % 400) as f64 / 8.0; // (0, 50.5]
+    // Few distinct values, so that equal reservations (and tied deficits) are common.
+    let res = 0.5 + (res % 9) as f64 * 6.25; // [0.5, 50.5]
     let max = (res + (x % 64) as f64).min(100.0);
     match kind % 7 {
         0 => Reservation::new(res, 100.0),
@@ -88,7 +89,7 @@ fn start(policy: Policy, scan_only: bool) -> Run {
         .interval(0.5)
         .build::<u32>()
         .unwrap();
-    s.scan_only = scan_only;
+    s.use_full_scan(scan_only);
     Run {
         s,
         queued: Vec::new(),
@@ -126,8 +127,13 @@ fn apply(r: &mut Run, op: &Op, now: f64, tenants: u8) -> String {
                 return String::new();
             }
             let (tk, at) = r.running.remove(pick as usize % r.running.len());
-            // Used core-time up to the wall time elapsed, sometimes a little less.
-            let used = (now - at) * (used % 5 + 1) as f64 / 5.0;
+            // Used core-time up to the wall time elapsed, sometimes a little less, or a fixed
+            // quantum (equal usage, tied deficits).
+            let used = if used % 6 == 5 {
+                0.004
+            } else {
+                (now - at) * (used % 5 + 1) as f64 / 5.0
+            };
             r.s.complete(tk, used, now).unwrap();
             String::new()
         }
@@ -251,4 +257,41 @@ fn fast_ldf_prunes_with_many_active_tenants() {
     }
     let (e, s) = (fast.s.examined() - e0, scan.s.examined() - s0);
     assert!(e * 5 < s, "fast examined {e}, scan {s}");
+}
+
+#[test]
+#[ignore]
+fn debug_bench_shape() {
+    use std::collections::VecDeque;
+    for n in [100usize, 400, 1000] {
+        let mut s = ReserveConfig::new(Policy::ldf()).cores(24).interval(1.0).build::<u32>().unwrap();
+        let res = 90.0 / n as f64;
+        for t in 0..n {
+            s.set_reservation(TenantId(t as u64), Reservation::new(res, 100.0), 0.0).unwrap();
+            for _ in 0..3 {
+                s.enqueue(Request::new(t as u64, 0u32, 0), 0.0).unwrap();
+            }
+        }
+        let mut running = VecDeque::new();
+        for c in 0..24 {
+            if let Decision::Run(d) = s.dequeue(c, 0.0).unwrap() {
+                running.push_back((d.ticket, d.request.tenant.0));
+            }
+        }
+        let mut now = 0.0;
+        let e0 = s.examined();
+        let cycles = 20000;
+        let t0 = std::time::Instant::now();
+        for _ in 0..cycles {
+            now += 0.004 / 24.0;
+            let (tk, tenant) = running.pop_front().unwrap();
+            s.complete(tk, 0.004, now).unwrap();
+            s.enqueue(Request::new(tenant, 0u32, 0), now).unwrap();
+            let d = s.dequeue(0, now).unwrap().run().unwrap();
+            running.push_back((d.ticket, d.request.tenant.0));
+        }
+        let el = t0.elapsed();
+        println!("n {n}: examined/cycle {:.1} scanned {} sorted {} ns/cycle {:.0}", (s.examined() - e0) as f64 / cycles as f64,
+            s.ldf_index.scanned.len(), s.ldf_index.sorted.len(), el.as_nanos() as f64 / cycles as f64);
+    }
 }

@@ -30,8 +30,10 @@
 //! `1 − cpu/R`, which decreases in `cpu/R`. So `d ≤ 1 − y + 4ε(1 + y) <` the bound `< best`:
 //! it is strictly worse and cannot be chosen, not even by a tie-break. Tenants with `k = 0`
 //! (nothing used yet in the window; frequent right after a window starts) all have `d = 1`
-//! and tie key `1` exactly, so only the lowest id among them can win; they are sorted by id
-//! and only the first is evaluated.
+//! and tie key `1` exactly, and more generally tenants with equal `c`, `R` and `ResCPU`
+//! (frequent with equal quanta and reservations) get identical deficits and tie keys: only
+//! the lowest id among them below `MaxCPU` can win, so each such group is sorted by id and
+//! evaluated up to its first member below `MaxCPU`.
 //!
 //! When the assumptions do not hold — a revenue or blended deficit (Eq. 6, 7: they move with
 //! the tenant's delay), or the instant a window starts (`D = 0`) — the full scan runs.
@@ -54,12 +56,37 @@ const HUGE: f64 = 1e200;
 /// The smallest reservation (%) kept in `S`.
 const MIN_RES: f64 = 1e-6;
 
+/// A tenant's place in `S`. Tenants with equal `c`, `R` and `ResCPU` (the tie key's
+/// divisor) get bit-identical deficits and tie keys from the scan, so among those below
+/// `MaxCPU` only the lowest id can win: the walk evaluates that one and skips the group.
+/// Keys are ≥ +0, so their bit patterns sort as the numbers do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Entry {
+    k: u64,
+    c: u64,
+    r: u64,
+    res: u64,
+    id: u64,
+    t: usize,
+}
+
+impl Entry {
+    /// The last possible entry of `self`'s group.
+    fn group_end(self) -> Entry {
+        Entry {
+            id: u64::MAX,
+            t: usize::MAX,
+            ..self
+        }
+    }
+}
+
 /// Where a tenant is filed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Filed {
     No,
     /// In `S` under this entry.
-    Sorted(u64, u64),
+    Sorted(Entry),
     /// In `C` at this position.
     Scanned(usize),
 }
@@ -69,11 +96,10 @@ enum Filed {
 pub(super) struct LdfIndex {
     /// The window of `S`: start and length; `None` until built, or after an invalidation.
     window: Option<(f64, f64)>,
-    /// `S`: (key bits, tenant id, handle), ascending. Keys are ≥ +0, so their bit patterns
-    /// sort as the numbers do.
-    sorted: BTreeSet<(u64, u64, usize)>,
+    /// `S`, ascending.
+    pub(super) sorted: BTreeSet<Entry>,
     /// `C`: handles.
-    scanned: Vec<usize>,
+    pub(super) scanned: Vec<usize>,
     filed: Vec<Filed>,
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
@@ -105,8 +131,8 @@ impl LdfIndex {
     fn unfile(&mut self, t: usize) {
         match self.filed[t] {
             Filed::No => {}
-            Filed::Sorted(k, id) => {
-                self.sorted.remove(&(k, id, t));
+            Filed::Sorted(e) => {
+                self.sorted.remove(&e);
             }
             Filed::Scanned(p) => {
                 self.scanned.swap_remove(p);
@@ -179,9 +205,23 @@ impl<T> ReserveScheduler<T> {
         // + 0.0 turns a −0 into +0, so that the bit patterns sort as the numbers.
         let k = (c / r).max(0.0) + 0.0;
         let id = self.tenants[t].id.0;
+        // With c = 0 the deficit and tie key are 1 whatever R and ResCPU are: one group.
+        let (rb, resb) = if c == 0.0 {
+            (0, 0)
+        } else {
+            (r.to_bits(), terms.res_cpu.to_bits())
+        };
+        let e = Entry {
+            k: k.to_bits(),
+            c: (c + 0.0).to_bits(),
+            r: rb,
+            res: resb,
+            id,
+            t,
+        };
         let ix = &mut self.ldf_index;
-        ix.sorted.insert((k.to_bits(), id, t));
-        ix.filed[t] = Filed::Sorted(k.to_bits(), id);
+        ix.sorted.insert(e);
+        ix.filed[t] = Filed::Sorted(e);
     }
 
     /// Bring `S` and `C` up to date at meter time `now`.
@@ -238,25 +278,24 @@ impl<T> ReserveScheduler<T> {
             self.consider(t, o, now, &mut best, &mut retry);
         }
         // Walk S by key (see the module docs for the stopping rule).
-        let mut after: Bound<(u64, u64, usize)> = Bound::Unbounded;
-        while let Some(&(kb, id, t)) = self
+        let mut after: Bound<Entry> = Bound::Unbounded;
+        while let Some(&e) = self
             .ldf_index
             .sorted
             .range((after, Bound::Unbounded))
             .next()
         {
             if let Some((_, bd, _, _)) = best {
-                let y_lb = f64::from_bits(kb) / big_d * (1.0 - 1e-12);
+                let y_lb = f64::from_bits(e.k) / big_d * (1.0 - 1e-12);
                 if (1.0 - y_lb) + 1e-15 * (1.0 + y_lb) < bd {
                     break;
                 }
             }
-            self.consider(t, o, now, &mut best, &mut retry);
-            after = if kb == 0 {
-                // Only the lowest id with key 0 can win among them: skip the rest.
-                Bound::Excluded((0, u64::MAX, usize::MAX))
+            after = if self.consider(e.t, o, now, &mut best, &mut retry) {
+                // The rest of its group ties with it and has higher ids.
+                Bound::Excluded(e.group_end())
             } else {
-                Bound::Excluded((kb, id, t))
+                Bound::Excluded(e)
             };
         }
         match best {
@@ -265,6 +304,8 @@ impl<T> ReserveScheduler<T> {
         }
     }
 
+    /// Evaluate `t` as the scan does and keep it if it is better; whether it is below
+    /// `MaxCPU`.
     fn consider(
         &mut self,
         t: usize,
@@ -272,14 +313,18 @@ impl<T> ReserveScheduler<T> {
         now: f64,
         best: &mut Option<(usize, f64, f64, u64)>,
         retry: &mut f64,
-    ) {
+    ) -> bool {
         match self.eval(t, o, now) {
-            Err(at) => *retry = retry.min(at),
+            Err(at) => {
+                *retry = retry.min(at);
+                false
+            }
             Ok((d, tie)) => {
                 let id = self.tenants[t].id.0;
                 if better(*best, d, tie, id) {
                     *best = Some((t, d, tie, id));
                 }
+                true
             }
         }
     }

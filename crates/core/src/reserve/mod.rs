@@ -385,7 +385,6 @@ impl ReserveConfig {
             max_price: 0.0,
             examined: 0,
             ldf_index: ldf_fast::LdfIndex::default(),
-            #[cfg(test)]
             scan_only: false,
         })
     }
@@ -471,8 +470,7 @@ pub struct ReserveScheduler<T> {
     examined: u64,
     /// LDF only: the sorted and scanned sets of the fast dispatch.
     ldf_index: ldf_fast::LdfIndex,
-    /// Tests: dispatch LDF by the full scan (the reference).
-    #[cfg(test)]
+    /// Dispatch LDF by the full scan (the reference; see [`Self::use_full_scan`]).
     scan_only: bool,
 }
 
@@ -525,6 +523,14 @@ impl<T> ReserveScheduler<T> {
     /// a tenant had no work at all are not reported: they cannot be violations.
     pub fn take_records(&mut self) -> Vec<MeterRecord> {
         self.meter.take_records()
+    }
+
+    /// Dispatch LDF by evaluating every active tenant's deficit, as before issue 19, instead
+    /// of the sorted walk: the same decisions, O(active tenants) per dispatch. For benchmarks
+    /// and tests that compare the two; no other effect.
+    #[doc(hidden)]
+    pub fn use_full_scan(&mut self, on: bool) {
+        self.scan_only = on;
     }
 
     /// How many tenant deficits (or deadlines) the policy has evaluated so far: the work of
@@ -728,7 +734,6 @@ impl<T: Send> Scheduler<T> for ReserveScheduler<T> {
             }
         }
         let pick = match self.policy {
-            #[cfg(test)]
             Policy::Ldf(o) if self.scan_only => self.select_ldf_scan(o, now),
             Policy::Ldf(o) => self.select_ldf(o, now),
             Policy::Drr(o) => self.select_drr(o, now),
