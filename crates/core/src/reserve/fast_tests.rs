@@ -264,10 +264,15 @@ fn fast_ldf_prunes_with_many_active_tenants() {
 fn debug_bench_shape() {
     use std::collections::VecDeque;
     for n in [100usize, 400, 1000] {
-        let mut s = ReserveConfig::new(Policy::ldf()).cores(24).interval(1.0).build::<u32>().unwrap();
+        let mut s = ReserveConfig::new(Policy::ldf())
+            .cores(24)
+            .interval(1.0)
+            .build::<u32>()
+            .unwrap();
         let res = 90.0 / n as f64;
         for t in 0..n {
-            s.set_reservation(TenantId(t as u64), Reservation::new(res, 100.0), 0.0).unwrap();
+            s.set_reservation(TenantId(t as u64), Reservation::new(res, 100.0), 0.0)
+                .unwrap();
             for _ in 0..3 {
                 s.enqueue(Request::new(t as u64, 0u32, 0), 0.0).unwrap();
             }
@@ -291,7 +296,12 @@ fn debug_bench_shape() {
             running.push_back((d.ticket, d.request.tenant.0));
         }
         let el = t0.elapsed();
-        println!("n {n}: examined/cycle {:.1} scanned {} sorted {} ns/cycle {:.0}", (s.examined() - e0) as f64 / cycles as f64,
-            s.ldf_index.scanned.len(), s.ldf_index.sorted.len(), el.as_nanos() as f64 / cycles as f64);
+        println!(
+            "n {n}: examined/cycle {:.1} scanned {} sorted {} ns/cycle {:.0}",
+            (s.examined() - e0) as f64 / cycles as f64,
+            s.ldf_index.scanned.len(),
+            s.ldf_index.sorted.len(),
+            el.as_nanos() as f64 / cycles as f64
+        );
     }
 }

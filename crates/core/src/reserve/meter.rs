@@ -13,6 +13,20 @@
 //! delay caused by other tenants and is not counted. So a tenant that always has work gets
 //! `CPU + Delay ≈` the server's busy share and `CPU_eff ≈ CPU / busy share`, and a tenant idle
 //! half the time is judged on the half it was active.
+//!
+//! Cost. A tenant with `q` ready and `r` running tasks accrues `min(q, R − r)`, which is the
+//! number of *levels* `k ∈ (r, r + q]` with `R ≥ k`. So the meter keeps, per level `k`, the
+//! total time `T_k` during which at least `k` tasks ran ([`Levels`], O(1) per start or stop),
+//! and a tenant's delay over any stretch in which its `q` and `r` stay put is the change of
+//! `Σ_{k=r+1}^{r+q} T_k` — read when the tenant's own counts change, when its interval
+//! closes (a heap of the waiting tenants' interval ends) or when it is read. An event costs
+//! O(log tenants + min(q, cores)) instead of O(tenants with ready tasks) (issue 19). The
+//! delays equal the per-event sums of the earlier meter up to rounding (the sums are
+//! grouped differently; `meter_scan.rs`, the earlier meter, is the tests' reference), and a
+//! tenant that waited only while nothing else ran accrues exactly 0.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
 
 use crate::types::{saturate, Error, TenantId};
 
@@ -217,11 +231,86 @@ struct Metered {
     res: f64,
     burst: Option<f64>,
     usage: Usage,
-    /// Delay core-seconds in the current interval.
+    /// Delay core-seconds in the current interval, accrued up to the last time `snap` was
+    /// taken.
     delay: f64,
+    /// `Σ_{k=r+1}^{r+q} T_k` when the delay was last accrued (0 while `q = 0`).
+    snap: f64,
+    /// The interval end this tenant has an entry for in the meter's heap (NaN: none).
+    queued_end: f64,
     queued: usize,
     /// Had work at some time during the current interval.
     active: bool,
+}
+
+/// Per level `k ≥ 1`, the total time `T_k` during which at least `k` tasks ran on the server
+/// (see the module docs): `closed[k−1]` for the stretches that ended, plus `now − since[k−1]`
+/// while at least `k` run.
+#[derive(Clone, Debug, Default)]
+struct Levels {
+    closed: Vec<f64>,
+    since: Vec<f64>,
+    /// Tasks running now (`R`).
+    running: usize,
+}
+
+impl Levels {
+    /// `R` becomes `running` at `now`. `T_k(now)` keeps its exact value across the change:
+    /// a closing level adds `now − since` to `closed` as [`Levels::t`] would, an opening
+    /// one adds `now − now = 0`.
+    fn set(&mut self, running: usize, now: f64) {
+        while self.running < running {
+            if self.closed.len() == self.running {
+                self.closed.push(0.0);
+                self.since.push(now);
+            }
+            self.since[self.running] = now;
+            self.running += 1;
+        }
+        while self.running > running {
+            self.running -= 1;
+            let k = self.running;
+            self.closed[k] = saturate(self.closed[k] + (now - self.since[k]));
+        }
+    }
+
+    /// `T_k` at `at` (≥ the last change), `k` 1-based.
+    fn t(&self, k: usize, at: f64) -> f64 {
+        match self.closed.get(k - 1) {
+            None => 0.0,
+            Some(&c) if k <= self.running => c + (at - self.since[k - 1]),
+            Some(&c) => c,
+        }
+    }
+
+    /// `Σ_{k=r+1}^{r+q} T_k` at `at`: the levels above a tenant's own `r` running tasks that
+    /// its `q` ready ones could fill. Levels never reached are 0.
+    fn band(&self, r: usize, q: usize, at: f64) -> f64 {
+        let top = (r + q).min(self.closed.len());
+        let mut sum = 0.0;
+        for k in r + 1..=top {
+            sum += self.t(k, at);
+        }
+        sum
+    }
+}
+
+/// An interval end in the meter's heap, earliest first (then by handle).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct End(f64, usize);
+
+impl Eq for End {}
+
+impl PartialOrd for End {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for End {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0).then(self.1.cmp(&other.1))
+    }
 }
 
 /// The metering logic of §2.2/§3.5 for a server of `cores` cores. Tenants are handles
@@ -249,14 +338,13 @@ pub struct Meter {
     tenants: Vec<Metered>,
     /// Tasks running on the server.
     running_total: usize,
-    /// Tenants with ready tasks, and each tenant's position in it.
-    waiting: Vec<usize>,
-    pos: Vec<usize>,
+    /// `T_k` per level.
+    levels: Levels,
+    /// The current interval ends of tenants with ready tasks (stale entries are skipped).
+    ends: BinaryHeap<Reverse<End>>,
     last: f64,
     records: Vec<MeterRecord>,
 }
-
-const NOT_WAITING: usize = usize::MAX;
 
 impl Meter {
     /// A meter for a server of `cores` cores (≥ 1).
@@ -265,8 +353,8 @@ impl Meter {
             cores: cores.max(1) as f64,
             tenants: Vec::new(),
             running_total: 0,
-            waiting: Vec::new(),
-            pos: Vec::new(),
+            levels: Levels::default(),
+            ends: BinaryHeap::new(),
             last: 0.0,
             records: Vec::new(),
         }
@@ -294,10 +382,11 @@ impl Meter {
             burst,
             usage: Usage::new(interval, now.max(self.last)),
             delay: 0.0,
+            snap: 0.0,
+            queued_end: f64::NAN,
             queued: 0,
             active: false,
         });
-        self.pos.push(NOT_WAITING);
         Ok(self.tenants.len() - 1)
     }
 
@@ -315,6 +404,8 @@ impl Meter {
             m.res = res_cpu;
             m.burst = burst;
             m.usage.len = interval;
+            // The end moved: file the new one.
+            self.schedule_end(t);
         }
         Ok(())
     }
@@ -326,6 +417,8 @@ impl Meter {
             m.usage = Usage::new(m.usage.len, now.max(self.last));
             m.delay = 0.0;
             m.active = false;
+            self.resnap(t);
+            self.schedule_end(t);
         }
     }
 
@@ -336,13 +429,12 @@ impl Meter {
         }
         self.advance(now);
         self.touch(t);
+        self.accrue(t);
         let m = &mut self.tenants[t];
         m.queued += 1;
         m.active = true;
-        if m.queued == 1 {
-            self.pos[t] = self.waiting.len();
-            self.waiting.push(t);
-        }
+        self.resnap(t);
+        self.schedule_end(t);
     }
 
     /// A ready task left without running (cancelled).
@@ -352,7 +444,9 @@ impl Meter {
         }
         self.advance(now);
         self.touch(t);
+        self.accrue(t);
         self.unqueue(t);
+        self.resnap(t);
     }
 
     /// One of the tenant's ready tasks started on a core.
@@ -362,11 +456,14 @@ impl Meter {
         }
         self.advance(now);
         self.touch(t);
+        self.accrue(t);
         self.unqueue(t);
         let m = &mut self.tenants[t];
         m.usage.started(self.last);
         m.active = true;
         self.running_total += 1;
+        self.levels.set(self.running_total, self.last);
+        self.resnap(t);
     }
 
     /// A task of the tenant that started at `start` left its core at `now` having used `used`
@@ -377,8 +474,11 @@ impl Meter {
         }
         self.advance(now);
         self.touch(t);
+        self.accrue(t);
         self.tenants[t].usage.finished(start, used, self.last);
         self.running_total = self.running_total.saturating_sub(1);
+        self.levels.set(self.running_total, self.last);
+        self.resnap(t);
     }
 
     /// Bring every tenant up to `now`, closing the intervals that ended.
@@ -396,6 +496,7 @@ impl Meter {
         }
         self.advance(now);
         self.touch(t);
+        self.accrue(t);
         let now = self.last;
         let m = &self.tenants[t];
         let cpu = m.usage.cpu(now, self.cores);
@@ -438,7 +539,61 @@ impl Meter {
     /// `ViolCPU` so far (after [`Meter::sync`]).
     pub(crate) fn viol_cpu(&self, t: usize) -> f64 {
         let m = &self.tenants[t];
-        eff_viol(m.usage.consumed(self.last), m.delay, m.res).1
+        eff_viol(m.usage.consumed(self.last), self.delay_now(t), m.res).1
+    }
+
+    /// The tenant's delay so far in its interval (its accrued delay plus what its band of
+    /// levels gained since).
+    fn delay_now(&self, t: usize) -> f64 {
+        let m = &self.tenants[t];
+        if m.queued == 0 {
+            return m.delay;
+        }
+        let band = self.levels.band(m.usage.running, m.queued, self.last);
+        m.delay + (band - m.snap)
+    }
+
+    /// Bring the tenant's delay up to the meter's time (before its `q` or `r` change).
+    fn accrue(&mut self, t: usize) {
+        self.accrue_to(t, self.last);
+    }
+
+    /// Bring the tenant's delay up to `at` ∈ [last change of `R`, now].
+    fn accrue_to(&mut self, t: usize, at: f64) {
+        let m = &self.tenants[t];
+        if m.queued == 0 {
+            return;
+        }
+        let band = self.levels.band(m.usage.running, m.queued, at);
+        let m = &mut self.tenants[t];
+        m.delay += band - m.snap;
+        m.snap = band;
+    }
+
+    /// Take the tenant's band anew (after its `q` or `r` changed).
+    fn resnap(&mut self, t: usize) {
+        self.resnap_at(t, self.last);
+    }
+
+    fn resnap_at(&mut self, t: usize, at: f64) {
+        let m = &self.tenants[t];
+        let band = if m.queued == 0 {
+            0.0
+        } else {
+            self.levels.band(m.usage.running, m.queued, at)
+        };
+        self.tenants[t].snap = band;
+    }
+
+    /// File the end of the tenant's interval in the heap if it has ready tasks and that end
+    /// is not filed yet.
+    fn schedule_end(&mut self, t: usize) {
+        let m = &mut self.tenants[t];
+        let end = m.usage.end();
+        if m.queued > 0 && m.queued_end != end {
+            m.queued_end = end;
+            self.ends.push(Reverse(End(end, t)));
+        }
     }
 
     /// The tenant's usage window (call [`Meter::sync`] first to bring it up to date).
@@ -453,43 +608,42 @@ impl Meter {
         }
         m.queued -= 1;
         if m.queued == 0 {
-            let p = self.pos[t];
-            self.waiting.swap_remove(p);
-            if let Some(&moved) = self.waiting.get(p) {
-                self.pos[moved] = p;
-            }
-            self.pos[t] = NOT_WAITING;
+            // Its heap entry goes stale and is skipped.
+            m.queued_end = f64::NAN;
         }
     }
 
-    /// Accrue the delay of every waiting tenant from the last event to `now` (rates are
-    /// constant in between), closing intervals on the way.
+    /// Move the meter to `now`, closing the intervals of waiting tenants that ended on the
+    /// way (their delay accrued up to each end: `R` is constant since the last event). Other
+    /// tenants accrue no delay and close theirs when next touched.
     fn advance(&mut self, now: f64) {
         let now = if now > self.last { now } else { self.last };
-        let from = self.last;
-        if now > from {
-            for k in 0..self.waiting.len() {
-                let t = self.waiting[k];
-                let m = &self.tenants[t];
-                let others = self.running_total.saturating_sub(m.usage.running);
-                let rate = m.queued.min(others) as f64;
-                let mut at = from;
-                let mut rolls = 0;
-                while now >= self.tenants[t].usage.end() {
-                    if !self.tenants[t].usage.may_roll(rolls) {
-                        self.tenants[t].usage.jump(now);
-                        at = self.tenants[t].usage.start.min(now);
-                        self.tenants[t].delay = 0.0;
-                        break;
-                    }
-                    let end = self.tenants[t].usage.end();
-                    self.tenants[t].delay += rate * (end - at);
-                    self.roll(t);
-                    at = end;
-                    rolls += 1;
-                }
-                self.tenants[t].delay += rate * (now - at);
+        while let Some(&Reverse(End(end, t))) = self.ends.peek() {
+            if end > now {
+                break;
             }
+            self.ends.pop();
+            let m = &self.tenants[t];
+            if m.queued == 0 || m.queued_end != end {
+                continue; // stale
+            }
+            self.tenants[t].queued_end = f64::NAN;
+            let mut rolls = 0;
+            while now >= self.tenants[t].usage.end() {
+                if !self.tenants[t].usage.may_roll(rolls) {
+                    // See MAX_ROLLS: skip unrecorded, delay counted from here.
+                    self.tenants[t].usage.jump(now);
+                    self.tenants[t].delay = 0.0;
+                    self.resnap_at(t, now);
+                    break;
+                }
+                // Not before the last change of `R` (an interval shortened by `set_terms`).
+                let end = self.tenants[t].usage.end().max(self.last);
+                self.accrue_to(t, end);
+                self.roll(t);
+                rolls += 1;
+            }
+            self.schedule_end(t);
         }
         self.last = now;
     }

@@ -53,6 +53,13 @@ mod fast_tests;
 mod ldf;
 mod ldf_fast;
 mod meter;
+/// The meter before issue 19 (delay accrued per waiting tenant at every event): the
+/// reference of the lazy one's tests.
+#[cfg(test)]
+#[allow(dead_code)]
+mod meter_scan;
+#[cfg(test)]
+mod meter_tests;
 mod penalty;
 
 use std::collections::{HashMap, VecDeque};
