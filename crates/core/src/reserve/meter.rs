@@ -588,9 +588,16 @@ impl Meter {
     /// File the end of the tenant's interval in the heap if it has ready tasks and that end
     /// is not filed yet.
     fn schedule_end(&mut self, t: usize) {
+        self.schedule_end_after(t, f64::NEG_INFINITY);
+    }
+
+    /// [`Meter::schedule_end`] only for an end later than `after`: at times so large that
+    /// `start + len == start` the interval cannot move, and the heap must not return the
+    /// same end for ever (issue 16's loop).
+    fn schedule_end_after(&mut self, t: usize, after: f64) {
         let m = &mut self.tenants[t];
         let end = m.usage.end();
-        if m.queued > 0 && m.queued_end != end {
+        if m.queued > 0 && m.queued_end != end && end > after {
             m.queued_end = end;
             self.ends.push(Reverse(End(end, t)));
         }
@@ -643,7 +650,7 @@ impl Meter {
                 self.roll(t);
                 rolls += 1;
             }
-            self.schedule_end(t);
+            self.schedule_end_after(t, now);
         }
         self.last = now;
     }
