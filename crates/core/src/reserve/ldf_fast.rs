@@ -61,7 +61,7 @@ const MIN_RES: f64 = 1e-6;
 /// `MaxCPU` only the lowest id can win: the walk evaluates that one and skips the group.
 /// Keys are ≥ +0, so their bit patterns sort as the numbers do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Entry {
+struct Entry {
     k: u64,
     c: u64,
     r: u64,
@@ -97,9 +97,9 @@ pub(super) struct LdfIndex {
     /// The window of `S`: start and length; `None` until built, or after an invalidation.
     window: Option<(f64, f64)>,
     /// `S`, ascending.
-    pub(super) sorted: BTreeSet<Entry>,
+    sorted: BTreeSet<Entry>,
     /// `C`: handles.
-    pub(super) scanned: Vec<usize>,
+    scanned: Vec<usize>,
     filed: Vec<Filed>,
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,

@@ -405,7 +405,8 @@ struct Tenant {
     queue: VecDeque<u32>,
     running: usize,
     live: bool,
-    /// The deficit computed at the last scan (for [`TenantView::tag`]).
+    /// The deficit when LDF (or DRR) last evaluated this tenant (for [`TenantView::tag`]);
+    /// the fast LDF does not evaluate every active tenant at every dispatch.
     deficit: f64,
 }
 
@@ -443,12 +444,15 @@ pub const MAX_TIME: f64 = 1e100;
 /// A reservation-aware CPU scheduler (LDF, DRR, EDF or best effort) behind the [`Scheduler`]
 /// seam, with its [`Meter`]. Build it with [`ReserveConfig::build`].
 ///
-/// Cost of a dispatch: LDF and EDF recompute the deficit of every *active* tenant (one with a
-/// ready task) at each dispatch, as §3.4 prescribes — deficits change continuously, so no heap
-/// can hold them — so `dequeue` is O(active tenants) with a small constant (one division
-/// and a few comparisons per tenant; see `docs/reservations.md` and `docs/benchmarks.md`).
-/// DRR inspects tenants round robin, usually one or two per dispatch. Enqueue is O(1); the
-/// meter's delay accounting is O(tenants with ready tasks) per event.
+/// Cost of a dispatch: EDF recomputes the deadline of every *active* tenant (one with a ready
+/// task) at each dispatch, O(active tenants). LDF makes exactly the decisions of §3.4's full
+/// scan but keeps the tenants that run nothing in a B-tree by a time-invariant key and
+/// evaluates only those that can win, plus the running ones (at most one per core) and those
+/// the key cannot rank (no reservation, a surplus weight other than the reservation, another
+/// metering interval); the revenue and blended deficits (Eq. 6, 7) use the scan
+/// (`ldf_fast.rs` has the proof; see `docs/reservations.md` and `docs/benchmarks.md`). DRR
+/// inspects tenants round robin, usually one or two per dispatch. The meter's delay
+/// accounting is O(log tenants + min(ready tasks, cores)) per event.
 #[derive(Debug)]
 pub struct ReserveScheduler<T> {
     cores: usize,
