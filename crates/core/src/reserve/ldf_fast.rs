@@ -35,6 +35,10 @@
 //! the lowest id among them below `MaxCPU` can win, so each such group is sorted by id and
 //! evaluated up to its first member below `MaxCPU`.
 //!
+//! A running tenant in `C` whose utilization cannot fall until its counts change gets an
+//! upper bound on its deficit when it is filed (`running_bound`): `C` is scanned after the
+//! walk, and a tenant whose bound is below the best found is skipped without evaluation.
+//!
 //! When the assumptions do not hold — a revenue or blended deficit (Eq. 6, 7: they move with
 //! the tenant's delay), or the instant a window starts (`D = 0`) — the full scan runs.
 //!
@@ -101,6 +105,8 @@ pub(super) struct LdfIndex {
     /// `C`: handles.
     scanned: Vec<usize>,
     filed: Vec<Filed>,
+    /// Per tenant in `C`: an upper bound on its deficit until it is re-filed (∞: none).
+    bound: Vec<f64>,
     dirty: Vec<usize>,
     is_dirty: Vec<bool>,
 }
@@ -110,6 +116,7 @@ impl LdfIndex {
     pub(super) fn grow(&mut self, t: usize) {
         if self.filed.len() <= t {
             self.filed.resize(t + 1, Filed::No);
+            self.bound.resize(t + 1, f64::INFINITY);
             self.is_dirty.resize(t + 1, false);
         }
     }
@@ -197,9 +204,11 @@ impl<T> ReserveScheduler<T> {
             && terms.effective_weight() == r
             && (c == 0.0 || (TINY..=HUGE).contains(&c));
         if !sortable {
+            let ub = self.running_bound(t, o, now);
             let ix = &mut self.ldf_index;
             ix.filed[t] = Filed::Scanned(ix.scanned.len());
             ix.scanned.push(t);
+            ix.bound[t] = ub;
             return;
         }
         // + 0.0 turns a −0 into +0, so that the bit patterns sort as the numbers.
@@ -222,6 +231,49 @@ impl<T> ReserveScheduler<T> {
         let ix = &mut self.ldf_index;
         ix.sorted.insert(e);
         ix.filed[t] = Filed::Sorted(e);
+    }
+
+    /// An upper bound on the deficit the scan would compute for tenant `t` at any time from
+    /// `now` until it is re-filed, or ∞. Only for a running tenant with a reservation, the
+    /// default weight, no boosting, metered over the window of `S`, whose utilization
+    /// cannot fall: `cpu(n) ∝ (U₀ + r(n − now)) / (n − s)` never decreases when
+    /// `r(now − s) ≥ U₀`, as long as its counts stay put (any change re-files it). Then
+    /// `cpu(n) ≥ cpu(now)`, and the floating-point `cpu` the scan computes is within `E` of
+    /// the exact one, where `E` bounds the rounding of `consumed = used + r·n − Σstart`
+    /// (`10⁻¹⁴ × (|used| + r·max|n| + |Σstart|)`, ≥ 20 roundings of its largest term) over
+    /// `cores·(now − s)`. With `y ≤ cpu/R` the deficit is at most `1 − y + 4ε(1 + y)` in
+    /// both branches, as for `S` (module docs).
+    fn running_bound(&self, t: usize, o: LdfOptions, now: f64) -> f64 {
+        let u = self.meter.usage(t);
+        let terms = &self.tenants[t].terms;
+        let res = terms.res_cpu;
+        let simple = res >= MIN_RES
+            && terms.effective_weight() == res
+            && !(o.boost && terms.elastic.is_some())
+            && u.running > 0
+            && self.ldf_index.window == Some((u.start, u.len));
+        let elapsed = now - u.start;
+        if !simple || !(elapsed > 0.0) {
+            return f64::INFINITY;
+        }
+        let cores = self.cores as f64;
+        let r = u.running as f64;
+        let consumed = u.consumed(now);
+        let far = u.start.abs().max((u.start + u.len).abs());
+        let err = 1e-14 * (u.used.abs() + r * far + u.start_sum.abs());
+        // Utilization might fall: no bound.
+        if !(r * elapsed * (1.0 - 1e-12) >= consumed + err) {
+            return f64::INFINITY;
+        }
+        let e_cpu = err * 100.0 / (cores * elapsed);
+        let cpu_lb = u.cpu(now, cores) * (1.0 - 1e-14) - 3.0 * e_cpu;
+        let y = cpu_lb / res * (1.0 - 1e-12);
+        let ub = (1.0 - y) + 1e-15 * (1.0 + y.abs());
+        if ub.is_finite() {
+            ub
+        } else {
+            f64::INFINITY
+        }
     }
 
     /// Bring `S` and `C` up to date at meter time `now`.
@@ -273,10 +325,6 @@ impl<T> ReserveScheduler<T> {
         }
         let mut best: Option<(usize, f64, f64, u64)> = None;
         let mut retry = f64::INFINITY;
-        for k in 0..self.ldf_index.scanned.len() {
-            let t = self.ldf_index.scanned[k];
-            self.consider(t, o, now, &mut best, &mut retry);
-        }
         // Walk S by key (see the module docs for the stopping rule).
         let mut after: Bound<Entry> = Bound::Unbounded;
         while let Some(&e) = self
@@ -297,6 +345,16 @@ impl<T> ReserveScheduler<T> {
             } else {
                 Bound::Excluded(e)
             };
+        }
+        // Then C, skipping running tenants whose bound is below the best (see `running_bound`).
+        for k in 0..self.ldf_index.scanned.len() {
+            let t = self.ldf_index.scanned[k];
+            if let Some((_, bd, _, _)) = best {
+                if self.ldf_index.bound[t] < bd {
+                    continue;
+                }
+            }
+            self.consider(t, o, now, &mut best, &mut retry);
         }
         match best {
             Some((t, _, _, _)) => Pick::Tenant(t),
