@@ -253,7 +253,7 @@ impl<T> ReserveScheduler<T> {
             && u.running > 0
             && self.ldf_index.window == Some((u.start, u.len));
         let elapsed = now - u.start;
-        if !simple || !(elapsed > 0.0) {
+        if !simple || elapsed.is_nan() || elapsed <= 0.0 {
             return f64::INFINITY;
         }
         let cores = self.cores as f64;
@@ -261,8 +261,9 @@ impl<T> ReserveScheduler<T> {
         let consumed = u.consumed(now);
         let far = u.start.abs().max((u.start + u.len).abs());
         let err = 1e-14 * (u.used.abs() + r * far + u.start_sum.abs());
-        // Utilization might fall: no bound.
-        if !(r * elapsed * (1.0 - 1e-12) >= consumed + err) {
+        // Utilization might fall (or a NaN): no bound.
+        let rising = r * elapsed * (1.0 - 1e-12) >= consumed + err;
+        if !rising {
             return f64::INFINITY;
         }
         let e_cpu = err * 100.0 / (cores * elapsed);

@@ -62,7 +62,7 @@ fn same_record(a: &MeterRecord, b: &MeterRecord) -> bool {
 }
 
 fn sorted(mut r: Vec<MeterRecord>) -> Vec<MeterRecord> {
-    r.sort_by(|x, y| (x.tenant, x.start.to_bits()).cmp(&(y.tenant, y.start.to_bits())));
+    r.sort_by_key(|x| (x.tenant, x.start.to_bits()));
     r
 }
 
