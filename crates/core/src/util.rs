@@ -104,6 +104,7 @@ impl<K: HeapKey> IndexedHeap<K> {
     }
 
     /// Insert `item`, or move it to its new key.
+    #[inline]
     pub fn set_key(&mut self, item: u32, key: K) {
         let idx = item as usize;
         if idx >= self.pos.len() {
@@ -113,16 +114,13 @@ impl<K: HeapKey> IndexedHeap<K> {
         if p == ABSENT {
             self.heap.push((key, item));
             let at = self.heap.len() - 1;
-            self.pos[idx] = at as u32;
-            self.up(at);
+            self.up(at, (key, item));
         } else {
             let p = p as usize;
-            let old = self.heap[p].0;
-            self.heap[p] = (key, item);
-            if key.before(&old) {
-                self.up(p);
+            if key.before(&self.heap[p].0) {
+                self.up(p, (key, item));
             } else {
-                self.down(p);
+                self.down(p, (key, item));
             }
         }
     }
@@ -135,54 +133,72 @@ impl<K: HeapKey> IndexedHeap<K> {
         self.pos[item as usize] = ABSENT;
         let last = self.heap.pop().expect("contains implies non-empty");
         if p < self.heap.len() {
-            self.heap[p] = last;
-            self.pos[last.1 as usize] = p as u32;
-            self.up(p);
-            let p = self.pos[last.1 as usize] as usize;
-            self.down(p);
+            // Re-place the former last entry at the hole: up if it beats the hole's parent,
+            // else down.
+            if p > 0 && last.0.before(&self.heap[(p - 1) / 2].0) {
+                self.up(p, last);
+            } else {
+                self.down(p, last);
+            }
         }
     }
 
-    fn up(&mut self, mut at: usize) {
-        let item = self.heap[at];
+    /// Put `entry` at hole `at` or above it (its key is smaller than the hole's old one).
+    fn up(&mut self, mut at: usize, entry: (K, u32)) {
+        let (heap, pos) = (&mut self.heap[..], &mut self.pos[..]);
         while at > 0 {
             let parent = (at - 1) / 2;
-            let p = self.heap[parent];
-            if !item.0.before(&p.0) {
+            let p = heap[parent];
+            if !entry.0.before(&p.0) {
                 break;
             }
-            self.heap[at] = p;
-            self.pos[p.1 as usize] = at as u32;
+            heap[at] = p;
+            pos[p.1 as usize] = at as u32;
             at = parent;
         }
-        self.heap[at] = item;
-        self.pos[item.1 as usize] = at as u32;
+        heap[at] = entry;
+        pos[entry.1 as usize] = at as u32;
     }
 
-    fn down(&mut self, mut at: usize) {
-        let item = self.heap[at];
-        let n = self.heap.len();
+    /// Put `entry` at hole `at` or below it (its key is not smaller than the hole's old one).
+    ///
+    /// Floyd's bottom-up variant: walk the hole down to a leaf along the smaller children
+    /// (one comparison per level, not two), then let the entry climb back up. A tag that
+    /// grows after a dispatch usually belongs near the bottom, so the climb is short. Keys
+    /// are compared by a strict total order (ties by tenant id), so the smallest entry, the
+    /// only one anybody reads, is the same whatever the layout.
+    fn down(&mut self, mut at: usize, entry: (K, u32)) {
+        let top = at;
+        let (heap, pos) = (&mut self.heap[..], &mut self.pos[..]);
+        let n = heap.len();
         loop {
             let l = 2 * at + 1;
             if l >= n {
                 break;
             }
             let r = l + 1;
-            let c = if r < n && self.heap[r].0.before(&self.heap[l].0) {
+            let c = if r < n && heap[r].0.before(&heap[l].0) {
                 r
             } else {
                 l
             };
-            let ch = self.heap[c];
-            if !ch.0.before(&item.0) {
-                break;
-            }
-            self.heap[at] = ch;
-            self.pos[ch.1 as usize] = at as u32;
+            let ch = heap[c];
+            heap[at] = ch;
+            pos[ch.1 as usize] = at as u32;
             at = c;
         }
-        self.heap[at] = item;
-        self.pos[item.1 as usize] = at as u32;
+        while at > top {
+            let parent = (at - 1) / 2;
+            let p = heap[parent];
+            if !entry.0.before(&p.0) {
+                break;
+            }
+            heap[at] = p;
+            pos[p.1 as usize] = at as u32;
+            at = parent;
+        }
+        heap[at] = entry;
+        pos[entry.1 as usize] = at as u32;
     }
 }
 
