@@ -40,26 +40,90 @@ pub(crate) trait HeapKey: Copy {
     fn before(&self, other: &Self) -> bool;
 }
 
-/// `(key, tie)`: the key, then the tie-breaker.
-impl HeapKey for (f64, u64) {
+/// A `(key, tie)` pair packed so that one 128-bit integer comparison is [`before`]: the
+/// key's bits mapped to an unsigned integer of the same order (flip every bit of a negative,
+/// the sign bit of a positive), then the tie-breaker. One compare-and-borrow instead of two
+/// float comparisons and a tie branch per heap level; ties are common (equal tags of
+/// tenants served in the same round). `-0.0` is stored as `0.0`, which `before` treats as
+/// equal to it anyway; tags are never NaN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tag {
+    key: u64,
+    tie: u64,
+}
+
+impl Tag {
     #[inline]
-    fn before(&self, o: &Self) -> bool {
-        before(self.0, self.1, o.0, o.1)
+    pub fn new(key: f64, tie: u64) -> Self {
+        let b = (key + 0.0).to_bits(); // -0.0 + 0.0 = 0.0
+        let key = if b >> 63 == 1 { !b } else { b | 1 << 63 };
+        Tag { key, tie }
+    }
+
+    /// The float key.
+    #[inline]
+    pub fn key(self) -> f64 {
+        let k = self.key;
+        f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
+    }
+
+    #[inline]
+    fn wide(self) -> u128 {
+        (u128::from(self.key) << 64) | u128::from(self.tie)
     }
 }
 
-/// `(key, second key, tie)`: FSFQ(D) orders by start tag, then adjusted start tag, then tenant.
-impl HeapKey for (f64, f64, u64) {
+impl HeapKey for Tag {
     #[inline]
     fn before(&self, o: &Self) -> bool {
-        self.0 < o.0 || (self.0 == o.0 && before(self.1, self.2, o.1, o.2))
+        self.wide() < o.wide()
+    }
+}
+
+/// `(key, second key, tie)`: FSFQ(D) orders by start tag, then adjusted start tag, then
+/// tenant. Packed like [`Tag`]: integer comparisons only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tag3 {
+    key: u64,
+    mid: u64,
+    tie: u64,
+}
+
+impl Tag3 {
+    #[inline]
+    pub fn new(key: f64, mid: f64, tie: u64) -> Self {
+        Tag3 {
+            key: Tag::new(key, 0).key,
+            mid: Tag::new(mid, 0).key,
+            tie,
+        }
+    }
+
+    /// The first key.
+    #[inline]
+    pub fn key(self) -> f64 {
+        Tag {
+            key: self.key,
+            tie: 0,
+        }
+        .key()
+    }
+}
+
+impl HeapKey for Tag3 {
+    #[inline]
+    fn before(&self, o: &Self) -> bool {
+        self.key < o.key
+            || (self.key == o.key
+                && (u128::from(self.mid) << 64 | u128::from(self.tie))
+                    < (u128::from(o.mid) << 64 | u128::from(o.tie)))
     }
 }
 
 /// A binary min-heap of dense item ids keyed by `K` (by default `(f64, u64)`), with
 /// O(log n) update and removal of any item.
 #[derive(Clone, Debug)]
-pub(crate) struct IndexedHeap<K = (f64, u64)> {
+pub(crate) struct IndexedHeap<K = Tag> {
     heap: Vec<(K, u32)>,
     pos: Vec<u32>,
 }
@@ -73,15 +137,17 @@ impl<K> Default for IndexedHeap<K> {
     }
 }
 
-impl IndexedHeap<(f64, u64)> {
+impl IndexedHeap<Tag> {
     /// The smallest item and its key.
+    #[inline]
     pub fn peek(&self) -> Option<(u32, f64)> {
-        self.heap.first().map(|&((k, _), i)| (i, k))
+        self.heap.first().map(|&(k, i)| (i, k.key()))
     }
 
     /// Insert `item`, or move it to its new key.
+    #[inline]
     pub fn set(&mut self, item: u32, key: f64, tie: u64) {
-        self.set_key(item, (key, tie));
+        self.set_key(item, Tag::new(key, tie));
     }
 }
 
@@ -171,17 +237,18 @@ impl<K: HeapKey> IndexedHeap<K> {
         let top = at;
         let (heap, pos) = (&mut self.heap[..], &mut self.pos[..]);
         let n = heap.len();
-        loop {
+        // Both children exist: take the smaller without a branch.
+        while 2 * at + 2 < n {
             let l = 2 * at + 1;
-            if l >= n {
-                break;
-            }
-            let r = l + 1;
-            let c = if r < n && heap[r].0.before(&heap[l].0) {
-                r
-            } else {
-                l
-            };
+            let c = l + usize::from(heap[l + 1].0.before(&heap[l].0));
+            let ch = heap[c];
+            heap[at] = ch;
+            pos[ch.1 as usize] = at as u32;
+            at = c;
+        }
+        // Only a left child.
+        if 2 * at + 1 < n {
+            let c = 2 * at + 1;
             let ch = heap[c];
             heap[at] = ch;
             pos[ch.1 as usize] = at as u32;
@@ -222,6 +289,59 @@ impl SplitMix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_tags_order_like_before_and_round_trip() {
+        let mut rng = SplitMix::new(19);
+        let special = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            5e-324,
+            -5e-324,
+            1e300,
+            -1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        let pick = |rng: &mut SplitMix| -> f64 {
+            match rng.next_u64() % 3 {
+                0 => special[(rng.next_u64() % special.len() as u64) as usize],
+                1 => (rng.next_u64() % 7) as f64 - 3.0,
+                _ => f64::from_bits(rng.next_u64()) % 1e6, // any finite value, NaN-free below
+            }
+        };
+        for _ in 0..20_000 {
+            let (a, b) = (pick(&mut rng), pick(&mut rng));
+            if a.is_nan() || b.is_nan() {
+                continue;
+            }
+            let (ta, tb) = (rng.next_u64() % 3, rng.next_u64() % 3);
+            assert_eq!(
+                Tag::new(a, ta).before(&Tag::new(b, tb)),
+                before(a, ta, b, tb),
+                "{a} {ta} vs {b} {tb}"
+            );
+            let (ma, mb) = (pick(&mut rng), pick(&mut rng));
+            if !(ma.is_nan() || mb.is_nan()) {
+                let three = a < b || (a == b && before(ma, ta, mb, tb));
+                assert_eq!(
+                    Tag3::new(a, ma, ta).before(&Tag3::new(b, mb, tb)),
+                    three,
+                    "{a} {ma} {ta} vs {b} {mb} {tb}"
+                );
+                assert!(Tag3::new(a, ma, ta).key() == a);
+            }
+            let back = Tag::new(a, ta).key();
+            assert!(
+                back == a && (back.to_bits() == a.to_bits() || a == 0.0),
+                "{a} → {back}"
+            );
+        }
+    }
 
     #[test]
     fn heap_orders_by_key_then_tie_and_supports_updates() {
