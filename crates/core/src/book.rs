@@ -101,6 +101,7 @@ impl<T> Book<T> {
     }
 
     /// Validate `now` and make it monotone.
+    #[inline]
     pub fn observe(&mut self, now: f64) -> Result<f64, Error> {
         if !now.is_finite() {
             return Err(Error::InvalidTime(now));
@@ -219,6 +220,7 @@ impl<T> Book<T> {
     /// Check a request's cost, then queue it (a refused request leaves no trace). Returns
     /// (ticket, tenant index, whether the tenant's queue was empty before, whether the
     /// tenant is new).
+    #[inline]
     pub fn push(
         &mut self,
         req: Request<T>,
@@ -268,6 +270,7 @@ impl<T> Book<T> {
     }
 
     /// A request's cost is valid, and present if the policy needs it.
+    #[inline]
     fn check_request(req: &Request<T>, require_cost: bool) -> Result<(), Error> {
         if let Some(c) = req.cost {
             check_cost("request cost", c)?;
@@ -298,6 +301,7 @@ impl<T> Book<T> {
     }
 
     /// Start the tenant's head request, charging `charged` up front.
+    #[inline]
     pub fn start_head(&mut self, t: u32, charged: f64) -> (Ticket, Request<T>) {
         let ticket = self.head(t).expect("start_head on a tenant with a head");
         self.start(ticket, charged)
@@ -323,6 +327,7 @@ impl<T> Book<T> {
     }
 
     /// Start a specific queued request (the head, or for FIFO the oldest of all).
+    #[inline]
     pub fn start(&mut self, ticket: Ticket, charged: f64) -> (Ticket, Request<T>) {
         self.unlink(ticket.slot());
         let slot = &mut self.slots[ticket.slot() as usize];
@@ -345,6 +350,7 @@ impl<T> Book<T> {
     }
 
     /// The running slot behind a ticket.
+    #[inline]
     pub fn running_slot(&mut self, ticket: Ticket) -> Result<&mut Slot<T>, Error> {
         let slot = self
             .slots
@@ -358,6 +364,7 @@ impl<T> Book<T> {
     }
 
     /// Validate a cumulative usage report against a running slot.
+    #[inline]
     pub fn check_usage(&mut self, ticket: Ticket, used: f64) -> Result<u32, Error> {
         check_cost("used", used)?;
         let slot = self.running_slot(ticket)?;
@@ -372,6 +379,7 @@ impl<T> Book<T> {
     }
 
     /// Release a finished request's slot. Returns the tenant index and class.
+    #[inline]
     pub fn finish(&mut self, ticket: Ticket) -> (u32, ClassId) {
         let slot = &mut self.slots[ticket.slot() as usize];
         slot.state = State::Free;
@@ -418,6 +426,7 @@ impl<T> Book<T> {
 impl<T> Book<T> {
     /// Refresh charging (Fig. 7 lines 9–16): consume prepaid credit with the usage since the
     /// last report; returns the excess the tenant must be charged now.
+    #[inline]
     pub fn refresh_charge(&mut self, ticket: Ticket, used: f64) -> f64 {
         let slot = &mut self.slots[ticket.slot() as usize];
         let c = used - slot.accounted;
@@ -434,12 +443,14 @@ impl<T> Book<T> {
 
     /// Retroactive charging (Fig. 7 line 31): what the tenant owes (positive) or is refunded
     /// (negative) once the request's total usage is known.
+    #[inline]
     pub fn settle(&self, ticket: Ticket, used: f64) -> f64 {
         let slot = &self.slots[ticket.slot() as usize];
         (used - slot.accounted) - slot.credit
     }
 
     /// Usage not yet applied to the virtual clock.
+    #[inline]
     pub fn clock_delta(&mut self, ticket: Ticket, used: f64) -> f64 {
         let slot = &mut self.slots[ticket.slot() as usize];
         let d = used - slot.clocked;

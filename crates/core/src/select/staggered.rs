@@ -98,14 +98,30 @@ impl Staggered {
     }
 
     /// Recompute node `n`'s lane minima from its own tags and its children's minima.
+    #[inline]
     fn pull(&mut self, n: u32) {
         let lanes = self.lanes();
-        let node = self.nodes[n as usize];
+        let node = &self.nodes[n as usize];
+        let (start, cost, left, right) = (node.start, node.cost, node.left, node.right);
         let base = n as usize * lanes;
-        for (out, &x) in self.aug[base..base + lanes].iter_mut().zip(&self.xs) {
-            *out = eligible_at(node.start, x, node.cost);
+        if lanes == 1 {
+            // One worker (x = 0): the minimum start tag, without the lane loops.
+            let mut m = start;
+            for child in [left, right] {
+                if child != NIL {
+                    let y = self.aug[child as usize];
+                    if y < m {
+                        m = y;
+                    }
+                }
+            }
+            self.aug[base] = m;
+            return;
         }
-        for child in [node.left, node.right] {
+        for (out, &x) in self.aug[base..base + lanes].iter_mut().zip(&self.xs) {
+            *out = eligible_at(start, x, cost);
+        }
+        for child in [left, right] {
             if child != NIL {
                 min_into(&mut self.aug, base, child as usize * lanes, lanes);
             }
