@@ -12,7 +12,8 @@
 #
 # Environment:
 #   DMC     dmclock checkout                      (default: ../dmclock, then /work/dmclock)
-#   ANCHOR  the harness source                    (default: ../shared/anchors/dmclock_cycle.cc)
+#   ANCHOR  the harness source        (default: the first shared/anchors/dmclock_cycle.cc of
+#           ../shared, ../../shared, /work/shared)
 #   ROUNDS  alternations                          (default: 3)
 #   SIZES   client counts                         (default: "10 100 1000 10000")
 #   ALGS    fairlane presets                      (default: "wfq sfq 2dfq"; sfq = SFQ(D), D = 1)
@@ -26,7 +27,11 @@ ROUNDS=${ROUNDS:-3}
 SIZES=${SIZES:-"10 100 1000 10000"}
 ALGS=${ALGS:-"wfq sfq 2dfq"}
 OUT=${OUT:-target/bench-dmclock}
-ANCHOR=${ANCHOR:-../shared/anchors/dmclock_cycle.cc}
+if [[ -z "${ANCHOR:-}" ]]; then
+  for a in ../shared/anchors ../../shared/anchors /work/shared/anchors; do
+    if [[ -f $a/dmclock_cycle.cc ]]; then ANCHOR=$a/dmclock_cycle.cc; break; fi
+  done
+fi
 if [[ -z "${DMC:-}" ]]; then
   for d in ../dmclock /work/dmclock; do
     if [[ -f $d/src/dmclock_server.h ]]; then DMC=$d; break; fi
@@ -36,7 +41,8 @@ fi
 die() { echo "bench-dmclock: $*" >&2; exit 1; }
 [[ -n "${DMC:-}" && -f $DMC/src/dmclock_server.h ]] ||
   die "set DMC to a checkout of github.com/ceph/dmclock (no src/dmclock_server.h in '${DMC:-}')"
-[[ -f $ANCHOR ]] || die "set ANCHOR to dmclock_cycle.cc (not found: $ANCHOR)"
+[[ -n "${ANCHOR:-}" && -f $ANCHOR ]] ||
+  die "set ANCHOR to shared/anchors/dmclock_cycle.cc (not found: '${ANCHOR:-}')"
 echo '#include <boost/variant.hpp>' | g++ -std=c++17 -x c++ -fsyntax-only - 2>/dev/null ||
   die "boost headers missing: apt-get install libboost-dev"
 

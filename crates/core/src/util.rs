@@ -27,8 +27,9 @@ impl Hasher for FxHasher {
 pub(crate) type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// `(key, tie)` ordering used by every queue of the crate: the smaller key first, equal keys by
-/// the smaller tie-breaker (the tenant id).
-#[inline]
+/// the smaller tie-breaker (the tenant id). The queues use [`Tag`], which packs it into
+/// integers; this float form is the tests' reference.
+#[cfg(test)]
 pub(crate) fn before(key_a: f64, tie_a: u64, key_b: f64, tie_b: u64) -> bool {
     key_a < key_b || (key_a == key_b && tie_a < tie_b)
 }
@@ -53,6 +54,12 @@ pub(crate) struct Tag {
 }
 
 impl Tag {
+    /// A placeholder (the key 0.0, tie 0).
+    pub const ZERO: Tag = Tag {
+        key: 1 << 63,
+        tie: 0,
+    };
+
     #[inline]
     pub fn new(key: f64, tie: u64) -> Self {
         let b = (key + 0.0).to_bits(); // -0.0 + 0.0 = 0.0
