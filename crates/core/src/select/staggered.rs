@@ -97,7 +97,6 @@ impl Staggered {
     }
 
     /// Recompute node `n`'s lane minima from its own tags and its children's minima.
-    #[inline]
     fn pull(&mut self, n: u32) {
         let lanes = self.lanes();
         let node = &self.nodes[n as usize];
