@@ -458,3 +458,70 @@ impl<T> Book<T> {
         d
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::SplitMix;
+
+    /// The dense table and the hash together map every live id to its tenant, whatever
+    /// order ids arrive in (large ids first, then small ones that grow the table and move
+    /// hashed ids into it) and after removals; queues keep arrival order through cancels.
+    #[test]
+    fn tenant_ids_map_through_dense_table_and_hash() {
+        let mut b: Book<u64> = Book::new(1.0);
+        let mut rng = SplitMix::new(5);
+        let mut live: Vec<(u64, u32)> = Vec::new();
+        for step in 0..4000u64 {
+            let id = match rng.next_u64() % 4 {
+                0 => rng.next_u64() % 50,
+                1 => rng.next_u64() % 5000,
+                2 => rng.next_u64() % 200_000,
+                _ => rng.next_u64(),
+            };
+            if rng.next_u64() % 3 == 0 {
+                if let Some(i) = live.iter().position(|&(x, _)| x == id) {
+                    let (_, t) = live.swap_remove(i);
+                    assert_eq!(b.remove_tenant(TenantId(id)), Ok(t), "step {step}");
+                    continue;
+                }
+            }
+            let (t, fresh) = b.tenant_entry(TenantId(id));
+            match live.iter().find(|&&(x, _)| x == id) {
+                Some(&(_, known)) => assert!(!fresh && t == known, "step {step}: id {id}"),
+                None => {
+                    assert!(fresh, "step {step}: id {id}");
+                    live.push((id, t));
+                }
+            }
+            for &(x, t) in &live {
+                assert_eq!(b.lookup(TenantId(x)), Some(t), "step {step}: id {x}");
+                assert_eq!(b.tenants[t as usize].id, TenantId(x));
+            }
+        }
+        assert!(b.dense.len() as u64 <= DENSE_MIN.max(8 * b.tenants.len() as u64));
+    }
+
+    #[test]
+    fn queues_keep_arrival_order_through_cancels() {
+        let mut b: Book<u64> = Book::new(1.0);
+        let tickets: Vec<Ticket> = (0..6)
+            .map(|i| b.push(Request::new(7u64, 0u32, i), false).unwrap().0)
+            .collect();
+        let (t, _) = b.tenant_entry(TenantId(7));
+        // Cancel the head, a middle one and the tail.
+        for i in [0, 3, 5] {
+            let (req, _, was_head) = b.cancel(tickets[i]).unwrap();
+            assert_eq!(req.payload, i as u64);
+            assert_eq!(was_head, i == 0);
+        }
+        let mut order = Vec::new();
+        while b.head(t).is_some() {
+            order.push(b.start_head(t, 1.0).1.payload);
+        }
+        assert_eq!(order, vec![1, 2, 4]);
+        assert_eq!(b.tenants[t as usize].queued, 0);
+        assert_eq!(b.running, 3);
+        assert!(matches!(b.cancel(tickets[0]), Err(Error::UnknownTicket(_))));
+    }
+}
