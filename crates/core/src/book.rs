@@ -479,7 +479,7 @@ mod tests {
                 2 => rng.next_u64() % 200_000,
                 _ => rng.next_u64(),
             };
-            if rng.next_u64() % 3 == 0 {
+            if rng.next_u64().is_multiple_of(3) {
                 if let Some(i) = live.iter().position(|&(x, _)| x == id) {
                     let (_, t) = live.swap_remove(i);
                     assert_eq!(b.remove_tenant(TenantId(id)), Ok(t), "step {step}");
