@@ -1,8 +1,11 @@
 //! Bookkeeping shared by every scheduler: the tenant table, per-tenant FIFO queues, and the
 //! request slots behind tickets. Policies differ only in which tenant they pick and how they
 //! charge it; everything here is the same for all of them.
-
-use std::collections::VecDeque;
+//!
+//! Laid out for the hot path (issue 19): a tenant's queue is a doubly linked list threaded
+//! through the request slots (no per-tenant allocation, no tombstones: a cancelled request
+//! is unlinked in O(1)), and small tenant ids, the common case, find their tenant through a
+//! dense table instead of a hash.
 
 use crate::types::{check_cost, check_weight, ClassId, Error, Request, TenantId, Ticket};
 use crate::util::FxHashMap;
@@ -12,9 +15,10 @@ use crate::util::FxHashMap;
 pub(crate) struct Tenant {
     pub id: TenantId,
     pub weight: f64,
-    /// Queued tickets in arrival order; cancelled ones stay as tombstones until they reach
-    /// the front.
-    pub queue: VecDeque<Ticket>,
+    /// First and last queued slot (arrival order, linked through [`Slot::next`]), or
+    /// [`NIL`].
+    first: u32,
+    last: u32,
     pub queued: usize,
     pub running: usize,
     /// Member of the active set A (2DFQ Fig. 7).
@@ -34,12 +38,21 @@ pub(crate) enum State {
     Running,
 }
 
+/// No slot: the end of a tenant's queue.
+const NIL: u32 = u32::MAX;
+
+/// Tenant ids below this always use the dense table, however few tenants there are.
+const DENSE_MIN: u64 = 1024;
+
 /// One request's slot.
 #[derive(Debug)]
 pub(crate) struct Slot<T> {
     pub generation: u32,
     pub state: State,
     pub tenant: u32,
+    /// Neighbours in the tenant's queue while queued ([`NIL`] at the ends).
+    prev: u32,
+    next: u32,
     pub class: ClassId,
     pub cost: Option<f64>,
     pub payload: Option<T>,
@@ -57,6 +70,9 @@ pub(crate) struct Slot<T> {
 #[derive(Debug)]
 pub(crate) struct Book<T> {
     pub tenants: Vec<Tenant>,
+    /// Tenant index by id for ids below `dense.len()` (`NIL`: none).
+    dense: Vec<u32>,
+    /// Tenant index by id for the ids at or above `dense.len()`.
     index: FxHashMap<TenantId, u32>,
     free_tenants: Vec<u32>,
     pub slots: Vec<Slot<T>>,
@@ -72,6 +88,7 @@ impl<T> Book<T> {
     pub fn new(default_weight: f64) -> Self {
         Book {
             tenants: Vec::new(),
+            dense: Vec::new(),
             index: FxHashMap::default(),
             free_tenants: Vec::new(),
             slots: Vec::new(),
@@ -84,6 +101,7 @@ impl<T> Book<T> {
     }
 
     /// Validate `now` and make it monotone.
+    #[inline]
     pub fn observe(&mut self, now: f64) -> Result<f64, Error> {
         if !now.is_finite() {
             return Err(Error::InvalidTime(now));
@@ -94,8 +112,12 @@ impl<T> Book<T> {
         Ok(self.now)
     }
 
+    #[inline]
     pub fn lookup(&self, id: TenantId) -> Option<u32> {
-        self.index.get(&id).copied()
+        match self.dense.get(id.0 as usize) {
+            Some(&t) if id.0 < self.dense.len() as u64 => (t != NIL).then_some(t),
+            _ => self.index.get(&id).copied(),
+        }
     }
 
     /// The tenant's index, creating it with the default weight if new.
@@ -106,9 +128,44 @@ impl<T> Book<T> {
     /// The tenant's index, and whether this call created it.
     #[inline]
     pub fn tenant_entry(&mut self, id: TenantId) -> (u32, bool) {
-        match self.index.get(&id) {
-            Some(&t) => (t, false),
+        match self.lookup(id) {
+            Some(t) => (t, false),
             None => (self.create_tenant(id), true),
+        }
+    }
+
+    /// Record `id → t`: in the dense table if `id` is small for the number of tenants
+    /// (growing it, and moving the hash's ids it now covers), else in the hash. The table
+    /// stays within `4 · max(DENSE_MIN, 8 · tenants)` bytes.
+    fn map_id(&mut self, id: TenantId, t: u32) {
+        let len = self.dense.len() as u64;
+        if id.0 >= len {
+            let bound = DENSE_MIN.max(8 * self.tenants.len() as u64);
+            if id.0 >= bound {
+                self.index.insert(id, t);
+                return;
+            }
+            let new_len = (id.0 + 1).next_power_of_two().max(64).min(bound);
+            self.dense.resize(new_len as usize, NIL);
+            let moved: Vec<TenantId> = self
+                .index
+                .keys()
+                .copied()
+                .filter(|k| k.0 < new_len)
+                .collect();
+            for k in moved {
+                let v = self.index.remove(&k).expect("key just listed");
+                self.dense[k.0 as usize] = v;
+            }
+        }
+        self.dense[id.0 as usize] = t;
+    }
+
+    fn unmap_id(&mut self, id: TenantId) {
+        if id.0 < self.dense.len() as u64 {
+            self.dense[id.0 as usize] = NIL;
+        } else {
+            self.index.remove(&id);
         }
     }
 
@@ -118,7 +175,8 @@ impl<T> Book<T> {
         let fresh = Tenant {
             id,
             weight: self.default_weight,
-            queue: VecDeque::new(),
+            first: NIL,
+            last: NIL,
             queued: 0,
             running: 0,
             active: false,
@@ -136,7 +194,7 @@ impl<T> Book<T> {
                 (self.tenants.len() - 1) as u32
             }
         };
-        self.index.insert(id, t);
+        self.map_id(id, t);
         t
     }
 
@@ -154,8 +212,7 @@ impl<T> Book<T> {
         if ten.queued > 0 || ten.running > 0 {
             return Err(Error::TenantBusy(id));
         }
-        self.index.remove(&id);
-        self.tenants[t as usize].queue = VecDeque::new();
+        self.unmap_id(id);
         self.free_tenants.push(t);
         Ok(t)
     }
@@ -163,6 +220,7 @@ impl<T> Book<T> {
     /// Check a request's cost, then queue it (a refused request leaves no trace). Returns
     /// (ticket, tenant index, whether the tenant's queue was empty before, whether the
     /// tenant is new).
+    #[inline]
     pub fn push(
         &mut self,
         req: Request<T>,
@@ -174,6 +232,8 @@ impl<T> Book<T> {
             generation: 0,
             state: State::Queued,
             tenant: t,
+            prev: NIL,
+            next: NIL,
             class: req.class,
             cost: req.cost,
             payload: Some(req.payload),
@@ -196,13 +256,21 @@ impl<T> Book<T> {
         let ticket = Ticket::new(s, self.slots[s as usize].generation);
         let ten = &mut self.tenants[t as usize];
         let was_empty = ten.queued == 0;
-        ten.queue.push_back(ticket);
+        let last = std::mem::replace(&mut ten.last, s);
+        if last == NIL {
+            ten.first = s;
+        } else {
+            self.slots[last as usize].next = s;
+            self.slots[s as usize].prev = last;
+        }
+        let ten = &mut self.tenants[t as usize];
         ten.queued += 1;
         self.queued += 1;
         Ok((ticket, t, was_empty, fresh))
     }
 
     /// A request's cost is valid, and present if the policy needs it.
+    #[inline]
     fn check_request(req: &Request<T>, require_cost: bool) -> Result<(), Error> {
         if let Some(c) = req.cost {
             check_cost("request cost", c)?;
@@ -215,40 +283,53 @@ impl<T> Book<T> {
         Ok(())
     }
 
-    fn is_live_queued(&self, ticket: Ticket) -> bool {
-        let s = &self.slots[ticket.slot() as usize];
-        s.generation == ticket.generation() && s.state == State::Queued
-    }
-
-    /// The tenant's head request (dropping tombstones in front of it).
-    pub fn head(&mut self, t: u32) -> Option<Ticket> {
-        loop {
-            let &front = self.tenants[t as usize].queue.front()?;
-            if self.is_live_queued(front) {
-                return Some(front);
-            }
-            self.tenants[t as usize].queue.pop_front();
-        }
+    /// The tenant's head request.
+    #[inline]
+    pub fn head(&self, t: u32) -> Option<Ticket> {
+        let first = self.tenants[t as usize].first;
+        (first != NIL).then(|| Ticket::new(first, self.slots[first as usize].generation))
     }
 
     /// The head's class and known cost.
-    pub fn head_info(&mut self, t: u32) -> Option<(ClassId, Option<f64>)> {
-        let h = self.head(t)?;
-        let s = &self.slots[h.slot() as usize];
-        Some((s.class, s.cost))
+    #[inline]
+    pub fn head_info(&self, t: u32) -> Option<(ClassId, Option<f64>)> {
+        let first = self.tenants[t as usize].first;
+        (first != NIL).then(|| {
+            let s = &self.slots[first as usize];
+            (s.class, s.cost)
+        })
     }
 
     /// Start the tenant's head request, charging `charged` up front.
+    #[inline]
     pub fn start_head(&mut self, t: u32, charged: f64) -> (Ticket, Request<T>) {
-        let ticket = self
-            .head(t)
-            .expect("start_head on a tenant with a live head");
-        self.tenants[t as usize].queue.pop_front();
+        let ticket = self.head(t).expect("start_head on a tenant with a head");
         self.start(ticket, charged)
     }
 
-    /// Start a specific queued request (FIFO pops from its own global queue).
+    /// Take queued slot `s` out of its tenant's queue.
+    #[inline]
+    fn unlink(&mut self, s: u32) {
+        let (t, prev, next) = {
+            let slot = &self.slots[s as usize];
+            (slot.tenant, slot.prev, slot.next)
+        };
+        if prev == NIL {
+            self.tenants[t as usize].first = next;
+        } else {
+            self.slots[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.tenants[t as usize].last = prev;
+        } else {
+            self.slots[next as usize].prev = prev;
+        }
+    }
+
+    /// Start a specific queued request (the head, or for FIFO the oldest of all).
+    #[inline]
     pub fn start(&mut self, ticket: Ticket, charged: f64) -> (Ticket, Request<T>) {
+        self.unlink(ticket.slot());
         let slot = &mut self.slots[ticket.slot() as usize];
         slot.state = State::Running;
         slot.charged = charged;
@@ -269,6 +350,7 @@ impl<T> Book<T> {
     }
 
     /// The running slot behind a ticket.
+    #[inline]
     pub fn running_slot(&mut self, ticket: Ticket) -> Result<&mut Slot<T>, Error> {
         let slot = self
             .slots
@@ -282,6 +364,7 @@ impl<T> Book<T> {
     }
 
     /// Validate a cumulative usage report against a running slot.
+    #[inline]
     pub fn check_usage(&mut self, ticket: Ticket, used: f64) -> Result<u32, Error> {
         check_cost("used", used)?;
         let slot = self.running_slot(ticket)?;
@@ -296,6 +379,7 @@ impl<T> Book<T> {
     }
 
     /// Release a finished request's slot. Returns the tenant index and class.
+    #[inline]
     pub fn finish(&mut self, ticket: Ticket) -> (u32, ClassId) {
         let slot = &mut self.slots[ticket.slot() as usize];
         slot.state = State::Free;
@@ -319,7 +403,8 @@ impl<T> Book<T> {
             return Err(Error::AlreadyRunning(ticket));
         }
         let t = slot.tenant;
-        let was_head = self.head(t) == Some(ticket);
+        let was_head = self.tenants[t as usize].first == ticket.slot();
+        self.unlink(ticket.slot());
         let slot = &mut self.slots[ticket.slot() as usize];
         slot.state = State::Free;
         slot.generation = slot.generation.wrapping_add(1);
@@ -333,9 +418,6 @@ impl<T> Book<T> {
         let ten = &mut self.tenants[t as usize];
         ten.queued -= 1;
         self.queued -= 1;
-        if was_head {
-            ten.queue.pop_front();
-        }
         Ok((req, t, was_head))
     }
 }
@@ -344,6 +426,7 @@ impl<T> Book<T> {
 impl<T> Book<T> {
     /// Refresh charging (Fig. 7 lines 9–16): consume prepaid credit with the usage since the
     /// last report; returns the excess the tenant must be charged now.
+    #[inline]
     pub fn refresh_charge(&mut self, ticket: Ticket, used: f64) -> f64 {
         let slot = &mut self.slots[ticket.slot() as usize];
         let c = used - slot.accounted;
@@ -360,16 +443,85 @@ impl<T> Book<T> {
 
     /// Retroactive charging (Fig. 7 line 31): what the tenant owes (positive) or is refunded
     /// (negative) once the request's total usage is known.
+    #[inline]
     pub fn settle(&self, ticket: Ticket, used: f64) -> f64 {
         let slot = &self.slots[ticket.slot() as usize];
         (used - slot.accounted) - slot.credit
     }
 
     /// Usage not yet applied to the virtual clock.
+    #[inline]
     pub fn clock_delta(&mut self, ticket: Ticket, used: f64) -> f64 {
         let slot = &mut self.slots[ticket.slot() as usize];
         let d = used - slot.clocked;
         slot.clocked = used;
         d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::SplitMix;
+
+    /// The dense table and the hash together map every live id to its tenant, whatever
+    /// order ids arrive in (large ids first, then small ones that grow the table and move
+    /// hashed ids into it) and after removals; queues keep arrival order through cancels.
+    #[test]
+    fn tenant_ids_map_through_dense_table_and_hash() {
+        let mut b: Book<u64> = Book::new(1.0);
+        let mut rng = SplitMix::new(5);
+        let mut live: Vec<(u64, u32)> = Vec::new();
+        for step in 0..4000u64 {
+            let id = match rng.next_u64() % 4 {
+                0 => rng.next_u64() % 50,
+                1 => rng.next_u64() % 5000,
+                2 => rng.next_u64() % 200_000,
+                _ => rng.next_u64(),
+            };
+            if rng.next_u64().is_multiple_of(3) {
+                if let Some(i) = live.iter().position(|&(x, _)| x == id) {
+                    let (_, t) = live.swap_remove(i);
+                    assert_eq!(b.remove_tenant(TenantId(id)), Ok(t), "step {step}");
+                    continue;
+                }
+            }
+            let (t, fresh) = b.tenant_entry(TenantId(id));
+            match live.iter().find(|&&(x, _)| x == id) {
+                Some(&(_, known)) => assert!(!fresh && t == known, "step {step}: id {id}"),
+                None => {
+                    assert!(fresh, "step {step}: id {id}");
+                    live.push((id, t));
+                }
+            }
+            for &(x, t) in &live {
+                assert_eq!(b.lookup(TenantId(x)), Some(t), "step {step}: id {x}");
+                assert_eq!(b.tenants[t as usize].id, TenantId(x));
+            }
+        }
+        assert!(b.dense.len() as u64 <= DENSE_MIN.max(8 * b.tenants.len() as u64));
+    }
+
+    #[test]
+    fn queues_keep_arrival_order_through_cancels() {
+        let mut b: Book<u64> = Book::new(1.0);
+        let tickets: Vec<Ticket> = (0..6)
+            .map(|i| b.push(Request::new(7u64, 0u32, i), false).unwrap().0)
+            .collect();
+        let (t, _) = b.tenant_entry(TenantId(7));
+        // Cancel the head, a middle one and the tail.
+        for i in [0, 3, 5] {
+            let (req, _, was_head) = b.cancel(tickets[i]).unwrap();
+            assert_eq!(req.payload, i as u64);
+            assert_eq!(was_head, i == 0);
+        }
+        let mut order = Vec::new();
+        while b.head(t).is_some() {
+            order.push(b.start_head(t, 1.0).1.payload);
+        }
+        assert_eq!(order, vec![1, 2, 4]);
+        assert_eq!(b.tenants[t as usize].queued, 0);
+        assert_eq!(b.running, 3);
+        assert!(matches!(b.cancel(tickets[0]), Err(Error::UnknownTicket(_))));
     }
 }

@@ -52,12 +52,6 @@ impl<T> Queue<T> for Fifo<T> {
                 self.est
                     .estimate(self.book.tenants[t as usize].id, slot.class)
             });
-            // Keep the tenant's own queue in step (its front is this ticket or a tombstone).
-            while let Some(front) = self.book.tenants[t as usize].queue.pop_front() {
-                if front == ticket {
-                    break;
-                }
-            }
             let (ticket, request) = self.book.start(ticket, l);
             return Decision::Run(Dispatch {
                 ticket,

@@ -26,7 +26,7 @@ use crate::estimate::CostEstimator;
 use crate::queued::{queue_parts, Queue};
 use crate::tags::Charging;
 use crate::types::{saturate, Decision, Dispatch, Ticket};
-use crate::util::IndexedHeap;
+use crate::util::{IndexedHeap, Tag3};
 
 /// Which virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub(crate) struct StartTag<T> {
     /// `(v(A), v̄(A))` of the request arriving now (set just before the book takes it).
     arrival: (f64, f64),
     /// Flows with a queued head, by (S, S̄ for FSFQ else 0, tenant id).
-    select: IndexedHeap<(f64, f64, u64)>,
+    select: IndexedHeap<Tag3>,
     /// FSFQ(D): queued heads by S̄.
     heads_bar: IndexedHeap,
     /// Dispatched requests by ticket slot, keyed by S (Min-SFQ) or S̄ (FSFQ): with the
@@ -131,7 +131,7 @@ impl<T> StartTag<T> {
         match self.variant {
             Variant::Sfq => (self.v, self.v),
             Variant::MinSfq => {
-                let v = self.min_outstanding(self.select.peek_key().map(|(_, k)| k.0));
+                let v = self.min_outstanding(self.select.peek_key().map(|(_, k)| k.key()));
                 (v, v)
             }
             Variant::Fsfq => (
@@ -197,7 +197,7 @@ impl<T> StartTag<T> {
             return; // most syncs (a completion with a known cost) change nothing
         }
         self.flows[ti].head = Some(tags);
-        self.select.set_key(t, (tags.s, tags.sbar, id));
+        self.select.set_key(t, Tag3::new(tags.s, tags.sbar, id));
         if self.variant == Variant::Fsfq {
             self.heads_bar.set(t, tags.sbar, id);
         }
@@ -288,7 +288,11 @@ impl<T> Queue<T> for StartTag<T> {
     }
 
     fn finished(&mut self, t: u32, _: f64) {
-        self.sync(t); // the head's estimate may have changed
+        // The head's estimate may have changed (a correction already re-synced in `settle`);
+        // a head with a known cost keeps its tags.
+        if matches!(self.book.head_info(t), Some((_, None))) {
+            self.sync(t);
+        }
         self.maybe_idle();
     }
 

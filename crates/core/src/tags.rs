@@ -61,6 +61,9 @@ pub(crate) struct TagScheduler<T, S> {
     active_weight: f64,
     active_count: usize,
     est: Box<dyn CostEstimator>,
+    /// Requests must carry their cost (the GPS clock or an oracle estimator); fixed at
+    /// construction, asked on every enqueue.
+    require_cost: bool,
     charging: Charging,
 }
 
@@ -74,6 +77,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
         charging: Charging,
         default_weight: f64,
     ) -> Self {
+        let require_cost = matches!(clock, Clock::Gps(_)) || est.requires_known_cost();
         TagScheduler {
             name,
             workers,
@@ -84,6 +88,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
             active_weight: 0.0,
             active_count: 0,
             est,
+            require_cost,
             charging,
         }
     }
@@ -173,22 +178,22 @@ impl<T, S: Selector> TagScheduler<T, S> {
         }
     }
 
-    fn charge(&mut self, t: u32, amount: f64) {
+    /// Charge (or refund) tenant `t`; returns whether its start tag moved.
+    fn charge(&mut self, t: u32, amount: f64) -> bool {
         if amount != 0.0 {
             let ten = &mut self.book.tenants[t as usize];
             ten.start = saturate(ten.start + amount / ten.weight);
+            return true;
         }
+        false
     }
 }
 
 impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.book.observe(now)?;
-        let gps = matches!(self.clock, Clock::Gps(_));
         let cost = request.cost;
-        let (ticket, t, was_empty, _) = self
-            .book
-            .push(request, gps || self.est.requires_known_cost())?;
+        let (ticket, t, was_empty, _) = self.book.push(request, self.require_cost)?;
         if let Clock::Gps(g) = &mut self.clock {
             let w = self.book.tenants[t as usize].weight;
             if g.weight(t as usize) != w {
@@ -236,8 +241,7 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         self.clock_service(ticket, used);
         if self.charging.refresh {
             let excess = self.book.refresh_charge(ticket, used);
-            if excess != 0.0 {
-                self.charge(t, excess);
+            if self.charge(t, excess) {
                 self.sync(t);
             }
         }
@@ -248,9 +252,10 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         self.book.observe(now)?;
         let t = self.book.check_usage(ticket, used)?;
         self.clock_service(ticket, used);
+        let mut moved = false;
         if self.charging.retroactive {
             let owed = self.book.settle(ticket, used);
-            self.charge(t, owed);
+            moved = self.charge(t, owed);
         }
         let (t, class) = self.book.finish(ticket);
         let id = self.book.tenants[t as usize].id;
@@ -258,7 +263,11 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         if self.book.tenants[t as usize].queued == 0 {
             self.leave_active(t); // Fig. 7 lines 32–33
         }
-        self.sync(t);
+        // The head's tags change only if the start tag moved or the head's charge is an
+        // estimate the completion may have updated; otherwise `sync` would find them equal.
+        if moved || matches!(self.book.head_info(t), Some((_, None))) {
+            self.sync(t);
+        }
         Ok(())
     }
 

@@ -27,8 +27,9 @@ impl Hasher for FxHasher {
 pub(crate) type FxHashMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
 
 /// `(key, tie)` ordering used by every queue of the crate: the smaller key first, equal keys by
-/// the smaller tie-breaker (the tenant id).
-#[inline]
+/// the smaller tie-breaker (the tenant id). The queues use [`Tag`], which packs it into
+/// integers; this float form is the tests' reference.
+#[cfg(test)]
 pub(crate) fn before(key_a: f64, tie_a: u64, key_b: f64, tie_b: u64) -> bool {
     key_a < key_b || (key_a == key_b && tie_a < tie_b)
 }
@@ -40,26 +41,96 @@ pub(crate) trait HeapKey: Copy {
     fn before(&self, other: &Self) -> bool;
 }
 
-/// `(key, tie)`: the key, then the tie-breaker.
-impl HeapKey for (f64, u64) {
+/// A `(key, tie)` pair packed so that one 128-bit integer comparison is [`before`]: the
+/// key's bits mapped to an unsigned integer of the same order (flip every bit of a negative,
+/// the sign bit of a positive), then the tie-breaker. One compare-and-borrow instead of two
+/// float comparisons and a tie branch per heap level; ties are common (equal tags of
+/// tenants served in the same round). `-0.0` is stored as `0.0`, which `before` treats as
+/// equal to it anyway; tags are never NaN.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tag {
+    key: u64,
+    tie: u64,
+}
+
+impl Tag {
+    /// A placeholder (the key 0.0, tie 0).
+    pub const ZERO: Tag = Tag {
+        key: 1 << 63,
+        tie: 0,
+    };
+
     #[inline]
-    fn before(&self, o: &Self) -> bool {
-        before(self.0, self.1, o.0, o.1)
+    pub fn new(key: f64, tie: u64) -> Self {
+        let b = (key + 0.0).to_bits(); // -0.0 + 0.0 = 0.0
+        let key = if b >> 63 == 1 { !b } else { b | 1 << 63 };
+        Tag { key, tie }
+    }
+
+    /// The float key.
+    #[inline]
+    pub fn key(self) -> f64 {
+        let k = self.key;
+        f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
+    }
+
+    #[inline]
+    fn wide(self) -> u128 {
+        (u128::from(self.key) << 64) | u128::from(self.tie)
     }
 }
 
-/// `(key, second key, tie)`: FSFQ(D) orders by start tag, then adjusted start tag, then tenant.
-impl HeapKey for (f64, f64, u64) {
+impl HeapKey for Tag {
     #[inline]
     fn before(&self, o: &Self) -> bool {
-        self.0 < o.0 || (self.0 == o.0 && before(self.1, self.2, o.1, o.2))
+        self.wide() < o.wide()
+    }
+}
+
+/// `(key, second key, tie)`: FSFQ(D) orders by start tag, then adjusted start tag, then
+/// tenant. Packed like [`Tag`]: integer comparisons only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tag3 {
+    key: u64,
+    mid: u64,
+    tie: u64,
+}
+
+impl Tag3 {
+    #[inline]
+    pub fn new(key: f64, mid: f64, tie: u64) -> Self {
+        Tag3 {
+            key: Tag::new(key, 0).key,
+            mid: Tag::new(mid, 0).key,
+            tie,
+        }
+    }
+
+    /// The first key.
+    #[inline]
+    pub fn key(self) -> f64 {
+        Tag {
+            key: self.key,
+            tie: 0,
+        }
+        .key()
+    }
+}
+
+impl HeapKey for Tag3 {
+    #[inline]
+    fn before(&self, o: &Self) -> bool {
+        self.key < o.key
+            || (self.key == o.key
+                && (u128::from(self.mid) << 64 | u128::from(self.tie))
+                    < (u128::from(o.mid) << 64 | u128::from(o.tie)))
     }
 }
 
 /// A binary min-heap of dense item ids keyed by `K` (by default `(f64, u64)`), with
 /// O(log n) update and removal of any item.
 #[derive(Clone, Debug)]
-pub(crate) struct IndexedHeap<K = (f64, u64)> {
+pub(crate) struct IndexedHeap<K = Tag> {
     heap: Vec<(K, u32)>,
     pos: Vec<u32>,
 }
@@ -73,15 +144,17 @@ impl<K> Default for IndexedHeap<K> {
     }
 }
 
-impl IndexedHeap<(f64, u64)> {
+impl IndexedHeap<Tag> {
     /// The smallest item and its key.
+    #[inline]
     pub fn peek(&self) -> Option<(u32, f64)> {
-        self.heap.first().map(|&((k, _), i)| (i, k))
+        self.heap.first().map(|&(k, i)| (i, k.key()))
     }
 
     /// Insert `item`, or move it to its new key.
+    #[inline]
     pub fn set(&mut self, item: u32, key: f64, tie: u64) {
-        self.set_key(item, (key, tie));
+        self.set_key(item, Tag::new(key, tie));
     }
 }
 
@@ -104,6 +177,7 @@ impl<K: HeapKey> IndexedHeap<K> {
     }
 
     /// Insert `item`, or move it to its new key.
+    #[inline]
     pub fn set_key(&mut self, item: u32, key: K) {
         let idx = item as usize;
         if idx >= self.pos.len() {
@@ -113,16 +187,13 @@ impl<K: HeapKey> IndexedHeap<K> {
         if p == ABSENT {
             self.heap.push((key, item));
             let at = self.heap.len() - 1;
-            self.pos[idx] = at as u32;
-            self.up(at);
+            self.up(at, (key, item));
         } else {
             let p = p as usize;
-            let old = self.heap[p].0;
-            self.heap[p] = (key, item);
-            if key.before(&old) {
-                self.up(p);
+            if key.before(&self.heap[p].0) {
+                self.up(p, (key, item));
             } else {
-                self.down(p);
+                self.down(p, (key, item));
             }
         }
     }
@@ -135,54 +206,73 @@ impl<K: HeapKey> IndexedHeap<K> {
         self.pos[item as usize] = ABSENT;
         let last = self.heap.pop().expect("contains implies non-empty");
         if p < self.heap.len() {
-            self.heap[p] = last;
-            self.pos[last.1 as usize] = p as u32;
-            self.up(p);
-            let p = self.pos[last.1 as usize] as usize;
-            self.down(p);
+            // Re-place the former last entry at the hole: up if it beats the hole's parent,
+            // else down.
+            if p > 0 && last.0.before(&self.heap[(p - 1) / 2].0) {
+                self.up(p, last);
+            } else {
+                self.down(p, last);
+            }
         }
     }
 
-    fn up(&mut self, mut at: usize) {
-        let item = self.heap[at];
+    /// Put `entry` at hole `at` or above it (its key is smaller than the hole's old one).
+    fn up(&mut self, mut at: usize, entry: (K, u32)) {
+        let (heap, pos) = (&mut self.heap[..], &mut self.pos[..]);
         while at > 0 {
             let parent = (at - 1) / 2;
-            let p = self.heap[parent];
-            if !item.0.before(&p.0) {
+            let p = heap[parent];
+            if !entry.0.before(&p.0) {
                 break;
             }
-            self.heap[at] = p;
-            self.pos[p.1 as usize] = at as u32;
+            heap[at] = p;
+            pos[p.1 as usize] = at as u32;
             at = parent;
         }
-        self.heap[at] = item;
-        self.pos[item.1 as usize] = at as u32;
+        heap[at] = entry;
+        pos[entry.1 as usize] = at as u32;
     }
 
-    fn down(&mut self, mut at: usize) {
-        let item = self.heap[at];
-        let n = self.heap.len();
-        loop {
+    /// Put `entry` at hole `at` or below it (its key is not smaller than the hole's old one).
+    ///
+    /// Floyd's bottom-up variant: walk the hole down to a leaf along the smaller children
+    /// (one comparison per level, not two), then let the entry climb back up. A tag that
+    /// grows after a dispatch usually belongs near the bottom, so the climb is short. Keys
+    /// are compared by a strict total order (ties by tenant id), so the smallest entry, the
+    /// only one anybody reads, is the same whatever the layout.
+    fn down(&mut self, mut at: usize, entry: (K, u32)) {
+        let top = at;
+        let (heap, pos) = (&mut self.heap[..], &mut self.pos[..]);
+        let n = heap.len();
+        // Both children exist: take the smaller without a branch.
+        while 2 * at + 2 < n {
             let l = 2 * at + 1;
-            if l >= n {
-                break;
-            }
-            let r = l + 1;
-            let c = if r < n && self.heap[r].0.before(&self.heap[l].0) {
-                r
-            } else {
-                l
-            };
-            let ch = self.heap[c];
-            if !ch.0.before(&item.0) {
-                break;
-            }
-            self.heap[at] = ch;
-            self.pos[ch.1 as usize] = at as u32;
+            let c = l + usize::from(heap[l + 1].0.before(&heap[l].0));
+            let ch = heap[c];
+            heap[at] = ch;
+            pos[ch.1 as usize] = at as u32;
             at = c;
         }
-        self.heap[at] = item;
-        self.pos[item.1 as usize] = at as u32;
+        // Only a left child.
+        if 2 * at + 1 < n {
+            let c = 2 * at + 1;
+            let ch = heap[c];
+            heap[at] = ch;
+            pos[ch.1 as usize] = at as u32;
+            at = c;
+        }
+        while at > top {
+            let parent = (at - 1) / 2;
+            let p = heap[parent];
+            if !entry.0.before(&p.0) {
+                break;
+            }
+            heap[at] = p;
+            pos[p.1 as usize] = at as u32;
+            at = parent;
+        }
+        heap[at] = entry;
+        pos[entry.1 as usize] = at as u32;
     }
 }
 
@@ -206,6 +296,59 @@ impl SplitMix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packed_tags_order_like_before_and_round_trip() {
+        let mut rng = SplitMix::new(19);
+        let special = [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            5e-324,
+            -5e-324,
+            1e300,
+            -1e300,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
+        let pick = |rng: &mut SplitMix| -> f64 {
+            match rng.next_u64() % 3 {
+                0 => special[(rng.next_u64() % special.len() as u64) as usize],
+                1 => (rng.next_u64() % 7) as f64 - 3.0,
+                _ => f64::from_bits(rng.next_u64()) % 1e6, // any finite value, NaN-free below
+            }
+        };
+        for _ in 0..20_000 {
+            let (a, b) = (pick(&mut rng), pick(&mut rng));
+            if a.is_nan() || b.is_nan() {
+                continue;
+            }
+            let (ta, tb) = (rng.next_u64() % 3, rng.next_u64() % 3);
+            assert_eq!(
+                Tag::new(a, ta).before(&Tag::new(b, tb)),
+                before(a, ta, b, tb),
+                "{a} {ta} vs {b} {tb}"
+            );
+            let (ma, mb) = (pick(&mut rng), pick(&mut rng));
+            if !(ma.is_nan() || mb.is_nan()) {
+                let three = a < b || (a == b && before(ma, ta, mb, tb));
+                assert_eq!(
+                    Tag3::new(a, ma, ta).before(&Tag3::new(b, mb, tb)),
+                    three,
+                    "{a} {ma} {ta} vs {b} {mb} {tb}"
+                );
+                assert!(Tag3::new(a, ma, ta).key() == a);
+            }
+            let back = Tag::new(a, ta).key();
+            assert!(
+                back == a && (back.to_bits() == a.to_bits() || a == 0.0),
+                "{a} → {back}"
+            );
+        }
+    }
 
     #[test]
     fn heap_orders_by_key_then_tie_and_supports_updates() {

@@ -50,6 +50,7 @@ impl MinFinish {
 }
 
 impl Selector for MinFinish {
+    #[inline]
     fn set(&mut self, t: u32, key: TagKey) {
         self.by_finish.set(t, key.finish, key.tie);
         if let Some(h) = &mut self.by_start {

@@ -10,7 +10,7 @@
 //! changes when virtual time advances.
 
 use super::{Selector, TagKey};
-use crate::util::{before, SplitMix};
+use crate::util::{HeapKey, SplitMix, Tag};
 
 const NIL: u32 = u32::MAX;
 
@@ -18,8 +18,8 @@ const NIL: u32 = u32::MAX;
 struct Node {
     start: f64,
     cost: f64,
-    finish: f64,
-    tie: u64,
+    /// `(F, id)`, packed: the treap's order.
+    order: Tag,
     prio: u64,
     left: u32,
     right: u32,
@@ -29,8 +29,7 @@ struct Node {
 const EMPTY: Node = Node {
     start: 0.0,
     cost: 0.0,
-    finish: 0.0,
-    tie: 0,
+    order: Tag::ZERO,
     prio: 0,
     left: NIL,
     right: NIL,
@@ -94,18 +93,33 @@ impl Staggered {
     #[inline]
     fn less(&self, a: u32, b: u32) -> bool {
         let (a, b) = (&self.nodes[a as usize], &self.nodes[b as usize]);
-        before(a.finish, a.tie, b.finish, b.tie)
+        a.order.before(&b.order)
     }
 
     /// Recompute node `n`'s lane minima from its own tags and its children's minima.
     fn pull(&mut self, n: u32) {
         let lanes = self.lanes();
-        let node = self.nodes[n as usize];
+        let node = &self.nodes[n as usize];
+        let (start, cost, left, right) = (node.start, node.cost, node.left, node.right);
         let base = n as usize * lanes;
-        for (out, &x) in self.aug[base..base + lanes].iter_mut().zip(&self.xs) {
-            *out = eligible_at(node.start, x, node.cost);
+        if lanes == 1 {
+            // One worker (x = 0): the minimum start tag, without the lane loops.
+            let mut m = start;
+            for child in [left, right] {
+                if child != NIL {
+                    let y = self.aug[child as usize];
+                    if y < m {
+                        m = y;
+                    }
+                }
+            }
+            self.aug[base] = m;
+            return;
         }
-        for child in [node.left, node.right] {
+        for (out, &x) in self.aug[base..base + lanes].iter_mut().zip(&self.xs) {
+            *out = eligible_at(start, x, cost);
+        }
+        for child in [left, right] {
             if child != NIL {
                 min_into(&mut self.aug, base, child as usize * lanes, lanes);
             }
@@ -133,6 +147,11 @@ impl Staggered {
     /// Recompute node `n`'s lane minima; report whether any lane changed.
     fn pull_changed(&mut self, n: u32) -> bool {
         let lanes = self.lanes();
+        if lanes == 1 {
+            let old = self.aug[n as usize];
+            self.pull(n);
+            return self.aug[n as usize] != old;
+        }
         let node = self.nodes[n as usize];
         let base = n as usize * lanes;
         let mut changed = false;
@@ -162,6 +181,14 @@ impl Staggered {
     /// whether any lane changed.
     fn lower_by(&mut self, n: u32, c: u32) -> bool {
         let lanes = self.lanes();
+        if lanes == 1 {
+            let y = self.aug[c as usize];
+            if y < self.aug[n as usize] {
+                self.aug[n as usize] = y;
+                return true;
+            }
+            return false;
+        }
         let (base, cb) = (n as usize * lanes, c as usize * lanes);
         let mut changed = false;
         for i in 0..lanes {
@@ -276,8 +303,7 @@ impl Selector for Staggered {
         self.nodes[idx] = Node {
             start: key.start,
             cost: key.cost,
-            finish: key.finish,
-            tie: key.tie,
+            order: Tag::new(key.finish, key.tie),
             prio,
             left: NIL,
             right: NIL,
