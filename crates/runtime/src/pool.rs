@@ -15,13 +15,14 @@ use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fairlane_core::{
     BoxedScheduler, ClassId, Config, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
 };
 
-use crate::cpu::{CostClock, ThreadCpuClock};
+use crate::cpu::CostClock;
+use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
 use crate::setup::SchedulerChoice;
 use crate::stats::{MetricsSnapshot, Stats};
@@ -308,53 +309,6 @@ enum Phase {
     Draining,
     /// `shutdown_now`: the queue was handed back; workers exit after their current task.
     Stopping,
-}
-
-/// Where a running task's cost measurement started.
-#[derive(Clone, Copy)]
-enum Meter {
-    Cpu { clock: ThreadCpuClock, at: u64 },
-    Wall { at: Instant },
-}
-
-impl Meter {
-    fn start(clock: Option<ThreadCpuClock>) -> Meter {
-        match clock.and_then(|c| Some((c, c.read()?))) {
-            Some((clock, at)) => Meter::Cpu { clock, at },
-            None => Meter::Wall { at: Instant::now() },
-        }
-    }
-
-    /// The cost so far, and a meter that starts now.
-    fn stop(&self) -> (Option<f64>, Meter) {
-        match self {
-            Meter::Cpu { clock, at } => match clock.read() {
-                Some(now) => (
-                    Some(now.saturating_sub(*at) as f64),
-                    Meter::Cpu {
-                        clock: *clock,
-                        at: now,
-                    },
-                ),
-                None => (None, Meter::Wall { at: Instant::now() }),
-            },
-            Meter::Wall { at } => {
-                let now = Instant::now();
-                (
-                    Some(now.saturating_duration_since(*at).as_nanos() as f64),
-                    Meter::Wall { at: now },
-                )
-            }
-        }
-    }
-
-    /// Cost so far, in nanoseconds. Readable from any thread while the worker lives.
-    fn used(&self) -> Option<f64> {
-        match self {
-            Meter::Cpu { clock, at } => Some(clock.read()?.saturating_sub(*at) as f64),
-            Meter::Wall { at } => Some(at.elapsed().as_nanos() as f64),
-        }
-    }
 }
 
 struct Running {
@@ -995,7 +949,6 @@ struct Started {
     ticket: Ticket,
     tenant: TenantId,
     job: Job,
-    meter: Meter,
 }
 
 /// Record that worker `w` starts the dispatched request, metering from `meter`.
@@ -1029,16 +982,12 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
         ticket,
         tenant,
         job: payload,
-        meter,
     })
 }
 
 fn worker_main(shared: &Arc<Shared>, w: usize) {
     WORKER_OF.with(|c| c.set(Arc::as_ptr(shared) as usize));
-    let clock = match shared.cost_clock {
-        CostClock::ThreadCpu => ThreadCpuClock::current(),
-        CostClock::Wall => None,
-    };
+    let mut meter = WorkerMeter::for_this_thread(shared.cost_clock == CostClock::ThreadCpu);
     let mut next: Option<Started> = None;
     loop {
         let task = match next.take() {
@@ -1049,7 +998,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                     let now = shared.now();
                     match st.sched.dequeue(w, now) {
                         Ok(Decision::Run(d)) => {
-                            if let Some(t) = start(&mut st, w, d, now, Meter::start(clock)) {
+                            if let Some(t) = start(&mut st, w, d, now, meter.resume()) {
                                 break t;
                             }
                         }
@@ -1096,21 +1045,22 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             ticket,
             tenant,
             job,
-            meter,
         } = task;
         let mut settled = false;
         // Called by the task wrapper once the task has returned (before its handle is filled):
         // settle the cost and take the next task in one critical section. The meter reading
         // that ends this task starts the next one, so the dispatch overhead between them is
-        // charged to the next task and a task costs one clock read.
+        // charged to the next task; the meter reads the thread CPU clock only when its rules
+        // need it (`meter.rs`: exact without preemption, bounded error with).
         let mut done = |panicked: bool| {
             if std::mem::replace(&mut settled, true) {
                 return;
             }
-            let (used, following) = meter.stop();
+            let used = meter.boundary();
+            let following = meter.current();
             let mut st = shared.lock();
             let reported = st.running[w].take().map_or(0.0, |r| r.reported);
-            let used = used.unwrap_or(reported).max(reported);
+            let used = used.max(reported);
             let now = shared.now();
             if let Err(e) = st.sched.complete(ticket, used, now) {
                 st.sched_error("a completion", e);
