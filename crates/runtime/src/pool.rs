@@ -330,6 +330,10 @@ struct State {
     retrying: usize,
     running: Vec<Option<Running>>,
     idle: usize,
+    /// Idle workers already woken by `submit` but not yet running: a submit wakes another
+    /// only while `idle > waking`, so a burst of submissions costs one wake-up (a futex
+    /// system call) per idle worker, not one per task until the woken worker gets the lock.
+    waking: usize,
     /// Threads blocked in `wait_idle`.
     idle_waiters: usize,
     phase: Phase,
@@ -573,6 +577,7 @@ impl PoolBuilder {
                 retrying: 0,
                 running: (0..workers).map(|_| None).collect(),
                 idle: 0,
+                waking: 0,
                 idle_waiters: 0,
                 phase: Phase::Open,
                 stats: Stats::new("pool"),
@@ -772,7 +777,10 @@ impl FairPool {
             }
         };
         st.stats.get(tenant).enqueued();
-        let wake = st.idle > 0;
+        let wake = st.idle > st.waking;
+        if wake {
+            st.waking += 1;
+        }
         drop(st);
         if wake {
             shared.work.notify_one();
@@ -1025,6 +1033,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                             };
                             st.retrying -= 1;
                             st.idle -= 1;
+                            st.waking = st.waking.saturating_sub(1);
                         }
                         r @ (Ok(Decision::Empty) | Err(_)) => {
                             if let Err(e) = r {
@@ -1036,6 +1045,10 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                             st.idle += 1;
                             st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
                             st.idle -= 1;
+                            // Woken by a submit, another notification or spuriously: either
+                            // way one pending wake-up is used up (an undercount only costs
+                            // a spare wake-up later; an overcount cannot arise).
+                            st.waking = st.waking.saturating_sub(1);
                         }
                     }
                 }
