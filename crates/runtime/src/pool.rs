@@ -18,15 +18,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use fairlane_core::{
-    BoxedScheduler, ClassId, Config, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
+    BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
 };
 
 use crate::cpu::CostClock;
 use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
-use crate::setup::SchedulerChoice;
+use crate::setup::{common_setters, Common};
 use crate::stats::{MetricsSnapshot, Stats};
-use crate::time::{nanos, Clock, SharedClock, SystemClock};
+use crate::time::{nanos, SharedClock};
 
 /// Why a task's handle holds no value.
 #[derive(Debug)]
@@ -420,76 +420,46 @@ thread_local! {
 /// per tenant.
 #[derive(Clone, Debug)]
 pub struct PoolBuilder {
-    workers: Option<usize>,
-    scheduler: SchedulerChoice,
+    common: Common,
     initial_estimate: Duration,
-    max_queued: usize,
-    max_queued_per_tenant: usize,
     refresh: Option<Duration>,
     cost_clock: Option<CostClock>,
     thread_name: String,
     stack_size: Option<usize>,
-    clock: Option<SharedClock>,
 }
 
 impl Default for PoolBuilder {
     fn default() -> Self {
         PoolBuilder {
-            workers: None,
-            scheduler: SchedulerChoice::Preset("2dfqe".into()),
+            common: Common::default(),
             initial_estimate: Duration::from_millis(1),
-            max_queued: 100_000,
-            max_queued_per_tenant: 10_000,
             refresh: Some(Duration::from_millis(10)),
             cost_clock: None,
             thread_name: "fairlane-worker".into(),
             stack_size: None,
-            clock: None,
         }
     }
 }
 
 impl PoolBuilder {
-    /// Number of worker threads (≥ 1).
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = Some(workers);
-        self
-    }
-
-    /// A core preset by name (`fifo`, `drr`, `sfq`, `wfq`, `wf2q`, `2dfq`, `wfqe`, `wf2qe`,
-    /// `2dfqe`). Its estimator starts unseen (tenant, class) pairs at
-    /// [`initial_estimate`](PoolBuilder::initial_estimate). The known-cost presets (`wfq`,
-    /// `2dfq`, …) need every task submitted with [`FairPool::submit_with_cost`].
-    pub fn preset(mut self, name: &str) -> Self {
-        self.scheduler = SchedulerChoice::Preset(name.to_string());
-        self
-    }
-
-    /// A scheduler configuration, used as given except for its number of workers. Costs are
-    /// in nanoseconds: set the estimator's `initial` in nanoseconds too.
-    pub fn scheduler(mut self, config: Config) -> Self {
-        self.scheduler = SchedulerChoice::Config(config);
-        self
-    }
+    common_setters!(
+        PoolBuilder,
+        workers: "Number of worker threads (≥ 1; default: one per core).",
+        max_queued: "At most this many queued tasks over all tenants (default 100,000); more \
+                     are refused with [`SubmitError::QueueFull`].",
+        max_queued_per_tenant: "At most this many queued tasks per tenant (default 10,000); \
+                                more are refused with [`SubmitError::TenantQueueFull`].",
+        units: "The pool's time and cost unit is the nanosecond (CPU nanoseconds with \
+                [`CostClock::ThreadCpu`]): set estimates in nanoseconds too.",
+        with_cost: "[`FairPool::submit_with_cost`]",
+        clock: "A [`ManualClock`](crate::ManualClock) makes `RetryAt` waits and queue-wait \
+                metrics follow test-driven time; task costs stay measured by the [`CostClock`].",
+    );
 
     /// The estimate for a (tenant, class) pair never seen before, for presets (default 1 ms:
     /// pessimistic about newcomers, in 2DFQᴱ's spirit; retroactive charging refunds it).
     pub fn initial_estimate(mut self, estimate: Duration) -> Self {
         self.initial_estimate = estimate;
-        self
-    }
-
-    /// At most this many queued tasks over all tenants; more are refused with
-    /// [`SubmitError::QueueFull`].
-    pub fn max_queued(mut self, limit: usize) -> Self {
-        self.max_queued = limit;
-        self
-    }
-
-    /// At most this many queued tasks per tenant; more are refused with
-    /// [`SubmitError::TenantQueueFull`].
-    pub fn max_queued_per_tenant(mut self, limit: usize) -> Self {
-        self.max_queued_per_tenant = limit;
         self
     }
 
@@ -512,24 +482,6 @@ impl PoolBuilder {
         self
     }
 
-    /// A scheduler built by the caller, in the pool's units (time and cost in nanoseconds):
-    /// any core policy, an LDF [`ReserveScheduler`](fairlane_core::reserve::ReserveScheduler)
-    /// with CPU reservations, the very box the simulator ran. Its worker count is set to
-    /// [`workers`](PoolBuilder::workers) if given, else the pool has `scheduler.workers()`
-    /// threads.
-    pub fn with_scheduler(mut self, scheduler: BoxedScheduler) -> Self {
-        self.scheduler = SchedulerChoice::built(scheduler);
-        self
-    }
-
-    /// The clock the scheduler's `now` is read from (default [`SystemClock`]). A
-    /// [`ManualClock`](crate::ManualClock) makes `RetryAt` waits and queue-wait metrics
-    /// follow test-driven time; task costs stay measured by the [`CostClock`].
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-
     /// Stack size of the worker threads, in bytes.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
@@ -538,15 +490,6 @@ impl PoolBuilder {
 
     /// Start the pool's threads.
     pub fn build(self) -> Result<FairPool, BuildError> {
-        if self.workers == Some(0) {
-            return Err(config_error("workers", "must be at least 1, got 0".into()));
-        }
-        if self.max_queued == 0 || self.max_queued_per_tenant == 0 {
-            return Err(config_error(
-                "max_queued",
-                "queue limits must be at least 1".into(),
-            ));
-        }
         if let Some(every) = self.refresh {
             if every.is_zero() {
                 return Err(config_error(
@@ -564,9 +507,10 @@ impl PoolBuilder {
             ));
         }
         let initial = self.initial_estimate.as_nanos() as f64;
-        let sched = self.scheduler.build(self.workers, initial)?;
+        let (max_queued, max_queued_per_tenant) =
+            (self.common.max_queued, self.common.max_queued_per_tenant);
+        let (sched, clock) = self.common.build("workers", "max_queued", initial)?;
         let workers = sched.workers();
-        let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let (requires_cost, name) = (sched.requires_cost(), sched.name());
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -589,8 +533,8 @@ impl PoolBuilder {
             stop_cv: Condvar::new(),
             clock: clock.clone(),
             cost_clock,
-            max_queued: self.max_queued,
-            max_queued_per_tenant: self.max_queued_per_tenant,
+            max_queued,
+            max_queued_per_tenant,
             requires_cost,
             workers,
             name,
