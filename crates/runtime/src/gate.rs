@@ -25,7 +25,7 @@ use fairlane_core::{
 use crate::pool::{config_error, BuildError};
 use crate::setup::{self, common_setters, Common};
 use crate::stats::{MetricsSnapshot, Stats};
-use crate::time::SharedClock;
+use crate::time::{nanos_f64, SharedClock};
 
 /// Why a request could not get a seat.
 #[derive(Clone, Debug, PartialEq)]
@@ -258,7 +258,11 @@ impl GateShared {
     }
     /// The scheduler's `now`, in the gate's unit.
     fn now(&self) -> f64 {
-        self.clock.now().as_nanos() as f64 / self.unit
+        self.in_units(self.clock.now())
+    }
+    /// A time on the gate's clock, in the gate's unit.
+    fn in_units(&self, t: Duration) -> f64 {
+        nanos_f64(t) / self.unit
     }
 }
 
@@ -812,15 +816,18 @@ impl Acquire {
             if st.closed || st.draining {
                 return Poll::Ready(Err(AcquireError::Closed));
             }
-            if st.sched.queued() >= st.max_waiting {
+            let queued = st.sched.queued();
+            if queued >= st.max_waiting {
                 st.stats.get(self.tenant).rejected();
                 return Poll::Ready(Err(AcquireError::QueueFull {
                     limit: st.max_waiting,
                 }));
             }
-            // The scheduler's own count: the gate keeps no second copy.
+            // The scheduler's own count: the gate keeps no second copy. A tenant has at most
+            // all the queued requests, so below the cap in total no tenant can be at it and
+            // the per-tenant lookup is skipped (the common case).
             let cap = st.cap(self.tenant);
-            if st.sched.tenant(self.tenant).map_or(0, |v| v.queued) >= cap {
+            if queued >= cap && st.sched.tenant(self.tenant).map_or(0, |v| v.queued) >= cap {
                 st.stats.get(self.tenant).rejected();
                 return Poll::Ready(Err(AcquireError::TenantQueueFull {
                     tenant: self.tenant,
@@ -1054,14 +1061,17 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         let shared = &self.gate.shared;
-        let cost = match self.cost {
-            Some(c) if c.is_finite() && c >= 0.0 => c,
-            _ => self.held().as_nanos() as f64 / shared.unit,
-        };
         let mut wake = Wakers::default();
         {
             let mut st = shared.lock();
-            let now = shared.now();
+            // One clock reading, under the lock (so the scheduler's `now` never goes back),
+            // is the release time and, by default, the cost.
+            let at = shared.clock.now();
+            let now = shared.in_units(at);
+            let cost = match self.cost {
+                Some(c) if c.is_finite() && c >= 0.0 => c,
+                _ => shared.in_units(at.saturating_sub(self.granted)),
+            };
             st.stats.get(self.tenant).finished(cost, false);
             st.release(self.ticket, self.seat, cost, now, &mut wake);
         }
