@@ -6,9 +6,12 @@
 //! end with one counter (the least a pool can do).
 //!
 //! After criterion's groups, an interleaved A/B loop measures the ratio directly (alternating
-//! batches, median of 21 each), since this 2-core VM is noisy.
+//! batches, median of 21 each), since this 2-core VM is noisy. `POOL_ROUNDS=N` sets the
+//! number of rounds, `POOL_PRESETS=2dfqe,fifo` the presets of that loop and `POOL_TASK_US`
+//! the tasks' length (default 10).
 //!
-//! Run: `cargo bench -p fairlane-runtime --bench pool`
+//! Run: `cargo bench -p fairlane-runtime --bench pool`; the loop alone, longer:
+//! `POOL_ROUNDS=201 POOL_PRESETS=2dfqe cargo bench -p fairlane-runtime --bench pool -- nothing`
 
 #![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
 
@@ -37,8 +40,13 @@ fn work(iters: u64) -> u64 {
 }
 
 /// Rounds of `work` that take about 10 µs here (fastest of several trials, so a busy moment
-/// during calibration does not inflate the tasks).
+/// during calibration does not inflate the tasks); `POOL_TASK_US` sets another length (0:
+/// empty tasks, which shows the pools' own cost per task).
 fn calibrate() -> u64 {
+    let us: f64 = std::env::var("POOL_TASK_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10.0);
     const PROBE: u64 = 20_000;
     let best = (0..7)
         .map(|_| {
@@ -50,7 +58,7 @@ fn calibrate() -> u64 {
         })
         .min()
         .unwrap();
-    (PROBE as f64 * 10_000.0 / best.as_nanos().max(1) as f64) as u64
+    (PROBE as f64 * us * 1_000.0 / best.as_nanos().max(1) as f64) as u64
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -191,7 +199,15 @@ fn interleaved() {
         .min()
         .unwrap();
     let base = CrossbeamPool::new(WORKERS);
-    let pools: Vec<(&str, FairPool)> = PRESETS.iter().map(|p| (*p, fair_pool(p))).collect();
+    let rounds: usize = std::env::var("POOL_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(ROUNDS);
+    let presets: Vec<String> = match std::env::var("POOL_PRESETS") {
+        Ok(list) => list.split(',').map(|p| p.trim().to_string()).collect(),
+        Err(_) => PRESETS.iter().map(|p| p.to_string()).collect(),
+    };
+    let pools: Vec<(&str, FairPool)> = presets.iter().map(|p| (p.as_str(), fair_pool(p))).collect();
     let mut t_base = Vec::new();
     let mut t_fair: Vec<Vec<Duration>> = vec![Vec::new(); pools.len()];
     // Warm up every pool (estimators learn the tasks).
@@ -199,7 +215,7 @@ fn interleaved() {
     for (_, p) in &pools {
         fair_batch(p, iters);
     }
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         let t = Instant::now();
         base.batch(iters);
         t_base.push(t.elapsed());
@@ -209,10 +225,10 @@ fn interleaved() {
             t_fair[i].push(t.elapsed());
         }
     }
-    let b = median(t_base);
+    let b = median(t_base.clone());
     let per_task = |d: Duration| d.as_secs_f64() * 1e6 / TASKS as f64;
     println!(
-        "\ninterleaved, median of {ROUNDS} batches of {TASKS} tasks ({:.1} µs each alone) on {WORKERS} workers, {TENANTS} tenants:",
+        "\ninterleaved, median of {rounds} batches of {TASKS} tasks ({:.1} µs each alone) on {WORKERS} workers, {TENANTS} tenants:",
         task.as_secs_f64() * 1e6
     );
     println!(
@@ -222,11 +238,20 @@ fn interleaved() {
     );
     for (i, (name, _)) in pools.iter().enumerate() {
         let f = median(t_fair[i].clone());
+        // Each round's own ratio (its crossbeam batch against its FairPool batch, run
+        // back to back): steadier than the ratio of medians when the load drifts.
+        let mut ratios: Vec<f64> = t_base
+            .iter()
+            .zip(&t_fair[i])
+            .map(|(b, f)| b.as_secs_f64() / f.as_secs_f64())
+            .collect();
+        ratios.sort_by(f64::total_cmp);
         println!(
-            "  FairPool {name:<6}       {:>8.0} tasks/s   ({:.2} µs/task)   {:.1} % of crossbeam",
+            "  FairPool {name:<6}       {:>8.0} tasks/s   ({:.2} µs/task)   {:.1} % of crossbeam   (median round: {:.1} %)",
             TASKS as f64 / f.as_secs_f64(),
             per_task(f),
-            100.0 * b.as_secs_f64() / f.as_secs_f64()
+            100.0 * b.as_secs_f64() / f.as_secs_f64(),
+            100.0 * ratios[ratios.len() / 2]
         );
     }
 }

@@ -6,7 +6,7 @@
 //! running workers' clocks every 10 ms for 2DFQᴱ's refresh charging (2DFQ §5). Elsewhere the
 //! pool falls back to wall-clock time ([`CostClock::Wall`]).
 
-#![allow(unsafe_code)] // two libc calls, each with its SAFETY note
+#![allow(unsafe_code)] // three libc calls, each with its SAFETY note
 
 use std::time::Duration;
 
@@ -50,6 +50,29 @@ pub fn thread_cpu_supported() -> bool {
 /// ```
 pub fn thread_cpu_time() -> Option<Duration> {
     ThreadCpuClock::current()?.read().map(Duration::from_nanos)
+}
+
+/// The calling thread's CPU time in nanoseconds, read through `CLOCK_THREAD_CPUTIME_ID`: the
+/// kernel's fast path for the own thread (no thread lookup, unlike a
+/// [`ThreadCpuClock`]'s id: ≈ 500 against 600–1,000 ns on the project's VM).
+#[cfg(target_os = "linux")]
+pub(crate) fn this_thread_cpu_ns() -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return None;
+    }
+    Some((ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64)
+}
+
+/// The calling thread's CPU time (unsupported here).
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn this_thread_cpu_ns() -> Option<u64> {
+    None
 }
 
 /// A handle on one thread's CPU clock that any thread can read while that thread lives.

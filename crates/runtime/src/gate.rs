@@ -8,7 +8,7 @@
 //! too, so it also has what the proxy needs: seats changed at run time ([`FairGate::set_seats`],
 //! an adaptive depth), per-tenant caps and response-time targets, a timer for schedulers that
 //! idle until a time ([`Decision::RetryAt`], honoured as its documentation says), a drain,
-//! a time unit of the caller's choosing and an injected [`Clock`].
+//! a time unit of the caller's choosing and an injected [`Clock`](crate::Clock).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -19,13 +19,13 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use fairlane_core::{
-    BoxedScheduler, ClassId, Config, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
+    BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
 };
 
 use crate::pool::{config_error, BuildError};
-use crate::setup::{self, SchedulerChoice};
+use crate::setup::{self, common_setters, Common};
 use crate::stats::{MetricsSnapshot, Stats};
-use crate::time::{Clock, SharedClock, SystemClock};
+use crate::time::{nanos_f64, SharedClock};
 
 /// Why a request could not get a seat.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,23 +81,18 @@ impl std::error::Error for AcquireError {
 ///
 /// Defaults: 1 seat per core, the `2dfqe` preset with unseen (tenant, class) pairs estimated at
 /// 1 ms of holding time, at most 100,000 waiters of which 10,000 per tenant, time and cost
-/// in nanoseconds on the [`SystemClock`].
+/// in nanoseconds on the [`SystemClock`](crate::SystemClock).
 #[derive(Clone)]
 pub struct GateBuilder {
-    seats: Option<usize>,
-    scheduler: SchedulerChoice,
+    common: Common,
     initial_estimate: f64,
-    max_waiting: usize,
-    max_waiting_per_tenant: usize,
     unit: Duration,
-    clock: Option<SharedClock>,
 }
 
 impl fmt::Debug for GateBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GateBuilder")
-            .field("seats", &self.seats)
-            .field("scheduler", &self.scheduler)
+            .field("common", &self.common)
             .field("unit", &self.unit)
             .finish_non_exhaustive()
     }
@@ -106,51 +101,30 @@ impl fmt::Debug for GateBuilder {
 impl Default for GateBuilder {
     fn default() -> Self {
         GateBuilder {
-            seats: None,
-            scheduler: SchedulerChoice::Preset("2dfqe".into()),
+            common: Common::default(),
             initial_estimate: 1e6,
-            max_waiting: 100_000,
-            max_waiting_per_tenant: 10_000,
             unit: Duration::from_nanos(1),
-            clock: None,
         }
     }
 }
 
 impl GateBuilder {
-    /// At most this many concurrent holders (≥ 1).
-    pub fn seats(mut self, seats: usize) -> Self {
-        self.seats = Some(seats);
-        self
-    }
-
-    /// A core preset by name; its estimator starts unseen (tenant, class) pairs at
-    /// [`initial_estimate`](GateBuilder::initial_estimate). Known-cost presets (`wfq`, `2dfq`,
-    /// …) need [`FairGate::acquire_with_cost`].
-    pub fn preset(mut self, name: &str) -> Self {
-        self.scheduler = SchedulerChoice::Preset(name.to_string());
-        self
-    }
-
-    /// A scheduler configuration, used as given except for its number of workers (= seats).
-    pub fn scheduler(mut self, config: Config) -> Self {
-        self.scheduler = SchedulerChoice::Config(config);
-        self
-    }
+    common_setters!(
+        GateBuilder,
+        seats: "At most this many concurrent holders (≥ 1; default: one per core). Seats are \
+                the scheduler's workers.",
+        max_waiting: "At most this many waiters over all tenants (default 100,000).",
+        max_waiting_per_tenant: "At most this many waiters per tenant (default 10,000).",
+        units: "Time and cost are in the gate's [`time_unit`](GateBuilder::time_unit).",
+        with_cost: "[`FairGate::acquire_with_cost`]",
+        clock: "With a [`ManualClock`](crate::ManualClock), waits, times held and `RetryAt` \
+                timers follow the test's time.",
+    );
 
     /// Estimate for unseen (tenant, class) pairs with a preset, in cost units (default
     /// 1,000,000 = 1 ms of holding time, the default cost unit being nanoseconds).
     pub fn initial_estimate(mut self, cost: f64) -> Self {
         self.initial_estimate = cost;
-        self
-    }
-
-    /// A scheduler built by the caller, in the gate's units (any core policy, an LDF
-    /// reservation scheduler, the box the simulator ran). The gate has
-    /// [`seats`](GateBuilder::seats) seats if given (the scheduler's workers are set to it),
-    /// else `scheduler.workers()`.
-    pub fn with_scheduler(mut self, scheduler: BoxedScheduler) -> Self {
-        self.scheduler = SchedulerChoice::built(scheduler);
         self
     }
 
@@ -161,44 +135,18 @@ impl GateBuilder {
         self
     }
 
-    /// The clock `now` is read from (default [`SystemClock`]). With a
-    /// [`ManualClock`](crate::ManualClock), waits, times held and `RetryAt` timers follow
-    /// the test's time.
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-
-    /// At most this many waiters over all tenants.
-    pub fn max_waiting(mut self, limit: usize) -> Self {
-        self.max_waiting = limit;
-        self
-    }
-
-    /// At most this many waiters per tenant.
-    pub fn max_waiting_per_tenant(mut self, limit: usize) -> Self {
-        self.max_waiting_per_tenant = limit;
-        self
-    }
-
     /// Build the gate.
     pub fn build(self) -> Result<FairGate, BuildError> {
-        if self.seats == Some(0) {
-            return Err(config_error("seats", "must be at least 1, got 0".into()));
-        }
-        if self.max_waiting == 0 || self.max_waiting_per_tenant == 0 {
-            return Err(config_error(
-                "max_waiting",
-                "queue limits must be at least 1".into(),
-            ));
-        }
         let unit = self.unit.as_nanos() as f64;
+        let (max_waiting, max_waiting_per_tenant) =
+            (self.common.max_queued, self.common.max_queued_per_tenant);
+        let (sched, clock) = self
+            .common
+            .build("seats", "max_waiting", self.initial_estimate)?;
         if unit == 0.0 {
             return Err(config_error("time_unit", "must be at least 1 ns".into()));
         }
-        let sched = self.scheduler.build(self.seats, self.initial_estimate)?;
         let seats = sched.workers();
-        let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let (requires_cost, name) = (sched.requires_cost(), sched.name());
         let shared = Arc::new(GateShared {
             state: Mutex::new(GateState {
@@ -214,8 +162,8 @@ impl GateBuilder {
                 timer: None,
                 timer_thread: false,
                 caps: HashMap::new(),
-                max_waiting: self.max_waiting,
-                max_waiting_per_tenant: self.max_waiting_per_tenant,
+                max_waiting,
+                max_waiting_per_tenant,
                 errors: 0,
                 stats: Stats::new("gate"),
                 unit,
@@ -310,7 +258,11 @@ impl GateShared {
     }
     /// The scheduler's `now`, in the gate's unit.
     fn now(&self) -> f64 {
-        self.clock.now().as_nanos() as f64 / self.unit
+        self.in_units(self.clock.now())
+    }
+    /// A time on the gate's clock, in the gate's unit.
+    fn in_units(&self, t: Duration) -> f64 {
+        nanos_f64(t) / self.unit
     }
 }
 
@@ -864,15 +816,18 @@ impl Acquire {
             if st.closed || st.draining {
                 return Poll::Ready(Err(AcquireError::Closed));
             }
-            if st.sched.queued() >= st.max_waiting {
+            let queued = st.sched.queued();
+            if queued >= st.max_waiting {
                 st.stats.get(self.tenant).rejected();
                 return Poll::Ready(Err(AcquireError::QueueFull {
                     limit: st.max_waiting,
                 }));
             }
-            // The scheduler's own count: the gate keeps no second copy.
+            // The scheduler's own count: the gate keeps no second copy. A tenant has at most
+            // all the queued requests, so below the cap in total no tenant can be at it and
+            // the per-tenant lookup is skipped (the common case).
             let cap = st.cap(self.tenant);
-            if st.sched.tenant(self.tenant).map_or(0, |v| v.queued) >= cap {
+            if queued >= cap && st.sched.tenant(self.tenant).map_or(0, |v| v.queued) >= cap {
                 st.stats.get(self.tenant).rejected();
                 return Poll::Ready(Err(AcquireError::TenantQueueFull {
                     tenant: self.tenant,
@@ -1106,14 +1061,17 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         let shared = &self.gate.shared;
-        let cost = match self.cost {
-            Some(c) if c.is_finite() && c >= 0.0 => c,
-            _ => self.held().as_nanos() as f64 / shared.unit,
-        };
         let mut wake = Wakers::default();
         {
             let mut st = shared.lock();
-            let now = shared.now();
+            // One clock reading, under the lock (so the scheduler's `now` never goes back),
+            // is the release time and, by default, the cost.
+            let at = shared.clock.now();
+            let now = shared.in_units(at);
+            let cost = match self.cost {
+                Some(c) if c.is_finite() && c >= 0.0 => c,
+                _ => shared.in_units(at.saturating_sub(self.granted)),
+            };
             st.stats.get(self.tenant).finished(cost, false);
             st.release(self.ticket, self.seat, cost, now, &mut wake);
         }

@@ -41,6 +41,7 @@ pub mod demo;
 mod gate;
 mod histogram;
 mod layer;
+mod meter;
 mod oneshot;
 mod pool;
 pub mod reserve_demo;

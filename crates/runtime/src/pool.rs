@@ -15,17 +15,18 @@ use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fairlane_core::{
-    BoxedScheduler, ClassId, Config, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
+    BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
 };
 
-use crate::cpu::{CostClock, ThreadCpuClock};
+use crate::cpu::CostClock;
+use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
-use crate::setup::SchedulerChoice;
+use crate::setup::{common_setters, Common};
 use crate::stats::{MetricsSnapshot, Stats};
-use crate::time::{nanos, Clock, SharedClock, SystemClock};
+use crate::time::{nanos, SharedClock};
 
 /// Why a task's handle holds no value.
 #[derive(Debug)]
@@ -310,53 +311,6 @@ enum Phase {
     Stopping,
 }
 
-/// Where a running task's cost measurement started.
-#[derive(Clone, Copy)]
-enum Meter {
-    Cpu { clock: ThreadCpuClock, at: u64 },
-    Wall { at: Instant },
-}
-
-impl Meter {
-    fn start(clock: Option<ThreadCpuClock>) -> Meter {
-        match clock.and_then(|c| Some((c, c.read()?))) {
-            Some((clock, at)) => Meter::Cpu { clock, at },
-            None => Meter::Wall { at: Instant::now() },
-        }
-    }
-
-    /// The cost so far, and a meter that starts now.
-    fn stop(&self) -> (Option<f64>, Meter) {
-        match self {
-            Meter::Cpu { clock, at } => match clock.read() {
-                Some(now) => (
-                    Some(now.saturating_sub(*at) as f64),
-                    Meter::Cpu {
-                        clock: *clock,
-                        at: now,
-                    },
-                ),
-                None => (None, Meter::Wall { at: Instant::now() }),
-            },
-            Meter::Wall { at } => {
-                let now = Instant::now();
-                (
-                    Some(now.saturating_duration_since(*at).as_nanos() as f64),
-                    Meter::Wall { at: now },
-                )
-            }
-        }
-    }
-
-    /// Cost so far, in nanoseconds. Readable from any thread while the worker lives.
-    fn used(&self) -> Option<f64> {
-        match self {
-            Meter::Cpu { clock, at } => Some(clock.read()?.saturating_sub(*at) as f64),
-            Meter::Wall { at } => Some(at.elapsed().as_nanos() as f64),
-        }
-    }
-}
-
 struct Running {
     ticket: Ticket,
     meter: Meter,
@@ -376,6 +330,10 @@ struct State {
     retrying: usize,
     running: Vec<Option<Running>>,
     idle: usize,
+    /// Idle workers already woken by `submit` but not yet running: a submit wakes another
+    /// only while `idle > waking`, so a burst of submissions costs one wake-up (a futex
+    /// system call) per idle worker, not one per task until the woken worker gets the lock.
+    waking: usize,
     /// Threads blocked in `wait_idle`.
     idle_waiters: usize,
     phase: Phase,
@@ -462,76 +420,46 @@ thread_local! {
 /// per tenant.
 #[derive(Clone, Debug)]
 pub struct PoolBuilder {
-    workers: Option<usize>,
-    scheduler: SchedulerChoice,
+    common: Common,
     initial_estimate: Duration,
-    max_queued: usize,
-    max_queued_per_tenant: usize,
     refresh: Option<Duration>,
     cost_clock: Option<CostClock>,
     thread_name: String,
     stack_size: Option<usize>,
-    clock: Option<SharedClock>,
 }
 
 impl Default for PoolBuilder {
     fn default() -> Self {
         PoolBuilder {
-            workers: None,
-            scheduler: SchedulerChoice::Preset("2dfqe".into()),
+            common: Common::default(),
             initial_estimate: Duration::from_millis(1),
-            max_queued: 100_000,
-            max_queued_per_tenant: 10_000,
             refresh: Some(Duration::from_millis(10)),
             cost_clock: None,
             thread_name: "fairlane-worker".into(),
             stack_size: None,
-            clock: None,
         }
     }
 }
 
 impl PoolBuilder {
-    /// Number of worker threads (≥ 1).
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = Some(workers);
-        self
-    }
-
-    /// A core preset by name (`fifo`, `drr`, `sfq`, `wfq`, `wf2q`, `2dfq`, `wfqe`, `wf2qe`,
-    /// `2dfqe`). Its estimator starts unseen (tenant, class) pairs at
-    /// [`initial_estimate`](PoolBuilder::initial_estimate). The known-cost presets (`wfq`,
-    /// `2dfq`, …) need every task submitted with [`FairPool::submit_with_cost`].
-    pub fn preset(mut self, name: &str) -> Self {
-        self.scheduler = SchedulerChoice::Preset(name.to_string());
-        self
-    }
-
-    /// A scheduler configuration, used as given except for its number of workers. Costs are
-    /// in nanoseconds: set the estimator's `initial` in nanoseconds too.
-    pub fn scheduler(mut self, config: Config) -> Self {
-        self.scheduler = SchedulerChoice::Config(config);
-        self
-    }
+    common_setters!(
+        PoolBuilder,
+        workers: "Number of worker threads (≥ 1; default: one per core).",
+        max_queued: "At most this many queued tasks over all tenants (default 100,000); more \
+                     are refused with [`SubmitError::QueueFull`].",
+        max_queued_per_tenant: "At most this many queued tasks per tenant (default 10,000); \
+                                more are refused with [`SubmitError::TenantQueueFull`].",
+        units: "The pool's time and cost unit is the nanosecond (CPU nanoseconds with \
+                [`CostClock::ThreadCpu`]): set estimates in nanoseconds too.",
+        with_cost: "[`FairPool::submit_with_cost`]",
+        clock: "A [`ManualClock`](crate::ManualClock) makes `RetryAt` waits and queue-wait \
+                metrics follow test-driven time; task costs stay measured by the [`CostClock`].",
+    );
 
     /// The estimate for a (tenant, class) pair never seen before, for presets (default 1 ms:
     /// pessimistic about newcomers, in 2DFQᴱ's spirit; retroactive charging refunds it).
     pub fn initial_estimate(mut self, estimate: Duration) -> Self {
         self.initial_estimate = estimate;
-        self
-    }
-
-    /// At most this many queued tasks over all tenants; more are refused with
-    /// [`SubmitError::QueueFull`].
-    pub fn max_queued(mut self, limit: usize) -> Self {
-        self.max_queued = limit;
-        self
-    }
-
-    /// At most this many queued tasks per tenant; more are refused with
-    /// [`SubmitError::TenantQueueFull`].
-    pub fn max_queued_per_tenant(mut self, limit: usize) -> Self {
-        self.max_queued_per_tenant = limit;
         self
     }
 
@@ -554,24 +482,6 @@ impl PoolBuilder {
         self
     }
 
-    /// A scheduler built by the caller, in the pool's units (time and cost in nanoseconds):
-    /// any core policy, an LDF [`ReserveScheduler`](fairlane_core::reserve::ReserveScheduler)
-    /// with CPU reservations, the very box the simulator ran. Its worker count is set to
-    /// [`workers`](PoolBuilder::workers) if given, else the pool has `scheduler.workers()`
-    /// threads.
-    pub fn with_scheduler(mut self, scheduler: BoxedScheduler) -> Self {
-        self.scheduler = SchedulerChoice::built(scheduler);
-        self
-    }
-
-    /// The clock the scheduler's `now` is read from (default [`SystemClock`]). A
-    /// [`ManualClock`](crate::ManualClock) makes `RetryAt` waits and queue-wait metrics
-    /// follow test-driven time; task costs stay measured by the [`CostClock`].
-    pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
-        self
-    }
-
     /// Stack size of the worker threads, in bytes.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = Some(bytes);
@@ -580,15 +490,6 @@ impl PoolBuilder {
 
     /// Start the pool's threads.
     pub fn build(self) -> Result<FairPool, BuildError> {
-        if self.workers == Some(0) {
-            return Err(config_error("workers", "must be at least 1, got 0".into()));
-        }
-        if self.max_queued == 0 || self.max_queued_per_tenant == 0 {
-            return Err(config_error(
-                "max_queued",
-                "queue limits must be at least 1".into(),
-            ));
-        }
         if let Some(every) = self.refresh {
             if every.is_zero() {
                 return Err(config_error(
@@ -606,9 +507,10 @@ impl PoolBuilder {
             ));
         }
         let initial = self.initial_estimate.as_nanos() as f64;
-        let sched = self.scheduler.build(self.workers, initial)?;
+        let (max_queued, max_queued_per_tenant) =
+            (self.common.max_queued, self.common.max_queued_per_tenant);
+        let (sched, clock) = self.common.build("workers", "max_queued", initial)?;
         let workers = sched.workers();
-        let clock: SharedClock = self.clock.unwrap_or_else(|| Arc::new(SystemClock::new()));
         let (requires_cost, name) = (sched.requires_cost(), sched.name());
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -619,6 +521,7 @@ impl PoolBuilder {
                 retrying: 0,
                 running: (0..workers).map(|_| None).collect(),
                 idle: 0,
+                waking: 0,
                 idle_waiters: 0,
                 phase: Phase::Open,
                 stats: Stats::new("pool"),
@@ -630,8 +533,8 @@ impl PoolBuilder {
             stop_cv: Condvar::new(),
             clock: clock.clone(),
             cost_clock,
-            max_queued: self.max_queued,
-            max_queued_per_tenant: self.max_queued_per_tenant,
+            max_queued,
+            max_queued_per_tenant,
             requires_cost,
             workers,
             name,
@@ -818,7 +721,10 @@ impl FairPool {
             }
         };
         st.stats.get(tenant).enqueued();
-        let wake = st.idle > 0;
+        let wake = st.idle > st.waking;
+        if wake {
+            st.waking += 1;
+        }
         drop(st);
         if wake {
             shared.work.notify_one();
@@ -995,7 +901,6 @@ struct Started {
     ticket: Ticket,
     tenant: TenantId,
     job: Job,
-    meter: Meter,
 }
 
 /// Record that worker `w` starts the dispatched request, metering from `meter`.
@@ -1029,16 +934,12 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
         ticket,
         tenant,
         job: payload,
-        meter,
     })
 }
 
 fn worker_main(shared: &Arc<Shared>, w: usize) {
     WORKER_OF.with(|c| c.set(Arc::as_ptr(shared) as usize));
-    let clock = match shared.cost_clock {
-        CostClock::ThreadCpu => ThreadCpuClock::current(),
-        CostClock::Wall => None,
-    };
+    let mut meter = WorkerMeter::for_this_thread(shared.cost_clock == CostClock::ThreadCpu);
     let mut next: Option<Started> = None;
     loop {
         let task = match next.take() {
@@ -1049,7 +950,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                     let now = shared.now();
                     match st.sched.dequeue(w, now) {
                         Ok(Decision::Run(d)) => {
-                            if let Some(t) = start(&mut st, w, d, now, Meter::start(clock)) {
+                            if let Some(t) = start(&mut st, w, d, now, meter.resume()) {
                                 break t;
                             }
                         }
@@ -1076,6 +977,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                             };
                             st.retrying -= 1;
                             st.idle -= 1;
+                            st.waking = st.waking.saturating_sub(1);
                         }
                         r @ (Ok(Decision::Empty) | Err(_)) => {
                             if let Err(e) = r {
@@ -1087,6 +989,10 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                             st.idle += 1;
                             st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
                             st.idle -= 1;
+                            // Woken by a submit, another notification or spuriously: either
+                            // way one pending wake-up is used up (an undercount only costs
+                            // a spare wake-up later; an overcount cannot arise).
+                            st.waking = st.waking.saturating_sub(1);
                         }
                     }
                 }
@@ -1096,21 +1002,22 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             ticket,
             tenant,
             job,
-            meter,
         } = task;
         let mut settled = false;
         // Called by the task wrapper once the task has returned (before its handle is filled):
         // settle the cost and take the next task in one critical section. The meter reading
         // that ends this task starts the next one, so the dispatch overhead between them is
-        // charged to the next task and a task costs one clock read.
+        // charged to the next task; the meter reads the thread CPU clock only when its rules
+        // need it (`meter.rs`: exact without preemption, bounded error with).
         let mut done = |panicked: bool| {
             if std::mem::replace(&mut settled, true) {
                 return;
             }
-            let (used, following) = meter.stop();
+            let used = meter.boundary();
+            let following = meter.current();
             let mut st = shared.lock();
             let reported = st.running[w].take().map_or(0.0, |r| r.reported);
-            let used = used.unwrap_or(reported).max(reported);
+            let used = used.max(reported);
             let now = shared.now();
             if let Err(e) = st.sched.complete(ticket, used, now) {
                 st.sched_error("a completion", e);

@@ -1,6 +1,7 @@
 //! `fairlane demo pool --reservations`: CPU reservations (Das et al., VLDB 2014) on a real
-//! [`FairPool`]. The pool runs an LDF [`ReserveScheduler`] built by the caller and handed over
-//! as a plain `Box<dyn Scheduler>`: percentages are of the pool's CPU (workers × time),
+//! [`FairPool`]. The pool runs an LDF
+//! [`ReserveScheduler`](fairlane_core::reserve::ReserveScheduler) built by the caller and
+//! handed over as a plain `Box<dyn Scheduler>`: percentages are of the pool's CPU (workers × time),
 //! metered over the scheduler's interval, in the thread CPU time each task really used.
 //!
 //! The tenants: two *reserved* tenants (by default 20 % and 30 % of the pool, each limited to

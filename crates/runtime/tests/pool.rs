@@ -122,6 +122,95 @@ fn a_task_is_charged_its_cpu_time_not_its_sleep() {
     assert!(wall.metrics().tenant(2u64).unwrap().cost_total >= 30e6);
 }
 
+/// Run `tasks` CPU-bound tasks of `each` on one worker, every task its own tenant, all queued
+/// before the first starts; twice, and the second pass is measured, so the one-time growth of
+/// the pool's and the scheduler's tables for new tenants (tens of µs of dispatch work, charged
+/// to the task it starts) is out of the way. Returns (thread CPU time each task measured
+/// itself, its charge) for the second pass.
+fn charged_vs_measured(tasks: u64, each: Duration) -> Vec<(f64, f64)> {
+    let pool = FairPool::builder()
+        .workers(1)
+        .preset("fifo")
+        .refresh_interval(None)
+        .build()
+        .unwrap();
+    let pass = || -> Vec<f64> {
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let gate = pool
+            .submit(u64::MAX, 0u32, move || go_rx.recv().unwrap())
+            .unwrap();
+        let handles: Vec<_> = (0..tasks)
+            .map(|t| {
+                pool.submit(t, 0u32, move || {
+                    let a = thread_cpu_time().unwrap();
+                    spin_cpu(each);
+                    (thread_cpu_time().unwrap() - a).as_nanos() as f64
+                })
+                .unwrap()
+            })
+            .collect();
+        go_tx.send(()).unwrap();
+        gate.join().unwrap();
+        let measured = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        pool.wait_idle();
+        measured
+    };
+    pass();
+    let before = pool.metrics();
+    let measured = pass();
+    let after = pool.metrics();
+    let cost = |m: &fairlane_runtime::MetricsSnapshot, t: u64| m.tenant(t).unwrap().cost_total;
+    (0..tasks)
+        .map(|t| (measured[t as usize], cost(&after, t) - cost(&before, t)))
+        .collect()
+}
+
+/// Tasks of 2 ms are metered on the thread CPU clock: each charge is the task's own CPU time
+/// plus the dispatch before it (the pool's few microseconds, allowed 100 µs here).
+#[test]
+fn a_long_task_is_charged_its_thread_cpu_time() {
+    for (i, (measured, charged)) in charged_vs_measured(20, Duration::from_millis(2))
+        .into_iter()
+        .enumerate()
+    {
+        assert!(measured >= 2e6, "task {i} spun {measured} ns");
+        assert!(
+            charged >= measured && charged - measured <= 100e3,
+            "task {i}: measured {measured} ns of CPU, charged {charged} ns"
+        );
+    }
+}
+
+/// Short tasks (under the meter's 20 µs) may be charged their wall time between CPU-clock
+/// readings (`meter.rs`): the charges still add up to at least the CPU the tasks used, and
+/// exceed it only by the dispatch between tasks and the time a short task was off the CPU
+/// (under 20 µs each, and the meter's carried remainder, under 0.5 ms in all).
+#[test]
+fn short_tasks_are_charged_their_cpu_time_in_sum_and_within_the_stated_bound_each() {
+    let runs = charged_vs_measured(2_000, Duration::from_micros(8));
+    let measured: f64 = runs.iter().map(|r| r.0).sum();
+    let charged: f64 = runs.iter().map(|r| r.1).sum();
+    assert!(
+        charged >= measured,
+        "charged {charged} ns for {measured} ns of CPU"
+    );
+    // Dispatch between two tasks costs the pool ~1–3 µs of CPU here; 10 µs is allowed.
+    let slack = 2_000.0 * 10e3 + 0.5e6;
+    assert!(
+        charged <= measured + slack,
+        "charged {charged} ns for {measured} ns of CPU"
+    );
+    for (i, (measured, charged)) in runs.iter().enumerate() {
+        // Charged its wall time: over its CPU time by dispatch and < 20 µs off the CPU.
+        // Metered on the CPU clock: never over its CPU time plus dispatch. Dispatch is a few
+        // µs, but an interrupt handled then lands in it: 200 µs are allowed for one task.
+        assert!(
+            *charged <= measured + 20e3 + 200e3,
+            "task {i}: measured {measured} ns of CPU, charged {charged} ns"
+        );
+    }
+}
+
 // Refresh charging is tested on a manual clock: `manual_clock.rs`.
 
 #[test]
