@@ -240,6 +240,8 @@ struct Sim<'a, S: Service> {
     order: Vec<usize>,
     rank: Vec<usize>,
     gps: GpsClock,
+    /// The tenant's flow in `gps` is continuously backlogged ([`GpsClock::backlog`]).
+    gps_persistent: Vec<bool>,
     // Metrics.
     done: Vec<f64>,
     partial: Vec<f64>,
@@ -400,6 +402,7 @@ fn run_service<S: Service>(
         order,
         rank,
         gps: GpsClock::new(capacity).map_err(core)?,
+        gps_persistent: vec![false; n],
         done: vec![0.0; n],
         partial: vec![0.0; n],
         prev_actual: vec![0.0; n],
@@ -620,6 +623,7 @@ impl<S: Service> Sim<'_, S> {
                         // The tenant starts: infinite demand in the GPS reference, and
                         // `outstanding` requests at once.
                         self.gps.backlog(self.rank[f], now);
+                        self.gps_persistent[f] = true;
                         for _ in 0..outstanding {
                             self.issue(f, now)?;
                         }
@@ -699,7 +703,12 @@ impl<S: Service> Sim<'_, S> {
     /// instant).
     fn enqueue(&mut self, f: usize, class: u32, cost: f64, now: f64) -> Result<(), SimError> {
         let r = self.rank[f];
-        self.gps.arrive(r, cost, now);
+        if self.gps_persistent[f] {
+            // What `arrive` does for a flow of infinite demand: run the fluid server to now.
+            self.gps.advance(now);
+        } else {
+            self.gps.arrive(r, cost, now);
+        }
         if now >= self.sc.warmup {
             self.arrived[f] += 1;
         }
@@ -799,16 +808,14 @@ impl<S: Service> Sim<'_, S> {
         let f = r.job.tenant();
         let cost = r.job.cost;
         let measured = now >= self.sc.warmup;
-        if measured {
-            // The count is likely out of cache: load it while the scheduler works.
-            self.latency[f].prefetch(now - r.job.arrived);
-        }
+        // The latency's count is likely out of cache: load it while the scheduler works.
+        let slot = measured.then(|| self.latency[f].prefetch(now - r.job.arrived));
         self.sched.complete(r.ticket, cost, now).map_err(core)?;
         self.done[f] += cost;
-        if measured {
+        if let Some(slot) = slot {
             self.completed[f] += 1;
             self.work[f] += cost;
-            self.latency[f].record(now - r.job.arrived);
+            self.latency[f].record_at(slot);
             self.svc.record(f, now - r.job.arrived);
         }
         if let Some(ctl) = &mut self.depth_ctl {
