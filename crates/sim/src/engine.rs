@@ -19,8 +19,6 @@
 //! event of the instant is handled ([`Model::settle`]): all arrivals and completions at one
 //! instant are in the scheduler before any worker chooses, lowest worker index first.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::num::NonZeroU32;
 use std::time::Instant;
 
@@ -208,6 +206,51 @@ struct Ev {
     idx: u32,
 }
 
+/// The idle slots, one bit each, so the lowest is found with a trailing-zeros count.
+#[derive(Debug)]
+struct IdleSlots {
+    words: Vec<u64>,
+    count: usize,
+}
+
+impl IdleSlots {
+    /// Slots `0..n`, all idle.
+    fn all(n: usize) -> Self {
+        let mut words = vec![u64::MAX; n.div_ceil(64)];
+        if n % 64 != 0 {
+            words[n / 64] = (1 << (n % 64)) - 1;
+        }
+        IdleSlots { words, count: n }
+    }
+
+    /// The lowest idle slot.
+    #[inline]
+    fn first(&self) -> Option<u32> {
+        if self.count == 0 {
+            return None;
+        }
+        let (i, w) = self.words.iter().enumerate().find(|(_, &w)| w != 0)?;
+        Some(i as u32 * 64 + w.trailing_zeros())
+    }
+
+    #[inline]
+    fn remove(&mut self, s: u32) {
+        self.words[s as usize / 64] &= !(1 << (s % 64));
+        self.count -= 1;
+    }
+
+    #[inline]
+    fn insert(&mut self, s: u32) {
+        self.words[s as usize / 64] |= 1 << (s % 64);
+        self.count += 1;
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
 struct TenantState {
     arrivals: Rng,
     costs: Rng,
@@ -232,7 +275,7 @@ struct Sim<'a, S: Service> {
     /// the free entries.
     draws: Vec<Work>,
     free_draws: Vec<u32>,
-    idle: BinaryHeap<Reverse<u32>>,
+    idle: IdleSlots,
     retry_at: f64,
     tenants: Vec<TenantState>,
     /// Spec indices in canonical order (by name), and each spec index's rank in it: the
@@ -385,7 +428,7 @@ fn run_service<S: Service>(
         workers: vec![None; slots],
         draws: Vec::new(),
         free_draws: Vec::new(),
-        idle: (0..slots as u32).map(Reverse).collect(),
+        idle: IdleSlots::all(slots),
         retry_at: f64::INFINITY,
         tenants: sc
             .tenants
@@ -749,13 +792,13 @@ impl<S: Service> Sim<'_, S> {
 
     /// Give idle workers work, lowest index first.
     fn dispatch(&mut self, now: f64) -> Result<(), SimError> {
-        while let Some(&Reverse(w)) = self.idle.peek() {
+        while let Some(w) = self.idle.first() {
             if self.sched.queued() == 0 || !self.svc.has_room() {
                 break;
             }
             match self.sched.dequeue(w as usize, now).map_err(core)? {
                 Decision::Run(d) => {
-                    self.idle.pop();
+                    self.idle.remove(w);
                     self.begin(w as usize, d.ticket, d.request.payload, now);
                 }
                 Decision::Empty => break,
@@ -838,7 +881,7 @@ impl<S: Service> Sim<'_, S> {
             _ => {}
         }
         // Idle workers, this one included, pick in `settle`, lowest index first.
-        self.idle.push(Reverse(w as u32));
+        self.idle.insert(w as u32);
         Ok(())
     }
 
@@ -955,6 +998,31 @@ impl<S: Service> Sim<'_, S> {
                     .collect(),
             },
             blackbox: self.svc.report(sc),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdleSlots;
+
+    #[test]
+    fn idle_slots_give_the_lowest_first_across_words() {
+        for n in [1, 16, 64, 65, 130] {
+            let mut idle = IdleSlots::all(n);
+            // Take them all, lowest first.
+            for s in 0..n as u32 {
+                assert_eq!(idle.first(), Some(s), "n = {n}");
+                idle.remove(s);
+            }
+            assert!(idle.is_empty() && idle.first().is_none());
+            // Give back in a scrambled order; the lowest given back comes first.
+            let back: Vec<u32> = (0..n as u32).rev().step_by(3).collect();
+            for &s in &back {
+                idle.insert(s);
+                assert_eq!(idle.first(), back.iter().copied().filter(|&b| b >= s).min());
+            }
+            assert_eq!(idle.first(), back.iter().copied().min());
         }
     }
 }
