@@ -851,14 +851,12 @@ impl<S: Service> Sim<'_, S> {
         let f = r.job.tenant();
         let cost = r.job.cost;
         let measured = now >= self.sc.warmup;
-        // The latency's count is likely out of cache: load it while the scheduler works.
-        let slot = measured.then(|| self.latency[f].prefetch(now - r.job.arrived));
         self.sched.complete(r.ticket, cost, now).map_err(core)?;
         self.done[f] += cost;
-        if let Some(slot) = slot {
+        if measured {
             self.completed[f] += 1;
             self.work[f] += cost;
-            self.latency[f].record_at(slot);
+            self.latency[f].record(now - r.job.arrived);
             self.svc.record(f, now - r.job.arrived);
         }
         if let Some(ctl) = &mut self.depth_ctl {

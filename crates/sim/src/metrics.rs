@@ -136,10 +136,6 @@ pub struct Latency {
     total: u64,
 }
 
-/// Where one latency is counted in a [`Latency`] (from [`Latency::prefetch`]).
-#[derive(Clone, Copy, Debug)]
-pub struct LatencySlot(usize);
-
 /// log2 of the sub-buckets per bucket (2,048 for three significant digits).
 const SUB_BUCKET_BITS: u32 = 11;
 /// log2 of half of them: every bucket after the first uses only its upper half.
@@ -202,25 +198,7 @@ impl Latency {
     /// Record one latency in seconds.
     #[inline]
     pub fn record(&mut self, seconds: f64) {
-        self.record_at(LatencySlot(Self::index(Self::nanos(seconds))));
-    }
-
-    /// Start loading the count a latency of `seconds` goes to and return where it is, for
-    /// [`Latency::record_at`] a little later: the counts of a hundred tenants do not stay in
-    /// cache between one tenant's completions, and the load then overlaps other work. The
-    /// prefetch is a hint: it changes no count.
-    #[inline]
-    pub fn prefetch(&self, seconds: f64) -> LatencySlot {
         let i = Self::index(Self::nanos(seconds));
-        if let Some(Some(page)) = self.pages.get(i / PAGE) {
-            prefetch(&page[i % PAGE]);
-        }
-        LatencySlot(i)
-    }
-
-    /// Record the latency [`Latency::prefetch`] located.
-    #[inline]
-    pub fn record_at(&mut self, LatencySlot(i): LatencySlot) {
         let page = match self.pages.get_mut(i / PAGE) {
             Some(Some(page)) => page,
             _ => self.add_page(i / PAGE),
@@ -312,20 +290,6 @@ impl Latency {
     pub fn is_empty(&self) -> bool {
         self.total == 0
     }
-}
-
-/// Ask the CPU to start loading `x`'s cache line (a hint; nothing on other targets).
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetcht0` only hints the cache; it reads nothing the program sees and
-    // cannot fault, and SSE is part of the x86-64 baseline.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 /// One tenant's results.
