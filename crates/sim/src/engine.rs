@@ -217,7 +217,7 @@ impl IdleSlots {
     /// Slots `0..n`, all idle.
     fn all(n: usize) -> Self {
         let mut words = vec![u64::MAX; n.div_ceil(64)];
-        if n % 64 != 0 {
+        if !n.is_multiple_of(64) {
             words[n / 64] = (1 << (n % 64)) - 1;
         }
         IdleSlots { words, count: n }
