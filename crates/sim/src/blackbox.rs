@@ -313,14 +313,14 @@ impl Service for BlackBoxService {
     fn has_room(&self) -> bool {
         self.bb.has_room()
     }
-    fn arrival(&self, cost: f64, rng: &mut Rng) -> Work {
+    fn arrival(&self, cost: f64, rng: &mut Rng) -> Option<Work> {
         let service = rng.exp(cost / self.rate);
-        Work {
+        Some(Work {
             cost,
             service,
             component: rng.below(self.components as u64) as u32,
             quantum: 0.0,
-        }
+        })
     }
     fn begin(&mut self, slot: u32, work: Work, now: f64, at: &mut impl FnMut(f64, u32)) {
         self.service[slot as usize] = work.service;

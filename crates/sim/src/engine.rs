@@ -19,8 +19,7 @@
 //! event of the instant is handled ([`Model::settle`]): all arrivals and completions at one
 //! instant are in the scheduler before any worker chooses, lowest worker index first.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::num::NonZeroU32;
 use std::time::Instant;
 
 use fairlane_core::depth::DepthController;
@@ -160,14 +159,28 @@ pub struct RunResult {
 }
 
 /// The payload of a request in the engine's scheduler (what
-/// [`run_with_scheduler`]'s scheduler holds).
+/// [`run_with_scheduler`]'s scheduler holds). Small on purpose: the scheduler keeps one per
+/// queued request, and a run with thousands queued reads them all again and again, so every
+/// byte here is cache the scheduler does not get (24 bytes, and no tag in an `Option`).
 #[derive(Clone, Copy, Debug)]
 pub struct Job {
-    tenant: u32,
     arrived: f64,
-    /// The cost and what the service drew for it at arrival (the black box's service time
-    /// and component), so a request's service is the same under every scheduler.
-    work: Work,
+    /// The cost: what the service consumes.
+    cost: f64,
+    /// The tenant's spec index + 1: never zero, so `Option<Job>` needs no tag.
+    tenant: NonZeroU32,
+    /// What the service drew for the request at arrival ([`Service::arrival`]; the black
+    /// box's service time and component, so a request's service is the same under every
+    /// scheduler): index + 1 into the engine's table of draws, 0 for none.
+    draw: u32,
+}
+
+impl Job {
+    /// The tenant's spec index.
+    #[inline]
+    fn tenant(&self) -> usize {
+        self.tenant.get() as usize - 1
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -193,6 +206,51 @@ struct Ev {
     idx: u32,
 }
 
+/// The idle slots, one bit each, so the lowest is found with a trailing-zeros count.
+#[derive(Debug)]
+struct IdleSlots {
+    words: Vec<u64>,
+    count: usize,
+}
+
+impl IdleSlots {
+    /// Slots `0..n`, all idle.
+    fn all(n: usize) -> Self {
+        let mut words = vec![u64::MAX; n.div_ceil(64)];
+        if !n.is_multiple_of(64) {
+            words[n / 64] = (1 << (n % 64)) - 1;
+        }
+        IdleSlots { words, count: n }
+    }
+
+    /// The lowest idle slot.
+    #[inline]
+    fn first(&self) -> Option<u32> {
+        if self.count == 0 {
+            return None;
+        }
+        let (i, w) = self.words.iter().enumerate().find(|(_, &w)| w != 0)?;
+        Some(i as u32 * 64 + w.trailing_zeros())
+    }
+
+    #[inline]
+    fn remove(&mut self, s: u32) {
+        self.words[s as usize / 64] &= !(1 << (s % 64));
+        self.count -= 1;
+    }
+
+    #[inline]
+    fn insert(&mut self, s: u32) {
+        self.words[s as usize / 64] |= 1 << (s % 64);
+        self.count += 1;
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+}
+
 struct TenantState {
     arrivals: Rng,
     costs: Rng,
@@ -213,7 +271,11 @@ struct Sim<'a, S: Service> {
     events: u64,
     svc: S,
     workers: Vec<Option<Running>>,
-    idle: BinaryHeap<Reverse<u32>>,
+    /// What the service drew for queued requests at their arrival ([`Job::draw`]), and
+    /// the free entries.
+    draws: Vec<Work>,
+    free_draws: Vec<u32>,
+    idle: IdleSlots,
     retry_at: f64,
     tenants: Vec<TenantState>,
     /// Spec indices in canonical order (by name), and each spec index's rank in it: the
@@ -221,6 +283,8 @@ struct Sim<'a, S: Service> {
     order: Vec<usize>,
     rank: Vec<usize>,
     gps: GpsClock,
+    /// The tenant's flow in `gps` is continuously backlogged ([`GpsClock::backlog`]).
+    gps_persistent: Vec<bool>,
     // Metrics.
     done: Vec<f64>,
     partial: Vec<f64>,
@@ -362,7 +426,9 @@ fn run_service<S: Service>(
         events: 0,
         svc,
         workers: vec![None; slots],
-        idle: (0..slots as u32).map(Reverse).collect(),
+        draws: Vec::new(),
+        free_draws: Vec::new(),
+        idle: IdleSlots::all(slots),
         retry_at: f64::INFINITY,
         tenants: sc
             .tenants
@@ -379,6 +445,7 @@ fn run_service<S: Service>(
         order,
         rank,
         gps: GpsClock::new(capacity).map_err(core)?,
+        gps_persistent: vec![false; n],
         done: vec![0.0; n],
         partial: vec![0.0; n],
         prev_actual: vec![0.0; n],
@@ -452,7 +519,7 @@ impl<S: Service> Model for Sim<'_, S> {
         if self.occupancy_due {
             self.occupancy_due = false;
             for (w, series) in self.workers.iter().zip(self.occupancy.iter_mut()) {
-                series.push(now, w.map(|r| r.job.work.cost as f32));
+                series.push(now, w.map(|r| r.job.cost as f32));
             }
         }
         Ok(())
@@ -599,6 +666,7 @@ impl<S: Service> Sim<'_, S> {
                         // The tenant starts: infinite demand in the GPS reference, and
                         // `outstanding` requests at once.
                         self.gps.backlog(self.rank[f], now);
+                        self.gps_persistent[f] = true;
                         for _ in 0..outstanding {
                             self.issue(f, now)?;
                         }
@@ -631,7 +699,7 @@ impl<S: Service> Sim<'_, S> {
             }
             REFRESH => {
                 for w in self.workers.iter().flatten() {
-                    let used = self.svc.visible(w.start, w.job.work.cost, now);
+                    let used = self.svc.visible(w.start, w.job.cost, now);
                     if used > 0.0 {
                         self.sched.progress(w.ticket, used, now).map_err(core)?;
                     }
@@ -678,14 +746,33 @@ impl<S: Service> Sim<'_, S> {
     /// instant).
     fn enqueue(&mut self, f: usize, class: u32, cost: f64, now: f64) -> Result<(), SimError> {
         let r = self.rank[f];
-        self.gps.arrive(r, cost, now);
+        if self.gps_persistent[f] {
+            // What `arrive` does for a flow of infinite demand: run the fluid server to now.
+            self.gps.advance(now);
+        } else {
+            self.gps.arrive(r, cost, now);
+        }
         if now >= self.sc.warmup {
             self.arrived[f] += 1;
         }
+        let draw = match self.svc.arrival(cost, &mut self.tenants[f].service) {
+            None => 0,
+            Some(work) => match self.free_draws.pop() {
+                Some(i) => {
+                    self.draws[i as usize] = work;
+                    i + 1
+                }
+                None => {
+                    self.draws.push(work);
+                    self.draws.len() as u32
+                }
+            },
+        };
         let job = Job {
-            tenant: f as u32,
             arrived: now,
-            work: self.svc.arrival(cost, &mut self.tenants[f].service),
+            cost,
+            tenant: NonZeroU32::MIN.saturating_add(f as u32),
+            draw,
         };
         let mut req = Request::new(TenantId(r as u64), ClassId(class), job);
         if self.known_costs {
@@ -705,13 +792,13 @@ impl<S: Service> Sim<'_, S> {
 
     /// Give idle workers work, lowest index first.
     fn dispatch(&mut self, now: f64) -> Result<(), SimError> {
-        while let Some(&Reverse(w)) = self.idle.peek() {
+        while let Some(w) = self.idle.first() {
             if self.sched.queued() == 0 || !self.svc.has_room() {
                 break;
             }
             match self.sched.dequeue(w as usize, now).map_err(core)? {
                 Decision::Run(d) => {
-                    self.idle.pop();
+                    self.idle.remove(w);
                     self.begin(w as usize, d.ticket, d.request.payload, now);
                 }
                 Decision::Empty => break,
@@ -735,8 +822,18 @@ impl<S: Service> Sim<'_, S> {
             job,
             start: now,
         });
+        let work = match job.draw.checked_sub(1) {
+            None => Work {
+                cost: job.cost,
+                ..Work::default()
+            },
+            Some(i) => {
+                self.free_draws.push(i);
+                self.draws[i as usize]
+            }
+        };
         let q = &mut self.queue;
-        self.svc.begin(w as u32, job.work, now, &mut |t, i| {
+        self.svc.begin(w as u32, work, now, &mut |t, i| {
             q.push(
                 t,
                 Ev {
@@ -751,11 +848,12 @@ impl<S: Service> Sim<'_, S> {
         let r = self.workers[w]
             .take()
             .expect("a completion belongs to a busy worker");
-        let f = r.job.tenant as usize;
-        let cost = r.job.work.cost;
+        let f = r.job.tenant();
+        let cost = r.job.cost;
+        let measured = now >= self.sc.warmup;
         self.sched.complete(r.ticket, cost, now).map_err(core)?;
         self.done[f] += cost;
-        if now >= self.sc.warmup {
+        if measured {
             self.completed[f] += 1;
             self.work[f] += cost;
             self.latency[f].record(now - r.job.arrived);
@@ -781,7 +879,7 @@ impl<S: Service> Sim<'_, S> {
             _ => {}
         }
         // Idle workers, this one included, pick in `settle`, lowest index first.
-        self.idle.push(Reverse(w as u32));
+        self.idle.insert(w as u32);
         Ok(())
     }
 
@@ -793,7 +891,7 @@ impl<S: Service> Sim<'_, S> {
         // Work in progress as far as it is visible (none inside a black box: its work
         // counts when it completes).
         for w in self.workers.iter().flatten() {
-            self.partial[w.job.tenant as usize] += self.svc.visible(w.start, w.job.work.cost, now);
+            self.partial[w.job.tenant()] += self.svc.visible(w.start, w.job.cost, now);
         }
         self.scratch.clear();
         // Canonical order, so the Gini index's sums add up the same whatever the spec order.
@@ -832,7 +930,7 @@ impl<S: Service> Sim<'_, S> {
             .workers
             .iter()
             .flatten()
-            .map(|w| self.svc.visible(w.start, w.job.work.cost, sc.duration))
+            .map(|w| self.svc.visible(w.start, w.job.cost, sc.duration))
             .sum::<f64>();
         // Summed in canonical order: the same bits whatever the spec order.
         let done: f64 = self.order.iter().map(|&f| self.done[f]).sum::<f64>() + running;
@@ -898,6 +996,31 @@ impl<S: Service> Sim<'_, S> {
                     .collect(),
             },
             blackbox: self.svc.report(sc),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdleSlots;
+
+    #[test]
+    fn idle_slots_give_the_lowest_first_across_words() {
+        for n in [1, 16, 64, 65, 130] {
+            let mut idle = IdleSlots::all(n);
+            // Take them all, lowest first.
+            for s in 0..n as u32 {
+                assert_eq!(idle.first(), Some(s), "n = {n}");
+                idle.remove(s);
+            }
+            assert!(idle.is_empty() && idle.first().is_none());
+            // Give back in a scrambled order; the lowest given back comes first.
+            let back: Vec<u32> = (0..n as u32).rev().step_by(3).collect();
+            for &s in &back {
+                idle.insert(s);
+                assert_eq!(idle.first(), back.iter().copied().filter(|&b| b >= s).min());
+            }
+            assert_eq!(idle.first(), back.iter().copied().min());
         }
     }
 }

@@ -90,13 +90,12 @@ pub trait Service {
     /// The engine's depth controller set a new depth (default: ignored).
     fn set_depth(&mut self, _depth: usize, _now: f64) {}
 
-    /// What a request of `cost` units needs, drawn at its arrival from the tenant's service
-    /// stream (default: just the cost; the black box draws its service time and component).
-    fn arrival(&self, cost: f64, _rng: &mut Rng) -> Work {
-        Work {
-            cost,
-            ..Work::default()
-        }
+    /// What a request of `cost` units needs beyond its cost, drawn at its arrival from the
+    /// tenant's service stream (the black box: its service time and component), or `None`
+    /// when the cost is all (the default). The engine keeps it beside the queued request and
+    /// hands it to [`Service::begin`]; with `None`, `begin` gets just the cost.
+    fn arrival(&self, _cost: f64, _rng: &mut Rng) -> Option<Work> {
+        None
     }
 
     /// Measurement hook: a request of tenant `tenant` completed after `response` seconds
