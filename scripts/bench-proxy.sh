@@ -91,6 +91,7 @@ $T/fairlane-proxy --config "$W/proxy.toml" 2>"$W/proxy.log" & pids+=($!)
 proxy_pid=$!
 # A bare hyper forwarder (no fairlane logic): the HTTP stack's own cost (issue 19).
 $T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000 & pids+=($!)
+bare_pid=$!
 sleep 1
 
 lg() { $T/examples/loadgen "$@"; }
@@ -98,16 +99,33 @@ okps() { sed -n 's/.* ok\/s \([0-9.]*\).*/\1/p'; }
 p50() { sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p' | awk '{printf "%.0f\n", $1 * 1000}'; }
 median() { sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.0f", m}'; }
 ROUNDS=${ROUNDS:-2}
+# CPU time (user + system) the server processes used per answered request: steadier than
+# req/s when other programs share the machine. The upstream's own CPU is not counted.
+ticks() { local t=0 p; for p in $1; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+nginx_pids=$(pgrep -P "$(cat "$W/nginx.pid")" | tr '\n' ' ')
+declare -A cpu=() reqs=()
+row() { # name port key pids
+  local t0 t1 l v
+  t0=$(ticks "$4")
+  l=$(lg closed "127.0.0.1:$2" / "$CONNS" "$SECS" $3)
+  t1=$(ticks "$4")
+  v=$(echo "$l" | okps)
+  printf '%-16s %s\n' "$1:" "$l"
+  echo "$v" >> "$W/$1"
+  cpu[$1]=$(( ${cpu[$1]:-0} + t1 - t0 )); reqs[$1]=$(awk "BEGIN{print ${reqs[$1]:-0} + $v * $SECS}")
+}
 echo "== throughput: closed loop, $CONNS connections, ${SECS} s each, ${ROUNDS} rounds alternating; $(uptime | sed 's/.*load/load/')"
 : > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/proxy"
 for round in $(seq "$ROUNDS"); do
-  l=$(lg closed 127.0.0.1:18000 / "$CONNS" "$SECS"); echo "upstream direct: $l"; echo "$l" | okps >> "$W/direct"
-  l=$(lg closed 127.0.0.1:18090 / "$CONNS" "$SECS" kb); echo "nginx:           $l"; echo "$l" | okps >> "$W/nginx"
-  l=$(lg closed 127.0.0.1:18092 / "$CONNS" "$SECS" kb); echo "bare hyper:      $l"; echo "$l" | okps >> "$W/bare"
-  l=$(lg closed 127.0.0.1:18080 / "$CONNS" "$SECS" kb); echo "fairlane-proxy:  $l"; echo "$l" | okps >> "$W/proxy"
+  row direct 18000 "" ""
+  row nginx 18090 kb "$nginx_pids"
+  row bare 18092 kb "$bare_pid"
+  row proxy 18080 kb "$proxy_pid"
 done
 n=$(median < "$W/nginx")
+us() { awk "BEGIN{printf \"%.1f\", ${cpu[$1]} / $(getconf CLK_TCK) / ${reqs[$1]} * 1e6}"; }
 echo "medians (req/s): direct $(median < "$W/direct"), nginx $n, bare hyper $(median < "$W/bare"), fairlane-proxy $(median < "$W/proxy"); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/proxy") / $n}"), bare/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/bare") / $n}")"
+echo "server CPU per request (us): nginx $(us nginx), bare hyper $(us bare), fairlane-proxy $(us proxy); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(us proxy) / $(us nginx)}"); $(uptime | sed 's/.*load/load/')"
 echo "== latency at moderate load: open loop ${RATE:-2000} req/s, ${SECS} s, ${ROUNDS} rounds alternating"
 : > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/proxy"
 for round in $(seq "$ROUNDS"); do

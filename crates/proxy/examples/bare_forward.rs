@@ -5,9 +5,9 @@
 //! ```text
 //! bare_forward <listen addr> <upstream addr> [legacy]
 //! ```
-//! By default it forwards through the proxy's own upstream pool
-//! ([`fairlane_proxy::upstream::Pool`]); `legacy` uses hyper-util's pooled client instead
-//! (what the proxy used before issue 19).
+//! By default it forwards through the proxy's own upstream pool (`src/pool.rs`, included here
+//! as a module) and buffers each response, as the proxy does; `legacy` uses hyper-util's
+//! pooled client instead (what the proxy did before issue 19).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -28,15 +28,32 @@ type Legacy = Client<HttpConnector, Full<Bytes>>;
 #[derive(Clone)]
 enum Upstream {
     Legacy(Legacy),
+    Pool(Arc<Pool>),
 }
+
+/// What `pool.rs` needs from the proxy's `forward` module.
+mod forward {
+    /// The request body type the pool sends.
+    pub type UpstreamBody = http_body_util::Full<bytes::Bytes>;
+}
+/// The proxy's pool, included as a module (it is crate-private).
+#[allow(dead_code)]
+#[path = "../src/pool.rs"]
+mod pool;
+use pool::Pool;
+use std::sync::Arc;
 
 async fn forward(
     up: Upstream,
     authority: http::uri::Authority,
     req: Request<Incoming>,
-) -> Result<Response<Incoming>, Infallible> {
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let (mut parts, body) = req.into_parts();
-    let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let pq = parts
         .uri
         .path_and_query()
@@ -50,9 +67,36 @@ async fn forward(
         .expect("valid uri");
     let req = Request::from_parts(parts, Full::new(body));
     let r = match up {
-        Upstream::Legacy(c) => c.request(req).await,
+        Upstream::Legacy(c) => {
+            let r = c
+                .request(req)
+                .await
+                .unwrap_or_else(|e| panic!("upstream: {e}"));
+            let (parts, body) = r.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            Response::from_parts(parts, Full::new(body))
+        }
+        Upstream::Pool(p) => {
+            let (r, conn) = p
+                .send(req)
+                .await
+                .unwrap_or_else(|e| panic!("upstream: {e}"));
+            // Read in full, then the connection goes back (what the proxy does).
+            let (parts, body) = r.into_parts();
+            let body = body
+                .collect()
+                .await
+                .map(|b| b.to_bytes())
+                .unwrap_or_default();
+            p.put(conn);
+            Response::from_parts(parts, Full::new(body))
+        }
     };
-    Ok(r.unwrap_or_else(|e| panic!("upstream: {e}")))
+    Ok(r)
 }
 
 fn main() {
@@ -71,13 +115,22 @@ fn main() {
     rt.block_on(async move {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
-        let up = Upstream::Legacy(
-            Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(30))
-                .pool_max_idle_per_host(128)
-                .pool_timer(TokioTimer::new())
-                .build(http),
-        );
+        let up = if a.get(2).map(String::as_str) == Some("legacy") {
+            Upstream::Legacy(
+                Client::builder(TokioExecutor::new())
+                    .pool_idle_timeout(Duration::from_secs(30))
+                    .pool_max_idle_per_host(128)
+                    .pool_timer(TokioTimer::new())
+                    .build(http),
+            )
+        } else {
+            Upstream::Pool(Arc::new(Pool::new(
+                authority.clone(),
+                Duration::from_secs(5),
+                Duration::from_secs(30),
+                128,
+            )))
+        };
         let listener = TcpListener::bind(listen).await.expect("bind");
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -87,8 +140,7 @@ fn main() {
             let up = up.clone();
             let authority = authority.clone();
             tokio::spawn(async move {
-                let service =
-                    service_fn(move |req| forward(up.clone(), authority.clone(), req));
+                let service = service_fn(move |req| forward(up.clone(), authority.clone(), req));
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .await;

@@ -32,10 +32,22 @@ pub fn run(config_path: &Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let threads = std::env::var("FAIRLANE_PROXY_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
+    let rt = match threads {
+        Some(0) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        Some(n) => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+        None => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+    };
+    let rt = match rt {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("fairlane proxy: cannot start the runtime: {e}");
