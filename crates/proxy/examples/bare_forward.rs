@@ -26,6 +26,7 @@ use tokio::net::TcpListener;
 type Legacy = Client<HttpConnector, Full<Bytes>>;
 
 #[derive(Clone)]
+#[allow(clippy::large_enum_variant)] // one per process, cloned per connection
 enum Upstream {
     Legacy(Legacy),
     Pool(Arc<Pool>),
