@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # fairlane-proxy against nginx proxy_pass, same upstream, same run (docs/benchmarks.md).
 # Needs nginx: FAIRLANE_BENCH_DEPS=1 scripts/test-deps.sh. Loopback only; ports 18000-18092.
+# Env: SECS (per round, default 10), ROUNDS (alternating rounds, default 2), CONNS (64), RATE
+# (open loop, 2000), THROUGHPUT_ONLY=1 (skip the 10k-connection and [cluster] parts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-10}
 CONNS=${CONNS:-64}
-cargo build --release --locked -p fairlane-proxy --examples --bins 2>/dev/null
+[ -n "${NO_BUILD:-}" ] || cargo build --release --locked -p fairlane-proxy --examples --bins 2>/dev/null
 T=target/release
 W=$(mktemp -d)
 pids=()
@@ -86,25 +88,61 @@ name = "bench"
 keys = ["kb"]
 TOML
 $T/fairlane-proxy --config "$W/proxy.toml" 2>"$W/proxy.log" & pids+=($!)
+proxy_pid=$!
+# A bare hyper forwarder (no fairlane logic): the HTTP stack's own cost (issue 19).
+$T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000 & pids+=($!)
+bare_pid=$!
 sleep 1
 
 lg() { $T/examples/loadgen "$@"; }
-echo "== throughput: closed loop, $CONNS connections, ${SECS} s each, A/B/A/B"
-for round in 1 2; do
-  echo "upstream direct: $(lg closed 127.0.0.1:18000 / "$CONNS" "$SECS")"
-  echo "nginx:           $(lg closed 127.0.0.1:18090 / "$CONNS" "$SECS" kb)"
-  echo "fairlane-proxy:  $(lg closed 127.0.0.1:18080 / "$CONNS" "$SECS" kb)"
+okps() { sed -n 's/.* ok\/s \([0-9.]*\).*/\1/p'; }
+p50() { sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p' | awk '{printf "%.0f\n", $1 * 1000}'; }
+median() { sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.0f", m}'; }
+ROUNDS=${ROUNDS:-2}
+# CPU time (user + system) the server processes used per answered request: steadier than
+# req/s when other programs share the machine. The upstream's own CPU is not counted.
+ticks() { local t=0 p; for p in $1; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+nginx_pids=$(pgrep -P "$(cat "$W/nginx.pid")" | tr '\n' ' ')
+declare -A cpu=() reqs=()
+row() { # name port key pids
+  local t0 t1 l v
+  t0=$(ticks "$4")
+  l=$(lg closed "127.0.0.1:$2" / "$CONNS" "$SECS" $3)
+  t1=$(ticks "$4")
+  v=$(echo "$l" | okps)
+  printf '%-16s %s\n' "$1:" "$l"
+  echo "$v" >> "$W/$1"
+  cpu[$1]=$(( ${cpu[$1]:-0} + t1 - t0 )); reqs[$1]=$(awk "BEGIN{print ${reqs[$1]:-0} + $v * $SECS}")
+}
+echo "== throughput: closed loop, $CONNS connections, ${SECS} s each, ${ROUNDS} rounds alternating; $(uptime | sed 's/.*load/load/')"
+: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/proxy"
+for round in $(seq "$ROUNDS"); do
+  row direct 18000 "" ""
+  row nginx 18090 kb "$nginx_pids"
+  row bare 18092 kb "$bare_pid"
+  row proxy 18080 kb "$proxy_pid"
 done
-echo "== latency at moderate load: open loop ${RATE:-2000} req/s, ${SECS} s"
-echo "upstream direct: $(lg open 127.0.0.1:18000 / "${RATE:-2000}" "$SECS")"
-echo "nginx:           $(lg open 127.0.0.1:18090 / "${RATE:-2000}" "$SECS" kb)"
-echo "fairlane-proxy:  $(lg open 127.0.0.1:18080 / "${RATE:-2000}" "$SECS" kb)"
+n=$(median < "$W/nginx")
+us() { awk "BEGIN{printf \"%.1f\", ${cpu[$1]} / $(getconf CLK_TCK) / ${reqs[$1]} * 1e6}"; }
+echo "medians (req/s): direct $(median < "$W/direct"), nginx $n, bare hyper $(median < "$W/bare"), fairlane-proxy $(median < "$W/proxy"); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/proxy") / $n}"), bare/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/bare") / $n}")"
+echo "server CPU per request (us): nginx $(us nginx), bare hyper $(us bare), fairlane-proxy $(us proxy); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(us proxy) / $(us nginx)}"); $(uptime | sed 's/.*load/load/')"
+echo "== latency at moderate load: open loop ${RATE:-2000} req/s, ${SECS} s, ${ROUNDS} rounds alternating"
+: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/proxy"
+for round in $(seq "$ROUNDS"); do
+  l=$(lg open 127.0.0.1:18000 / "${RATE:-2000}" "$SECS"); echo "upstream direct: $l"; echo "$l" | p50 >> "$W/direct"
+  l=$(lg open 127.0.0.1:18090 / "${RATE:-2000}" "$SECS" kb); echo "nginx:           $l"; echo "$l" | p50 >> "$W/nginx"
+  l=$(lg open 127.0.0.1:18092 / "${RATE:-2000}" "$SECS" kb); echo "bare hyper:      $l"; echo "$l" | p50 >> "$W/bare"
+  l=$(lg open 127.0.0.1:18080 / "${RATE:-2000}" "$SECS" kb); echo "fairlane-proxy:  $l"; echo "$l" | p50 >> "$W/proxy"
+done
+d=$(median < "$W/direct")
+echo "median p50 (us) and added over direct: direct $d, nginx $(median < "$W/nginx") (+$(( $(median < "$W/nginx") - d ))), bare hyper $(median < "$W/bare") (+$(( $(median < "$W/bare") - d ))), fairlane-proxy $(median < "$W/proxy") (+$(( $(median < "$W/proxy") - d )))"
+[ "${THROUGHPUT_ONLY:-0}" = 1 ] && exit 0
 echo "== 10,000 concurrent client connections, ${SECS} s"
 lg closed 127.0.0.1:18080 / 10000 "$SECS" kb > "$W/10k.txt" &
 lgpid=$!
 sleep $(( SECS / 2 + 5 ))
 curl -s http://127.0.0.1:18091/status | python3 -c 'import json,sys; s=json.load(sys.stdin); print("proxy status mid-run: connections", s["connections"], "queued", s["queued"], "in flight", s["in_flight"])'
-echo "proxy RSS mid-run: $(grep VmRSS /proc/${pids[1]}/status)"
+echo "proxy RSS mid-run: $(grep VmRSS /proc/$proxy_pid/status)"
 wait $lgpid
 echo "fairlane-proxy:  $(cat "$W/10k.txt")"
 cluster_bench

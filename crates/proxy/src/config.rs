@@ -707,7 +707,7 @@ impl ProxyConfig {
                 }
             }
             for ip in &t.ips {
-                Cidr::parse(ip).map_err(|e| ConfigError::new(f("ips"), e))?;
+                Cidr::parse(ip).map_err(|e| ConfigError::new(f("ips"), e.to_string()))?;
             }
             if t.max_queued == Some(0) {
                 return Err(ConfigError::new(f("max_queued"), "must be ≥ 1"));

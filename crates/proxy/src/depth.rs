@@ -41,7 +41,7 @@ pub(crate) fn set_target(
     tenant: TenantId,
     target: Option<f64>,
 ) -> Result<(), String> {
-    gate.set_target(tenant, target)?;
+    gate.set_target(tenant, target).map_err(|e| e.to_string())?;
     if let Some(c) = controller {
         c.lock()
             .unwrap_or_else(|e| e.into_inner())

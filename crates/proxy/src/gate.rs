@@ -1,8 +1,8 @@
 //! D upstream slots: a thin adapter over [`fairlane_runtime::FairGate`], the workspace's one
 //! gate (run-time depth, per-tenant caps and targets, the `RetryAt` timer, cancellation,
 //! scheduler errors counted and logged). What stays here is the proxy's vocabulary: seconds
-//! as the unit of time and cost, "depth" and "slots", and errors as strings for its config
-//! messages. Rejections ([`Reject`]) are mapped to HTTP status codes in `forward`.
+//! as the unit of time and cost, "depth" and "slots", and [`GateError`] naming the setting
+//! that was refused. Rejections ([`Reject`]) are mapped to HTTP status codes in `forward`.
 
 use std::time::Duration;
 
@@ -10,6 +10,50 @@ use fairlane_core::{ClassId, Config, TenantId};
 pub use fairlane_runtime::{
     Acquire as Waiting, AcquireError as Reject, FairGate, GateBuilder, Permit,
 };
+
+/// Why the gate refused to be built or to take a setting.
+#[derive(Debug)]
+pub enum GateError {
+    /// The gate (its scheduler, its depth) could not be built.
+    Build(fairlane_runtime::BuildError),
+    /// The scheduler refused a setting: `what` is `"depth"`, `"weight"` or `"target"`.
+    Refused {
+        /// Which setting.
+        what: &'static str,
+        /// The scheduler's reason.
+        error: fairlane_core::Error,
+    },
+    /// A response-time target that is not a duration (negative, not finite, too large).
+    Target {
+        /// The target given, in seconds.
+        seconds: f64,
+    },
+}
+
+impl std::fmt::Display for GateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GateError::Build(e) => e.fmt(f),
+            GateError::Refused { what, error } => write!(f, "{what}: {error}"),
+            GateError::Target { seconds } => {
+                write!(
+                    f,
+                    "target {seconds} s: not a duration (must be finite, ≥ 0)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for GateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            GateError::Build(e) => Some(e),
+            GateError::Refused { error, .. } => Some(error),
+            GateError::Target { .. } => None,
+        }
+    }
+}
 
 /// The D upstream slots and the scheduler that hands them out. Cloning shares it.
 #[derive(Clone, Debug)]
@@ -23,7 +67,7 @@ impl Gate {
         depth: usize,
         max_queued: usize,
         max_queued_per_tenant: usize,
-    ) -> Result<Gate, String> {
+    ) -> Result<Gate, GateError> {
         let b = FairGate::builder().scheduler(*config).seats(depth);
         Gate::from_builder(
             b.max_waiting(max_queued)
@@ -32,9 +76,9 @@ impl Gate {
     }
 
     /// A gate from a runtime builder (a built scheduler, a manual clock), in seconds.
-    pub fn from_builder(b: GateBuilder) -> Result<Gate, String> {
+    pub fn from_builder(b: GateBuilder) -> Result<Gate, GateError> {
         let g = b.time_unit(Duration::from_secs(1)).build();
-        g.map(Gate).map_err(|e| e.to_string())
+        g.map(Gate).map_err(GateError::Build)
     }
 
     /// Seconds on the gate's clock (the scheduler's `now`).
@@ -51,21 +95,34 @@ impl Gate {
 
     /// Change D. Running requests are unaffected; slots beyond the new depth are retired as
     /// their requests complete.
-    pub fn set_depth(&self, depth: usize) -> Result<(), String> {
-        self.0.set_seats(depth).map_err(|e| e.to_string())
+    pub fn set_depth(&self, depth: usize) -> Result<(), GateError> {
+        self.0.set_seats(depth).map_err(|error| GateError::Refused {
+            what: "depth",
+            error,
+        })
     }
 
     /// Set a tenant's weight φ.
-    pub fn set_weight(&self, tenant: TenantId, weight: f64) -> Result<(), String> {
-        self.0.set_weight(tenant, weight).map_err(|e| e.to_string())
+    pub fn set_weight(&self, tenant: TenantId, weight: f64) -> Result<(), GateError> {
+        self.0
+            .set_weight(tenant, weight)
+            .map_err(|error| GateError::Refused {
+                what: "weight",
+                error,
+            })
     }
 
     /// Set a tenant's response-time target, in seconds (EDF's deadline = arrival + target).
-    pub fn set_target(&self, tenant: TenantId, target: Option<f64>) -> Result<(), String> {
+    pub fn set_target(&self, tenant: TenantId, target: Option<f64>) -> Result<(), GateError> {
         let target = target
-            .map(|t| Duration::try_from_secs_f64(t).map_err(|e| format!("target {t} s: {e}")))
+            .map(|t| Duration::try_from_secs_f64(t).map_err(|_| GateError::Target { seconds: t }))
             .transpose()?;
-        self.0.set_target(tenant, target).map_err(|e| e.to_string())
+        self.0
+            .set_target(tenant, target)
+            .map_err(|error| GateError::Refused {
+                what: "target",
+                error,
+            })
     }
 
     /// Set a tenant's own waiting cap (`None`: the default per-tenant cap).

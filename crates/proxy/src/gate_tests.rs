@@ -115,3 +115,27 @@ fn every_preset_resolves_for_the_proxy() {
     let e = Config::for_executor("nope", 4, 0.01, false).unwrap_err();
     assert!(e.to_string().contains("known"));
 }
+
+#[test]
+fn refusals_are_typed_and_name_the_setting() {
+    let g = gate("sfq", 2);
+    match g.set_target(TenantId(0), Some(-1.0)) {
+        Err(e @ GateError::Target { seconds }) => {
+            assert_eq!(seconds, -1.0);
+            assert!(e.to_string().contains("target -1 s"), "{e}");
+        }
+        other => panic!("expected a target error, got {other:?}"),
+    }
+    match g.set_weight(TenantId(0), f64::NAN) {
+        Err(e @ GateError::Refused { what: "weight", .. }) => {
+            assert!(e.to_string().starts_with("weight: "), "{e}");
+            assert!(std::error::Error::source(&e).is_some());
+        }
+        other => panic!("expected a weight refusal, got {other:?}"),
+    }
+    assert!(g.set_weight(TenantId(0), 2.0).is_ok());
+    let b = FairGate::builder()
+        .scheduler(Config::for_executor("sfq", 1, 0.01, false).unwrap())
+        .seats(0);
+    assert!(matches!(Gate::from_builder(b), Err(GateError::Build(_))));
+}

@@ -14,6 +14,7 @@
 //! * [`metrics`], [`admin`] — Prometheus `/metrics`, JSON `/status` and the live
 //!   `/dashboard` on a separate listener.
 //! * [`cluster`] — `[cluster]`: fair shares of one upstream across instances via Redis.
+//! * `pool` — keep-alive HTTP/1.1 connections to the upstream.
 //! * [`server`] — the listeners, graceful shutdown and reload.
 //! * [`upstream`], [`loadgen`] — a small delay server and load generator used by the tests,
 //!   the benchmarks and the deployment example.
@@ -52,6 +53,7 @@ pub mod forward;
 pub mod gate;
 pub mod loadgen;
 pub mod metrics;
+mod pool;
 pub mod server;
 pub mod tenant;
 pub mod upstream;

@@ -17,15 +17,13 @@ use fairlane_core::TenantId;
 use http::uri::Authority;
 use http::HeaderName;
 use hyper::service::service_fn;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{parse_addr, ConfigError, ProxyConfig};
 use crate::conn::{AcceptBackoff, ActiveGuard, ClientIo, ConnTable};
-use crate::forward::{ProxyBody, StreamSlots, UpstreamBody};
+use crate::forward::{ProxyBody, StreamSlots};
 use crate::gate::Gate;
 use crate::metrics::{Metrics, Status};
 use crate::tenant::{Identifier, Registry};
@@ -65,16 +63,17 @@ impl From<ConfigError> for StartError {
     }
 }
 
-pub(crate) type UpstreamClient = Client<HttpConnector, UpstreamBody>;
-
 /// What a reload can swap at once.
 pub(crate) struct Settings {
     pub config: ProxyConfig,
     pub identifier: Identifier,
     pub authority: Authority,
     pub names: Vec<String>,
+    /// `names` as `X-Fairlane-Tenant` values (`None`: not a valid header value).
+    pub name_values: Vec<Option<http::HeaderValue>>,
     pub cost_header: Option<HeaderName>,
-    pub client: UpstreamClient,
+    /// Keep-alive connections to the upstream.
+    pub pool: Arc<crate::pool::Pool>,
 }
 
 pub(crate) struct Inner {
@@ -117,17 +116,13 @@ impl Inner {
     }
 }
 
-fn client(config: &ProxyConfig) -> UpstreamClient {
-    let mut http = HttpConnector::new();
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(Duration::from_millis(
-        config.upstream.connect_timeout_ms,
-    )));
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(30))
-        .pool_max_idle_per_host(config.scheduler.depth.max(64) * 2)
-        .pool_timer(TokioTimer::new())
-        .build(http)
+fn pool(config: &ProxyConfig, authority: &Authority) -> crate::pool::Pool {
+    crate::pool::Pool::new(
+        authority.clone(),
+        Duration::from_millis(config.upstream.connect_timeout_ms),
+        Duration::from_secs(30),
+        config.scheduler.depth.max(64) * 2,
+    )
 }
 
 fn settings(config: ProxyConfig, registry: &mut Registry) -> Result<Settings, ConfigError> {
@@ -139,10 +134,15 @@ fn settings(config: ProxyConfig, registry: &mut Registry) -> Result<Settings, Co
         .as_ref()
         .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok());
     Ok(Settings {
-        client: client(&config),
+        pool: Arc::new(pool(&config, &authority)),
         identifier,
         authority,
         names: registry.names().to_vec(),
+        name_values: registry
+            .names()
+            .iter()
+            .map(|n| http::HeaderValue::from_str(n).ok())
+            .collect(),
         cost_header,
         config,
     })
@@ -160,7 +160,7 @@ fn apply_tenants(
         gate.set_weight(id, t.weight).map_err(|e| ConfigError {
             file: None,
             field: format!("tenant[{i}].weight"),
-            reason: e,
+            reason: e.to_string(),
         })?;
         gate.set_tenant_cap(id, t.max_queued);
         crate::depth::set_target(gate, depth, id, t.target_ms.map(|ms| ms / 1000.0)).map_err(
@@ -219,7 +219,7 @@ impl Proxy {
         .map_err(|e| ConfigError {
             file: None,
             field: "scheduler".into(),
-            reason: e,
+            reason: e.to_string(),
         })?;
         let depth = crate::depth::controller(&config).map_err(|e| ConfigError {
             file: None,
@@ -231,7 +231,7 @@ impl Proxy {
             gate.set_depth(d).map_err(|e| ConfigError {
                 file: None,
                 field: "scheduler.depth".into(),
-                reason: e,
+                reason: e.to_string(),
             })?;
         }
         let mut registry = Registry::default();
@@ -363,42 +363,38 @@ impl Proxy {
             let io = ClientIo::new(stream, Duration::from_millis(limits.send_timeout_ms));
             let conn_inner = inner.clone();
             let conn_state = state.clone();
+            let peer = Arc::new(crate::forward::Peer::new(peer));
             let service = service_fn(move |req| {
                 let inner = conn_inner.clone();
+                let peer = peer.clone();
                 // The connection is busy (not evictable, no idle timeout) from here until
                 // the response body has been written or dropped.
                 let guard = ActiveGuard::new(conn_state.clone());
                 async move {
-                    let resp = crate::forward::handle(inner, req, peer).await;
+                    let resp = crate::forward::handle(inner, req, &peer).await;
                     Ok::<_, Infallible>(resp.map(|body| Tracked {
                         body,
                         _guard: guard,
                     }))
                 }
             });
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_millis(limits.header_timeout_ms));
-            if !http2 {
-                builder = builder.http1_only();
+            let header_timeout = Duration::from_millis(limits.header_timeout_ms);
+            if http2 {
+                let mut builder =
+                    hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                builder
+                    .http1()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(header_timeout);
+                let conn = builder
+                    .serve_connection(TokioIo::new(io), service)
+                    .into_owned();
+                drive(graceful.watch(conn), state, inner.clone());
+            } else {
+                let conn =
+                    http1_builder(header_timeout).serve_connection(TokioIo::new(io), service);
+                drive(graceful.watch(conn), state, inner.clone());
             }
-            let conn = builder
-                .serve_connection(TokioIo::new(io), service)
-                .into_owned();
-            let conn = graceful.watch(conn);
-            let counted = inner.clone();
-            counted.metrics.connections.fetch_add(1, Relaxed);
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = conn => {}
-                    // Evicted while idle: dropping the connection closes the socket.
-                    _ = state.evict.notified() => {}
-                }
-                counted.conns.remove(&state);
-                counted.metrics.connections.fetch_sub(1, Relaxed);
-            });
         }
         drop(listener);
         let grace = Duration::from_millis(inner.settings().config.limits.shutdown_grace_ms);
@@ -419,6 +415,34 @@ impl Proxy {
         sweep_task.abort();
         admin_task.abort();
     }
+}
+
+/// The HTTP/1.1 server settings (issue 19: used directly, not through hyper-util's `auto`
+/// builder, when `listen.http2` is off: no protocol sniffing or IO wrapper per connection).
+fn http1_builder(header_timeout: Duration) -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    b
+}
+
+/// Run one client connection on its own task until it ends or is evicted, counted in
+/// `connections` meanwhile.
+fn drive<F, T>(conn: F, state: Arc<crate::conn::ConnState>, inner: Arc<Inner>)
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+{
+    inner.metrics.connections.fetch_add(1, Relaxed);
+    tokio::spawn(async move {
+        tokio::select! {
+            biased;
+            _ = conn => {}
+            // Evicted while idle: dropping the connection closes the socket.
+            _ = state.evict.notified() => {}
+        }
+        inner.conns.remove(&state);
+        inner.metrics.connections.fetch_sub(1, Relaxed);
+    });
 }
 
 impl ProxyHandle {
@@ -473,7 +497,7 @@ impl ProxyHandle {
                 .map_err(|e| ConfigError {
                     file: None,
                     field: "scheduler.depth".into(),
-                    reason: e,
+                    reason: e.to_string(),
                 })?;
         }
         let mut config = config;

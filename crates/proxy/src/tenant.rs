@@ -16,6 +16,33 @@ use http::{HeaderMap, Method};
 
 use crate::config::{ProxyConfig, Unknown};
 
+/// Why a string is not an address block ([`Cidr::parse`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CidrError {
+    /// The part before `/` is not an IP address.
+    NotAnAddress(String),
+    /// The prefix length is not a number in `0..=max` (32 for IPv4, 128 for IPv6).
+    Prefix {
+        /// The whole input.
+        input: String,
+        /// The largest prefix its address family allows.
+        max: u8,
+    },
+}
+
+impl std::fmt::Display for CidrError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CidrError::NotAnAddress(s) => write!(f, "{s:?} is not an address or CIDR block"),
+            CidrError::Prefix { input, max } => {
+                write!(f, "{input:?}: prefix must be 0..={max}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CidrError {}
+
 /// An address block: `10.0.0.0/8`, `2001:db8::/32`, or a single address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cidr {
@@ -25,7 +52,7 @@ pub struct Cidr {
 
 impl Cidr {
     /// Parse `addr` or `addr/prefix`.
-    pub fn parse(s: &str) -> Result<Cidr, String> {
+    pub fn parse(s: &str) -> Result<Cidr, CidrError> {
         let (a, p) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
@@ -33,7 +60,7 @@ impl Cidr {
         let addr: IpAddr = a
             .trim()
             .parse()
-            .map_err(|_| format!("{s:?} is not an address or CIDR block"))?;
+            .map_err(|_| CidrError::NotAnAddress(s.to_string()))?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match p {
             None => max,
@@ -42,7 +69,10 @@ impl Cidr {
                 .parse::<u8>()
                 .ok()
                 .filter(|&p| p <= max)
-                .ok_or_else(|| format!("{s:?}: prefix must be 0..={max}"))?,
+                .ok_or_else(|| CidrError::Prefix {
+                    input: s.to_string(),
+                    max,
+                })?,
         };
         Ok(Cidr { addr, prefix })
     }
@@ -392,7 +422,16 @@ mod tests {
             .unwrap()
             .contains("8.8.8.8".parse().unwrap()));
         assert!(Cidr::parse("::1").unwrap().contains("::1".parse().unwrap()));
-        assert!(Cidr::parse("10.0.0.0/33").is_err());
-        assert!(Cidr::parse("nope").is_err());
+        assert_eq!(
+            Cidr::parse("10.0.0.0/33"),
+            Err(CidrError::Prefix {
+                input: "10.0.0.0/33".into(),
+                max: 32
+            })
+        );
+        assert_eq!(
+            Cidr::parse("nope").unwrap_err().to_string(),
+            "\"nope\" is not an address or CIDR block"
+        );
     }
 }
