@@ -19,12 +19,12 @@ use http::HeaderName;
 use hyper::service::service_fn;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{parse_addr, ConfigError, ProxyConfig};
-use crate::conn::{AcceptBackoff, ActiveGuard, ClientIo, ConnTable};
+use crate::conn::{AcceptBackoff, ActiveGuard, ConnTable};
 use crate::forward::{ProxyBody, StreamSlots, UpstreamBody};
 use crate::gate::Gate;
 use crate::metrics::{Metrics, Status};
@@ -359,8 +359,13 @@ impl Proxy {
             };
             let _ = stream.set_nodelay(true);
             inner.metrics.accepted.fetch_add(1, Relaxed);
-            let limits = inner.settings().config.limits.clone();
-            let io = ClientIo::new(stream, Duration::from_millis(limits.send_timeout_ms));
+            let settings = inner.settings();
+            let limits = &settings.config.limits;
+            let opts = crate::conn::ServeOptions {
+                header_timeout: Duration::from_millis(limits.header_timeout_ms),
+                send_timeout: Duration::from_millis(limits.send_timeout_ms),
+                http2,
+            };
             let conn_inner = inner.clone();
             let conn_state = state.clone();
             let service = service_fn(move |req| {
@@ -368,26 +373,26 @@ impl Proxy {
                 // The connection is busy (not evictable, no idle timeout) from here until
                 // the response body has been written or dropped.
                 let guard = ActiveGuard::new(conn_state.clone());
+                // Boxed: hyper keeps a `Box<Option<this future>>` per connection for its
+                // whole life, idle or not; boxed, that is a pointer, and the request's
+                // state is allocated only while a request is in progress (issue 19).
+                let handle = Box::pin(crate::forward::handle(inner, req, peer));
                 async move {
-                    let resp = crate::forward::handle(inner, req, peer).await;
+                    let resp = handle.await;
                     Ok::<_, Infallible>(resp.map(|body| Tracked {
                         body,
                         _guard: guard,
                     }))
                 }
             });
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_millis(limits.header_timeout_ms));
-            if !http2 {
-                builder = builder.http1_only();
-            }
-            let conn = builder
-                .serve_connection(TokioIo::new(io), service)
-                .into_owned();
-            let conn = graceful.watch(conn);
+            // hyper is set up once the client has sent its first bytes (conn::serve).
+            let conn = crate::conn::serve(
+                stream,
+                service,
+                opts,
+                graceful.watcher(),
+                inner.shutdown.subscribe(),
+            );
             let counted = inner.clone();
             counted.metrics.connections.fetch_add(1, Relaxed);
             tokio::spawn(async move {
