@@ -6,7 +6,9 @@
 # Prints the proxy's VmRSS and Private_Dirty before and at N, and the difference / N.
 # Loopback only; ports 18100 (upstream), 18101/18102 (proxy/admin).
 #   N=10000 scripts/bench-proxy-conns.sh [proxy binary]     (default target/release/fairlane-proxy)
-#   NO_BUILD=1 skips the build; ROUNDS=k repeats each case k times (fresh proxy each time).
+#   NO_BUILD=1 skips the build; ROUNDS=k repeats each case k times (fresh proxy each time);
+#   HOLD=s measures again after holding the connections s seconds more (default 15: past
+#   jemalloc's 10 s decay of freed pages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-10000}
@@ -62,7 +64,7 @@ for round in $(seq "$ROUNDS"); do
     curl -sf -H 'Authorization: Bearer kb' http://127.0.0.1:18101/ >/dev/null
     path=/
     [ "$mode" = queued ] && path="/?delay_ms=600000"
-    $T/examples/connmem 127.0.0.1:18101 "$ppid" "$N" "$mode" "$path" kb 127.0.0.1:18102
+    $T/examples/connmem 127.0.0.1:18101 "$ppid" "$N" "$mode" "$path" kb 127.0.0.1:18102 "${HOLD:-15}"
     kill "$ppid"; wait "$ppid" 2>/dev/null || true
   done
 done

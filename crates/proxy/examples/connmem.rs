@@ -1,7 +1,7 @@
 //! Memory per client connection (issue 19 target 3; `scripts/bench-proxy-conns.sh`).
 //!
 //! ```text
-//! connmem <proxy addr> <proxy pid> <connections> idle|queued <path> [key] [admin addr]
+//! connmem <proxy addr> <proxy pid> <connections> idle|queued <path> [key] [admin addr] [hold s]
 //! ```
 //! Reads the proxy's memory from `/proc/<pid>` (VmRSS, and Private_Dirty from
 //! `smaps_rollup`), then opens `connections` HTTP/1.1 keep-alive connections to it and holds
@@ -13,7 +13,9 @@
 //!
 //! Then it reads the proxy's memory again (after the proxy's `/status`, when an admin
 //! address is given, shows the connections and queue settled) and prints one line: the
-//! memory before and at N, and (at N − before) / N per connection. Raw sockets, not hyper:
+//! memory before and at N, and (at N − before) / N per connection; with `hold`, the same again
+//! after holding the connections that many seconds more (an allocator that returns freed
+//! pages after a delay, like jemalloc's 10 s decay, shows its steady state there). Raw sockets, not hyper:
 //! nothing on this side changes what the proxy holds per connection.
 
 use std::net::SocketAddr;
@@ -103,7 +105,7 @@ fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.len() < 5 || !matches!(a[3].as_str(), "idle" | "queued") {
         eprintln!(
-            "usage: connmem <proxy addr> <proxy pid> <connections> idle|queued <path> [key] [admin addr]"
+            "usage: connmem <proxy addr> <proxy pid> <connections> idle|queued <path> [key] [admin addr] [hold s]"
         );
         std::process::exit(2);
     }
@@ -112,7 +114,11 @@ fn main() {
     let n: usize = a[2].parse().expect("connections");
     let queued = a[3] == "queued";
     let key = a.get(5).filter(|k| !k.is_empty());
-    let admin: Option<SocketAddr> = a.get(6).map(|s| s.parse().expect("admin addr"));
+    let admin: Option<SocketAddr> = a
+        .get(6)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("admin addr"));
+    let hold: f64 = a.get(7).map_or(0.0, |s| s.parse().expect("hold seconds"));
     let req = format!(
         "GET {} HTTP/1.1\r\nHost: {addr}\r\n{}\r\n",
         a[4],
@@ -176,20 +182,29 @@ fn main() {
             }
             seen = now;
         }
-        let at = memory(pid);
         let held = conns.len();
-        let per = |b: u64, a: u64| (a as f64 - b as f64) / held.max(1) as f64;
-        println!(
-            "{} N={held} (failed {bad}) proxy status: {} | VmRSS {} -> {} KiB = {:.2} KiB/conn | Private_Dirty {} -> {} KiB = {:.2} KiB/conn",
-            a[3],
-            seen.map_or("-".into(), |(c, q)| format!("connections {c} queued {q}")),
-            before.0,
-            at.0,
-            per(before.0, at.0),
-            before.1,
-            at.1,
-            per(before.1, at.1),
-        );
+        let line = |what: &str, seen: Option<(u64, u64)>, at: (u64, u64)| {
+            let per = |b: u64, a: u64| (a as f64 - b as f64) / held.max(1) as f64;
+            println!(
+                "{} N={held} (failed {bad}) {what}, proxy status: {} | VmRSS {} -> {} KiB = {:.2} KiB/conn | Private_Dirty {} -> {} KiB = {:.2} KiB/conn",
+                a[3],
+                seen.map_or("-".into(), |(c, q)| format!("connections {c} queued {q}")),
+                before.0,
+                at.0,
+                per(before.0, at.0),
+                before.1,
+                at.1,
+                per(before.1, at.1),
+            );
+        };
+        line("settled", seen, memory(pid));
+        if hold > 0.0 {
+            tokio::time::sleep(Duration::from_secs_f64(hold)).await;
+            if let Some(adm) = admin {
+                seen = status(adm).await;
+            }
+            line(&format!("after {hold} s more"), seen, memory(pid));
+        }
         drop(conns);
     });
 }

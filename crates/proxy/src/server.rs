@@ -385,19 +385,16 @@ impl Proxy {
                     }))
                 }
             });
-            // hyper is set up once the client has sent its first bytes (conn::serve).
-            let conn = crate::conn::serve(
-                stream,
-                service,
-                opts,
-                graceful.watcher(),
-                inner.shutdown.subscribe(),
-            );
+            let (watcher, stop) = (graceful.watcher(), inner.shutdown.subscribe());
             let counted = inner.clone();
             counted.metrics.connections.fetch_add(1, Relaxed);
             tokio::spawn(async move {
+                // The connection future is made here, not captured: a future moved into an
+                // async block is stored twice in the task (rust-lang/rust#62958), and this
+                // one is most of a connection's memory (issue 19). hyper is set up once the
+                // client has sent its first bytes (conn::serve).
                 tokio::select! {
-                    _ = conn => {}
+                    _ = crate::conn::serve(stream, service, opts, watcher, stop) => {}
                     // Evicted while idle: dropping the connection closes the socket.
                     _ = state.evict.notified() => {}
                 }
