@@ -15,6 +15,8 @@ command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missi
 command -v redis-benchmark >/dev/null 2>&1 || missing+=(redis-tools)
 command -v ss >/dev/null 2>&1 || [ -x /usr/bin/ss ] || missing+=(iproute2)
 for p in taskset chrt runuser prlimit; do command -v $p >/dev/null 2>&1 || [ -x /usr/sbin/$p ] || { missing+=(util-linux); break; }; done
+# make: building jemalloc (tikv-jemalloc-sys, fairlane-proxy's allocator; issue 19).
+command -v make >/dev/null 2>&1 || missing+=(make)
 if [ "${FAIRLANE_BENCH_DEPS:-0}" = 1 ]; then
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 fi

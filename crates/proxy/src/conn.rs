@@ -381,6 +381,110 @@ impl AsyncWrite for ClientIo {
     }
 }
 
+/// What a new client connection's first bytes (peeked, not consumed) say it speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FirstBytes {
+    /// Not the start of the HTTP/2 preface (or HTTP/2 is off): HTTP/1.
+    Http1,
+    /// The HTTP/2 preface or a piece of it: left to hyper-util's version detection.
+    Other,
+    /// The client closed the connection without sending anything.
+    Closed,
+}
+
+/// The connection preface every HTTP/2 client sends first (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+impl FirstBytes {
+    /// Classify the first bytes a client sent (`http2`: whether the listener speaks it).
+    fn of(bytes: &[u8], http2: bool) -> Self {
+        if bytes.is_empty() {
+            FirstBytes::Closed
+        } else if !http2 || !H2_PREFACE.starts_with(bytes) {
+            FirstBytes::Http1
+        } else {
+            FirstBytes::Other
+        }
+    }
+}
+
+/// How client connections are served (from `[limits]` and `[listen]`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ServeOptions {
+    /// `limits.header_timeout_ms`: the first bytes, then each request head, within this.
+    pub header_timeout: Duration,
+    /// `limits.send_timeout_ms`, for [`ClientIo`].
+    pub send_timeout: Duration,
+    /// `listen.http2`.
+    pub http2: bool,
+}
+
+/// Serve one client connection until it ends, it is shut down gracefully (`watcher`,
+/// `shutdown`) or the caller drops this future.
+///
+/// Issue 19 (memory per connection): nothing of hyper is allocated until the client has
+/// sent its first bytes (a connection that never sends costs its socket and this small
+/// future), and those bytes are only peeked to tell HTTP/1 from HTTP/2. hyper-util's own
+/// detection reads the first 24 bytes and hands them back as a prefix, so hyper's first
+/// read returns just those, the request head is incomplete, and the 8 KiB read buffer is
+/// regrown (and copied) to 16 KiB that the connection then keeps for life. A plain HTTP/1
+/// connection is served by hyper's HTTP/1 connection directly, whose task is also smaller
+/// than the auto connection (which has room for an HTTP/2 connection). HTTP/2 (and a
+/// client that so far sent only part of the preface) goes through hyper-util's detection
+/// as before. The first bytes are awaited for at most `header_timeout`, as hyper's
+/// `header_read_timeout` then bounds each request head.
+pub(crate) async fn serve<S, B>(
+    stream: TcpStream,
+    service: S,
+    opts: ServeOptions,
+    watcher: hyper_util::server::graceful::Watcher,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) where
+    S: hyper::service::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<B>,
+            Error = std::convert::Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    let peek = async {
+        let mut first = [0u8; 24];
+        let n = stream.peek(&mut first).await?;
+        Ok::<_, io::Error>(FirstBytes::of(&first[..n], opts.http2))
+    };
+    let first = tokio::select! {
+        r = tokio::time::timeout(opts.header_timeout, peek) => r,
+        _ = shutdown.wait_for(|&s| s) => return,
+    };
+    let io = TokioIo::new(ClientIo::new(stream, opts.send_timeout));
+    match first {
+        Ok(Ok(FirstBytes::Http1)) => {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(opts.header_timeout)
+                .serve_connection(io, service);
+            let _ = watcher.watch(conn).await;
+        }
+        Ok(Ok(FirstBytes::Other)) => {
+            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            builder
+                .http1()
+                .timer(TokioTimer::new())
+                .header_read_timeout(opts.header_timeout);
+            let conn = builder.serve_connection(io, service).into_owned();
+            // Boxed: the rare path should not size every connection's task.
+            let _ = Box::pin(watcher.watch(conn)).await;
+        }
+        // Closed, failed, or nothing sent within the header timeout: drop the socket.
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,5 +560,22 @@ mod tests {
         );
         b.reset();
         assert_eq!(b.failed("test", &e), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn first_bytes_tell_http1_from_the_http2_preface() {
+        assert_eq!(FirstBytes::of(b"", true), FirstBytes::Closed);
+        assert_eq!(
+            FirstBytes::of(b"GET / HTTP/1.1\r\n", true),
+            FirstBytes::Http1
+        );
+        assert_eq!(FirstBytes::of(b"P", true), FirstBytes::Other, "maybe h2");
+        assert_eq!(FirstBytes::of(b"POST /", true), FirstBytes::Http1);
+        assert_eq!(FirstBytes::of(H2_PREFACE, true), FirstBytes::Other);
+        assert_eq!(
+            FirstBytes::of(H2_PREFACE, false),
+            FirstBytes::Http1,
+            "h2 off"
+        );
     }
 }

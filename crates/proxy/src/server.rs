@@ -17,12 +17,11 @@ use fairlane_core::TenantId;
 use http::uri::Authority;
 use http::HeaderName;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{parse_addr, ConfigError, ProxyConfig};
-use crate::conn::{AcceptBackoff, ActiveGuard, ClientIo, ConnTable};
+use crate::conn::{AcceptBackoff, ActiveGuard, ConnTable};
 use crate::forward::{ProxyBody, StreamSlots};
 use crate::gate::Gate;
 use crate::metrics::{Metrics, Status};
@@ -359,8 +358,13 @@ impl Proxy {
             };
             let _ = stream.set_nodelay(true);
             inner.metrics.accepted.fetch_add(1, Relaxed);
-            let limits = inner.settings().config.limits.clone();
-            let io = ClientIo::new(stream, Duration::from_millis(limits.send_timeout_ms));
+            let settings = inner.settings();
+            let limits = &settings.config.limits;
+            let opts = crate::conn::ServeOptions {
+                header_timeout: Duration::from_millis(limits.header_timeout_ms),
+                send_timeout: Duration::from_millis(limits.send_timeout_ms),
+                http2,
+            };
             let conn_inner = inner.clone();
             let conn_state = state.clone();
             let peer = Arc::new(crate::forward::Peer::new(peer));
@@ -370,31 +374,36 @@ impl Proxy {
                 // The connection is busy (not evictable, no idle timeout) from here until
                 // the response body has been written or dropped.
                 let guard = ActiveGuard::new(conn_state.clone());
+                // Boxed: hyper keeps a `Box<Option<this future>>` per connection for its
+                // whole life, idle or not; boxed, that is a pointer, and the request's
+                // state is allocated only while a request is in progress (issue 19).
+                let handle =
+                    Box::pin(async move { crate::forward::handle(inner, req, &peer).await });
                 async move {
-                    let resp = crate::forward::handle(inner, req, &peer).await;
+                    let resp = handle.await;
                     Ok::<_, Infallible>(resp.map(|body| Tracked {
                         body,
                         _guard: guard,
                     }))
                 }
             });
-            let header_timeout = Duration::from_millis(limits.header_timeout_ms);
-            if http2 {
-                let mut builder =
-                    hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                builder
-                    .http1()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(header_timeout);
-                let conn = builder
-                    .serve_connection(TokioIo::new(io), service)
-                    .into_owned();
-                drive(graceful.watch(conn), state, inner.clone());
-            } else {
-                let conn =
-                    http1_builder(header_timeout).serve_connection(TokioIo::new(io), service);
-                drive(graceful.watch(conn), state, inner.clone());
-            }
+            let (watcher, stop) = (graceful.watcher(), inner.shutdown.subscribe());
+            let counted = inner.clone();
+            counted.metrics.connections.fetch_add(1, Relaxed);
+            tokio::spawn(async move {
+                // The connection future is made here, not captured: a future moved into an
+                // async block is stored twice in the task (rust-lang/rust#62958), and this
+                // one is most of a connection's memory (issue 19). hyper is set up once the
+                // client has sent its first bytes (conn::serve).
+                tokio::select! {
+                    biased;
+                    _ = crate::conn::serve(stream, service, opts, watcher, stop) => {}
+                    // Evicted while idle: dropping the connection closes the socket.
+                    _ = state.evict.notified() => {}
+                }
+                counted.conns.remove(&state);
+                counted.metrics.connections.fetch_sub(1, Relaxed);
+            });
         }
         drop(listener);
         let grace = Duration::from_millis(inner.settings().config.limits.shutdown_grace_ms);
@@ -415,34 +424,6 @@ impl Proxy {
         sweep_task.abort();
         admin_task.abort();
     }
-}
-
-/// The HTTP/1.1 server settings (issue 19: used directly, not through hyper-util's `auto`
-/// builder, when `listen.http2` is off: no protocol sniffing or IO wrapper per connection).
-fn http1_builder(header_timeout: Duration) -> hyper::server::conn::http1::Builder {
-    let mut b = hyper::server::conn::http1::Builder::new();
-    b.timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
-    b
-}
-
-/// Run one client connection on its own task until it ends or is evicted, counted in
-/// `connections` meanwhile.
-fn drive<F, T>(conn: F, state: Arc<crate::conn::ConnState>, inner: Arc<Inner>)
-where
-    F: std::future::Future<Output = T> + Send + 'static,
-{
-    inner.metrics.connections.fetch_add(1, Relaxed);
-    tokio::spawn(async move {
-        tokio::select! {
-            biased;
-            _ = conn => {}
-            // Evicted while idle: dropping the connection closes the socket.
-            _ = state.evict.notified() => {}
-        }
-        inner.conns.remove(&state);
-        inner.metrics.connections.fetch_sub(1, Relaxed);
-    });
 }
 
 impl ProxyHandle {
