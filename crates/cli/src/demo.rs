@@ -46,6 +46,25 @@ pub struct PoolArgs {
     intervals: usize,
 }
 
+/// Print a demo's report (one JSON object with `--json`, else the table); a demo that
+/// cannot run exits 2 with its error.
+fn finish<R, E: std::fmt::Display>(
+    result: Result<R, E>,
+    json: bool,
+    to_json: fn(&R) -> String,
+    to_table: fn(&R) -> String,
+) -> ExitCode {
+    match result {
+        Ok(report) if json => println!("{}", to_json(&report)),
+        Ok(report) => print!("{}", to_table(&report)),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 fn reservations(args: &PoolArgs) -> ExitCode {
     use fairlane_runtime::reserve_demo::{self, ReserveDemoOptions};
     let options = ReserveDemoOptions {
@@ -54,20 +73,12 @@ fn reservations(args: &PoolArgs) -> ExitCode {
         intervals: args.intervals,
         ..ReserveDemoOptions::default()
     };
-    match reserve_demo::run(&options) {
-        Ok(report) => {
-            if args.json {
-                println!("{}", report.to_json());
-            } else {
-                print!("{}", report.to_table());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    finish(
+        reserve_demo::run(&options),
+        args.json,
+        reserve_demo::ReserveReport::to_json,
+        reserve_demo::ReserveReport::to_table,
+    )
 }
 
 pub fn run(cmd: DemoCommand) -> ExitCode {
@@ -92,18 +103,10 @@ pub fn run(cmd: DemoCommand) -> ExitCode {
     if let Some(s) = args.schedulers {
         options.schedulers = s;
     }
-    match demo::run(&options) {
-        Ok(report) => {
-            if args.json {
-                println!("{}", report.to_json());
-            } else {
-                print!("{}", report.to_table());
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        }
-    }
+    finish(
+        demo::run(&options),
+        args.json,
+        demo::DemoReport::to_json,
+        demo::DemoReport::to_table,
+    )
 }

@@ -56,6 +56,7 @@ pub fn run(args: ReproduceArgs) -> ExitCode {
     }
     let planned: Vec<usize> = chosen
         .iter()
+        // A spec that does not parse counts as one run here; `run` below reports its error.
         .map(|e| fairlane_repro::planned_runs(e, &opts).unwrap_or(1))
         .collect();
     let mut bar = Progress::new("reproduce", planned.iter().sum());

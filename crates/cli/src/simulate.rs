@@ -2,14 +2,14 @@
 //! experiment spec of any kind (worker pool, black box, database server) under each of its
 //! schedulers and print, or write, what happened.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::Args;
+use fairlane_repro::progress::Progress;
 use fairlane_sim::dbserver::DbRun;
-use fairlane_sim::{dbreport, report, AnyError, AnyRuns, AnySpec, BatchProgress, RunResult};
+use fairlane_sim::{dbreport, report, AnyError, AnyRuns, AnySpec, RunResult};
 
 #[derive(Args)]
 pub struct SimulateArgs {
@@ -34,72 +34,6 @@ pub struct SimulateArgs {
     /// starts, and one that reaches it stops with an error.
     #[arg(long, default_value_t = fairlane_sim::events::DEFAULT_MAX_EVENTS)]
     max_events: u64,
-}
-
-/// A progress bar on stderr, shown only on a terminal and only once a run passes a second.
-pub struct Progress {
-    start: Instant,
-    shown: bool,
-    last: f64,
-    tty: bool,
-    what: String,
-    runs: Option<(usize, usize)>,
-}
-
-impl Progress {
-    pub fn new(what: &str) -> Self {
-        Progress {
-            start: Instant::now(),
-            shown: false,
-            last: -1.0,
-            tty: std::io::stderr().is_terminal(),
-            what: what.to_string(),
-            runs: None,
-        }
-    }
-
-    /// A quiet bar (for `--json`).
-    pub fn quiet(mut self) -> Self {
-        self.tty = false;
-        self
-    }
-
-    /// A batch's progress: the bar, runs done of all, and the time left.
-    pub fn batch(&mut self, p: BatchProgress) {
-        self.runs = Some((p.runs_done, p.runs));
-        self.update(p.fraction);
-    }
-
-    pub fn update(&mut self, done: f64) {
-        if !self.tty || self.start.elapsed().as_secs_f64() < 1.0 || done - self.last < 0.005 {
-            return;
-        }
-        self.last = done;
-        self.shown = true;
-        let width = 30;
-        let filled = ((done.clamp(0.0, 1.0)) * width as f64) as usize;
-        let secs = self.start.elapsed().as_secs_f64();
-        let eta = if done > 0.0 { secs / done - secs } else { 0.0 };
-        eprint!(
-            "\r{} [{}{}] {:>3.0}%{}  {:.0}s elapsed, ~{:.0}s left ",
-            self.what,
-            "#".repeat(filled),
-            " ".repeat(width - filled),
-            done * 100.0,
-            self.runs
-                .map(|(d, n)| format!(", {d}/{n} runs"))
-                .unwrap_or_default(),
-            secs,
-            eta
-        );
-        let _ = std::io::stderr().flush();
-    }
-
-    pub fn finish(&mut self) {
-        if self.shown {
-            eprintln!();
-        }
-    }
 }
 
 /// Default parallelism: the cores we have.
@@ -129,11 +63,13 @@ pub fn run(args: SimulateArgs) -> ExitCode {
         }
     }
     let jobs = args.jobs.unwrap_or_else(default_jobs);
-    let mut bar = Progress::new(spec.name());
-    if args.json {
-        bar = bar.quiet();
-    }
-    let results = spec.run(jobs, args.max_events, &mut |p| bar.batch(p));
+    // The batch's size is known once it starts: the bar learns it from the first report.
+    let tty = std::io::stderr().is_terminal() && !args.json;
+    let mut bar = Progress::with_output(spec.name(), 1, tty);
+    let results = spec.run(jobs, args.max_events, &mut |p| {
+        bar.set_total(p.runs);
+        bar.update(p.fraction * p.runs as f64);
+    });
     bar.finish();
     let results = match results {
         Ok(r) => r,

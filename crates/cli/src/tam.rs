@@ -332,10 +332,16 @@ fn whatif(
 mod tests {
     use super::*;
 
-    fn temp(name: &str, text: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("fairlane-tam-cli-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(name);
+    /// A fresh directory for one test, removed when dropped (also when the test panics).
+    fn tmp_dir() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("fairlane-tam-cli-")
+            .tempdir()
+            .unwrap()
+    }
+
+    fn temp(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+        let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
         path
     }
@@ -354,7 +360,8 @@ mod tests {
 
     #[test]
     fn check_exit_status_is_0_clean_1_problems_2_invalid() {
-        let clean = temp("clean.toml", CLEAN);
+        let tmp = tmp_dir();
+        let clean = temp(&tmp, "clean.toml", CLEAN);
         assert_eq!(
             run_cmd(TamCommand::Check {
                 model: clean,
@@ -363,7 +370,7 @@ mod tests {
             .0,
             0
         );
-        let hbase = temp("hbase.toml", catalog::get("hbase").unwrap().text);
+        let hbase = temp(&tmp, "hbase.toml", catalog::get("hbase").unwrap().text);
         assert_eq!(
             run_cmd(TamCommand::Check {
                 model: hbase,
@@ -373,6 +380,7 @@ mod tests {
             1
         );
         let bad = temp(
+            &tmp,
             "bad.toml",
             "[model]\nname = \"x\"\n[[stage]]\nname = \"A\"\nscheduling = \"fifo\"\n",
         );
@@ -398,7 +406,8 @@ mod tests {
 
     #[test]
     fn check_json_has_the_documented_shape() {
-        let riak = temp("riak.toml", catalog::get("riak").unwrap().text);
+        let tmp = tmp_dir();
+        let riak = temp(&tmp, "riak.toml", catalog::get("riak").unwrap().text);
         let (code, out, _) = run_cmd(TamCommand::Check {
             model: riak,
             json: true,
@@ -419,7 +428,8 @@ mod tests {
 
     #[test]
     fn draw_writes_svg_and_dot_and_rejects_other_extensions() {
-        let model = temp("draw.toml", catalog::get("tamed-hbase").unwrap().text);
+        let tmp = tmp_dir();
+        let model = temp(&tmp, "draw.toml", catalog::get("tamed-hbase").unwrap().text);
         let svg = model.with_extension("svg");
         let dot = model.with_extension("dot");
         assert_eq!(
@@ -485,7 +495,8 @@ mod tests {
 
     #[test]
     fn what_if_reports_and_writes_the_changed_model() {
-        let model = temp("fig8a.toml", "[model]\nname = \"8a\"\n[[stage]]\nname = \"Req Handle\"\nscheduling = \"pluggable\"\nresources = { cpu = true }\ndownstream = [\"I/O\"]\n[[stage]]\nname = \"I/O\"\nscheduling = \"on_demand\"\nresources = { io = true }\n");
+        let tmp = tmp_dir();
+        let model = temp(&tmp, "fig8a.toml", "[model]\nname = \"8a\"\n[[stage]]\nname = \"Req Handle\"\nscheduling = \"pluggable\"\nresources = { cpu = true }\ndownstream = [\"I/O\"]\n[[stage]]\nname = \"I/O\"\nscheduling = \"on_demand\"\nresources = { io = true }\n");
         let written = model.with_file_name("fig8b.toml");
         let cmd = TamCommand::WhatIf {
             model,
@@ -502,9 +513,10 @@ mod tests {
 
     #[test]
     fn what_if_simulate_compares_both_architectures_on_one_workload() {
+        let tmp = tmp_dir();
         // Fig. 8(a) → (b): C2 (40 threads) crowds C1 (4 threads) out of the on-demand disk
         // until the I/O stage gets a scheduler that shares it fairly.
-        let model = temp("sim8a.toml", "[model]\nname = \"8a\"\n[[stage]]\nname = \"Req Handle\"\nscheduling = \"pluggable\"\nresources = { cpu = true }\ndownstream = [\"I/O\"]\n[[stage]]\nname = \"I/O\"\nscheduling = \"on_demand\"\nresources = { io = true }\n[simulation]\nduration = 5.0\nwarmup = 1.0\n[simulation.stage.\"Req Handle\"]\nthreads = 100\n[[simulation.request]]\nname = \"r\"\npath = [{ stage = \"Req Handle\", cpu_us = 100 }, { stage = \"I/O\", io_bytes = 100_000 }]\n[[simulation.client]]\nname = \"C1\"\nthreads = 4\n[[simulation.client]]\nname = \"C2\"\nthreads = 40\n");
+        let model = temp(&tmp, "sim8a.toml", "[model]\nname = \"8a\"\n[[stage]]\nname = \"Req Handle\"\nscheduling = \"pluggable\"\nresources = { cpu = true }\ndownstream = [\"I/O\"]\n[[stage]]\nname = \"I/O\"\nscheduling = \"on_demand\"\nresources = { io = true }\n[simulation]\nduration = 5.0\nwarmup = 1.0\n[simulation.stage.\"Req Handle\"]\nthreads = 100\n[[simulation.request]]\nname = \"r\"\npath = [{ stage = \"Req Handle\", cpu_us = 100 }, { stage = \"I/O\", io_bytes = 100_000 }]\n[[simulation.client]]\nname = \"C1\"\nthreads = 4\n[[simulation.client]]\nname = \"C2\"\nthreads = 40\n");
         let cmd = |json| TamCommand::WhatIf {
             model: model.clone(),
             changes: vec!["set I/O.scheduling = pluggable".into()],

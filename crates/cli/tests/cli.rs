@@ -17,12 +17,12 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// A fresh directory for one test.
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fairlane-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for one test, removed when dropped (also when the test panics).
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("fairlane-cli-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 fn s(p: &Path) -> &str {
@@ -70,7 +70,8 @@ fn without_wall_times(mut v: serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn simulate_json_gives_every_run_and_tenant() {
-    let dir = temp_dir("sim-json");
+    let tmp = temp_dir("sim-json");
+    let dir = tmp.path();
     let spec = spec_file(&dir);
     let out = fairlane(&["simulate", s(&spec), "--json", "--jobs", "1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -89,7 +90,8 @@ fn simulate_json_gives_every_run_and_tenant() {
 
 #[test]
 fn simulate_seed_duration_and_jobs() {
-    let dir = temp_dir("sim-flags");
+    let tmp = temp_dir("sim-flags");
+    let dir = tmp.path();
     let spec = spec_file(&dir);
     let run = |extra: &[&str]| {
         let mut args = vec!["simulate", s(&spec), "--json"];
@@ -112,7 +114,8 @@ fn simulate_seed_duration_and_jobs() {
 
 #[test]
 fn simulate_out_writes_the_report_and_csv() {
-    let dir = temp_dir("sim-out");
+    let tmp = temp_dir("sim-out");
+    let dir = tmp.path();
     let spec = spec_file(&dir);
     let report = dir.join("report");
     let out = fairlane(&["simulate", s(&spec), "--out", s(&report)]);
@@ -130,7 +133,8 @@ fn simulate_out_writes_the_report_and_csv() {
 
 #[test]
 fn simulate_errors_name_the_file_and_field() {
-    let dir = temp_dir("sim-bad");
+    let tmp = temp_dir("sim-bad");
+    let dir = tmp.path();
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, SPEC.replace("workers = 2", "workers = 2\ncores = 8")).unwrap();
     let out = fairlane(&["simulate", s(&bad)]);
@@ -182,7 +186,8 @@ fn reproduce_unknown_name_exits_2_listing_the_known() {
 
 #[test]
 fn reproduce_writes_the_report_and_prints_each_verdict() {
-    let dir = temp_dir("repro");
+    let tmp = temp_dir("repro");
+    let dir = tmp.path();
     let out = fairlane(&["reproduce", "2dfq-fig5", "tam-table2", "--out", s(&dir)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
@@ -201,7 +206,8 @@ fn reproduce_writes_the_report_and_prints_each_verdict() {
 
 #[test]
 fn reproduce_says_which_spec_it_read() {
-    let dir = temp_dir("repro-src");
+    let tmp = temp_dir("repro-src");
+    let dir = tmp.path();
     let out = fairlane(&[
         "reproduce",
         "ldf-table1",
@@ -221,7 +227,8 @@ fn reproduce_says_which_spec_it_read() {
 
 #[test]
 fn proxy_check_validates_and_names_the_field() {
-    let dir = temp_dir("proxy-check");
+    let tmp = temp_dir("proxy-check");
+    let dir = tmp.path();
     let good = dir.join("good.toml");
     std::fs::write(
         &good,
@@ -276,7 +283,8 @@ fn tam_check_draw_and_catalog() {
     kinds.sort();
     kinds.dedup();
     assert_eq!(kinds.len(), 5, "{v}");
-    let dir = temp_dir("tam");
+    let tmp = temp_dir("tam");
+    let dir = tmp.path();
     let svg = dir.join("hbase.svg");
     let out = fairlane(&[
         "tam",

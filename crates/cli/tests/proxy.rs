@@ -211,16 +211,18 @@ impl Drop for Proxy {
     }
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("fairlane-cli-proxy-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh directory for one test, removed when dropped (also when the test panics).
+fn temp_dir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("fairlane-cli-proxy-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 #[test]
 fn healthz_and_forwarding() {
-    let dir = temp_dir("healthz");
+    let tmp = temp_dir("healthz");
+    let dir = tmp.path();
     let mut p = Proxy::start(&config(&dir, upstream(), "sfq", "\"kb\""));
     assert_eq!(get(p.admin, "/healthz", None), (200, "ok\n".to_string()));
     assert_eq!(get(p.addr, "/", Some("ka")), (200, "ok\n".to_string()));
@@ -231,7 +233,8 @@ fn healthz_and_forwarding() {
 
 #[test]
 fn reload_revokes_keys_and_warns_about_what_needs_a_restart() {
-    let dir = temp_dir("reload");
+    let tmp = temp_dir("reload");
+    let dir = tmp.path();
     let up = upstream();
     let path = config(&dir, up, "sfq", "\"kb\"");
     let mut p = Proxy::start(&path);
@@ -255,7 +258,8 @@ fn reload_revokes_keys_and_warns_about_what_needs_a_restart() {
 
 #[test]
 fn sigint_drains_and_exits_0() {
-    let dir = temp_dir("sigint");
+    let tmp = temp_dir("sigint");
+    let dir = tmp.path();
     let mut p = Proxy::start(&config(&dir, upstream(), "sfq", "\"kb\""));
     assert_eq!(get(p.addr, "/", Some("ka")).0, 200);
     p.signal("INT");

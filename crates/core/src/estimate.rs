@@ -75,20 +75,26 @@ impl EstimatorKind {
                 })
             }
         };
-        Ok(match self {
-            EstimatorKind::Oracle => Box::new(Oracle),
-            EstimatorKind::LastValue { initial } => Box::new(LastValue {
-                table: Table::new(check_initial(initial)?),
-            }),
-            EstimatorKind::Ema { alpha, initial } => Box::new(Ema {
-                alpha: check_alpha(alpha)?,
-                table: Table::new(check_initial(initial)?),
-            }),
-            EstimatorKind::Pessimistic { alpha, initial } => Box::new(Pessimistic {
-                alpha: check_alpha(alpha)?,
-                table: Table::new(check_initial(initial)?),
-            }),
-        })
+        let (rule, initial) = match self {
+            EstimatorKind::Oracle => return Ok(Box::new(Oracle)),
+            EstimatorKind::LastValue { initial } => (Rule::Last, initial),
+            EstimatorKind::Ema { alpha, initial } => (
+                Rule::Ema {
+                    alpha: check_alpha(alpha)?,
+                },
+                initial,
+            ),
+            EstimatorKind::Pessimistic { alpha, initial } => (
+                Rule::Pessimistic {
+                    alpha: check_alpha(alpha)?,
+                },
+                initial,
+            ),
+        };
+        Ok(Box::new(Learned {
+            rule,
+            table: Table::new(check_initial(initial)?),
+        }))
     }
 }
 
@@ -135,82 +141,65 @@ impl CostEstimator for Oracle {
     }
 }
 
-/// The last measured cost of the tenant's class (the estimator §5 shows to be exploitable
-/// without retroactive charging).
+/// How a [`Learned`] estimator folds a measured cost into its per-pair statistic. The first
+/// observation of a pair replaces `initial` outright under every rule.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Rule {
+    /// The last measured cost of the tenant's class (the estimator §5 shows to be exploitable
+    /// without retroactive charging).
+    Last,
+    /// Per-tenant-per-class exponential moving average `e ← α·e + (1 − α)·c` (2DFQ §6.2's
+    /// WFQᴱ and WF²Qᴱ).
+    Ema {
+        /// Weight of history.
+        alpha: f64,
+    },
+    /// 2DFQᴱ's pessimistic estimator: the largest recent cost, decaying by α per completion
+    /// (Fig. 7 line 30: `L_max ← max(α·L_max, T)`). The prose of §5 says "if c > L_max then
+    /// L_max = c, otherwise L_max = α·L_max"; the two differ only when α·L_max < c ≤ L_max,
+    /// where Fig. 7 keeps the estimate at c instead of below it. We follow Fig. 7.
+    Pessimistic {
+        /// Decay.
+        alpha: f64,
+    },
+}
+
+impl Rule {
+    fn update(self, old: f64, cost: f64) -> f64 {
+        match self {
+            Rule::Last => cost,
+            // Both terms can round up to f64::MAX·(α + 1 − α) > f64::MAX: keep it finite.
+            Rule::Ema { alpha } => (alpha * old + (1.0 - alpha) * cost).min(f64::MAX),
+            Rule::Pessimistic { alpha } => (alpha * old).max(cost),
+        }
+    }
+}
+
+/// An estimator that learns from measured costs: one statistic per (tenant, class) pair,
+/// updated by its rule (last value, EMA or pessimistic; see [`EstimatorKind`]).
 #[derive(Clone, Debug)]
-pub struct LastValue {
+pub struct Learned {
+    rule: Rule,
     table: Table,
 }
 
-impl CostEstimator for LastValue {
+impl CostEstimator for Learned {
     fn name(&self) -> &'static str {
-        "last"
+        match self.rule {
+            Rule::Last => "last",
+            Rule::Ema { .. } => "ema",
+            Rule::Pessimistic { .. } => "pessimistic",
+        }
     }
     fn estimate(&self, t: TenantId, c: ClassId) -> f64 {
         self.table.get(t, c)
     }
     fn observe(&mut self, t: TenantId, c: ClassId, cost: f64) {
-        self.table.values.insert((t.0, c.0), cost);
-    }
-    fn forget(&mut self, t: TenantId) {
-        self.table.forget(t)
-    }
-}
-
-/// Per-tenant-per-class exponential moving average (2DFQ §6.2's WFQᴱ and WF²Qᴱ). The first
-/// observation of a pair replaces `initial` outright.
-#[derive(Clone, Debug)]
-pub struct Ema {
-    alpha: f64,
-    table: Table,
-}
-
-impl CostEstimator for Ema {
-    fn name(&self) -> &'static str {
-        "ema"
-    }
-    fn estimate(&self, t: TenantId, c: ClassId) -> f64 {
-        self.table.get(t, c)
-    }
-    fn observe(&mut self, t: TenantId, c: ClassId, cost: f64) {
-        let alpha = self.alpha;
+        let rule = self.rule;
         self.table
             .values
             .entry((t.0, c.0))
-            .and_modify(|e| {
-                // Both terms can round up to f64::MAX·(α + 1 − α) > f64::MAX: keep it finite.
-                *e = (alpha * *e + (1.0 - alpha) * cost).min(f64::MAX)
-            })
-            .or_insert(cost);
-    }
-    fn forget(&mut self, t: TenantId) {
-        self.table.forget(t)
-    }
-}
-
-/// 2DFQᴱ's pessimistic estimator: the largest recent cost, decaying by α per completion
-/// (Fig. 7 line 30: `L_max ← max(α·L_max, T)`). The prose of §5 says "if c > L_max then
-/// L_max = c, otherwise L_max = α·L_max"; the two differ only when α·L_max < c ≤ L_max, where
-/// Fig. 7 keeps the estimate at c instead of below it. We follow Fig. 7.
-#[derive(Clone, Debug)]
-pub struct Pessimistic {
-    alpha: f64,
-    table: Table,
-}
-
-impl CostEstimator for Pessimistic {
-    fn name(&self) -> &'static str {
-        "pessimistic"
-    }
-    fn estimate(&self, t: TenantId, c: ClassId) -> f64 {
-        self.table.get(t, c)
-    }
-    fn observe(&mut self, t: TenantId, c: ClassId, cost: f64) {
-        let alpha = self.alpha;
-        self.table
-            .values
-            .entry((t.0, c.0))
-            .and_modify(|l| *l = (alpha * *l).max(cost))
+            .and_modify(|e| *e = rule.update(*e, cost))
             .or_insert(cost);
     }
     fn forget(&mut self, t: TenantId) {

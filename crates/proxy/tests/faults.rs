@@ -3,7 +3,6 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::time::Duration;
 
 use common::*;
 use fairlane_proxy::upstream::UpstreamServer;
@@ -16,10 +15,6 @@ keys = ["ka"]
 name = "bob"
 keys = ["kb"]
 "#;
-
-/// How long any one step may take before the test fails with a message (generous: the
-/// machine may be loaded; nothing here waits for it unless something is wrong).
-const STEP: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_killed_mid_run_and_restarted() {

@@ -21,10 +21,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// How long any one step may take before the test fails with a message (generous: the
-/// machine may be loaded; nothing here waits for it unless something is wrong).
-const STEP: Duration = Duration::from_secs(20);
-
 /// `/metrics` as (metric, tenant) → value, rejected summed over reasons.
 async fn metrics(admin: SocketAddr) -> HashMap<(String, String), f64> {
     let (code, _, text) = get(admin, "/metrics", None).await;
@@ -157,21 +153,11 @@ async fn one_huge_cost_does_not_stall_drr() {
     let up = start_upstream().await;
     let p = start_proxy(config(
         up.addr(),
-        r#"cost_header = "x-cost"
-[scheduler]
-algorithm = "drr"
-depth = 1
-initial_estimate_ms = 5
-[[tenant]]
-name = "a"
-keys = ["ka"]
-[[tenant]]
-name = "b"
-keys = ["kb"]
-[[class]]
-name = "work"
-path = "/work/*"
-"#,
+        &format!(
+            "cost_header = \"x-cost\"\n[scheduler]\nalgorithm = \"drr\"\ndepth = 1\n\
+             initial_estimate_ms = 5\n{}[[class]]\nname = \"work\"\npath = \"/work/*\"\n",
+            tenants(&[("a", "ka"), ("b", "kb")])
+        ),
     ))
     .await;
     // b's unloaded latency: the slowest of a few.
@@ -308,9 +294,8 @@ async fn raw(addr: SocketAddr, head: &str) -> (u16, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn duplicated_key_headers_are_400() {
     let up = start_upstream().await;
-    let tenants =
-        "[[tenant]]\nname = \"a\"\nkeys = [\"ka\"]\n[[tenant]]\nname = \"b\"\nkeys = [\"kb\"]\n";
-    let p = start_proxy(config(up.addr(), tenants)).await;
+    let ab = tenants(&[("a", "ka"), ("b", "kb")]);
+    let p = start_proxy(config(up.addr(), &ab)).await;
     let two = "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ka\r\nAuthorization: Bearer kb\r\nConnection: close\r\n\r\n";
     let (code, body) = raw(p.addr, two).await;
     assert_eq!(code, 400, "{body}");
@@ -327,7 +312,7 @@ async fn duplicated_key_headers_are_400() {
     // A bare key header configured: two of it are ambiguous too.
     let p = start_proxy(config(
         up.addr(),
-        &format!("[identity]\nheader = \"x-api-key\"\nscheme = \"\"\n{tenants}"),
+        &format!("[identity]\nheader = \"x-api-key\"\nscheme = \"\"\n{ab}"),
     ))
     .await;
     let two =
@@ -418,18 +403,10 @@ async fn accounting_identity_holds_through_a_storm_of_disconnects() {
     let up = HeldUpstream::start().await;
     let p = start_proxy(config(
         up.addr(),
-        r#"[scheduler]
-depth = 3
-[limits]
-max_queued_per_tenant = 8
-queue_timeout_ms = 600000
-[[tenant]]
-name = "a"
-keys = ["ka"]
-[[tenant]]
-name = "b"
-keys = ["kb"]
-"#,
+        &format!(
+            "[scheduler]\ndepth = 3\n[limits]\nmax_queued_per_tenant = 8\nqueue_timeout_ms = 600000\n{}",
+            tenants(&[("a", "ka"), ("b", "kb")])
+        ),
     ))
     .await;
     let (addr, admin) = (p.addr, p.admin);

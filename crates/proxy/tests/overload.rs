@@ -35,17 +35,9 @@ depth = 4
 max_queued = 200
 max_queued_per_tenant = 100
 queue_timeout_ms = 1000
-[[tenant]]
-name = "a"
-keys = ["ka"]
-[[tenant]]
-name = "b"
-keys = ["kb"]
-[[tenant]]
-name = "c"
-keys = ["kc"]
-"#,
-        up.addr()
+{}"#,
+        up.addr(),
+        tenants(&[("a", "ka"), ("b", "kb"), ("c", "kc")])
     );
     let path = temp_file("overload.toml", &text);
     let p = ProxyProcess::start(&path);

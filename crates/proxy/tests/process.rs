@@ -13,9 +13,6 @@ fn config_text(upstream: std::net::SocketAddr, rest: &str) -> String {
 
 const TENANTS: &str = "[[tenant]]\nname = \"alice\"\nkeys = [\"ka\"]\n";
 
-/// How long any one step may take before the test fails with a message.
-const STEP: Duration = Duration::from_secs(20);
-
 /// Wait until the proxy's stderr has a line containing `needle`.
 async fn logged(p: &ProxyProcess, needle: &'static str) {
     let log = p.log.clone();

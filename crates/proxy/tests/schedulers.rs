@@ -96,8 +96,6 @@ async fn held_batch(
     slowest
 }
 
-const STEP: Duration = Duration::from_secs(20);
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adaptive_depth_reacts_to_missed_targets() {
     // The controller judges a period only if the tenant completed at least 5 requests in it

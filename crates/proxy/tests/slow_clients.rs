@@ -19,8 +19,6 @@ use http_body::{Body, Frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-const STEP: Duration = Duration::from_secs(20);
-
 const TENANTS: &str = r#"
 [[tenant]]
 name = "light"

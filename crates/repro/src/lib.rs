@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod claim;
+mod error;
 mod interposed;
 mod ldf;
 mod out;
@@ -36,6 +37,7 @@ use std::path::{Path, PathBuf};
 use fairlane_plot::{escape, Block, Page, Table};
 
 pub use claim::{Check, Claim, Relation, Verdict};
+pub use error::{ReproError, ReproErrorKind};
 
 use out::Out;
 use runs::{Runs, Server};
@@ -282,7 +284,7 @@ impl Options {
 
 /// How many simulation runs `e` will make (for a progress bar over several experiments);
 /// 1 for a section without a spec.
-pub fn planned_runs(e: &Experiment, opts: &Options) -> Result<usize, String> {
+pub fn planned_runs(e: &Experiment, opts: &Options) -> Result<usize, ReproError> {
     let Some((rel, embedded)) = e.spec else {
         return Ok(1);
     };
@@ -290,8 +292,11 @@ pub fn planned_runs(e: &Experiment, opts: &Options) -> Result<usize, String> {
         Analysis::Db(_) => Server::Db,
         _ => Server::Pool,
     };
-    let (text, file, dir, _) = spec_text(rel, embedded, opts)?;
-    Ok(runs::parse(server, &text, &file, dir, opts.quick)?.runs)
+    let fail = |kind| ReproError::new(e.name, kind);
+    let (text, file, dir, _) = spec_text(rel, embedded, opts).map_err(fail)?;
+    let parsed = runs::parse(server, &text, &file, dir, opts.quick)
+        .map_err(|message| fail(ReproErrorKind::Spec { file, message }))?;
+    Ok(parsed.runs)
 }
 
 /// Where a spec was read from.
@@ -343,7 +348,7 @@ fn spec_text(
     rel: &str,
     embedded: &str,
     opts: &Options,
-) -> Result<(String, String, PathBuf, Source), String> {
+) -> Result<(String, String, PathBuf, Source), ReproErrorKind> {
     let disk = if opts.embedded_only {
         None
     } else {
@@ -351,7 +356,10 @@ fn spec_text(
     };
     Ok(match disk {
         Some(p) => (
-            std::fs::read_to_string(&p).map_err(|err| format!("{}: {err}", p.display()))?,
+            std::fs::read_to_string(&p).map_err(|source| ReproErrorKind::Read {
+                path: p.clone(),
+                source,
+            })?,
             p.display().to_string(),
             p.parent().map(Path::to_path_buf).unwrap_or_default(),
             Source::Disk(p),
@@ -370,23 +378,31 @@ pub fn run(
     e: &Experiment,
     opts: &Options,
     progress: &mut (dyn FnMut(f64) + Send),
-) -> Result<Outcome, String> {
+) -> Result<Outcome, ReproError> {
+    let fail = |kind| ReproError::new(e.name, kind);
     let mut out = Out::default();
     let (title, source) = match (e.spec, e.analysis) {
         (_, Analysis::Direct(f)) => {
-            f(&mut out)?;
+            f(&mut out).map_err(|m| fail(ReproErrorKind::Section(m)))?;
             progress(1.0);
             (e.title.to_string(), Source::None)
         }
-        (None, _) => return Err(format!("{}: no spec", e.name)),
+        (None, _) => return Err(fail(ReproErrorKind::NoSpec)),
         (Some((rel, embedded)), analysis) => {
-            let (text, file, dir, source) = spec_text(rel, embedded, opts)?;
+            let (text, file, dir, source) = spec_text(rel, embedded, opts).map_err(fail)?;
             let server = match analysis {
                 Analysis::Db(_) => Server::Db,
                 _ => Server::Pool,
             };
-            let parsed = runs::parse(server, &text, &file, dir, opts.quick)?;
-            let (results, events, unit) = parsed.run(opts.jobs, progress)?;
+            let parsed = runs::parse(server, &text, &file, dir, opts.quick).map_err(|message| {
+                fail(ReproErrorKind::Spec {
+                    file: file.clone(),
+                    message,
+                })
+            })?;
+            let (results, events, unit) = parsed
+                .run(opts.jobs, progress)
+                .map_err(|message| fail(ReproErrorKind::Run { file, message }))?;
             let nruns = match &results {
                 Runs::Pool(r) => r.len(),
                 Runs::Db { runs, .. } => runs.len(),
@@ -413,7 +429,7 @@ pub fn run(
                         utilization_cap,
                     },
                 ) => f(runs, *utilization_cap, &mut out),
-                _ => return Err(format!("{}: analysis does not fit its spec", e.name)),
+                _ => return Err(fail(ReproErrorKind::AnalysisMismatch)),
             }
             (parsed.name, source)
         }

@@ -40,6 +40,11 @@ impl Progress {
         self.what = what.to_string();
     }
 
+    /// Sets the number of runs (for a batch whose size is known only once it starts).
+    pub fn set_total(&mut self, total: usize) {
+        self.total = total.max(1) as f64;
+    }
+
     /// The fraction done, in [0, 1].
     pub fn fraction(&self) -> f64 {
         (self.done / self.total).clamp(0.0, 1.0)
@@ -93,5 +98,9 @@ mod tests {
         assert_eq!(p.fraction(), 1.0);
         assert!(!p.shown, "nothing drawn when not a terminal");
         assert_eq!(Progress::with_output("x", 0, false).fraction(), 0.0);
+        // A batch that learns its size late: 2 of 8 runs.
+        p.set_total(8);
+        p.update(2.0);
+        assert_eq!(p.fraction(), 0.25);
     }
 }

@@ -4,7 +4,9 @@
 //! its stated margin of the paper's number, and some values directly against the paper.
 //! The claims not reproduced today are documented in docs/results.md.
 
-use fairlane_repro::{find, run, Options, Outcome, Relation, Source, Verdict};
+use fairlane_repro::{
+    find, planned_runs, run, Options, Outcome, Relation, ReproErrorKind, Source, Verdict,
+};
 
 fn outcome(name: &str) -> Outcome {
     let e = find(name).unwrap_or_else(|| panic!("no experiment {name}"));
@@ -254,8 +256,8 @@ fn the_embedded_copy_is_used_and_said_when_asked() {
 fn an_edited_spec_on_disk_is_the_one_that_runs() {
     // A repository root whose ldf-table1 gives T8 a 30 % reservation: the claim's target
     // follows the file, proving the disk copy was read and targets come from the spec.
-    let root = std::env::temp_dir().join(format!("fairlane-repro-edited-{}", std::process::id()));
-    std::fs::create_dir_all(root.join("experiments")).unwrap();
+    let tmp = repo_root();
+    let root = tmp.path().to_path_buf();
     let text = include_str!("../../../experiments/ldf-table1.toml");
     let edited = text.replacen(
         "name = \"T8\"\nres = 25.0\nmax = 25.0",
@@ -278,7 +280,49 @@ fn an_edited_spec_on_disk_is_the_one_that_runs() {
     );
     let c = claim(&o, "ldf-holds-reservation");
     assert!(c.checks.iter().all(|x| x.target == 30.0), "{c}");
-    std::fs::remove_dir_all(root).unwrap();
+}
+
+/// A scratch repository root with an `experiments/` directory, removed when dropped.
+fn repo_root() -> tempfile::TempDir {
+    let tmp = tempfile::Builder::new()
+        .prefix("fairlane-repro-")
+        .tempdir()
+        .unwrap();
+    std::fs::create_dir_all(tmp.path().join("experiments")).unwrap();
+    tmp
+}
+
+#[test]
+fn a_broken_spec_on_disk_is_an_error_naming_the_experiment_file_and_field() {
+    let tmp = repo_root();
+    let path = tmp.path().join("experiments/ldf-table1.toml");
+    let text = include_str!("../../../experiments/ldf-table1.toml");
+    let broken = text.replacen("duration = 40.0", "duration = -1.0", 1);
+    assert_ne!(broken, text, "the duration line moved; update this test");
+    std::fs::write(&path, broken).unwrap();
+    let opts = Options {
+        root: Some(tmp.path().to_path_buf()),
+        ..Options::quick()
+    };
+    let e = find("ldf-table1").unwrap();
+    for err in [
+        planned_runs(e, &opts).unwrap_err(),
+        match run(e, &opts, &mut |_| {}) {
+            Ok(_) => panic!("a broken spec ran"),
+            Err(err) => err,
+        },
+    ] {
+        assert_eq!(err.experiment, "ldf-table1");
+        assert!(
+            matches!(&err.kind, ReproErrorKind::Spec { file, .. } if file == &path.display().to_string()),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with("ldf-table1: ") && text.contains("duration"),
+            "{text}"
+        );
+    }
 }
 
 #[test]

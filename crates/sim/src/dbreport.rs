@@ -5,7 +5,7 @@
 use std::io;
 use std::path::Path;
 
-use fairlane_plot::{fmt_num, Axis, BarChart, Block, Page, Table};
+use fairlane_plot::{fmt_num, Axis, BarChart, Block, Table};
 use serde_json::{json, Map, Value};
 
 use crate::dbserver::{DbRun, DbTenantResult};
@@ -144,14 +144,7 @@ pub fn runs_table(runs: &[DbRun]) -> Table {
 
 /// Group runs by point label, keeping order.
 pub fn by_point(runs: &[DbRun]) -> Vec<(String, Vec<&DbRun>)> {
-    let mut out: Vec<(String, Vec<&DbRun>)> = Vec::new();
-    for r in runs {
-        match out.iter_mut().find(|(l, _)| *l == r.label) {
-            Some((_, v)) => v.push(r),
-            None => out.push((r.label.clone(), vec![r])),
-        }
-    }
-    out
+    crate::report::group_by_label(runs, |r| &r.label)
 }
 
 /// The tenants shown for a point: every reserved tenant and the first of each group.
@@ -209,20 +202,13 @@ pub fn point_blocks(runs: &[&DbRun]) -> Vec<Block> {
 
 /// Write `index.html`: the runs table and each point's CPU chart and table.
 pub fn write_html(dir: &Path, title: &str, description: &str, runs: &[DbRun]) -> io::Result<()> {
-    let mut page = Page::new(title).intro(format!(
+    let intro = format!(
         "<p>{}</p><p>CSV files with every number (per tenant, and every metering interval) \
          are in <code>csv/</code>.</p>",
         fairlane_plot::escape(description)
-    ));
-    page = page.section("Runs", vec![Block::Table(runs_table(runs))]);
-    for (label, rs) in by_point(runs) {
-        let heading = if label.is_empty() {
-            "Results".to_string()
-        } else {
-            format!("Point {label}")
-        };
-        page = page.section(heading, point_blocks(&rs));
-    }
-    std::fs::create_dir_all(dir)?;
-    page.write(dir.join("index.html"))
+    );
+    let points = by_point(runs)
+        .into_iter()
+        .map(|(label, rs)| (label, point_blocks(&rs)));
+    crate::report::write_page(dir, title, intro, runs_table(runs), points)
 }

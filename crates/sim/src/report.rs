@@ -441,14 +441,42 @@ pub fn runs_table(results: &[RunResult]) -> Table {
 
 /// Group results by point label, keeping order.
 pub fn by_point(results: &[RunResult]) -> Vec<(String, Vec<&RunResult>)> {
-    let mut out: Vec<(String, Vec<&RunResult>)> = Vec::new();
-    for r in results {
-        match out.iter_mut().find(|(l, _)| *l == r.label) {
+    group_by_label(results, |r| &r.label)
+}
+
+/// Group runs of any server by their point label, in first-seen order.
+pub(crate) fn group_by_label<R>(runs: &[R], label: impl Fn(&R) -> &str) -> Vec<(String, Vec<&R>)> {
+    let mut out: Vec<(String, Vec<&R>)> = Vec::new();
+    for r in runs {
+        match out.iter_mut().find(|(l, _)| l.as_str() == label(r)) {
             Some((_, v)) => v.push(r),
-            None => out.push((r.label.clone(), vec![r])),
+            None => out.push((label(r).to_string(), vec![r])),
         }
     }
     out
+}
+
+/// Write `dir/index.html`: `intro`, the runs table, then one section of blocks per point
+/// (`Results` when the spec has no sweep).
+pub(crate) fn write_page(
+    dir: &Path,
+    title: &str,
+    intro: String,
+    runs: Table,
+    points: impl IntoIterator<Item = (String, Vec<Block>)>,
+) -> io::Result<()> {
+    let mut page = Page::new(title).intro(intro);
+    page = page.section("Runs", vec![Block::Table(runs)]);
+    for (label, blocks) in points {
+        let heading = if label.is_empty() {
+            "Results".to_string()
+        } else {
+            format!("Point {label}")
+        };
+        page = page.section(heading, blocks);
+    }
+    std::fs::create_dir_all(dir)?;
+    page.write(dir.join("index.html"))
 }
 
 /// Write `index.html` for a spec's results: the runs table and, for the first `detail`
@@ -460,19 +488,13 @@ pub fn write_html(
     results: &[RunResult],
     detail: usize,
 ) -> io::Result<()> {
-    let mut page = Page::new(title).intro(format!(
+    let intro = format!(
         "<p>{}</p><p>CSV files with every number are in <code>csv/</code>.</p>",
         fairlane_plot::escape(description)
-    ));
-    page = page.section("Runs", vec![Block::Table(runs_table(results))]);
-    for (label, runs) in by_point(results).into_iter().take(detail) {
-        let heading = if label.is_empty() {
-            "Results".to_string()
-        } else {
-            format!("Point {label}")
-        };
-        page = page.section(heading, point_blocks(&runs));
-    }
-    std::fs::create_dir_all(dir)?;
-    page.write(dir.join("index.html"))
+    );
+    let points = by_point(results)
+        .into_iter()
+        .take(detail)
+        .map(|(label, runs)| (label, point_blocks(&runs)));
+    write_page(dir, title, intro, runs_table(results), points)
 }

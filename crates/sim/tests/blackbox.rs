@@ -3,22 +3,10 @@
 //! Statistical checks state their tolerance; runs are long enough that it holds with a
 //! wide margin for the fixed seeds used.
 
-use fairlane_sim::{report, run_all, RunResult, SpecFile};
+mod support;
 
-fn spec(text: &str) -> SpecFile {
-    SpecFile::parse(text, "test.toml", std::env::temp_dir()).unwrap()
-}
-
-fn run(text: &str) -> Vec<RunResult> {
-    run_all(&spec(text).scenarios().unwrap(), 2, &mut |_| {}).unwrap()
-}
-
-fn err(text: &str) -> String {
-    match SpecFile::parse(text, "bad.toml", ".".into()).and_then(|s| s.scenarios().map(|_| ())) {
-        Ok(()) => panic!("spec was accepted:\n{text}"),
-        Err(e) => e.to_string(),
-    }
-}
+use fairlane_sim::{report, RunResult};
+use support::{assert_edits_refused, err, run};
 
 /// One backlogged client keeping far more than D requests outstanding: the server always
 /// holds exactly D.
@@ -274,13 +262,7 @@ fn black_box_spec_errors_name_the_field() {
             &["tenant[1].arrival", "invalid type"],
         ),
     ];
-    for (from, to, wants) in cases {
-        assert!(TWO.contains(from), "{from}");
-        let e = err(&TWO.replacen(from, to, 1));
-        for w in *wants {
-            assert!(e.contains(w), "error {e:?} lacks {w:?}");
-        }
-    }
+    assert_edits_refused(TWO, cases);
     // Black-box fields on the worker model.
     let e = err("name = \"w\"\nduration = 1.0\nschedulers = [\"fifo\"]\n[server]\nworkers = 2\ndepth = 4\n[[tenant]]\nname = \"a\"\narrival = { kind = \"poisson\", rate = 1.0 }\ncost = { kind = \"constant\", value = 1.0 }\n");
     assert!(e.contains("server.depth") && e.contains("blackbox"), "{e}");

@@ -56,6 +56,8 @@ impl fmt::Display for FieldError {
     }
 }
 
+impl std::error::Error for FieldError {}
+
 /// An invalid model: every problem found, and the file it came from (if any).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelError {

@@ -244,8 +244,12 @@ fn toml_syntax_errors_are_reported_with_position() {
 
 #[test]
 fn load_prefixes_every_message_with_the_file() {
-    let dir = std::env::temp_dir().join(format!("fairlane-tam-format-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Removed when dropped, also when the test panics.
+    let tmp = tempfile::Builder::new()
+        .prefix("fairlane-tam-format-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
     let path = dir.join("bad.toml");
     std::fs::write(
         &path,

@@ -1,5 +1,7 @@
 //! The five predicates of §3 on the paper's minimal examples: in each of Fig. 8–12, system
-//! (a) has the problem and system (b), with the same function, does not.
+//! (a) has the problem and system (b), with the same function, does not. The examples are
+//! the models of `experiments/tam-fig*.toml`, the files the simulator reproduces the
+//! figures from, so the analysis and the simulation judge the same architectures.
 
 use fairlane_tam::{analyze, Model, ProblemKind, Report, Resource};
 
@@ -26,189 +28,95 @@ fn assert_only(report: &Report, kind: ProblemKind, stages: &[&str], resources: &
     assert!(!p.remedy.is_empty());
 }
 
-// §3.1, Fig. 8: Req Handle (Q1, CPU) feeds an I/O stage; I/O is the bottleneck.
-const FIG8A: &str = r#"
-[model]
-name = "Fig. 8a"
-[[stage]]
-name = "Req Handle"
-scheduling = "pluggable"
-resources = { cpu = true }
-downstream = ["I/O"]
-[[stage]]
-name = "I/O"
-scheduling = "on_demand"
-resources = { io = true }
-"#;
-
-#[test]
-fn fig8a_on_demand_io_stage_has_no_scheduling() {
-    let report = check(FIG8A);
-    assert_only(
-        &report,
-        ProblemKind::NoScheduling,
-        &["I/O"],
-        &[Resource::Io],
-    );
-    assert!(report.problems[0].remedy.contains("scheduling point"));
+/// One of Fig. 8–12: system (a) has exactly one problem, system (b) none.
+struct Figure {
+    /// `experiments/tam-figNa.toml`.
+    a: &'static str,
+    /// `experiments/tam-figNb.toml`.
+    b: &'static str,
+    /// (a)'s one finding: its kind, stages and resources.
+    kind: ProblemKind,
+    stages: &'static [&'static str],
+    resources: &'static [Resource],
+    /// Words the remedy must use (the fix the paper names).
+    remedy: &'static [&'static str],
 }
 
-#[test]
-fn fig8b_io_stage_with_a_queue_is_fine() {
-    assert!(check(&FIG8A.replace("\"on_demand\"", "\"pluggable\"")).is_clean());
+macro_rules! fig {
+    ($n:literal) => {
+        include_str!(concat!("../../../experiments/tam-fig", $n, ".toml"))
+    };
 }
 
-// §3.2, Fig. 9: (a) Req Handle looks up the cache and does I/O on a miss; (b) a separate
-// I/O stage does the I/O.
-const FIG9A: &str = r#"
-[model]
-name = "Fig. 9a"
-[[stage]]
-name = "Req Handle"
-scheduling = "pluggable"
-resources = { cpu = true, io = "unknown" }
-"#;
-
-const FIG9B: &str = r#"
-[model]
-name = "Fig. 9b"
-[[stage]]
-name = "Req Handle"
-scheduling = "pluggable"
-resources = { cpu = true }
-downstream = ["I/O"]
-[[stage]]
-name = "I/O"
-scheduling = "pluggable"
-resources = { io = true }
-"#;
-
-#[test]
-fn fig9a_cache_lookup_then_io_is_unknown_resource_usage() {
-    let report = check(FIG9A);
-    assert_only(
-        &report,
-        ProblemKind::UnknownResourceUsage,
-        &["Req Handle"],
-        &[Resource::Io],
-    );
-    assert!(report.problems[0].remedy.contains("Split"));
-}
-
-#[test]
-fn fig9b_separate_io_stage_is_fine() {
-    assert!(check(FIG9B).is_clean());
-}
-
-// §3.3, Fig. 10: (a) S1 reads requests and S2 sends replies, both using the network with
-// their own schedulers; (b) one stage does both.
-const FIG10A: &str = r#"
-[model]
-name = "Fig. 10a"
-[[stage]]
-name = "Req Read"
-scheduling = "pluggable"
-resources = { network = true }
-downstream = ["Resp Send"]
-[[stage]]
-name = "Resp Send"
-scheduling = "pluggable"
-resources = { network = true }
-"#;
-
-const FIG10B: &str = r#"
-[model]
-name = "Fig. 10b"
-[[stage]]
-name = "Req Handle"
-scheduling = "pluggable"
-resources = { network = true }
-"#;
+const FIGURES: [Figure; 5] = [
+    // §3.1, Fig. 8: Req Handle (Q1, CPU) feeds an I/O stage; I/O is the bottleneck. (b)
+    // gives the I/O stage a queue.
+    Figure {
+        a: fig!("8a"),
+        b: fig!("8b"),
+        kind: ProblemKind::NoScheduling,
+        stages: &["I/O"],
+        resources: &[Resource::Io],
+        remedy: &["scheduling point"],
+    },
+    // §3.2, Fig. 9: (a) Req Handle looks up the cache and does I/O on a miss; (b) a separate
+    // I/O stage does the I/O.
+    Figure {
+        a: fig!("9a"),
+        b: fig!("9b"),
+        kind: ProblemKind::UnknownResourceUsage,
+        stages: &["Req Handle"],
+        resources: &[Resource::Io],
+        remedy: &["Split"],
+    },
+    // §3.3, Fig. 10: (a) one stage reads requests and another sends replies, both using the
+    // network with their own schedulers; (b) one stage does both.
+    Figure {
+        a: fig!("10a"),
+        b: fig!("10b"),
+        kind: ProblemKind::HiddenContention,
+        stages: &["Req Read", "Req Respond"],
+        resources: &[Resource::Network],
+        remedy: &["Combine"],
+    },
+    // §3.4, Fig. 11: (a) Req Handle threads block on the I/O stage; (b) Req Handle is
+    // asynchronous.
+    Figure {
+        a: fig!("11a"),
+        b: fig!("11b"),
+        kind: ProblemKind::Blocking,
+        stages: &["Req Handle", "I/O"],
+        resources: &[Resource::Io],
+        remedy: &["asynchronous", "threads as a resource"],
+    },
+    // §3.5, Fig. 12: (a) Worker (CPU) feeds LOG Append (I/O), which must keep the order of
+    // one shared WAL; (b) each client has its own stream.
+    Figure {
+        a: fig!("12a"),
+        b: fig!("12b"),
+        kind: ProblemKind::OrderingConstraint,
+        stages: &["LOG Append"],
+        resources: &[Resource::Io],
+        remedy: &["streams"],
+    },
+];
 
 #[test]
-fn fig10a_two_schedulers_for_one_network_is_hidden_contention() {
-    let report = check(FIG10A);
-    assert_only(
-        &report,
-        ProblemKind::HiddenContention,
-        &["Req Read", "Resp Send"],
-        &[Resource::Network],
-    );
-    assert!(report.problems[0].remedy.contains("Combine"));
-}
-
-#[test]
-fn fig10b_one_stage_for_the_network_is_fine() {
-    assert!(check(FIG10B).is_clean());
-}
-
-// §3.4, Fig. 11: (a) Req Handle threads block on the I/O stage; (b) Req Handle is
-// asynchronous.
-const FIG11A: &str = r#"
-[model]
-name = "Fig. 11a"
-[[stage]]
-name = "Req Handle"
-scheduling = "pluggable"
-resources = { cpu = true }
-downstream = ["I/O"]
-blocks_on = ["I/O"]
-[[stage]]
-name = "I/O"
-scheduling = "pluggable"
-resources = { io = true }
-"#;
-
-#[test]
-fn fig11a_bounded_stage_blocking_downstream_is_blocking() {
-    let report = check(FIG11A);
-    assert_only(
-        &report,
-        ProblemKind::Blocking,
-        &["Req Handle", "I/O"],
-        &[Resource::Io],
-    );
-    assert!(report.problems[0].remedy.contains("asynchronous"));
-    assert!(report.problems[0].remedy.contains("threads as a resource"));
-}
-
-#[test]
-fn fig11b_asynchronous_req_handle_is_fine() {
-    assert!(check(&FIG11A.replace("blocks_on = [\"I/O\"]\n", "")).is_clean());
-}
-
-// §3.5, Fig. 12: (a) Worker (CPU) feeds LOG Append (I/O), which must keep the order of one
-// shared WAL; (b) each client has its own stream.
-const FIG12A: &str = r#"
-[model]
-name = "Fig. 12a"
-[[stage]]
-name = "Worker"
-scheduling = "pluggable"
-resources = { cpu = true }
-downstream = ["LOG Append"]
-[[stage]]
-name = "LOG Append"
-scheduling = "pluggable"
-ordering = true
-resources = { io = true }
-"#;
-
-#[test]
-fn fig12a_ordered_io_stage_is_an_ordering_constraint() {
-    let report = check(FIG12A);
-    assert_only(
-        &report,
-        ProblemKind::OrderingConstraint,
-        &["LOG Append"],
-        &[Resource::Io],
-    );
-    assert!(report.problems[0].remedy.contains("streams"));
-}
-
-#[test]
-fn fig12b_separate_streams_are_fine() {
-    assert!(check(&FIG12A.replace("ordering = true\n", "")).is_clean());
+fn each_figure_a_has_its_one_problem_and_b_with_the_same_function_is_clean() {
+    for f in &FIGURES {
+        let report = check(f.a);
+        assert_only(&report, f.kind, f.stages, f.resources);
+        for word in f.remedy {
+            assert!(
+                report.problems[0].remedy.contains(word),
+                "{:?}: the remedy names `{word}`: {}",
+                f.kind,
+                report.problems[0].remedy
+            );
+        }
+        let report = check(f.b);
+        assert!(report.is_clean(), "{:?}'s (b): {report:#?}", f.kind);
+    }
 }
 
 // Edges of the predicates, taken literally from §3.

@@ -22,6 +22,17 @@ pub struct Running {
     pub task: tokio::task::JoinHandle<()>,
 }
 
+/// How long any one step may take before the test fails with a message (generous: the
+/// machine may be loaded; nothing waits for it unless something is wrong).
+pub const STEP: Duration = Duration::from_secs(20);
+
+/// `[[tenant]]` blocks: each `(name, key)` a tenant of weight 1 identified by that one key.
+pub fn tenants(list: &[(&str, &str)]) -> String {
+    list.iter()
+        .map(|(name, key)| format!("[[tenant]]\nname = \"{name}\"\nkeys = [\"{key}\"]\n"))
+        .collect()
+}
+
 /// Config text with `upstream` filled in and both listeners on port 0.
 pub fn config(upstream: SocketAddr, rest: &str) -> ProxyConfig {
     let text = format!(
@@ -214,13 +225,42 @@ impl Drop for ProxyProcess {
     }
 }
 
-pub fn temp_file(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("fairlane-proxy-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, text).unwrap();
-    p
+/// A file written into a fresh directory of its own; the directory is removed when this
+/// is dropped (also when the test panics), so tests leave nothing behind in `/tmp`.
+pub struct TempFile {
+    path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::path::Path> for TempFile {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TempFile {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+/// Write `text` to `name` (which may have directories) under a fresh temporary directory.
+pub fn temp_file(name: &str, text: &str) -> TempFile {
+    let dir = tempfile::Builder::new()
+        .prefix("fairlane-proxy-test-")
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    TempFile { path, _dir: dir }
 }
 
 /// A program the tests need, after `scripts/test-deps.sh` ran: fail loudly if absent.

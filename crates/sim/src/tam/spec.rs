@@ -6,6 +6,7 @@
 //! The section is walked by hand so every error names the file and the field.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use fairlane_core::{Config, EstimatorKind};
 use fairlane_tam::{Model, Resource, Scheduling, Usage};
@@ -348,7 +349,8 @@ impl TamSpec {
                     "expected a scheduler name",
                 )
             })?;
-            parse_queue(name).map_err(|m| cx.err(format!("simulation.schedulers[{i}]"), m))?;
+            parse_queue(name)
+                .map_err(|e| cx.err(format!("simulation.schedulers[{i}]"), e.to_string()))?;
             schedulers.push(name.to_string());
         }
         if schedulers.is_empty() {
@@ -416,7 +418,7 @@ impl TamSpec {
             }
         }
 
-        check_blocking_cycles(model).map_err(|m| cx.err("stage.blocks_on", m))?;
+        check_blocking_cycles(model).map_err(|e| cx.err("stage.blocks_on", e.to_string()))?;
 
         // Stages.
         let stage_tables = match top.get("stage") {
@@ -465,7 +467,8 @@ impl TamSpec {
                             ),
                         ));
                     }
-                    parse_queue(name).map_err(|m| cx.err(join(&sat, "scheduler"), m))?;
+                    parse_queue(name)
+                        .map_err(|e| cx.err(join(&sat, "scheduler"), e.to_string()))?;
                     Some(name.clone())
                 }
                 Some(v) => {
@@ -606,17 +609,36 @@ fn quote_key(name: &str) -> String {
     }
 }
 
+/// A scheduler name that no stage queue knows (see [`parse_queue`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownScheduler {
+    /// The name as written.
+    pub name: String,
+}
+
+impl fmt::Display for UnknownScheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown scheduler `{}`; known: fifo, priority, {}",
+            self.name,
+            fairlane_core::PRESETS.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownScheduler {}
+
 /// A stage queue from a scheduler name: `fifo`, `priority`, or a fairlane-core preset.
-pub fn parse_queue(name: &str) -> Result<Queue, String> {
+pub fn parse_queue(name: &str) -> Result<Queue, UnknownScheduler> {
     match name {
         "fifo" => Ok(Queue::Fifo),
         "priority" => Ok(Queue::Priority),
-        _ => Config::preset(name).map(Queue::Core).map_err(|_| {
-            format!(
-                "unknown scheduler `{name}`; known: fifo, priority, {}",
-                fairlane_core::PRESETS.join(", ")
-            )
-        }),
+        _ => Config::preset(name)
+            .map(Queue::Core)
+            .map_err(|_| UnknownScheduler {
+                name: name.to_string(),
+            }),
     }
 }
 
@@ -625,8 +647,27 @@ pub fn knows_costs(c: &Config) -> bool {
     c.estimator == EstimatorKind::Oracle
 }
 
+/// A cycle of `blocks_on` (see [`check_blocking_cycles`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockingCycle {
+    /// The stages of the cycle in order, the first repeated at the end.
+    pub stages: Vec<String>,
+}
+
+impl fmt::Display for BlockingCycle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a cycle of blocks_on would deadlock: {}",
+            self.stages.join(" → ")
+        )
+    }
+}
+
+impl std::error::Error for BlockingCycle {}
+
 /// Refuse a cycle of `blocks_on`: every thread in it would wait for another in it.
-pub fn check_blocking_cycles(model: &Model) -> Result<(), String> {
+pub fn check_blocking_cycles(model: &Model) -> Result<(), BlockingCycle> {
     let n = model.stages.len();
     let edges: Vec<Vec<usize>> = model
         .stages
@@ -667,15 +708,12 @@ pub fn check_blocking_cycles(model: &Model) -> Result<(), String> {
     for v in 0..n {
         if state[v] == 0 {
             if let Some(cycle) = dfs(v, &edges, &mut state, &mut stack) {
-                let mut names: Vec<&str> = cycle
+                let mut stages: Vec<String> = cycle
                     .iter()
-                    .map(|&i| model.stages[i].name.as_str())
+                    .map(|&i| model.stages[i].name.clone())
                     .collect();
-                names.push(names[0]);
-                return Err(format!(
-                    "a cycle of blocks_on would deadlock: {}",
-                    names.join(" → ")
-                ));
+                stages.extend(stages.first().cloned());
+                return Err(BlockingCycle { stages });
             }
         }
     }

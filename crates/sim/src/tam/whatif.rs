@@ -61,6 +61,7 @@ use crate::spec::SpecError;
 
 /// Why a what-if could not be simulated.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum WhatIfError {
     /// The file or its changed simulation section is invalid.
     Spec(SpecError),

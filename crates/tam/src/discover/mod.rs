@@ -134,6 +134,7 @@ impl Options {
 
 /// Why discovery could not run.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DiscoverError {
     /// There is no process with this ID.
     NoSuchProcess(u32),

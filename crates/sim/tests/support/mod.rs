@@ -1,0 +1,43 @@
+//! Helpers shared by the worker-pool and black-box spec tests: parse, run, and check that
+//! an invalid spec's error names what was wrong.
+#![allow(dead_code)]
+
+use fairlane_sim::{run_all, RunResult, SpecFile};
+
+/// A valid spec (trace paths relative to the temp dir).
+pub fn spec(text: &str) -> SpecFile {
+    SpecFile::parse(text, "test.toml", std::env::temp_dir()).unwrap()
+}
+
+/// Every run of a valid spec.
+pub fn run(text: &str) -> Vec<RunResult> {
+    run_all(&spec(text).scenarios().unwrap(), 2, &mut |_| {}).unwrap()
+}
+
+/// The error of a spec (named `bad.toml`) that must be refused.
+pub fn err(text: &str) -> String {
+    match SpecFile::parse(text, "bad.toml", ".".into()).and_then(|s| s.scenarios().map(|_| ())) {
+        Ok(()) => panic!("spec was accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// For each `(from, to, wants)`: `base` with `from` replaced by `to` is refused with an error
+/// containing every one of `wants`.
+pub fn assert_edits_refused(base: &str, cases: &[(&str, &str, &[&str])]) {
+    for (from, to, wants) in cases {
+        assert!(base.contains(from), "{from}");
+        let e = err(&base.replacen(from, to, 1));
+        for w in *wants {
+            assert!(e.contains(w), "error {e:?} lacks {w:?}");
+        }
+    }
+}
+
+/// A fresh directory for one test, removed when dropped (also when the test panics).
+pub fn tmp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("fairlane-sim-{name}-"))
+        .tempdir()
+        .unwrap()
+}
