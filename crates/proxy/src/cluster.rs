@@ -573,7 +573,9 @@ fn apply(inner: &Inner, depth: usize, id: &str, a: &Allocation) {
         return;
     };
     if let Some(seats) = seats_now(depth, a, id, inner.gate.depth()) {
-        let _ = inner.gate.set_depth(seats);
+        if let Err(e) = inner.gate.set_depth(seats) {
+            refused(format_args!("{seats} seats"), &e);
+        }
     }
     set_weights(inner, |name| me.tenants.get(name).copied());
 }
@@ -596,8 +598,21 @@ fn set_weights(inner: &Inner, pick: impl Fn(&str) -> Option<f64>) {
             .unwrap_or(configured);
         let now = inner.gate.0.tenant(id).map(|v| v.weight);
         if now.is_none_or(|n| (n - w).abs() > 0.01 * w) {
-            let _ = inner.gate.set_weight(id, w);
+            if let Err(e) = inner.gate.set_weight(id, w) {
+                refused(format_args!("weight {w} for tenant {name:?}"), &e);
+            }
         }
+    }
+}
+
+/// The gate refused a seat count or weight computed from the cluster's allocation: counted,
+/// and logged the first time and every 1,000th time after (scheduler errors are never dropped
+/// silently, issue 15; a refused change leaves the previous value in force).
+fn refused(what: std::fmt::Arguments, e: &dyn std::fmt::Display) {
+    static REFUSED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = REFUSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    if n == 1 || n.is_multiple_of(1000) {
+        eprintln!("fairlane proxy: cluster: the gate refused {what}: {e} ({n} refusals so far)");
     }
 }
 
