@@ -546,9 +546,12 @@ pub(crate) async fn handle(
         }
     }
     let upstream_req = Request::from_parts(parts, Full::new(body));
+    // Boxed: the upstream exchange's futures (pool checkout, send, a new connection's
+    // handshake) would otherwise size this whole future, which a queued request keeps
+    // allocated while it waits in the gate (issue 19, memory per queued connection).
     let call = tokio::time::timeout(
         settings.config.upstream_timeout(),
-        settings.pool.send(upstream_req),
+        Box::pin(settings.pool.send(upstream_req)),
     );
     let mut hard_stop = inner.hard_stop.subscribe();
     let result = tokio::select! {
