@@ -258,3 +258,37 @@ fn fast_ldf_prunes_with_many_active_tenants() {
     let (e, s) = (fast.s.examined() - e0, scan.s.examined() - s0);
     assert!(e * 5 < s, "fast examined {e}, scan {s}");
 }
+
+/// The case CI's proptest found (stop 27): two tenants' windows end at the same instant as
+/// a dispatch, and the walk and the scan touch them in opposite orders. Records are the same
+/// set either way; `take_records` must hand them out in one order.
+#[test]
+fn windows_closing_at_one_instant_come_out_in_one_order() {
+    let e = |tenant, n| Op::Enqueue { tenant, n };
+    let ops = vec![
+        Op::Advance { dt: 366626508 },
+        e(9, 2),
+        Op::Advance { dt: 1030280545 },
+        Op::Advance { dt: 150945792 },
+        e(25, 1),
+        Op::Advance { dt: 22913882 },
+        e(4, 1),
+        e(39, 1),
+        e(0, 1),
+        Op::Advance { dt: 43628342 },
+        e(0, 1),
+        e(0, 1),
+        Op::Advance { dt: 369222805 },
+        e(0, 1),
+        e(0, 1),
+        e(0, 1),
+        e(0, 1),
+        e(0, 1),
+        Op::Advance { dt: 1563136506 },
+        Op::Dequeue { worker: 0 },
+        Op::Terms { tenant: 228, kind: 187, res: 0, x: 35829 },
+        Op::Terms { tenant: 55, kind: 40, res: 0, x: 27195 },
+        Op::Dequeue { worker: 0 },
+    ];
+    check(Policy::ldf(), 8, &ops).unwrap();
+}

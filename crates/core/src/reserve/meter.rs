@@ -515,9 +515,19 @@ impl Meter {
         })
     }
 
-    /// Closed intervals collected so far (in closing order), emptied.
+    /// Closed intervals collected so far, emptied, ordered by interval end and then tenant.
+    ///
+    /// The meter is lazy: it closes a tenant's interval when something next touches that
+    /// tenant, so the order in which intervals were *noticed* depends on which tenants a
+    /// dispatch happened to evaluate. Sorting makes the batch independent of that (the CI
+    /// proptest `fast_ldf_decides_as_the_scan` found the two LDF walks noticing two windows
+    /// that ended at the same instant in opposite orders).
     pub fn take_records(&mut self) -> Vec<MeterRecord> {
-        std::mem::take(&mut self.records)
+        let mut records = std::mem::take(&mut self.records);
+        // A tenant's intervals never overlap, so (end, tenant) is a total order; the sort is
+        // stable and a tenant's own records keep their time order.
+        records.sort_by(|a, b| a.end.total_cmp(&b.end).then(a.tenant.0.cmp(&b.tenant.0)));
+        records
     }
 
     /// The latest `now` seen.

@@ -530,8 +530,10 @@ impl<T> ReserveScheduler<T> {
         Ok(())
     }
 
-    /// The meter's closed intervals so far, emptied (see [`MeterRecord`]). Intervals in which
-    /// a tenant had no work at all are not reported: they cannot be violations.
+    /// The meter's closed intervals so far, emptied (see [`MeterRecord`]), ordered by interval
+    /// end and then tenant. Intervals in which a tenant had no work at all are not reported:
+    /// they cannot be violations. The meter closes an interval lazily, when the tenant is next
+    /// touched; call [`Self::close_intervals`] first to collect every interval ended by then.
     pub fn take_records(&mut self) -> Vec<MeterRecord> {
         self.meter.take_records()
     }
