@@ -131,7 +131,8 @@ fn check(found: &Discovery) -> (Model, String) {
 
 /// A PostgreSQL cluster in a temporary directory, run by the `postgres` user.
 struct Postgres {
-    dir: PathBuf,
+    /// Dropped after `Drop::drop` stopped the server.
+    _dir: tempfile::TempDir,
     server: Option<Child>,
     postmaster: u32,
 }
@@ -139,9 +140,12 @@ struct Postgres {
 impl Postgres {
     fn start(port: u16) -> Postgres {
         let runuser = need("runuser");
-        let dir = std::env::temp_dir().join(format!("fairlane-pg-{}-{port}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        // Removed when the cluster is dropped (after the server stopped), also on a panic.
+        let tmp = tempfile::Builder::new()
+            .prefix("fairlane-pg-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         run(
             Command::new("chown").args(["postgres:postgres", dir.to_str().unwrap()]),
             "chown the data directory",
@@ -188,7 +192,7 @@ impl Postgres {
             .spawn()
             .expect("start postgres");
         let mut pg = Postgres {
-            dir,
+            _dir: tmp,
             server: Some(server),
             postmaster: 0,
         };
@@ -233,7 +237,6 @@ impl Drop for Postgres {
             let _ = server.kill();
             let _ = server.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -376,8 +379,12 @@ fn redis_io_threads_are_a_bounded_pool() {
     let server_bin = need("redis-server");
     let bench = need("redis-benchmark");
     let port = free_port();
-    let dir = std::env::temp_dir().join(format!("fairlane-redis-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // Declared before the server, so dropped (removed) after it was killed, also on a panic.
+    let tmp = tempfile::Builder::new()
+        .prefix("fairlane-redis-")
+        .tempdir()
+        .unwrap();
+    let dir = tmp.path();
     let server = Killed(
         Command::new(server_bin)
             .args([
@@ -445,7 +452,6 @@ fn redis_io_threads_are_a_bounded_pool() {
     let found = discover(&options, &mut |p| eprint!("\r{p}\x1b[K")).expect("discovery runs");
     drop(load);
     drop(server);
-    let _ = std::fs::remove_dir_all(&dir);
     let (model, context) = check(&found);
     let stage = |n: &str| {
         model
