@@ -741,3 +741,79 @@ pub(crate) fn link_pooled(tenants: &mut [TenantDef]) -> Result<(), String> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::rng::Rng;
+    use crate::SpecFile;
+
+    /// The engine draws a one-class tenant's requests through `simple_draw` (its law kept in
+    /// the tenant's hot cache line); every other tenant through `TenantDef::draw`. Both must
+    /// give the same classes and the same cost bits from the same stream.
+    #[test]
+    fn the_simple_draw_is_the_tenant_draw_bit_for_bit() {
+        let spec = SpecFile::parse(
+            r#"
+            name = "laws"
+            duration = 1.0
+            schedulers = ["wfq"]
+            [server]
+            workers = 2
+            rate = 1000.0
+            [[tenant]]
+            name = "constant"
+            arrival = { kind = "backlogged" }
+            cost = { kind = "constant", value = 3.0 }
+            [[tenant]]
+            name = "normal"
+            arrival = { kind = "backlogged" }
+            cost = { kind = "normal", mean = 1.0, std = 0.9 }
+            [[tenant]]
+            name = "lognormal"
+            arrival = { kind = "poisson", rate = 5.0 }
+            cost = { kind = "lognormal", mean = 10.0, cov = 2.0 }
+            [[tenant]]
+            name = "exponential"
+            arrival = { kind = "poisson", rate = 5.0 }
+            cost = { kind = "exponential", mean = 4.0 }
+            [[tenant]]
+            name = "uniform"
+            arrival = { kind = "poisson", rate = 5.0 }
+            cost = { kind = "uniform", min = 1.0, max = 9.0 }
+            [[tenant]]
+            name = "empirical"
+            arrival = { kind = "poisson", rate = 5.0 }
+            cost = { kind = "empirical", values = [1.0, 2.0, 7.0] }
+            [[tenant]]
+            name = "two-classes"
+            arrival = { kind = "poisson", rate = 5.0 }
+            [[tenant.class]]
+            name = "get"
+            share = 3.0
+            cost = { kind = "normal", mean = 1.0, std = 0.5 }
+            [[tenant.class]]
+            name = "put"
+            cost = { kind = "exponential", mean = 50.0 }
+            "#,
+            "laws.toml",
+            ".".into(),
+        )
+        .unwrap();
+        let scenarios = spec.scenarios().unwrap();
+        let tenants = &scenarios[0].tenants;
+        let simple: Vec<bool> = tenants.iter().map(|t| t.simple_draw().is_some()).collect();
+        assert_eq!(simple, [true, true, true, true, true, false, false]);
+        for t in tenants {
+            let Some((class, law)) = t.simple_draw() else {
+                continue;
+            };
+            let (mut a, mut b) = (Rng::new(9, t.stream), Rng::new(9, t.stream));
+            for _ in 0..2_000 {
+                let (c, x) = t.draw(&mut a);
+                let y = law.sample(&mut b);
+                assert_eq!((c, x.to_bits()), (class, y.to_bits()), "{}", t.name);
+                assert!(x > 0.0, "{}", t.name);
+            }
+        }
+    }
+}
