@@ -34,7 +34,7 @@ use crate::metrics::{gini, Latency, Moments, Occupancy, TenantResult, TenantSeri
 use crate::rng::{purpose, Rng};
 use crate::service::{Outcome, Service, Work, WorkerPool};
 use crate::spec::{Depth, Scenario, SchedulerChoice};
-use crate::workload::Arrival;
+use crate::workload::{Arrival, SimpleCost, TenantDef};
 
 /// What kind of failure stopped a run ([`SimError::kind`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,9 +251,59 @@ impl IdleSlots {
     }
 }
 
+/// What a tenant's arrival process asks of the engine when one of its requests completes
+/// ([`Hot::mode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Backlogged: the request is replaced at once (until `stop`).
+    Backlogged,
+    /// Closed loop: the client thinks, then issues the next.
+    Closed,
+    /// Open or trace arrivals: nothing.
+    Open,
+}
+
+/// The part of a tenant's state that every completion and every request it issues touch,
+/// in two adjacent cache lines of its own. A run keeps thousands of requests queued in the
+/// scheduler, whose slots evict the engine's tables from the L1 and L2 caches between two
+/// completions of one tenant; spread over the spec's `TenantDef` (its arrival, `stop`, its
+/// class list on the heap), the cost stream and half a dozen per-tenant vectors, the
+/// engine's part of a completion was a dozen cache misses, now it is the two lines here
+/// (fetched together by the adjacent-line prefetcher) and the latency count.
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+struct Hot {
+    // The first line: what drawing the next request reads.
+    /// Costs and classes ([`purpose::COSTS`]).
+    costs: Rng,
+    /// The tenant's one class and its table-free cost law ([`TenantDef::simple_draw`]), or
+    /// `None`: draw through the spec's [`TenantDef::draw`].
+    law: Option<SimpleCost>,
+    class: u32,
+    /// The tenant's rank in canonical order: its id in the scheduler, its GPS flow.
+    rank: u32,
+    // The second line: what a completion updates.
+    /// Work completed, warm-up included (for the lag and utilization).
+    done: f64,
+    /// Work completed after the warm-up.
+    work: f64,
+    completed: u64,
+    arrived: u64,
+    /// No arrivals after this (the spec's `stop`).
+    stop: f64,
+    /// Closed loop: the mean think time.
+    think: f64,
+    mode: Mode,
+    /// The tenant's flow in the GPS reference is continuously backlogged
+    /// ([`GpsClock::backlog`]).
+    gps_persistent: bool,
+}
+
+// Two cache lines, the first of them all the next draw reads.
+const _: () = assert!(std::mem::size_of::<Hot>() == 128);
+
 struct TenantState {
     arrivals: Rng,
-    costs: Rng,
     /// ON/OFF: the current or next ON period.
     on_from: f64,
     on_until: f64,
@@ -278,21 +328,16 @@ struct Sim<'a, S: Service> {
     idle: IdleSlots,
     retry_at: f64,
     tenants: Vec<TenantState>,
-    /// Spec indices in canonical order (by name), and each spec index's rank in it: the
-    /// tenant's id in the scheduler and its flow in the GPS reference.
+    /// Per spec index: what completions and issues touch.
+    hot: Vec<Hot>,
+    /// Spec indices in canonical order (by name): the order of the tenants' ids in the
+    /// scheduler and of their flows in the GPS reference ([`Hot::rank`]).
     order: Vec<usize>,
-    rank: Vec<usize>,
     gps: GpsClock,
-    /// The tenant's flow in `gps` is continuously backlogged ([`GpsClock::backlog`]).
-    gps_persistent: Vec<bool>,
     // Metrics.
-    done: Vec<f64>,
     partial: Vec<f64>,
     prev_actual: Vec<f64>,
     prev_gps: Vec<f64>,
-    arrived: Vec<u64>,
-    completed: Vec<u64>,
-    work: Vec<f64>,
     latency: Vec<Latency>,
     lag: Vec<Moments>,
     gini: Thinned<f64>,
@@ -430,12 +475,17 @@ fn run_service<S: Service>(
         free_draws: Vec::new(),
         idle: IdleSlots::all(slots),
         retry_at: f64::INFINITY,
+        hot: sc
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(f, t)| Hot::new(sc, t, rank[f]))
+            .collect(),
         tenants: sc
             .tenants
             .iter()
             .map(|t| TenantState {
                 arrivals: Rng::new(sc.seed, t.stream ^ purpose::ARRIVALS),
-                costs: Rng::new(sc.seed, t.stream ^ purpose::COSTS),
                 on_from: 0.0,
                 on_until: 0.0,
                 cursor: 0,
@@ -443,16 +493,10 @@ fn run_service<S: Service>(
             })
             .collect(),
         order,
-        rank,
         gps: GpsClock::new(capacity).map_err(core)?,
-        gps_persistent: vec![false; n],
-        done: vec![0.0; n],
         partial: vec![0.0; n],
         prev_actual: vec![0.0; n],
         prev_gps: vec![0.0; n],
-        arrived: vec![0; n],
-        completed: vec![0; n],
-        work: vec![0.0; n],
         latency: vec![Latency::default(); n],
         lag: vec![Moments::default(); n],
         gini: Thinned::new(sc.max_points),
@@ -481,6 +525,34 @@ fn run_service<S: Service>(
     sim.start()?;
     drive(&mut sim, sc.duration, sc.max_events, progress)?;
     Ok(sim.finish(capacity, wall.elapsed().as_secs_f64()))
+}
+
+impl Hot {
+    fn new(sc: &Scenario, t: &TenantDef, rank: usize) -> Self {
+        let (class, law) = match t.simple_draw() {
+            Some((class, law)) => (class, Some(law)),
+            None => (0, None),
+        };
+        let (mode, think) = match t.arrival {
+            Arrival::Backlogged { .. } => (Mode::Backlogged, 0.0),
+            Arrival::Closed { think, .. } => (Mode::Closed, think),
+            _ => (Mode::Open, 0.0),
+        };
+        Hot {
+            costs: Rng::new(sc.seed, t.stream ^ purpose::COSTS),
+            law,
+            class,
+            rank: rank as u32,
+            done: 0.0,
+            work: 0.0,
+            completed: 0,
+            arrived: 0,
+            stop: t.stop,
+            think,
+            mode,
+            gps_persistent: false,
+        }
+    }
 }
 
 /// The tenants' spec indices sorted by name (then by index, should two names be equal): the
@@ -651,7 +723,7 @@ impl<S: Service> Sim<'_, S> {
                 } else {
                     let next = self.next_open_arrival(f, now);
                     self.push(next, ARRIVAL, ev.idx);
-                    let (class, cost) = t.draw(&mut self.tenants[f].costs);
+                    let (class, cost) = self.draw(f);
                     self.enqueue(f, class, cost, now)?;
                 }
             }
@@ -665,8 +737,8 @@ impl<S: Service> Sim<'_, S> {
                     Arrival::Backlogged { outstanding } => {
                         // The tenant starts: infinite demand in the GPS reference, and
                         // `outstanding` requests at once.
-                        self.gps.backlog(self.rank[f], now);
-                        self.gps_persistent[f] = true;
+                        self.gps.backlog(self.hot[f].rank as usize, now);
+                        self.hot[f].gps_persistent = true;
                         for _ in 0..outstanding {
                             self.issue(f, now)?;
                         }
@@ -738,22 +810,33 @@ impl<S: Service> Sim<'_, S> {
 
     /// A closed-loop or backlogged tenant issues its next request.
     fn issue(&mut self, f: usize, now: f64) -> Result<(), SimError> {
-        let (class, cost) = self.sc.tenants[f].draw(&mut self.tenants[f].costs);
+        let (class, cost) = self.draw(f);
         self.enqueue(f, class, cost, now)
+    }
+
+    /// Tenant `f`'s next request: its class and cost.
+    #[inline]
+    fn draw(&mut self, f: usize) -> (u32, f64) {
+        let h = &mut self.hot[f];
+        match h.law {
+            Some(law) => (h.class, law.sample(&mut h.costs)),
+            None => self.sc.tenants[f].draw(&mut h.costs),
+        }
     }
 
     /// Queue a request (idle workers pick it up in `settle`, after every event of the
     /// instant).
     fn enqueue(&mut self, f: usize, class: u32, cost: f64, now: f64) -> Result<(), SimError> {
-        let r = self.rank[f];
-        if self.gps_persistent[f] {
+        let h = &mut self.hot[f];
+        let r = h.rank as usize;
+        if now >= self.sc.warmup {
+            h.arrived += 1;
+        }
+        if h.gps_persistent {
             // What `arrive` does for a flow of infinite demand: run the fluid server to now.
             self.gps.advance(now);
         } else {
             self.gps.arrive(r, cost, now);
-        }
-        if now >= self.sc.warmup {
-            self.arrived[f] += 1;
         }
         let draw = match self.svc.arrival(cost, &mut self.tenants[f].service) {
             None => 0,
@@ -852,27 +935,28 @@ impl<S: Service> Sim<'_, S> {
         let cost = r.job.cost;
         let measured = now >= self.sc.warmup;
         self.sched.complete(r.ticket, cost, now).map_err(core)?;
-        self.done[f] += cost;
+        let h = &mut self.hot[f];
+        h.done += cost;
         if measured {
-            self.completed[f] += 1;
-            self.work[f] += cost;
+            h.completed += 1;
+            h.work += cost;
             self.latency[f].record(now - r.job.arrived);
             self.svc.record(f, now - r.job.arrived);
         }
+        let (mode, stop, think, rank) = (h.mode, h.stop, h.think, h.rank);
         if let Some(ctl) = &mut self.depth_ctl {
-            ctl.observe(TenantId(self.rank[f] as u64), now - r.job.arrived, now);
+            ctl.observe(TenantId(rank as u64), now - r.job.arrived, now);
         }
-        let t = &self.sc.tenants[f];
-        match t.arrival {
+        match mode {
             // Replaced at once: the tenant stays backlogged.
-            Arrival::Backlogged { .. } if now <= t.stop => {
+            Mode::Backlogged if now <= stop => {
                 self.events += 1;
-                let (class, cost) = t.draw(&mut self.tenants[f].costs);
+                let (class, cost) = self.draw(f);
                 self.enqueue(f, class, cost, now)?;
             }
-            Arrival::Closed { think, .. } => {
+            Mode::Closed => {
                 let at = now + self.tenants[f].arrivals.exp(think);
-                if at <= t.stop {
+                if at <= stop {
                     self.push(at, ISSUE, f as u32);
                 }
             }
@@ -897,7 +981,7 @@ impl<S: Service> Sim<'_, S> {
         // Canonical order, so the Gini index's sums add up the same whatever the spec order.
         for r in 0..sc.tenants.len() {
             let f = self.order[r];
-            let actual = self.done[f] + self.partial[f];
+            let actual = self.hot[f].done + self.partial[f];
             self.partial[f] = 0.0;
             let gps = self.gps.work(r);
             if measured {
@@ -933,7 +1017,7 @@ impl<S: Service> Sim<'_, S> {
             .map(|w| self.svc.visible(w.start, w.job.cost, sc.duration))
             .sum::<f64>();
         // Summed in canonical order: the same bits whatever the spec order.
-        let done: f64 = self.order.iter().map(|&f| self.done[f]).sum::<f64>() + running;
+        let done: f64 = self.order.iter().map(|&f| self.hot[f].done).sum::<f64>() + running;
         let tenants = sc
             .tenants
             .iter()
@@ -941,15 +1025,16 @@ impl<S: Service> Sim<'_, S> {
             .map(|(f, t)| {
                 let lat = &self.latency[f];
                 let lag = &self.lag[f];
+                let h = &self.hot[f];
                 TenantResult {
                     name: t.name.clone(),
                     group: t.group.clone(),
                     weight: t.weight,
-                    arrived: self.arrived[f],
-                    completed: self.completed[f],
-                    work: self.work[f],
-                    mean_cost: if self.completed[f] > 0 {
-                        self.work[f] / self.completed[f] as f64
+                    arrived: h.arrived,
+                    completed: h.completed,
+                    work: h.work,
+                    mean_cost: if h.completed > 0 {
+                        h.work / h.completed as f64
                     } else {
                         0.0
                     },

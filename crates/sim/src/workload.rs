@@ -50,14 +50,44 @@ pub enum CostDist {
 /// Smallest cost a draw can return: costs must be > 0.
 const MIN_COST: f64 = 1e-9;
 
-impl CostDist {
-    /// One draw.
+/// A cost law that needs no table: the [`CostDist`] variants a few numbers describe. The
+/// engine keeps a one-class tenant's law in the tenant's hot cache line
+/// ([`TenantDef::simple_draw`]) instead of reading the spec's class list for every request;
+/// [`CostDist::sample`] draws these variants through [`SimpleCost::sample`] too, so both
+/// paths compute the same numbers from the same stream.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SimpleCost {
+    /// [`CostDist::Constant`].
+    Constant(f64),
+    /// [`CostDist::Normal`].
+    Normal {
+        /// Mean.
+        mean: f64,
+        /// Standard deviation.
+        std: f64,
+    },
+    /// [`CostDist::LogNormal`].
+    LogNormal {
+        /// Mean of the log.
+        mu: f64,
+        /// σ of the log.
+        sigma: f64,
+    },
+    /// [`CostDist::Exponential`].
+    Exponential(f64),
+    /// [`CostDist::Uniform`].
+    Uniform(f64, f64),
+}
+
+impl SimpleCost {
+    /// One draw (what [`CostDist::sample`] draws for the same law).
+    #[inline]
     pub fn sample(&self, rng: &mut Rng) -> f64 {
-        let x = match self {
-            CostDist::Constant(v) => *v,
-            CostDist::Normal { mean, std } => {
+        let x = match *self {
+            SimpleCost::Constant(v) => v,
+            SimpleCost::Normal { mean, std } => {
                 // Redraw non-positive values (at most 16 times, then the mean): a cost is > 0.
-                let mut x = *mean;
+                let mut x = mean;
                 for _ in 0..16 {
                     let y = mean + std * rng.normal();
                     if y > 0.0 {
@@ -67,9 +97,33 @@ impl CostDist {
                 }
                 x
             }
-            CostDist::LogNormal { mu, sigma } => (mu + sigma * rng.normal()).exp(),
-            CostDist::Exponential(mean) => rng.exp(*mean),
-            CostDist::Uniform(a, b) => a + (b - a) * rng.uniform(),
+            SimpleCost::LogNormal { mu, sigma } => (mu + sigma * rng.normal()).exp(),
+            SimpleCost::Exponential(mean) => rng.exp(mean),
+            SimpleCost::Uniform(a, b) => a + (b - a) * rng.uniform(),
+        };
+        x.max(MIN_COST)
+    }
+}
+
+impl CostDist {
+    /// The law as a [`SimpleCost`], when it needs no table.
+    pub fn simple(&self) -> Option<SimpleCost> {
+        Some(match *self {
+            CostDist::Constant(v) => SimpleCost::Constant(v),
+            CostDist::Normal { mean, std } => SimpleCost::Normal { mean, std },
+            CostDist::LogNormal { mu, sigma } => SimpleCost::LogNormal { mu, sigma },
+            CostDist::Exponential(mean) => SimpleCost::Exponential(mean),
+            CostDist::Uniform(a, b) => SimpleCost::Uniform(a, b),
+            CostDist::Empirical(_) | CostDist::Histogram { .. } | CostDist::Pooled => return None,
+        })
+    }
+
+    /// One draw.
+    pub fn sample(&self, rng: &mut Rng) -> f64 {
+        if let Some(simple) = self.simple() {
+            return simple.sample(rng);
+        }
+        let x = match self {
             CostDist::Empirical(v) => v[rng.below(v.len() as u64) as usize],
             CostDist::Histogram { bins, cum } => {
                 let u = rng.uniform();
@@ -78,6 +132,7 @@ impl CostDist {
                 lo + (hi - lo) * rng.uniform()
             }
             CostDist::Pooled => unreachable!("pooled costs are drawn by the tenant"),
+            _ => unreachable!("simple laws are drawn above"),
         };
         x.max(MIN_COST)
     }
@@ -349,6 +404,16 @@ impl TenantDef {
         }
         let c = pick_class(&self.classes, rng);
         (c.id, c.dist.sample(rng))
+    }
+
+    /// The tenant's one class and its table-free law, when [`TenantDef::draw`] is just
+    /// that law's draw (no pool, one class, no table): `draw` then equals
+    /// `(class, law.sample(rng))`, drawing the same numbers from `rng`.
+    pub fn simple_draw(&self) -> Option<(u32, SimpleCost)> {
+        match (&self.pool, self.classes.as_slice()) {
+            (None, [only]) => only.dist.simple().map(|law| (only.id, law)),
+            _ => None,
+        }
     }
 
     /// Mean cost of a request (NaN for traces and unlinked pools).
@@ -675,4 +740,80 @@ pub(crate) fn link_pooled(tenants: &mut [TenantDef]) -> Result<(), String> {
         t.pool = Some(pool.clone());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::rng::Rng;
+    use crate::SpecFile;
+
+    /// The engine draws a one-class tenant's requests through `simple_draw` (its law kept in
+    /// the tenant's hot cache line); every other tenant through `TenantDef::draw`. Both must
+    /// give the same classes and the same cost bits from the same stream.
+    #[test]
+    fn the_simple_draw_is_the_tenant_draw_bit_for_bit() {
+        let spec = SpecFile::parse(
+            r#"
+            name = "laws"
+            duration = 1.0
+            schedulers = ["wfq"]
+            [server]
+            workers = 2
+            rate = 1000.0
+            [[tenant]]
+            name = "constant"
+            arrival = { kind = "backlogged" }
+            cost = { kind = "constant", value = 3.0 }
+            [[tenant]]
+            name = "normal"
+            arrival = { kind = "backlogged" }
+            cost = { kind = "normal", mean = 1.0, std = 0.9 }
+            [[tenant]]
+            name = "lognormal"
+            arrival = { kind = "poisson", rate = 5.0 }
+            cost = { kind = "lognormal", mean = 10.0, cov = 2.0 }
+            [[tenant]]
+            name = "exponential"
+            arrival = { kind = "poisson", rate = 5.0 }
+            cost = { kind = "exponential", mean = 4.0 }
+            [[tenant]]
+            name = "uniform"
+            arrival = { kind = "poisson", rate = 5.0 }
+            cost = { kind = "uniform", min = 1.0, max = 9.0 }
+            [[tenant]]
+            name = "empirical"
+            arrival = { kind = "poisson", rate = 5.0 }
+            cost = { kind = "empirical", values = [1.0, 2.0, 7.0] }
+            [[tenant]]
+            name = "two-classes"
+            arrival = { kind = "poisson", rate = 5.0 }
+            [[tenant.class]]
+            name = "get"
+            share = 3.0
+            cost = { kind = "normal", mean = 1.0, std = 0.5 }
+            [[tenant.class]]
+            name = "put"
+            cost = { kind = "exponential", mean = 50.0 }
+            "#,
+            "laws.toml",
+            ".".into(),
+        )
+        .unwrap();
+        let scenarios = spec.scenarios().unwrap();
+        let tenants = &scenarios[0].tenants;
+        let simple: Vec<bool> = tenants.iter().map(|t| t.simple_draw().is_some()).collect();
+        assert_eq!(simple, [true, true, true, true, true, false, false]);
+        for t in tenants {
+            let Some((class, law)) = t.simple_draw() else {
+                continue;
+            };
+            let (mut a, mut b) = (Rng::new(9, t.stream), Rng::new(9, t.stream));
+            for _ in 0..2_000 {
+                let (c, x) = t.draw(&mut a);
+                let y = law.sample(&mut b);
+                assert_eq!((c, x.to_bits()), (class, y.to_bits()), "{}", t.name);
+                assert!(x > 0.0, "{}", t.name);
+            }
+        }
+    }
 }

@@ -45,10 +45,10 @@ fn same_spec_and_seed_same_output() {
     assert_eq!(strip(&a), strip(&b));
     let (ta, tb) = (tmp("det-a"), tmp("det-b"));
     let (da, db) = (ta.path(), tb.path());
-    report::write_csv(&da, &a).unwrap();
-    report::write_csv(&db, &b).unwrap();
-    report::write_html(&da, "t", "", &a, 4).unwrap();
-    report::write_html(&db, "t", "", &b, 4).unwrap();
+    report::write_csv(da, &a).unwrap();
+    report::write_csv(db, &b).unwrap();
+    report::write_html(da, "t", "", &a, 4).unwrap();
+    report::write_html(db, "t", "", &b, 4).unwrap();
     let mut files = 0;
     for e in std::fs::read_dir(da.join("csv")).unwrap() {
         let name = e.unwrap().file_name();
