@@ -14,7 +14,7 @@
 //! `CPU + Delay ≈` the server's busy share and `CPU_eff ≈ CPU / busy share`, and a tenant idle
 //! half the time is judged on the half it was active.
 
-use super::meter::{MeterReading, MeterRecord};
+use super::meter::{denoise, MeterReading, MeterRecord};
 use crate::types::{saturate, Error, TenantId};
 
 /// The most metering intervals one event closes one at a time. A longer jump of time (a clock
@@ -366,7 +366,8 @@ impl Meter {
         } else {
             0.0
         };
-        let (cpu_eff, viol_cpu) = eff_viol(m.usage.consumed(now), m.delay, m.res);
+        let span = self.cores * m.usage.len;
+        let (cpu_eff, viol_cpu) = eff_viol(m.usage.consumed(now), m.delay, m.res, span);
         Some(MeterReading {
             cpu,
             delay,
@@ -399,7 +400,13 @@ impl Meter {
     /// `ViolCPU` so far (after [`Meter::sync`]).
     pub(crate) fn viol_cpu(&self, t: usize) -> f64 {
         let m = &self.tenants[t];
-        eff_viol(m.usage.consumed(self.last), m.delay, m.res).1
+        eff_viol(
+            m.usage.consumed(self.last),
+            m.delay,
+            m.res,
+            self.cores * m.usage.len,
+        )
+        .1
     }
 
     /// The tenant's usage window (call [`Meter::sync`] first to bring it up to date).
@@ -487,8 +494,9 @@ impl Meter {
         let delay = std::mem::take(&mut m.delay);
         if m.active {
             let span = cores * (end - start);
+            let delay = denoise(delay, span);
             let cpu = used * 100.0 / span;
-            let (cpu_eff, viol_cpu) = eff_viol(used, delay, m.res);
+            let (cpu_eff, viol_cpu) = eff_viol(used, delay, m.res, span);
             let violated = m.res > 0.0 && cpu_eff < m.res;
             let burst_violated = m.burst.map(|b| cpu < m.res && cpu_eff < b);
             self.records.push(MeterRecord {
@@ -509,7 +517,11 @@ impl Meter {
 }
 
 /// `CPU_eff` (Eq. 1) and `ViolCPU` (Eq. 2) from core-time used and delayed.
-fn eff_viol(used: f64, delay: f64, res: f64) -> (f64, f64) {
+///
+/// `span` is the interval's core-time (cores × length): a delay below `DELAY_NOISE` of it
+/// counts as none (see [`denoise`]).
+fn eff_viol(used: f64, delay: f64, res: f64, span: f64) -> (f64, f64) {
+    let delay = denoise(delay, span);
     let eff = if used + delay > 0.0 {
         used * 100.0 / (used + delay)
     } else {

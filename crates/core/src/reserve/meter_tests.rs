@@ -67,7 +67,7 @@ fn sorted(mut r: Vec<MeterRecord>) -> Vec<MeterRecord> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(512))]
+    #![proptest_config(super::proptest_cases(512))]
 
     #[test]
     fn lazy_meter_matches_the_per_event_one(
