@@ -8,8 +8,12 @@
 //! most `v`, found in one descent: O(log T). A tag change costs O(n · log T) lane minima.
 //! The eligibility values depend only on a tenant's own tags, never on `v`, so nothing
 //! changes when virtual time advances.
+//!
+//! With one worker the only lane is `x = 0`, whose test `S ≤ v` is WF²Q's: [`Staggered`] then
+//! holds the tenants in WF²Q's two heaps ([`Eligible`]) instead, which decide alike for less
+//! work (no rotations, no lane minima), and moves them into the treap if workers are added.
 
-use super::{Selector, TagKey};
+use super::{Eligible, Selector, TagKey};
 use crate::util::{HeapKey, SplitMix, Tag};
 
 const NIL: u32 = u32::MAX;
@@ -20,6 +24,8 @@ struct Node {
     cost: f64,
     /// `(F, id)`, packed: the treap's order.
     order: Tag,
+    /// The tie-breaker alone, to hand the tags back (`entries`).
+    tie: u64,
     prio: u64,
     left: u32,
     right: u32,
@@ -30,14 +36,104 @@ const EMPTY: Node = Node {
     start: 0.0,
     cost: 0.0,
     order: Tag::ZERO,
+    tie: 0,
     prio: 0,
     left: NIL,
     right: NIL,
     present: false,
 };
 
-/// 2DFQ's eligibility structure.
-pub(crate) struct Staggered {
+/// 2DFQ's eligibility structure: WF²Q's two heaps on one worker, the lane-minima treap on
+/// more.
+pub(crate) enum Staggered {
+    /// One worker: `S − 0·l ≤ v` is WF²Q's test.
+    One(Eligible),
+    /// Two or more workers.
+    Lanes(Treap),
+}
+
+impl Staggered {
+    pub fn new(workers: usize) -> Self {
+        if workers <= 1 {
+            Staggered::One(Eligible::default())
+        } else {
+            Staggered::Lanes(Treap::new(workers))
+        }
+    }
+}
+
+impl Selector for Staggered {
+    #[inline]
+    fn set(&mut self, t: u32, key: TagKey) {
+        match self {
+            Staggered::One(e) => e.set(t, key),
+            Staggered::Lanes(l) => l.set(t, key),
+        }
+    }
+
+    fn remove(&mut self, t: u32) {
+        match self {
+            Staggered::One(e) => e.remove(t),
+            Staggered::Lanes(l) => l.remove(t),
+        }
+    }
+
+    #[inline]
+    fn select(&mut self, worker: usize, v: f64) -> Option<u32> {
+        match self {
+            Staggered::One(e) => e.select(worker, v),
+            Staggered::Lanes(l) => l.select(worker, v),
+        }
+    }
+
+    fn min_start(&self) -> Option<f64> {
+        match self {
+            Staggered::One(e) => e.min_start(),
+            Staggered::Lanes(l) => l.min_start(),
+        }
+    }
+
+    #[inline]
+    fn lift(&self, v: f64) -> f64 {
+        match self {
+            Staggered::One(e) => e.lift(v),
+            Staggered::Lanes(l) => l.lift(v),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Staggered::One(e) => e.len(),
+            Staggered::Lanes(l) => l.len(),
+        }
+    }
+
+    /// Switch representation when crossing one worker; the tenants and tags carry over, and
+    /// neither structure's decisions depend on its history.
+    fn set_workers(&mut self, workers: usize) {
+        match self {
+            Staggered::Lanes(l) if workers <= 1 => {
+                let mut e = Eligible::default();
+                for (t, key) in l.entries() {
+                    e.set(t, key);
+                }
+                *self = Staggered::One(e);
+            }
+            Staggered::One(e) if workers > 1 => {
+                let mut l = Treap::new(workers);
+                for (t, key) in e.entries() {
+                    l.set(t, key);
+                }
+                *self = Staggered::Lanes(l);
+            }
+            Staggered::One(_) => {}
+            Staggered::Lanes(l) => l.set_workers(workers),
+        }
+    }
+}
+
+/// The lane-minima treap (module docs).
+pub(crate) struct Treap {
     /// `i/n` for each lane.
     xs: Vec<f64>,
     nodes: Vec<Node>,
@@ -54,9 +150,9 @@ pub(crate) fn eligible_at(start: f64, x: f64, cost: f64) -> f64 {
     start - x * cost
 }
 
-impl Staggered {
+impl Treap {
     pub fn new(workers: usize) -> Self {
-        let mut s = Staggered {
+        let mut s = Treap {
             xs: Vec::new(),
             nodes: Vec::new(),
             aug: Vec::new(),
@@ -291,7 +387,24 @@ fn min_into(aug: &mut [f64], dst: usize, src: usize, lanes: usize) {
     }
 }
 
-impl Selector for Staggered {
+impl Treap {
+    /// Every tenant in the treap and its tags, in tenant order.
+    pub fn entries(&self) -> impl Iterator<Item = (u32, TagKey)> + '_ {
+        self.nodes.iter().enumerate().filter(|(_, n)| n.present).map(|(t, n)| {
+            (
+                t as u32,
+                TagKey {
+                    start: n.start,
+                    cost: n.cost,
+                    finish: n.order.key(),
+                    tie: n.tie,
+                },
+            )
+        })
+    }
+}
+
+impl Selector for Treap {
     fn set(&mut self, t: u32, key: TagKey) {
         self.detach(t);
         let idx = t as usize;
@@ -304,6 +417,7 @@ impl Selector for Staggered {
             start: key.start,
             cost: key.cost,
             order: Tag::new(key.finish, key.tie),
+            tie: key.tie,
             prio,
             left: NIL,
             right: NIL,
