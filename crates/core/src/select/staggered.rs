@@ -390,17 +390,21 @@ fn min_into(aug: &mut [f64], dst: usize, src: usize, lanes: usize) {
 impl Treap {
     /// Every tenant in the treap and its tags, in tenant order.
     pub fn entries(&self) -> impl Iterator<Item = (u32, TagKey)> + '_ {
-        self.nodes.iter().enumerate().filter(|(_, n)| n.present).map(|(t, n)| {
-            (
-                t as u32,
-                TagKey {
-                    start: n.start,
-                    cost: n.cost,
-                    finish: n.order.key(),
-                    tie: n.tie,
-                },
-            )
-        })
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.present)
+            .map(|(t, n)| {
+                (
+                    t as u32,
+                    TagKey {
+                        start: n.start,
+                        cost: n.cost,
+                        finish: n.order.key(),
+                        tie: n.tie,
+                    },
+                )
+            })
     }
 }
 
@@ -468,5 +472,86 @@ impl Selector for Treap {
 
     fn set_workers(&mut self, workers: usize) {
         self.set_lanes(workers);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Set { t: u8, start: i8, cost: u8, w: u8 },
+        Remove { t: u8 },
+        Select { v: i8 },
+        Workers { n: u8 },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..12, -20i8..40, 0u8..8, 1u8..4)
+                .prop_map(|(t, start, cost, w)| Op::Set { t, start, cost, w }),
+            1 => (0u8..12).prop_map(|t| Op::Remove { t }),
+            4 => (-20i8..40).prop_map(|v| Op::Select { v }),
+            1 => (1u8..4).prop_map(|n| Op::Workers { n }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// On one worker `Staggered` holds WF²Q's two heaps; it must decide exactly as the
+        /// lane-minima treap does (selection, smallest start tag, the clock's lift), for any
+        /// sequence of tag changes and clocks, decreasing ones and NaN included, and across
+        /// changes of the worker count in both directions.
+        #[test]
+        fn one_worker_decides_like_the_treap(ops in prop::collection::vec(op(), 1..300)) {
+            let mut fast = Staggered::new(1);
+            let mut treap = Treap::new(1);
+            let mut workers = 1usize;
+            for op in ops {
+                match op {
+                    Op::Set { t, start, cost, w } => {
+                        // Small halves: equal start and finish tags are frequent.
+                        let (start, cost) = (f64::from(start) / 2.0, f64::from(cost) / 2.0);
+                        let key = TagKey {
+                            start,
+                            cost,
+                            finish: start + cost / f64::from(w),
+                            tie: u64::from(t % 7) * 1000 + u64::from(t),
+                        };
+                        fast.set(u32::from(t), key);
+                        treap.set(u32::from(t), key);
+                    }
+                    Op::Remove { t } => {
+                        fast.remove(u32::from(t));
+                        treap.remove(u32::from(t));
+                    }
+                    Op::Select { v } => {
+                        let v = if v == 39 { f64::NAN } else { f64::from(v) / 2.0 };
+                        for worker in 0..workers {
+                            prop_assert_eq!(fast.select(worker, v), treap.select(worker, v));
+                        }
+                    }
+                    Op::Workers { n } => {
+                        workers = usize::from(n);
+                        fast.set_workers(workers);
+                        treap.set_workers(workers);
+                        prop_assert_eq!(
+                            matches!(fast, Staggered::One(_)),
+                            workers == 1,
+                            "representation follows the worker count"
+                        );
+                    }
+                }
+                prop_assert_eq!(fast.len(), treap.len());
+                prop_assert_eq!(fast.min_start(), treap.min_start());
+                for v in [-11.0, -0.5, 0.0, 3.25, 25.0, f64::NAN] {
+                    let (a, b) = (fast.lift(v), treap.lift(v));
+                    prop_assert!(a == b || (a.is_nan() && b.is_nan()), "lift({}) {} vs {}", v, a, b);
+                }
+            }
+        }
     }
 }
