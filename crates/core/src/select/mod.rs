@@ -2,6 +2,7 @@
 //! serve next. They hold only tags; bookkeeping and charging live in `tags.rs`.
 
 mod eligible;
+mod scan;
 mod staggered;
 
 pub(crate) use eligible::Eligible;
