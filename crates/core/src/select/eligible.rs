@@ -6,26 +6,29 @@
 //! worker uses this structure instead of the lane-minima treap (`staggered.rs`).
 //!
 //! Two heaps split the backlogged tenants at a threshold `th`: `eligible` holds exactly those
-//! with `S ≤ th`, by `(F, id)`; `waiting` the rest, by `(S, F, id)`. A selection at `v` moves
+//! with `S ≤ th`, by `(F, id)`; `waiting` the rest, by `(S, id)`. A selection at `v` moves
 //! the threshold to `v`; virtual time does not decrease, so tenants only move from `waiting`
 //! to `eligible`, at most once per tag change: O(log T) per operation. (A smaller `v` is
 //! still answered exactly, by moving tenants back: O(T), and no clock does it.) When nothing
-//! is eligible, work conservation serves what becomes eligible first: the top of `waiting`,
-//! whose order puts the smallest finish tag first among equal start tags.
+//! is eligible, work conservation serves what becomes eligible first: the smallest start
+//! tag, and among equal ones the smallest `(F, id)` (the approximate clock never gets here:
+//! it is lifted to the smallest start tag before every selection).
 
 use super::{Selector, TagKey};
-use crate::util::{IndexedHeap, Tag3};
+use crate::util::{HeapKey, IndexedHeap, Tag};
 
 /// The two-heap eligibility structure. See the module docs.
 pub(crate) struct Eligible {
     /// Tenants with `S ≤ th`, by `(F, id)`.
     eligible: IndexedHeap,
     /// Tenants with `S > th`, by `(S, F, id)`.
-    waiting: IndexedHeap<Tag3>,
+    waiting: IndexedHeap,
     /// The split; `−∞` until the first selection.
     th: f64,
     /// Each tenant's tags, to move it between the heaps.
     keys: Vec<TagKey>,
+    /// Scratch for `earliest`.
+    ties: Vec<u32>,
 }
 
 impl Default for Eligible {
@@ -35,6 +38,7 @@ impl Default for Eligible {
             waiting: IndexedHeap::default(),
             th: f64::NEG_INFINITY,
             keys: Vec::new(),
+            ties: Vec::new(),
         }
     }
 }
@@ -49,7 +53,7 @@ impl Eligible {
 
     #[inline]
     fn wait(&mut self, t: u32, k: &TagKey) {
-        self.waiting.set_key(t, Tag3::new(k.start, k.finish, k.tie));
+        self.waiting.set(t, k.start, k.tie);
     }
 
     /// The smallest start tag among eligible tenants, by a scan: only when the threshold is
@@ -60,6 +64,32 @@ impl Eligible {
             .filter(|&(t, _)| self.eligible.contains(t))
             .map(|(_, k)| k.start)
             .reduce(f64::min)
+    }
+
+    /// Nobody eligible: the smallest start tag, the smallest `(F, id)` among equal ones,
+    /// found by taking the ties off `waiting` and putting them back. The threshold stays:
+    /// v has not really advanced.
+    #[cold]
+    fn earliest(&mut self) -> Option<u32> {
+        let (mut best, s0) = self.waiting.peek()?;
+        let mut tied = std::mem::take(&mut self.ties);
+        while let Some((t, s)) = self.waiting.peek() {
+            if s != s0 {
+                break;
+            }
+            self.waiting.remove(t);
+            tied.push(t);
+            let (k, b) = (&self.keys[t as usize], &self.keys[best as usize]);
+            if Tag::new(k.finish, k.tie).before(&Tag::new(b.finish, b.tie)) {
+                best = t;
+            }
+        }
+        for t in tied.drain(..) {
+            let k = self.keys[t as usize];
+            self.wait(t, &k);
+        }
+        self.ties = tied;
+        Some(best)
     }
 
     /// Move the threshold down to `v`: tenants with `S > v` go back to `waiting`.
@@ -114,8 +144,8 @@ impl Selector for Eligible {
             self.lower(v);
         }
         self.th = v;
-        while let Some((t, k)) = self.waiting.peek_key() {
-            if k.key() > v {
+        while let Some((t, s)) = self.waiting.peek() {
+            if s > v {
                 break;
             }
             let key = self.keys[t as usize];
@@ -125,13 +155,11 @@ impl Selector for Eligible {
         if let Some((t, _)) = self.eligible.peek() {
             return Some(t);
         }
-        // Nobody eligible: the smallest start tag, the smallest finish tag among equal ones.
-        // The threshold stays at v: v has not really advanced.
-        self.waiting.peek_key().map(|(t, _)| t)
+        self.earliest()
     }
 
     fn min_start(&self) -> Option<f64> {
-        let w = self.waiting.peek_key().map(|(_, k)| k.key());
+        let w = self.waiting.peek().map(|(_, s)| s);
         if self.eligible.is_empty() {
             return w;
         }
@@ -151,8 +179,8 @@ impl Selector for Eligible {
                 _ => v,
             };
         }
-        match self.waiting.peek_key() {
-            Some((_, k)) if k.key() > v => k.key(),
+        match self.waiting.peek() {
+            Some((_, s)) if s > v => s,
             _ => v,
         }
     }
