@@ -26,7 +26,7 @@ use crate::estimate::CostEstimator;
 use crate::queued::{queue_parts, Queue};
 use crate::tags::Charging;
 use crate::types::{saturate, Decision, Dispatch, Ticket};
-use crate::util::{IndexedHeap, Tag3};
+use crate::util::{IndexedHeap, Tag, Tag3};
 
 /// Which virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +56,40 @@ struct Flow {
     head: Option<Tags>,
 }
 
+/// The queued heads' heap. Only FSFQ(D) breaks start-tag ties by S̄; the others order by
+/// `(S, id)` alone, one packed comparison per level instead of two or three (equal start
+/// tags are common: flows served in the same round).
+enum Heads {
+    Plain(IndexedHeap<Tag>),
+    Fair(IndexedHeap<Tag3>),
+}
+
+impl Heads {
+    /// The flow with the smallest key, and its start tag.
+    #[inline]
+    fn peek(&self) -> Option<(u32, f64)> {
+        match self {
+            Heads::Plain(h) => h.peek(),
+            Heads::Fair(h) => h.peek_key().map(|(t, k)| (t, k.key())),
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, t: u32, tags: &Tags, id: u64) {
+        match self {
+            Heads::Plain(h) => h.set(t, tags.s, id),
+            Heads::Fair(h) => h.set_key(t, Tag3::new(tags.s, tags.sbar, id)),
+        }
+    }
+
+    fn remove(&mut self, t: u32) {
+        match self {
+            Heads::Plain(h) => h.remove(t),
+            Heads::Fair(h) => h.remove(t),
+        }
+    }
+}
+
 pub(crate) struct StartTag<T> {
     name: &'static str,
     variant: Variant,
@@ -66,8 +100,8 @@ pub(crate) struct StartTag<T> {
     arrived: Vec<(f64, f64)>,
     /// `(v(A), v̄(A))` of the request arriving now (set just before the book takes it).
     arrival: (f64, f64),
-    /// Flows with a queued head, by (S, S̄ for FSFQ else 0, tenant id).
-    select: IndexedHeap<Tag3>,
+    /// Flows with a queued head, by (S, S̄ for FSFQ, tenant id).
+    select: Heads,
     /// FSFQ(D): queued heads by S̄.
     heads_bar: IndexedHeap,
     /// Dispatched requests by ticket slot, keyed by S (Min-SFQ) or S̄ (FSFQ): with the
@@ -98,7 +132,11 @@ impl<T> StartTag<T> {
             flows: Vec::new(),
             arrived: Vec::new(),
             arrival: (0.0, 0.0),
-            select: IndexedHeap::default(),
+            select: if variant == Variant::Fsfq {
+                Heads::Fair(IndexedHeap::default())
+            } else {
+                Heads::Plain(IndexedHeap::default())
+            },
             heads_bar: IndexedHeap::default(),
             dispatched: IndexedHeap::default(),
             v: 0.0,
@@ -131,7 +169,7 @@ impl<T> StartTag<T> {
         match self.variant {
             Variant::Sfq => (self.v, self.v),
             Variant::MinSfq => {
-                let v = self.min_outstanding(self.select.peek_key().map(|(_, k)| k.key()));
+                let v = self.min_outstanding(self.select.peek().map(|(_, s)| s));
                 (v, v)
             }
             Variant::Fsfq => (
@@ -197,7 +235,7 @@ impl<T> StartTag<T> {
             return; // most syncs (a completion with a known cost) change nothing
         }
         self.flows[ti].head = Some(tags);
-        self.select.set_key(t, Tag3::new(tags.s, tags.sbar, id));
+        self.select.set(t, &tags, id);
         if self.variant == Variant::Fsfq {
             self.heads_bar.set(t, tags.sbar, id);
         }
@@ -243,7 +281,7 @@ impl<T> Queue<T> for StartTag<T> {
     }
 
     fn pick(&mut self, _: usize, _: f64) -> Decision<T> {
-        let Some((t, _)) = self.select.peek_key() else {
+        let Some((t, _)) = self.select.peek() else {
             return Decision::Empty;
         };
         let tags = self.flows[t as usize]

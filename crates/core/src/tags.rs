@@ -101,11 +101,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
                 g.virtual_time()
             }
             Clock::Approximate { v } => {
-                if let Some(m) = self.sel.min_start() {
-                    if m > *v {
-                        *v = m;
-                    }
-                }
+                *v = self.sel.lift(*v);
                 *v
             }
             Clock::LastDispatched { v } => *v,

@@ -1,8 +1,11 @@
 //! Selection structures: given each backlogged tenant's tags, which tenant does a worker
 //! serve next. They hold only tags; bookkeeping and charging live in `tags.rs`.
 
+mod eligible;
+mod scan;
 mod staggered;
 
+pub(crate) use eligible::Eligible;
 pub(crate) use staggered::Staggered;
 
 use crate::util::IndexedHeap;
@@ -27,6 +30,16 @@ pub(crate) trait Selector: Send {
     fn select(&mut self, worker: usize, v: f64) -> Option<u32>;
     /// The smallest start tag over backlogged tenants (for the approximate clock).
     fn min_start(&self) -> Option<f64>;
+    /// The approximate clock's lift: `v`, or the smallest start tag if that is larger
+    /// (exactly `max(v, min_start)`; a NaN `v` stays). Structures that know without finding
+    /// the smallest start tag override it.
+    #[inline]
+    fn lift(&self, v: f64) -> f64 {
+        match self.min_start() {
+            Some(m) if m > v => m,
+            _ => v,
+        }
+    }
     fn len(&self) -> usize;
     /// The number of workers changed (2DFQ's stagger depends on it).
     fn set_workers(&mut self, workers: usize);
@@ -74,90 +87,6 @@ impl Selector for MinFinish {
     }
     fn len(&self) -> usize {
         self.by_finish.len()
-    }
-    fn set_workers(&mut self, _: usize) {}
-}
-
-/// WF²Q over n workers (2DFQ §2): the smallest finish tag among tenants with `S ≤ v`.
-///
-/// Two heaps: tenants not yet eligible by start tag, eligible ones by finish tag. Virtual time
-/// never decreases, so a tenant moves from `waiting` to `eligible` at most once per tag change:
-/// O(log T) per operation.
-#[derive(Default)]
-pub(crate) struct Eligible {
-    waiting: IndexedHeap,
-    eligible: IndexedHeap,
-    /// Virtual time of the last selection; everything in `eligible` has `S ≤ v`.
-    v: f64,
-    finishes: Vec<f64>,
-    ties: Vec<u64>,
-}
-
-impl Selector for Eligible {
-    fn set(&mut self, t: u32, key: TagKey) {
-        let i = t as usize;
-        if i >= self.finishes.len() {
-            self.finishes.resize(i + 1, 0.0);
-            self.ties.resize(i + 1, 0);
-        }
-        self.finishes[i] = key.finish;
-        self.ties[i] = key.tie;
-        if key.start <= self.v {
-            self.waiting.remove(t);
-            self.eligible.set(t, key.finish, key.tie);
-        } else {
-            self.eligible.remove(t);
-            self.waiting.set(t, key.start, key.tie);
-        }
-    }
-    fn remove(&mut self, t: u32) {
-        self.waiting.remove(t);
-        self.eligible.remove(t);
-    }
-    fn select(&mut self, _worker: usize, v: f64) -> Option<u32> {
-        self.v = self.v.max(v);
-        while let Some((t, s)) = self.waiting.peek() {
-            if s > self.v {
-                break;
-            }
-            self.waiting.remove(t);
-            let tie = self.ties[t as usize];
-            self.eligible.set(t, self.finishes[t as usize], tie);
-        }
-        if let Some((t, _)) = self.eligible.peek() {
-            return Some(t);
-        }
-        // Nobody eligible: serve what becomes eligible first (the smallest start tag), the
-        // smallest finish tag among equal start tags. Nothing moves: v has not really advanced.
-        let (first, s) = self.waiting.peek()?;
-        let mut best = first;
-        let mut tied = Vec::new();
-        while let Some((t, st)) = self.waiting.peek() {
-            if st != s {
-                break;
-            }
-            self.waiting.remove(t);
-            tied.push(t);
-            let (ft, fb) = (self.finishes[t as usize], self.finishes[best as usize]);
-            if ft < fb || (ft == fb && self.ties[t as usize] < self.ties[best as usize]) {
-                best = t;
-            }
-        }
-        for t in tied {
-            let tie = self.ties[t as usize];
-            self.waiting.set(t, s, tie);
-        }
-        Some(best)
-    }
-    fn min_start(&self) -> Option<f64> {
-        if !self.eligible.is_empty() {
-            // Some start tag is ≤ self.v, and the clock is already ≥ self.v.
-            return Some(self.v);
-        }
-        self.waiting.peek().map(|(_, s)| s)
-    }
-    fn len(&self) -> usize {
-        self.waiting.len() + self.eligible.len()
     }
     fn set_workers(&mut self, _: usize) {}
 }

@@ -8,8 +8,14 @@
 //! most `v`, found in one descent: O(log T). A tag change costs O(n · log T) lane minima.
 //! The eligibility values depend only on a tenant's own tags, never on `v`, so nothing
 //! changes when virtual time advances.
+//!
+//! With one worker the only lane is `x = 0`, whose test `S ≤ v` is WF²Q's: [`Staggered`] then
+//! holds the tenants as WF²Q would, which decides alike for less work (no rotations, no lane
+//! minima): up to [`FEW`] tenants in a scanned array ([`Scan`]), more in WF²Q's two heaps
+//! ([`Eligible`]), and moves them into the treap if workers are added.
 
-use super::{Selector, TagKey};
+use super::scan::{Scan, FEW};
+use super::{Eligible, Selector, TagKey};
 use crate::util::{HeapKey, SplitMix, Tag};
 
 const NIL: u32 = u32::MAX;
@@ -20,6 +26,8 @@ struct Node {
     cost: f64,
     /// `(F, id)`, packed: the treap's order.
     order: Tag,
+    /// The tie-breaker alone, to hand the tags back (`entries`).
+    tie: u64,
     prio: u64,
     left: u32,
     right: u32,
@@ -30,14 +38,132 @@ const EMPTY: Node = Node {
     start: 0.0,
     cost: 0.0,
     order: Tag::ZERO,
+    tie: 0,
     prio: 0,
     left: NIL,
     right: NIL,
     present: false,
 };
 
-/// 2DFQ's eligibility structure.
-pub(crate) struct Staggered {
+/// 2DFQ's eligibility structure: on one worker WF²Q's (a scan of a few tenants, two heaps for
+/// more), the lane-minima treap on more.
+pub(crate) enum Staggered {
+    /// One worker, at most [`FEW`] tenants (after a drop below `FEW / 2` from more).
+    Few(Scan),
+    /// One worker: `S − 0·l ≤ v` is WF²Q's test.
+    One(Eligible),
+    /// Two or more workers.
+    Lanes(Treap),
+}
+
+impl Staggered {
+    pub fn new(workers: usize) -> Self {
+        if workers <= 1 {
+            Staggered::Few(Scan::new())
+        } else {
+            Staggered::Lanes(Treap::new(workers))
+        }
+    }
+}
+
+impl Selector for Staggered {
+    #[inline]
+    fn set(&mut self, t: u32, key: TagKey) {
+        match self {
+            Staggered::Few(e) => {
+                e.set(t, key);
+                if e.len() > FEW {
+                    *self = Staggered::One(Self::moved(e.tags(), Eligible::default()));
+                }
+            }
+            Staggered::One(e) => e.set(t, key),
+            Staggered::Lanes(l) => l.set(t, key),
+        }
+    }
+
+    fn remove(&mut self, t: u32) {
+        match self {
+            Staggered::Few(e) => e.remove(t),
+            Staggered::One(e) => {
+                e.remove(t);
+                // Hysteresis: a backlog hovering at FEW does not flip back and forth.
+                if e.len() < FEW / 2 {
+                    *self = Staggered::Few(Self::moved(e.entries(), Scan::new()));
+                }
+            }
+            Staggered::Lanes(l) => l.remove(t),
+        }
+    }
+
+    #[inline]
+    fn select(&mut self, worker: usize, v: f64) -> Option<u32> {
+        match self {
+            Staggered::Few(e) => e.select(worker, v),
+            Staggered::One(e) => e.select(worker, v),
+            Staggered::Lanes(l) => l.select(worker, v),
+        }
+    }
+
+    fn min_start(&self) -> Option<f64> {
+        match self {
+            Staggered::Few(e) => e.min_start(),
+            Staggered::One(e) => e.min_start(),
+            Staggered::Lanes(l) => l.min_start(),
+        }
+    }
+
+    #[inline]
+    fn lift(&self, v: f64) -> f64 {
+        match self {
+            Staggered::Few(e) => e.lift(v),
+            Staggered::One(e) => e.lift(v),
+            Staggered::Lanes(l) => l.lift(v),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Staggered::Few(e) => e.len(),
+            Staggered::One(e) => e.len(),
+            Staggered::Lanes(l) => l.len(),
+        }
+    }
+
+    /// Switch representation when crossing one worker; the tenants and tags carry over, and
+    /// no structure's decisions depend on its history.
+    fn set_workers(&mut self, workers: usize) {
+        match self {
+            Staggered::Lanes(l) if workers <= 1 => {
+                *self = if l.len() <= FEW {
+                    Staggered::Few(Self::moved(l.entries(), Scan::new()))
+                } else {
+                    Staggered::One(Self::moved(l.entries(), Eligible::default()))
+                };
+            }
+            Staggered::Lanes(l) => l.set_workers(workers),
+            Staggered::Few(e) if workers > 1 => {
+                *self = Staggered::Lanes(Self::moved(e.tags(), Treap::new(workers)));
+            }
+            Staggered::One(e) if workers > 1 => {
+                *self = Staggered::Lanes(Self::moved(e.entries(), Treap::new(workers)));
+            }
+            Staggered::Few(_) | Staggered::One(_) => {}
+        }
+    }
+}
+
+impl Staggered {
+    /// `to` with every tenant of `from` set in it.
+    fn moved<S: Selector>(from: impl Iterator<Item = (u32, TagKey)>, mut to: S) -> S {
+        for (t, key) in from {
+            to.set(t, key);
+        }
+        to
+    }
+}
+
+/// The lane-minima treap (module docs).
+pub(crate) struct Treap {
     /// `i/n` for each lane.
     xs: Vec<f64>,
     nodes: Vec<Node>,
@@ -54,9 +180,9 @@ pub(crate) fn eligible_at(start: f64, x: f64, cost: f64) -> f64 {
     start - x * cost
 }
 
-impl Staggered {
+impl Treap {
     pub fn new(workers: usize) -> Self {
-        let mut s = Staggered {
+        let mut s = Treap {
             xs: Vec::new(),
             nodes: Vec::new(),
             aug: Vec::new(),
@@ -291,7 +417,28 @@ fn min_into(aug: &mut [f64], dst: usize, src: usize, lanes: usize) {
     }
 }
 
-impl Selector for Staggered {
+impl Treap {
+    /// Every tenant in the treap and its tags, in tenant order.
+    pub fn entries(&self) -> impl Iterator<Item = (u32, TagKey)> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.present)
+            .map(|(t, n)| {
+                (
+                    t as u32,
+                    TagKey {
+                        start: n.start,
+                        cost: n.cost,
+                        finish: n.order.key(),
+                        tie: n.tie,
+                    },
+                )
+            })
+    }
+}
+
+impl Selector for Treap {
     fn set(&mut self, t: u32, key: TagKey) {
         self.detach(t);
         let idx = t as usize;
@@ -304,6 +451,7 @@ impl Selector for Staggered {
             start: key.start,
             cost: key.cost,
             order: Tag::new(key.finish, key.tie),
+            tie: key.tie,
             prio,
             left: NIL,
             right: NIL,
@@ -354,5 +502,121 @@ impl Selector for Staggered {
 
     fn set_workers(&mut self, workers: usize) {
         self.set_lanes(workers);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Set { t: u8, start: i8, cost: u8, w: u8 },
+        Remove { t: u8 },
+        Select { v: i8 },
+        Workers { n: u8 },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            5 => (0u8..48, -20i8..40, 0u8..8, 1u8..4)
+                .prop_map(|(t, start, cost, w)| Op::Set { t, start, cost, w }),
+            1 => (0u8..48).prop_map(|t| Op::Remove { t }),
+            4 => (-20i8..40).prop_map(|v| Op::Select { v }),
+            1 => (1u8..4).prop_map(|n| Op::Workers { n }),
+        ]
+    }
+
+    /// The one-worker representation follows the backlog: a scan up to `FEW`, heaps above,
+    /// back to the scan below `FEW / 2`; the choice survives each move.
+    #[test]
+    fn one_worker_representation_follows_the_backlog() {
+        let key = |t: u32| TagKey {
+            start: f64::from(t % 5),
+            cost: 1.0,
+            finish: f64::from(t % 5) + 1.0 + f64::from(t) / 64.0,
+            tie: u64::from(t),
+        };
+        let mut s = Staggered::new(1);
+        let mut treap = Treap::new(1);
+        for t in 0..=FEW as u32 {
+            assert!(matches!(s, Staggered::Few(_)), "{t} tenants");
+            s.set(t, key(t));
+            treap.set(t, key(t));
+            assert_eq!(s.select(0, 2.0), treap.select(0, 2.0));
+        }
+        assert!(matches!(s, Staggered::One(_)));
+        for t in (FEW / 2 - 1)..=FEW {
+            assert!(matches!(s, Staggered::One(_)), "{} tenants", s.len());
+            s.remove(t as u32);
+            treap.remove(t as u32);
+            assert_eq!(s.select(0, 3.0), treap.select(0, 3.0));
+        }
+        assert!(matches!(s, Staggered::Few(_)));
+        assert_eq!(s.len(), FEW / 2 - 1);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        /// On one worker `Staggered` holds the tenants as WF²Q would (a scan or two heaps);
+        /// it must decide exactly as the lane-minima treap does (selection, smallest start
+        /// tag, the clock's lift), for any sequence of tag changes and clocks, decreasing ones
+        /// and NaN included, and across changes of the worker count in both directions.
+        #[test]
+        fn one_worker_decides_like_the_treap(
+            slots in prop_oneof![Just(12u8), Just(48u8)],
+            ops in prop::collection::vec(op(), 1..400),
+        ) {
+            let mut fast = Staggered::new(1);
+            let mut treap = Treap::new(1);
+            let mut workers = 1usize;
+            for op in ops {
+                match op {
+                    Op::Set { t, start, cost, w } => {
+                        // 12 slots: always scanned; 48: the backlog crosses FEW both ways.
+                        let t = t % slots;
+                        // Small halves: equal start and finish tags are frequent.
+                        let (start, cost) = (f64::from(start) / 2.0, f64::from(cost) / 2.0);
+                        let key = TagKey {
+                            start,
+                            cost,
+                            finish: start + cost / f64::from(w),
+                            tie: u64::from(t % 7) * 1000 + u64::from(t),
+                        };
+                        fast.set(u32::from(t), key);
+                        treap.set(u32::from(t), key);
+                    }
+                    Op::Remove { t } => {
+                        let t = t % slots;
+                        fast.remove(u32::from(t));
+                        treap.remove(u32::from(t));
+                    }
+                    Op::Select { v } => {
+                        let v = if v == 39 { f64::NAN } else { f64::from(v) / 2.0 };
+                        for worker in 0..workers {
+                            prop_assert_eq!(fast.select(worker, v), treap.select(worker, v));
+                        }
+                    }
+                    Op::Workers { n } => {
+                        workers = usize::from(n);
+                        fast.set_workers(workers);
+                        treap.set_workers(workers);
+                        prop_assert_eq!(
+                            !matches!(fast, Staggered::Lanes(_)),
+                            workers == 1,
+                            "representation follows the worker count"
+                        );
+                    }
+                }
+                prop_assert_eq!(fast.len(), treap.len());
+                prop_assert_eq!(fast.min_start(), treap.min_start());
+                for v in [-11.0, -0.5, 0.0, 3.25, 25.0, f64::NAN] {
+                    let (a, b) = (fast.lift(v), treap.lift(v));
+                    prop_assert!(a == b || (a.is_nan() && b.is_nan()), "lift({}) {} vs {}", v, a, b);
+                }
+            }
+        }
     }
 }
