@@ -19,6 +19,11 @@ pub(crate) struct Tenant {
     /// [`NIL`].
     first: u32,
     last: u32,
+    /// The head request's class and known cost (meaningful while `first != NIL`): kept here
+    /// so that choosing a tenant's next charge reads no slot. The head slot was queued long
+    /// ago; in a large simulation reading it is a cache miss on every dispatch.
+    head_class: ClassId,
+    head_known: Option<f64>,
     pub queued: usize,
     pub running: usize,
     /// Member of the active set A (2DFQ Fig. 7).
@@ -50,9 +55,15 @@ pub(crate) struct Slot<T> {
     pub generation: u32,
     pub state: State,
     pub tenant: u32,
-    /// Neighbours in the tenant's queue while queued ([`NIL`] at the ends).
+    /// Neighbours in the tenant's queue while queued ([`NIL`] at the ends). `prev` is
+    /// meaningful only while the slot is not its tenant's head: a slot that becomes head is
+    /// not written to (see [`Tenant::head_class`]), so its `prev` may be stale.
     prev: u32,
     next: u32,
+    /// The class and known cost of the request at `next` (meaningful while `next != NIL`),
+    /// handed to the tenant when this slot leaves the head.
+    next_class: ClassId,
+    next_known: Option<f64>,
     pub class: ClassId,
     pub cost: Option<f64>,
     pub payload: Option<T>,
@@ -177,6 +188,8 @@ impl<T> Book<T> {
             weight: self.default_weight,
             first: NIL,
             last: NIL,
+            head_class: ClassId(0),
+            head_known: None,
             queued: 0,
             running: 0,
             active: false,
@@ -234,6 +247,8 @@ impl<T> Book<T> {
             tenant: t,
             prev: NIL,
             next: NIL,
+            next_class: ClassId(0),
+            next_known: None,
             class: req.class,
             cost: req.cost,
             payload: Some(req.payload),
@@ -259,8 +274,13 @@ impl<T> Book<T> {
         let last = std::mem::replace(&mut ten.last, s);
         if last == NIL {
             ten.first = s;
+            ten.head_class = req.class;
+            ten.head_known = req.cost;
         } else {
-            self.slots[last as usize].next = s;
+            let before = &mut self.slots[last as usize];
+            before.next = s;
+            before.next_class = req.class;
+            before.next_known = req.cost;
             self.slots[s as usize].prev = last;
         }
         let ten = &mut self.tenants[t as usize];
@@ -290,14 +310,11 @@ impl<T> Book<T> {
         (first != NIL).then(|| Ticket::new(first, self.slots[first as usize].generation))
     }
 
-    /// The head's class and known cost.
+    /// The head's class and known cost (from the tenant entry: no slot is read).
     #[inline]
     pub fn head_info(&self, t: u32) -> Option<(ClassId, Option<f64>)> {
-        let first = self.tenants[t as usize].first;
-        (first != NIL).then(|| {
-            let s = &self.slots[first as usize];
-            (s.class, s.cost)
-        })
+        let ten = &self.tenants[t as usize];
+        (ten.first != NIL).then_some((ten.head_class, ten.head_known))
     }
 
     /// Start the tenant's head request, charging `charged` up front.
@@ -307,22 +324,33 @@ impl<T> Book<T> {
         self.start(ticket, charged)
     }
 
-    /// Take queued slot `s` out of its tenant's queue.
+    /// Take queued slot `s` out of its tenant's queue. Leaving the head touches only `s`
+    /// and the tenant: the new head's class and cost come from `s`, and its stale `prev`
+    /// is never read while it is head.
     #[inline]
     fn unlink(&mut self, s: u32) {
-        let (t, prev, next) = {
-            let slot = &self.slots[s as usize];
-            (slot.tenant, slot.prev, slot.next)
-        };
-        if prev == NIL {
-            self.tenants[t as usize].first = next;
+        let slot = &self.slots[s as usize];
+        let (t, prev, next) = (slot.tenant, slot.prev, slot.next);
+        let (next_class, next_known) = (slot.next_class, slot.next_known);
+        let ten = &mut self.tenants[t as usize];
+        if ten.first == s {
+            ten.first = next;
+            if next == NIL {
+                ten.last = NIL;
+            } else {
+                ten.head_class = next_class;
+                ten.head_known = next_known;
+            }
         } else {
-            self.slots[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tenants[t as usize].last = prev;
-        } else {
-            self.slots[next as usize].prev = prev;
+            let before = &mut self.slots[prev as usize];
+            before.next = next;
+            before.next_class = next_class;
+            before.next_known = next_known;
+            if next == NIL {
+                self.tenants[t as usize].last = prev;
+            } else {
+                self.slots[next as usize].prev = prev;
+            }
         }
     }
 
@@ -500,6 +528,70 @@ mod tests {
             }
         }
         assert!(b.dense.len() as u64 <= DENSE_MIN.max(8 * b.tenants.len() as u64));
+    }
+
+    /// The head's class and cost kept in the tenant entry (and the successor's in each slot)
+    /// always equal the head slot's own, through random pushes, head starts, FIFO-style
+    /// starts and cancels anywhere in the queue; queues keep arrival order.
+    #[test]
+    fn cached_head_info_matches_the_head_slot() {
+        use std::collections::VecDeque;
+        let mut b: Book<u64> = Book::new(1.0);
+        let mut rng = SplitMix::new(23);
+        let mut model: Vec<VecDeque<(Ticket, u64)>> = vec![VecDeque::new(); 4];
+        for step in 0..20_000u64 {
+            let k = (rng.next_u64() % 4) as usize;
+            match rng.next_u64() % 5 {
+                0 | 1 => {
+                    let cost = match rng.next_u64() % 3 {
+                        0 => None,
+                        c => Some(c as f64),
+                    };
+                    let class = (rng.next_u64() % 3) as u32;
+                    let req = Request::new(k as u64, class, step);
+                    let req = match cost {
+                        Some(c) => req.with_cost(c),
+                        None => req,
+                    };
+                    let (ticket, _, was_empty, _) = b.push(req, false).unwrap();
+                    assert_eq!(was_empty, model[k].is_empty(), "step {step}");
+                    model[k].push_back((ticket, step));
+                }
+                2 => {
+                    if let Some(t) = b.lookup(TenantId(k as u64)) {
+                        if let Some((ticket, p)) = model[k].pop_front() {
+                            let (got, req) = b.start_head(t, 1.0);
+                            assert_eq!((got, req.payload), (ticket, p), "step {step}");
+                        }
+                    }
+                }
+                3 => {
+                    if let Some((ticket, p)) = model[k].pop_front() {
+                        assert_eq!(b.start(ticket, 1.0).1.payload, p, "step {step}");
+                    }
+                }
+                _ => {
+                    if !model[k].is_empty() {
+                        let i = (rng.next_u64() % model[k].len() as u64) as usize;
+                        let (ticket, p) = model[k].remove(i).unwrap();
+                        let (req, _, was_head) = b.cancel(ticket).unwrap();
+                        assert_eq!((req.payload, was_head), (p, i == 0), "step {step}");
+                    }
+                }
+            }
+            for (k, q) in model.iter().enumerate() {
+                let Some(t) = b.lookup(TenantId(k as u64)) else {
+                    continue;
+                };
+                let expect = q.front().map(|&(ticket, _)| {
+                    let s = &b.slots[ticket.slot() as usize];
+                    (s.class, s.cost)
+                });
+                assert_eq!(b.head_info(t), expect, "step {step}: tenant {k}");
+                assert_eq!(b.head(t), q.front().map(|&(ticket, _)| ticket), "step {step}");
+                assert_eq!(b.tenants[t as usize].queued, q.len(), "step {step}");
+            }
+        }
     }
 
     #[test]
