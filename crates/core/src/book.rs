@@ -588,7 +588,11 @@ mod tests {
                     (s.class, s.cost)
                 });
                 assert_eq!(b.head_info(t), expect, "step {step}: tenant {k}");
-                assert_eq!(b.head(t), q.front().map(|&(ticket, _)| ticket), "step {step}");
+                assert_eq!(
+                    b.head(t),
+                    q.front().map(|&(ticket, _)| ticket),
+                    "step {step}"
+                );
                 assert_eq!(b.tenants[t as usize].queued, q.len(), "step {step}");
             }
         }

@@ -13,6 +13,7 @@ use crate::estimate::CostEstimator;
 use crate::scheduler::{Admin, Inspect, Scheduler, TenantView};
 use crate::select::{Selector, TagKey};
 use crate::types::{saturate, Decision, Dispatch, Error, Request, TenantId, Ticket, MIN_WEIGHT};
+use crate::util::LazyMin;
 
 /// Which bookkeeping corrections are on (2DFQ §5). Both are on by default, as in the paper's
 /// evaluation, for every scheduler.
@@ -69,6 +70,9 @@ pub(crate) struct TagScheduler<T, S> {
     /// less per completion.
     learn: bool,
     charging: Charging,
+    /// WFQ under the approximate clock: the smallest backlogged start tag kept here, lazily
+    /// ([`TagScheduler::lazy_lift`]), instead of by the selector on every dispatch.
+    lazy: Option<LazyMin>,
 }
 
 impl<T, S: Selector> TagScheduler<T, S> {
@@ -96,18 +100,33 @@ impl<T, S: Selector> TagScheduler<T, S> {
             require_cost,
             learn,
             charging,
+            lazy: None,
         }
     }
 
-    /// v(now).
-    fn v_now(&mut self, now: f64) -> f64 {
+    /// For a selector whose choice does not depend on `v` and that does not track start tags
+    /// (WFQ's `MinFinish::new(false)`), under the approximate clock: keep the smallest
+    /// backlogged start tag here, lazily. The clock's lift `v = max(v, min S)` is a no-op
+    /// on almost every dispatch (the chosen tenant's own start tag is at most `v`), so the
+    /// start tags' heap is settled only when a lift really moves `v`, instead of being
+    /// re-sorted on every dispatch. Same `v`, so the same decisions.
+    pub fn lazy_lift(mut self, on: bool) -> Self {
+        self.lazy = (on && matches!(self.clock, Clock::Approximate { .. })).then(LazyMin::default);
+        self
+    }
+
+    /// v(now). `witness`: a backlogged tenant whose start tag may show the approximate
+    /// clock's lift to be a no-op (lazy mode only).
+    fn v_now(&mut self, now: f64, witness: Option<u32>) -> f64 {
         match &mut self.clock {
             Clock::Gps(g) => {
                 g.advance(now);
                 g.virtual_time()
             }
             Clock::Approximate { v } => {
-                if let Some(m) = self.sel.min_start() {
+                if let Some(lazy) = &mut self.lazy {
+                    *v = lazy.lift(*v, witness);
+                } else if let Some(m) = self.sel.min_start() {
                     if m > *v {
                         *v = m;
                     }
@@ -142,8 +161,18 @@ impl<T, S: Selector> TagScheduler<T, S> {
         };
         if self.placed[ti] != want {
             match want {
-                Some(key) => self.sel.set(t, key),
-                None => self.sel.remove(t),
+                Some(key) => {
+                    self.sel.set(t, key);
+                    if let Some(lazy) = &mut self.lazy {
+                        lazy.set(t, key.start);
+                    }
+                }
+                None => {
+                    self.sel.remove(t);
+                    if let Some(lazy) = &mut self.lazy {
+                        lazy.remove(t);
+                    }
+                }
             }
             self.placed[ti] = want;
         }
@@ -151,7 +180,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
 
     fn join_active(&mut self, t: u32, now: f64) {
         if !self.book.tenants[t as usize].active {
-            let v = self.v_now(now);
+            let v = self.v_now(now, None);
             let ten = &mut self.book.tenants[t as usize];
             ten.start = ten.start.max(v); // Fig. 7 line 4
             ten.active = true;
@@ -220,11 +249,18 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         if self.sel.len() == 0 {
             return Ok(Decision::Empty);
         }
-        let v = self.v_now(now);
-        let t = self
-            .sel
-            .select(worker, v)
-            .expect("a backlogged tenant exists");
+        let t = if self.lazy.is_some() {
+            // WFQ's choice does not depend on v: choose first, and let the chosen tenant's
+            // start tag witness the lift (the clock still moves exactly as before).
+            let t = self.sel.select(worker, f64::NAN);
+            let t = t.expect("a backlogged tenant exists");
+            self.v_now(now, Some(t));
+            t
+        } else {
+            let v = self.v_now(now, None);
+            let t = self.sel.select(worker, v);
+            t.expect("a backlogged tenant exists")
+        };
         let ten = &mut self.book.tenants[t as usize];
         let l = ten.head_cost;
         let s = ten.start;
@@ -320,6 +356,9 @@ impl<T, S: Selector> Admin for TagScheduler<T, S> {
     fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
         let t = self.book.remove_tenant(tenant)?;
         self.sel.remove(t);
+        if let Some(lazy) = &mut self.lazy {
+            lazy.remove(t);
+        }
         if let Some(p) = self.placed.get_mut(t as usize) {
             *p = None;
         }

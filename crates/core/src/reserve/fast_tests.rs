@@ -286,8 +286,18 @@ fn windows_closing_at_one_instant_come_out_in_one_order() {
         e(0, 1),
         Op::Advance { dt: 1563136506 },
         Op::Dequeue { worker: 0 },
-        Op::Terms { tenant: 228, kind: 187, res: 0, x: 35829 },
-        Op::Terms { tenant: 55, kind: 40, res: 0, x: 27195 },
+        Op::Terms {
+            tenant: 228,
+            kind: 187,
+            res: 0,
+            x: 35829,
+        },
+        Op::Terms {
+            tenant: 55,
+            kind: 40,
+            res: 0,
+            x: 27195,
+        },
         Op::Dequeue { worker: 0 },
     ];
     check(Policy::ldf(), 8, &ops).unwrap();
