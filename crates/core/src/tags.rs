@@ -117,6 +117,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
 
     /// v(now). `witness`: a backlogged tenant whose start tag may show the approximate
     /// clock's lift to be a no-op (lazy mode only).
+    #[inline(always)] // one match on the clock; kept inside dequeue as before the lazy lift
     fn v_now(&mut self, now: f64, witness: Option<u32>) -> f64 {
         match &mut self.clock {
             Clock::Gps(g) => {
@@ -151,10 +152,13 @@ impl<T, S: Selector> TagScheduler<T, S> {
                 let ten = &mut self.book.tenants[ti];
                 let l = known.unwrap_or_else(|| self.est.estimate(ten.id, class));
                 ten.head_cost = l;
+                // l/φ is kept for the dispatch's charge: one division per dispatch, not two
+                // (any weight change re-syncs the tenant).
+                ten.head_step = l / ten.weight;
                 Some(TagKey {
                     start: ten.start,
                     cost: l,
-                    finish: saturate(ten.start + l / ten.weight),
+                    finish: saturate(ten.start + ten.head_step),
                     tie: ten.id.0,
                 })
             }
@@ -264,7 +268,7 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         let ten = &mut self.book.tenants[t as usize];
         let l = ten.head_cost;
         let s = ten.start;
-        ten.start = saturate(s + l / ten.weight); // Fig. 7 line 24
+        ten.start = saturate(s + ten.head_step); // Fig. 7 line 24: S_f += l/φ_f
         if let Clock::LastDispatched { v } = &mut self.clock {
             *v = v.max(s);
         }
