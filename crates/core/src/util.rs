@@ -278,11 +278,23 @@ impl<K: HeapKey> IndexedHeap<K> {
 
 impl IndexedHeap<Tag> {
     /// The key `item` is stored under, if it is in the heap.
-    #[inline]
+    #[cfg(test)]
     pub fn key_of(&self, item: u32) -> Option<f64> {
         match self.pos.get(item as usize) {
             Some(&p) if p != ABSENT => Some(self.heap[p as usize].0.key()),
             _ => None,
+        }
+    }
+
+    /// Give every item the key `key(item)` and restore the heap order in O(n) (Floyd's
+    /// heap construction), cheaper than n single updates when most keys changed.
+    pub fn rekey_all(&mut self, mut key: impl FnMut(u32) -> f64) {
+        for e in self.heap.iter_mut() {
+            e.0 = Tag::new(key(e.1), u64::from(e.1));
+        }
+        for i in (0..self.heap.len() / 2).rev() {
+            let e = self.heap[i];
+            self.down(i, e);
         }
     }
 }
@@ -298,6 +310,10 @@ pub(crate) struct LazyMin {
     heap: IndexedHeap,
     /// Each item's value (meaningful while it is in the heap).
     value: Vec<f64>,
+    /// Each item's key in the heap, NaN when absent (a copy: no heap lookup per update).
+    bound: Vec<f64>,
+    /// Items in the heap whose key is below their value.
+    stale: usize,
 }
 
 impl LazyMin {
@@ -307,18 +323,30 @@ impl LazyMin {
         let i = item as usize;
         if i >= self.value.len() {
             self.value.resize(i + 1, 0.0);
+            self.bound.resize(i + 1, f64::NAN);
         }
-        self.value[i] = x;
-        match self.heap.key_of(item) {
-            Some(k) if x >= k => {} // the key stays a lower bound
-            _ => self.heap.set(item, x, u64::from(item)),
+        let old = std::mem::replace(&mut self.value[i], x);
+        let k = self.bound[i];
+        // Comparisons with an absent item's NaN key are false: it is inserted.
+        if x >= k {
+            // The key stays a lower bound.
+            self.stale = self.stale + usize::from(x > k) - usize::from(old > k);
+        } else {
+            self.stale -= usize::from(old > k);
+            self.heap.set(item, x, u64::from(item));
+            self.bound[i] = x;
         }
     }
 
     /// Take `item` out.
     #[inline]
     pub fn remove(&mut self, item: u32) {
-        self.heap.remove(item);
+        let i = item as usize;
+        if let Some(&k) = self.bound.get(i).filter(|k| !k.is_nan()) {
+            self.stale -= usize::from(self.value[i] > k);
+            self.heap.remove(item);
+            self.bound[i] = f64::NAN;
+        }
     }
 
     /// `max(v, smallest value)` (`v` when empty). `witness`: an item whose value, if it is
@@ -339,7 +367,20 @@ impl LazyMin {
                 // A settled top: every other value is at least its key, at least k.
                 return k;
             }
-            self.heap.set(i, x, u64::from(i)); // stale: settle it and look again
+            // Stale: settle it and look again; or settle all at once when that is cheaper
+            // than one update each (all tenants of a round raised since the last lift).
+            if self.stale * 8 > self.heap.len() {
+                let (value, bound) = (&self.value, &mut self.bound);
+                self.heap.rekey_all(|j| {
+                    bound[j as usize] = value[j as usize];
+                    value[j as usize]
+                });
+                self.stale = 0;
+            } else {
+                self.heap.set(i, x, u64::from(i));
+                self.bound[i as usize] = x;
+                self.stale -= 1;
+            }
         }
         v
     }
@@ -453,6 +494,10 @@ mod tests {
                     assert_eq!(m.lift(v, witness), expect, "step {step}");
                 }
             }
+            let stale = (0..20u32)
+                .filter(|&i| m.heap.key_of(i).is_some_and(|k| m.value[i as usize] > k))
+                .count();
+            assert_eq!(m.stale, stale, "step {step}: stale count");
         }
     }
 
