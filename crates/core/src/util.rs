@@ -474,7 +474,7 @@ mod tests {
                     m.remove(item);
                     reference[item as usize] = None;
                 }
-                1 | 2 | 3 => {
+                1..=3 => {
                     // Mostly raises (the dispatch pattern), sometimes lowerings.
                     let base = reference[item as usize].unwrap_or(0.0);
                     let d = (rng.next_u64() % 8) as f64 * 0.25 - 0.5;
@@ -484,7 +484,10 @@ mod tests {
                 }
                 _ => {
                     let v = (rng.next_u64() % 40) as f64 * 0.25 - 2.0;
-                    let witness = (rng.next_u64() % 2 == 0).then(|| (rng.next_u64() % 20) as u32);
+                    let witness = rng
+                        .next_u64()
+                        .is_multiple_of(2)
+                        .then(|| (rng.next_u64() % 20) as u32);
                     let expect = reference
                         .iter()
                         .flatten()
