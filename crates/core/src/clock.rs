@@ -105,6 +105,11 @@ pub struct GpsClock {
     persistent_weight: f64,
     flows: Vec<Flow>,
     departures: IndexedHeap,
+    /// `capacity / w` for `w = rate_for`: the active weight changes only on arrivals to an
+    /// idle flow and departures, so most advances reuse the quotient instead of dividing
+    /// (the same division on the same operands: bit-identical results).
+    rate_for: f64,
+    rate: f64,
 }
 
 impl GpsClock {
@@ -119,6 +124,8 @@ impl GpsClock {
             persistent_weight: 0.0,
             flows: Vec::new(),
             departures: IndexedHeap::default(),
+            rate_for: f64::NAN,
+            rate: 0.0,
         })
     }
 
@@ -144,13 +151,24 @@ impl GpsClock {
         &mut self.flows[f]
     }
 
+    /// dv/dt = `capacity / max(Σφ, MIN_WEIGHT)`, divided only when Σφ changed.
+    #[inline]
+    fn rate(&mut self) -> f64 {
+        let w = self.active_weight.max(crate::types::MIN_WEIGHT);
+        if w != self.rate_for {
+            self.rate_for = w;
+            self.rate = self.capacity / w;
+        }
+        self.rate
+    }
+
     /// Run the fluid server until `now` (earlier times are ignored).
     pub fn advance(&mut self, now: f64) {
         if now <= self.t {
             return;
         }
         while let Some((f, finish)) = self.departures.peek() {
-            let rate = self.capacity / self.active_weight.max(crate::types::MIN_WEIGHT);
+            let rate = self.rate();
             let at = self.t + (finish - self.v) / rate;
             if at > now {
                 break;
@@ -170,8 +188,8 @@ impl GpsClock {
             // Saturating: a huge time step over a tiny weight must not make v infinite
             // (issue 16); the active weight is at least MIN_WEIGHT while anything is
             // backlogged, whatever rounding did to the running sum.
-            let w = self.active_weight.max(crate::types::MIN_WEIGHT);
-            self.v = saturate(self.v + (now - self.t) * (self.capacity / w));
+            let rate = self.rate();
+            self.v = saturate(self.v + (now - self.t) * rate);
         }
         self.t = now;
     }

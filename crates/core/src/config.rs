@@ -408,17 +408,11 @@ impl Config {
             Algorithm::Rw => Box::new(Queued(Rw::new(name, workers, self.window_unit, est, w))),
             Algorithm::Edf => Box::new(Queued(Edf::new(name, workers, est, w))),
             Algorithm::Wfq => {
+                // The approximate clock's smallest start tag is kept by the scheduler, lazily
+                // (`TagScheduler::lazy_lift`), not by the selector.
                 let clock = clock(VirtualClock::Approximate)?;
-                let track_start = matches!(clock, Clock::Approximate { .. });
-                Box::new(TagScheduler::new(
-                    name,
-                    workers,
-                    MinFinish::new(track_start),
-                    clock,
-                    est,
-                    c,
-                    w,
-                ))
+                let s = TagScheduler::new(name, workers, MinFinish::new(false), clock, est, c, w);
+                Box::new(s.lazy_lift(true))
             }
             Algorithm::Wf2q => Box::new(TagScheduler::new(
                 name,

@@ -123,6 +123,25 @@ pub(crate) trait Queue<T> {
 pub(crate) struct Queued<P>(pub P);
 
 impl<P> Queued<P> {
+    /// (whether requests must carry their cost, whether the estimator learns from
+    /// completions): asked of the policy once. An estimator that requires known costs (the
+    /// oracle) is never asked for an estimate, so feeding it completions is skipped.
+    #[inline]
+    fn flags<T>(&mut self) -> (bool, bool)
+    where
+        P: Queue<T>,
+    {
+        if let Some(f) = self.0.book().policy_flags {
+            return f;
+        }
+        let f = (
+            self.0.requires_cost(),
+            !self.0.est_ref().requires_known_cost(),
+        );
+        self.0.book_mut().policy_flags = Some(f);
+        f
+    }
+
     /// The tenant's index, creating it (and telling the policy) if it is new.
     fn tenant_index<T>(&mut self, id: TenantId) -> u32
     where
@@ -143,7 +162,7 @@ where
 {
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.0.book_mut().observe(now)?;
-        let require = self.0.requires_cost();
+        let (require, _) = self.flags();
         self.0.arriving();
         // The book refuses a bad request before it creates the tenant: no trace left.
         let (ticket, t, was_empty, fresh) = self.0.book_mut().push(request, require)?;
@@ -173,8 +192,10 @@ where
         self.0.settle(ticket, t, used);
         let charged = self.0.book().slots[ticket.slot() as usize].charged;
         let (t, class) = self.0.book_mut().finish(ticket);
-        let id = self.0.book().tenants[t as usize].id;
-        self.0.est().observe(id, class, used);
+        if self.flags().1 {
+            let id = self.0.book().tenants[t as usize].id;
+            self.0.est().observe(id, class, used);
+        }
         self.0.finished(t, charged);
         Ok(())
     }

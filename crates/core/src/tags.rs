@@ -13,6 +13,7 @@ use crate::estimate::CostEstimator;
 use crate::scheduler::{Admin, Inspect, Scheduler, TenantView};
 use crate::select::{Selector, TagKey};
 use crate::types::{saturate, Decision, Dispatch, Error, Request, TenantId, Ticket, MIN_WEIGHT};
+use crate::util::LazyMin;
 
 /// Which bookkeeping corrections are on (2DFQ §5). Both are on by default, as in the paper's
 /// evaluation, for every scheduler.
@@ -64,7 +65,14 @@ pub(crate) struct TagScheduler<T, S> {
     /// Requests must carry their cost (the GPS clock or an oracle estimator); fixed at
     /// construction, asked on every enqueue.
     require_cost: bool,
+    /// The estimator learns from completions. An estimator that requires known costs (the
+    /// oracle) is never asked for an estimate, so its `observe` is skipped: one dynamic call
+    /// less per completion.
+    learn: bool,
     charging: Charging,
+    /// WFQ under the approximate clock: the smallest backlogged start tag kept here, lazily
+    /// ([`TagScheduler::lazy_lift`]), instead of by the selector on every dispatch.
+    lazy: Option<LazyMin>,
 }
 
 impl<T, S: Selector> TagScheduler<T, S> {
@@ -78,6 +86,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
         default_weight: f64,
     ) -> Self {
         let require_cost = matches!(clock, Clock::Gps(_)) || est.requires_known_cost();
+        let learn = !est.requires_known_cost();
         TagScheduler {
             name,
             workers,
@@ -89,19 +98,38 @@ impl<T, S: Selector> TagScheduler<T, S> {
             active_count: 0,
             est,
             require_cost,
+            learn,
             charging,
+            lazy: None,
         }
     }
 
-    /// v(now).
-    fn v_now(&mut self, now: f64) -> f64 {
+    /// For a selector whose choice does not depend on `v` and that does not track start tags
+    /// (WFQ's `MinFinish::new(false)`), under the approximate clock: keep the smallest
+    /// backlogged start tag here, lazily. The clock's lift `v = max(v, min S)` is a no-op
+    /// on almost every dispatch (the chosen tenant's own start tag is at most `v`), so the
+    /// start tags' heap is settled only when a lift really moves `v`, instead of being
+    /// re-sorted on every dispatch. Same `v`, so the same decisions.
+    pub fn lazy_lift(mut self, on: bool) -> Self {
+        self.lazy = (on && matches!(self.clock, Clock::Approximate { .. })).then(LazyMin::default);
+        self
+    }
+
+    /// v(now). `witness`: a backlogged tenant whose start tag may show the approximate
+    /// clock's lift to be a no-op (lazy mode only).
+    #[inline(always)] // one match on the clock; kept inside dequeue as before the lazy lift
+    fn v_now(&mut self, now: f64, witness: Option<u32>) -> f64 {
         match &mut self.clock {
             Clock::Gps(g) => {
                 g.advance(now);
                 g.virtual_time()
             }
             Clock::Approximate { v } => {
-                *v = self.sel.lift(*v);
+                if let Some(lazy) = &mut self.lazy {
+                    *v = lazy.lift(*v, witness);
+                } else {
+                    *v = self.sel.lift(*v);
+                }
                 *v
             }
             Clock::LastDispatched { v } => *v,
@@ -122,18 +150,31 @@ impl<T, S: Selector> TagScheduler<T, S> {
                 let ten = &mut self.book.tenants[ti];
                 let l = known.unwrap_or_else(|| self.est.estimate(ten.id, class));
                 ten.head_cost = l;
+                // l/φ is kept for the dispatch's charge: one division per dispatch, not two
+                // (any weight change re-syncs the tenant).
+                ten.head_step = l / ten.weight;
                 Some(TagKey {
                     start: ten.start,
                     cost: l,
-                    finish: saturate(ten.start + l / ten.weight),
+                    finish: saturate(ten.start + ten.head_step),
                     tie: ten.id.0,
                 })
             }
         };
         if self.placed[ti] != want {
             match want {
-                Some(key) => self.sel.set(t, key),
-                None => self.sel.remove(t),
+                Some(key) => {
+                    self.sel.set(t, key);
+                    if let Some(lazy) = &mut self.lazy {
+                        lazy.set(t, key.start);
+                    }
+                }
+                None => {
+                    self.sel.remove(t);
+                    if let Some(lazy) = &mut self.lazy {
+                        lazy.remove(t);
+                    }
+                }
             }
             self.placed[ti] = want;
         }
@@ -141,7 +182,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
 
     fn join_active(&mut self, t: u32, now: f64) {
         if !self.book.tenants[t as usize].active {
-            let v = self.v_now(now);
+            let v = self.v_now(now, None);
             let ten = &mut self.book.tenants[t as usize];
             ten.start = ten.start.max(v); // Fig. 7 line 4
             ten.active = true;
@@ -210,15 +251,22 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         if self.sel.len() == 0 {
             return Ok(Decision::Empty);
         }
-        let v = self.v_now(now);
-        let t = self
-            .sel
-            .select(worker, v)
-            .expect("a backlogged tenant exists");
+        let t = if self.lazy.is_some() {
+            // WFQ's choice does not depend on v: choose first, and let the chosen tenant's
+            // start tag witness the lift (the clock still moves exactly as before).
+            let t = self.sel.select(worker, f64::NAN);
+            let t = t.expect("a backlogged tenant exists");
+            self.v_now(now, Some(t));
+            t
+        } else {
+            let v = self.v_now(now, None);
+            let t = self.sel.select(worker, v);
+            t.expect("a backlogged tenant exists")
+        };
         let ten = &mut self.book.tenants[t as usize];
         let l = ten.head_cost;
         let s = ten.start;
-        ten.start = saturate(s + l / ten.weight); // Fig. 7 line 24
+        ten.start = saturate(s + ten.head_step); // Fig. 7 line 24: S_f += l/φ_f
         if let Clock::LastDispatched { v } = &mut self.clock {
             *v = v.max(s);
         }
@@ -254,8 +302,10 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
             moved = self.charge(t, owed);
         }
         let (t, class) = self.book.finish(ticket);
-        let id = self.book.tenants[t as usize].id;
-        self.est.observe(id, class, used); // Fig. 7 line 30
+        if self.learn {
+            let id = self.book.tenants[t as usize].id;
+            self.est.observe(id, class, used); // Fig. 7 line 30
+        }
         if self.book.tenants[t as usize].queued == 0 {
             self.leave_active(t); // Fig. 7 lines 32–33
         }
@@ -308,6 +358,9 @@ impl<T, S: Selector> Admin for TagScheduler<T, S> {
     fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
         let t = self.book.remove_tenant(tenant)?;
         self.sel.remove(t);
+        if let Some(lazy) = &mut self.lazy {
+            lazy.remove(t);
+        }
         if let Some(p) = self.placed.get_mut(t as usize) {
             *p = None;
         }

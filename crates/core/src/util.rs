@@ -276,6 +276,116 @@ impl<K: HeapKey> IndexedHeap<K> {
     }
 }
 
+impl IndexedHeap<Tag> {
+    /// The key `item` is stored under, if it is in the heap.
+    #[cfg(test)]
+    pub fn key_of(&self, item: u32) -> Option<f64> {
+        match self.pos.get(item as usize) {
+            Some(&p) if p != ABSENT => Some(self.heap[p as usize].0.key()),
+            _ => None,
+        }
+    }
+
+    /// Give every item the key `key(item)` and restore the heap order in O(n) (Floyd's
+    /// heap construction), cheaper than n single updates when most keys changed.
+    pub fn rekey_all(&mut self, mut key: impl FnMut(u32) -> f64) {
+        for e in self.heap.iter_mut() {
+            e.0 = Tag::new(key(e.1), u64::from(e.1));
+        }
+        for i in (0..self.heap.len() / 2).rev() {
+            let e = self.heap[i];
+            self.down(i, e);
+        }
+    }
+}
+
+/// The smallest of per-item values, for a caller that only asks whether it lies above a
+/// bound (WFQ's approximate clock lifts `v` to the smallest backlogged start tag, and that
+/// lift is almost always a no-op). Raising a value costs O(1): the heap keeps the old key as
+/// a lower bound, and a query settles stale keys only when it must. Lowering or inserting a
+/// value updates the heap at once, so every key stays a lower bound of its item's value.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LazyMin {
+    /// Items by a lower bound of their value (ties by item: only the values are read).
+    heap: IndexedHeap,
+    /// Each item's value (meaningful while it is in the heap).
+    value: Vec<f64>,
+    /// Each item's key in the heap, NaN when absent (a copy: no heap lookup per update).
+    bound: Vec<f64>,
+    /// Items in the heap whose key is below their value.
+    stale: usize,
+}
+
+impl LazyMin {
+    /// Set `item`'s value to `x` (inserting it if absent). `x` is never NaN.
+    #[inline]
+    pub fn set(&mut self, item: u32, x: f64) {
+        let i = item as usize;
+        if i >= self.value.len() {
+            self.value.resize(i + 1, 0.0);
+            self.bound.resize(i + 1, f64::NAN);
+        }
+        let old = std::mem::replace(&mut self.value[i], x);
+        let k = self.bound[i];
+        // Comparisons with an absent item's NaN key are false: it is inserted.
+        if x >= k {
+            // The key stays a lower bound.
+            self.stale = self.stale + usize::from(x > k) - usize::from(old > k);
+        } else {
+            self.stale -= usize::from(old > k);
+            self.heap.set(item, x, u64::from(item));
+            self.bound[i] = x;
+        }
+    }
+
+    /// Take `item` out.
+    #[inline]
+    pub fn remove(&mut self, item: u32) {
+        let i = item as usize;
+        if let Some(&k) = self.bound.get(i).filter(|k| !k.is_nan()) {
+            self.stale -= usize::from(self.value[i] > k);
+            self.heap.remove(item);
+            self.bound[i] = f64::NAN;
+        }
+    }
+
+    /// `max(v, smallest value)` (`v` when empty). `witness`: an item whose value, if it is
+    /// present and at most `v`, shows the answer is `v` without looking further.
+    #[inline]
+    pub fn lift(&mut self, v: f64, witness: Option<u32>) -> f64 {
+        if let Some(w) = witness {
+            if self.heap.contains(w) && self.value[w as usize] <= v {
+                return v;
+            }
+        }
+        while let Some((i, k)) = self.heap.peek() {
+            let x = self.value[i as usize];
+            if x <= v {
+                return v; // some value is at most v
+            }
+            if x == k {
+                // A settled top: every other value is at least its key, at least k.
+                return k;
+            }
+            // Stale: settle it and look again; or settle all at once when that is cheaper
+            // than one update each (all tenants of a round raised since the last lift).
+            if self.stale * 8 > self.heap.len() {
+                let (value, bound) = (&self.value, &mut self.bound);
+                self.heap.rekey_all(|j| {
+                    bound[j as usize] = value[j as usize];
+                    value[j as usize]
+                });
+                self.stale = 0;
+            } else {
+                self.heap.set(i, x, u64::from(i));
+                self.bound[i as usize] = x;
+                self.stale -= 1;
+            }
+        }
+        v
+    }
+}
+
 /// SplitMix64: a deterministic generator, so that the same calls give the same decisions.
 #[derive(Clone, Debug)]
 pub(crate) struct SplitMix(u64);
@@ -347,6 +457,50 @@ mod tests {
                 back == a && (back.to_bits() == a.to_bits() || a == 0.0),
                 "{a} → {back}"
             );
+        }
+    }
+
+    /// `LazyMin::lift` answers `max(v, min of values)` exactly, as a plain scan does,
+    /// through random raises, lowerings, insertions, removals, witnesses and bounds.
+    #[test]
+    fn lazy_min_lifts_like_a_scan() {
+        let mut rng = SplitMix::new(41);
+        let mut m = LazyMin::default();
+        let mut reference: Vec<Option<f64>> = vec![None; 20];
+        for step in 0..50_000 {
+            let item = (rng.next_u64() % 20) as u32;
+            match rng.next_u64() % 6 {
+                0 => {
+                    m.remove(item);
+                    reference[item as usize] = None;
+                }
+                1..=3 => {
+                    // Mostly raises (the dispatch pattern), sometimes lowerings.
+                    let base = reference[item as usize].unwrap_or(0.0);
+                    let d = (rng.next_u64() % 8) as f64 * 0.25 - 0.5;
+                    let x = base + d;
+                    m.set(item, x);
+                    reference[item as usize] = Some(x);
+                }
+                _ => {
+                    let v = (rng.next_u64() % 40) as f64 * 0.25 - 2.0;
+                    let witness = rng
+                        .next_u64()
+                        .is_multiple_of(2)
+                        .then(|| (rng.next_u64() % 20) as u32);
+                    let expect = reference
+                        .iter()
+                        .flatten()
+                        .copied()
+                        .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.min(x))))
+                        .map_or(v, |min| if min > v { min } else { v });
+                    assert_eq!(m.lift(v, witness), expect, "step {step}");
+                }
+            }
+            let stale = (0..20u32)
+                .filter(|&i| m.heap.key_of(i).is_some_and(|k| m.value[i as usize] > k))
+                .count();
+            assert_eq!(m.stale, stale, "step {step}: stale count");
         }
     }
 
