@@ -333,6 +333,14 @@ impl<T> Book<T> {
         (ten.first != NIL).then_some((ten.head_class, ten.head_known))
     }
 
+    /// The head's slot index, class and known cost, from the tenant entry alone (no slot
+    /// and no generation is read: for policies that keep per-slot data of their own).
+    #[inline]
+    pub fn head_slot_info(&self, t: u32) -> Option<(u32, ClassId, Option<f64>)> {
+        let ten = &self.tenants[t as usize];
+        (ten.first != NIL).then_some((ten.first, ten.head_class, ten.head_known))
+    }
+
     /// Start the tenant's head request, charging `charged` up front.
     #[inline]
     pub fn start_head(&mut self, t: u32, charged: f64) -> (Ticket, Request<T>) {

@@ -189,18 +189,18 @@ impl<T> StartTag<T> {
     /// Recompute tenant `t`'s head tags (Eq. 2–3 or 23–27) and its place in the heaps.
     fn sync(&mut self, t: u32) {
         let ti = t as usize;
-        let Some(h) = self.book.head(t) else {
+        // The head's class and cost come from the tenant entry (the book keeps them there),
+        // so only this policy's own arrival tags are read per slot.
+        let Some((head, class, known)) = self.book.head_slot_info(t) else {
             self.flows[ti].head = None;
             self.select.remove(t);
             self.heads_bar.remove(t);
             return;
         };
-        let slot = &self.book.slots[h.slot() as usize];
-        let (class, known) = (slot.class, slot.cost);
         let ten = &mut self.book.tenants[ti];
         let l = known.unwrap_or_else(|| self.est.estimate(ten.id, class));
         ten.head_cost = l;
-        let (va, vbar) = self.arrived[h.slot() as usize];
+        let (va, vbar) = self.arrived[head as usize];
         let flow = &self.flows[ti];
         let tags = match self.variant {
             Variant::MinSfq | Variant::Sfq => {
