@@ -60,7 +60,7 @@ pub struct Panic {
 }
 
 impl Panic {
-    fn new(payload: Box<dyn Any + Send>) -> Self {
+    pub(crate) fn new(payload: Box<dyn Any + Send>) -> Self {
         let message = if let Some(s) = payload.downcast_ref::<&'static str>() {
             (*s).to_string()
         } else if let Some(s) = payload.downcast_ref::<String>() {
@@ -183,14 +183,11 @@ pub(crate) fn config_error(field: &'static str, reason: String) -> BuildError {
     BuildError::Config(fairlane_core::Error::InvalidConfig { field, reason })
 }
 
-/// A task wrapped to catch its panic and fill its handle; it calls `done(panicked)` first.
-type RunFn = Box<dyn FnOnce(&mut dyn FnMut(bool)) + Send>;
-
 /// What travels through the scheduler: the wrapped task and when it was submitted.
 pub(crate) struct Job {
     /// Runs the task, calls `done(panicked)` (the worker settles the cost and metrics there),
     /// then fills the handle, so a joined task is already accounted for.
-    run: RunFn,
+    task: oneshot::Job,
     /// Submission time, nanoseconds since the pool's epoch.
     submitted: f64,
 }
@@ -217,9 +214,7 @@ impl PendingTask {
     /// Run the task here; a panic is caught and delivered to its handle. Returns whether it
     /// panicked.
     pub fn run(self) -> bool {
-        let mut panicked = false;
-        (self.job.run)(&mut |p| panicked = p);
-        panicked
+        self.job.task.run(&mut |_| {})
     }
 }
 
@@ -700,12 +695,7 @@ impl FairPool {
                 class,
             }));
         }
-        let (tx, rx) = oneshot::channel();
-        let run: RunFn = Box::new(move |done| {
-            let result = catch_unwind(AssertUnwindSafe(task));
-            done(result.is_err());
-            tx.send(result.map_err(|p| TaskError::Panicked(Panic::new(p))));
-        });
+        let (job, rx) = oneshot::task(task);
         let shared = &self.shared;
         let mut st = shared.lock();
         let now = shared.now();
@@ -729,7 +719,7 @@ impl FairPool {
             });
         }
         let key = st.put_job(Job {
-            run,
+            task: job,
             submitted: now,
         });
         let mut req = Request::new(tenant, class, key);
@@ -1062,8 +1052,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
         };
         // The task catches its own panic; this catches anything else (a panicking drop of a
         // capture), so nothing ever unwinds a worker.
-        let run = job.run;
-        let outer = catch_unwind(AssertUnwindSafe(|| run(&mut done)));
+        let outer = catch_unwind(AssertUnwindSafe(|| job.task.run(&mut done)));
         done(outer.is_err()); // no-op if the task already reported
     }
 }
