@@ -202,3 +202,34 @@ impl<R> Receiver<R> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell_size<F, R>(_: &F) -> usize {
+        std::mem::size_of::<Cell<F, R>>()
+    }
+
+    /// The bench's task (a closure over one `u64`, returning `u64`) fits an allocation of at
+    /// most 120 bytes with the `Arc`'s two counts: glibc keeps chunks of up to 128 bytes in
+    /// its fast bins, so a task allocated on one thread and freed on another is not
+    /// consolidated on every free. A `Panic` is boxed for this.
+    #[test]
+    fn a_small_task_is_one_small_allocation() {
+        let x = 7u64;
+        let f = move || x * 6;
+        let size = cell_size::<_, u64>(&f) + 2 * std::mem::size_of::<usize>();
+        assert!(size <= 120, "{size} bytes");
+        let (job, rx) = task(f);
+        assert!(!job.run(&mut |_| {}));
+        assert_eq!(rx.wait().unwrap(), 42);
+    }
+
+    #[test]
+    fn a_job_dropped_unrun_resolves_not_run() {
+        let (job, rx) = task(|| 1u8);
+        drop(job);
+        assert!(matches!(rx.wait(), Err(TaskError::NotRun)));
+    }
+}

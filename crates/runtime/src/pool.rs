@@ -54,7 +54,11 @@ impl fmt::Display for TaskError {
 impl std::error::Error for TaskError {}
 
 /// A caught panic: its message and its payload.
-pub struct Panic {
+pub struct Panic(Box<PanicInner>);
+
+/// Boxed so that a task's result slot, which can hold a [`TaskError`], stays small: every
+/// task allocates one, only a panicking task allocates this.
+struct PanicInner {
     message: String,
     payload: Mutex<Box<dyn Any + Send>>,
 }
@@ -68,20 +72,23 @@ impl Panic {
         } else {
             "<non-string panic payload>".to_string()
         };
-        Panic {
+        Panic(Box::new(PanicInner {
             message,
             payload: Mutex::new(payload),
-        }
+        }))
     }
 
     /// The panic message (`"<non-string panic payload>"` if the payload was not a string).
     pub fn message(&self) -> &str {
-        &self.message
+        &self.0.message
     }
 
     /// The payload, as `std::panic::catch_unwind` returned it.
     pub fn into_payload(self) -> Box<dyn Any + Send> {
-        self.payload.into_inner().unwrap_or_else(|e| e.into_inner())
+        self.0
+            .payload
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// Continue the panic on the calling thread.
@@ -93,7 +100,7 @@ impl Panic {
 impl fmt::Debug for Panic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Panic")
-            .field("message", &self.message)
+            .field("message", &self.0.message)
             .finish_non_exhaustive()
     }
 }
