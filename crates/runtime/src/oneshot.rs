@@ -232,4 +232,33 @@ mod tests {
         drop(job);
         assert!(matches!(rx.wait(), Err(TaskError::NotRun)));
     }
+
+    #[test]
+    fn a_capture_that_panics_on_drop_still_resolves_the_handle() {
+        struct Bomb;
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                panic!("bomb");
+            }
+        }
+        let bomb = Bomb;
+        let (job, rx) = task(move || {
+            let _b = &bomb;
+            1u8
+        });
+        assert!(catch_unwind(AssertUnwindSafe(|| drop(job))).is_err());
+        assert!(matches!(rx.wait(), Err(TaskError::NotRun)));
+    }
+
+    #[test]
+    fn a_panicking_task_reports_it_and_fills_the_handle() {
+        let (job, rx) = task(|| -> u8 { panic!("no") });
+        let mut seen = None;
+        assert!(job.run(&mut |p| seen = Some(p)));
+        assert_eq!(seen, Some(true));
+        match rx.wait() {
+            Err(TaskError::Panicked(p)) => assert_eq!(p.message(), "no"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
