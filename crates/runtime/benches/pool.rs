@@ -8,7 +8,10 @@
 //! After criterion's groups, an interleaved A/B loop measures the ratio directly (alternating
 //! batches, median of 21 each), since this 2-core VM is noisy. `POOL_ROUNDS=N` sets the
 //! number of rounds, `POOL_PRESETS=2dfqe,fifo` the presets of that loop and `POOL_TASK_US`
-//! the tasks' length (default 10).
+//! the tasks' length (default 10). Beside each pool's throughput it prints the process CPU
+//! time per task (all threads, the submitting one included; median batch): on this 2-core
+//! machine the pools' extra CPU per task is what costs throughput when the machine is idle,
+//! and it is far less disturbed than wall time when other processes load the machine.
 //!
 //! Run: `cargo bench -p fairlane-runtime --bench pool`; the loop alone, longer:
 //! `POOL_ROUNDS=201 POOL_PRESETS=2dfqe cargo bench -p fairlane-runtime --bench pool -- nothing`
@@ -180,6 +183,21 @@ fn throughput(c: &mut Criterion) {
     g.finish();
 }
 
+/// CPU time of the whole process (every thread), so a batch's CPU cost can be told apart from
+/// the wall time other processes on the machine take from it.
+fn process_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
@@ -210,19 +228,24 @@ fn interleaved() {
     let pools: Vec<(&str, FairPool)> = presets.iter().map(|p| (p.as_str(), fair_pool(p))).collect();
     let mut t_base = Vec::new();
     let mut t_fair: Vec<Vec<Duration>> = vec![Vec::new(); pools.len()];
+    // Process CPU time per batch: every thread's, the submitting bench thread included.
+    let mut c_base = Vec::new();
+    let mut c_fair: Vec<Vec<Duration>> = vec![Vec::new(); pools.len()];
     // Warm up every pool (estimators learn the tasks).
     base.batch(iters);
     for (_, p) in &pools {
         fair_batch(p, iters);
     }
     for _ in 0..rounds {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), process_cpu());
         base.batch(iters);
         t_base.push(t.elapsed());
+        c_base.push(process_cpu().saturating_sub(c));
         for (i, (_, p)) in pools.iter().enumerate() {
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), process_cpu());
             fair_batch(p, iters);
             t_fair[i].push(t.elapsed());
+            c_fair[i].push(process_cpu().saturating_sub(c));
         }
     }
     let b = median(t_base.clone());
@@ -231,10 +254,12 @@ fn interleaved() {
         "\ninterleaved, median of {rounds} batches of {TASKS} tasks ({:.1} µs each alone) on {WORKERS} workers, {TENANTS} tenants:",
         task.as_secs_f64() * 1e6
     );
+    let cb = median(c_base.clone());
     println!(
-        "  crossbeam FIFO pool   {:>8.0} tasks/s   ({:.2} µs/task)",
+        "  crossbeam FIFO pool   {:>8.0} tasks/s   ({:.2} µs/task)   CPU {:.2} µs/task",
         TASKS as f64 / b.as_secs_f64(),
-        per_task(b)
+        per_task(b),
+        per_task(cb)
     );
     for (i, (name, _)) in pools.iter().enumerate() {
         let f = median(t_fair[i].clone());
@@ -246,12 +271,15 @@ fn interleaved() {
             .map(|(b, f)| b.as_secs_f64() / f.as_secs_f64())
             .collect();
         ratios.sort_by(f64::total_cmp);
+        let cf = median(c_fair[i].clone());
         println!(
-            "  FairPool {name:<6}       {:>8.0} tasks/s   ({:.2} µs/task)   {:.1} % of crossbeam   (median round: {:.1} %)",
+            "  FairPool {name:<6}       {:>8.0} tasks/s   ({:.2} µs/task)   {:.1} % of crossbeam   (median round: {:.1} %)   CPU {:.2} µs/task (+{:.2})",
             TASKS as f64 / f.as_secs_f64(),
             per_task(f),
             100.0 * b.as_secs_f64() / f.as_secs_f64(),
-            100.0 * ratios[ratios.len() / 2]
+            100.0 * ratios[ratios.len() / 2],
+            per_task(cf),
+            per_task(cf) - per_task(cb)
         );
     }
 }

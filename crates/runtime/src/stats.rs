@@ -86,8 +86,8 @@ pub(crate) struct TenantStats {
     exported: export::Exported,
 }
 
-/// A multiplicative hash for tenant ids (FxHash's step): the stats table is looked up twice
-/// per task under the executor's lock, where SipHash's DoS resistance buys nothing.
+/// A multiplicative hash for tenant ids (FxHash's step): the stats table is looked up under
+/// the executor's lock, where SipHash's DoS resistance buys nothing.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IdHasher(u64);
 
@@ -105,9 +105,12 @@ impl Hasher for IdHasher {
     }
 }
 
-/// The live counters of every tenant of one executor.
+/// The live counters of every tenant of one executor: a dense table, so an executor that
+/// looked a tenant up once (the pool, at submission) reaches its counters again by index
+/// ([`Stats::at`]) without hashing, under its lock.
 pub(crate) struct Stats {
-    tenants: HashMap<TenantId, TenantStats, BuildHasherDefault<IdHasher>>,
+    index: HashMap<TenantId, u32, BuildHasherDefault<IdHasher>>,
+    tenants: Vec<TenantStats>,
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     label: std::sync::Arc<str>,
 }
@@ -116,32 +119,47 @@ impl Stats {
     /// `label` names the executor in exported metrics (the `executor` label).
     pub fn new(label: &str) -> Self {
         Stats {
-            tenants: HashMap::default(),
+            index: HashMap::default(),
+            tenants: Vec::new(),
             label: label.into(),
         }
     }
 
     pub fn get(&mut self, tenant: TenantId) -> &mut TenantStats {
-        let label = &self.label;
-        self.tenants.entry(tenant).or_insert_with(|| {
-            let _ = label;
-            TenantStats {
-                m: TenantMetrics {
-                    tenant: tenant.0,
-                    ..TenantMetrics::default()
-                },
-                #[cfg(feature = "metrics")]
-                exported: export::Exported::new(label, tenant),
-            }
-        })
+        let i = self.slot(tenant);
+        self.at(i)
     }
 
-    pub fn queued(&self, tenant: TenantId) -> usize {
-        self.tenants.get(&tenant).map_or(0, |t| t.m.queued)
+    /// The tenant's index in the table, if it was seen.
+    pub fn lookup(&self, tenant: TenantId) -> Option<u32> {
+        self.index.get(&tenant).copied()
+    }
+
+    /// The tenant's index in the table, added if new. Indices are never reused.
+    pub fn slot(&mut self, tenant: TenantId) -> u32 {
+        if let Some(&i) = self.index.get(&tenant) {
+            return i;
+        }
+        let i = self.tenants.len() as u32;
+        self.tenants.push(TenantStats {
+            m: TenantMetrics {
+                tenant: tenant.0,
+                ..TenantMetrics::default()
+            },
+            #[cfg(feature = "metrics")]
+            exported: export::Exported::new(&self.label, tenant),
+        });
+        self.index.insert(tenant, i);
+        i
+    }
+
+    /// The counters at an index from [`slot`](Stats::slot).
+    pub fn at(&mut self, i: u32) -> &mut TenantStats {
+        &mut self.tenants[i as usize]
     }
 
     pub fn snapshot(&self) -> MetricsSnapshot {
-        let mut tenants: Vec<TenantMetrics> = self.tenants.values().map(|t| t.m.clone()).collect();
+        let mut tenants: Vec<TenantMetrics> = self.tenants.iter().map(|t| t.m.clone()).collect();
         tenants.sort_by_key(|t| t.tenant);
         MetricsSnapshot { tenants }
     }
