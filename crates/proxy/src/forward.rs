@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use crate::gate::{Permit, Reject};
 use crate::metrics::{CostPolicy, Reason, Ticket};
 use crate::pool::{Conn, Pool, UpstreamError};
-use crate::server::Inner;
+use crate::server::{Inner, Settings};
 use crate::tenant::Who;
 use fairlane_core::TenantId;
 
@@ -368,7 +368,7 @@ impl Peer {
 pub(crate) async fn handle(
     inner: Arc<Inner>,
     req: Request<Incoming>,
-    peer: &Peer,
+    peer: Arc<Peer>,
 ) -> Response<ProxyBody> {
     let arrival = Instant::now();
     let settings = inner.settings();
@@ -446,7 +446,7 @@ pub(crate) async fn handle(
         _ => {}
     }
     let class = settings.identifier.classify(req.method(), pq.path());
-    let (mut parts, body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     let body = match read_body(
         body,
         limits.max_body_bytes,
@@ -522,6 +522,30 @@ pub(crate) async fn handle(
     };
     stats.wait.record(arrival.elapsed().as_secs_f64());
     stats.dispatched();
+    // Boxed: only what a request needs while it waits for its slot is stored in the future
+    // that a queued request keeps allocated; the upstream exchange's state is allocated once
+    // the gate has admitted it (issue 19, memory per queued connection).
+    Box::pin(forward(
+        inner, settings, parts, pq, body, &peer, tenant, stats, permit, arrival,
+    ))
+    .await
+}
+
+/// Send a request the gate has admitted upstream and turn the answer into the response.
+#[allow(clippy::too_many_arguments)] // the state `handle` hands over, moved once
+async fn forward(
+    inner: Arc<Inner>,
+    settings: Arc<Settings>,
+    mut parts: http::request::Parts,
+    pq: http::uri::PathAndQuery,
+    body: Bytes,
+    peer: &Peer,
+    tenant: TenantId,
+    stats: Ticket,
+    permit: Permit,
+    arrival: Instant,
+) -> Response<ProxyBody> {
+    let limits = &settings.config.limits;
 
     // Forward.
     // Origin form (the pool's connections all go to the one upstream).
@@ -546,12 +570,10 @@ pub(crate) async fn handle(
         }
     }
     let upstream_req = Request::from_parts(parts, Full::new(body));
-    // Boxed: the upstream exchange's futures (pool checkout, send, a new connection's
-    // handshake) would otherwise size this whole future, which a queued request keeps
-    // allocated while it waits in the gate (issue 19, memory per queued connection).
+    // Not boxed: this future is allocated only once the request is admitted (`handle`).
     let call = tokio::time::timeout(
         settings.config.upstream_timeout(),
-        Box::pin(settings.pool.send(upstream_req)),
+        settings.pool.send(upstream_req),
     );
     let mut hard_stop = inner.hard_stop.subscribe();
     let result = tokio::select! {

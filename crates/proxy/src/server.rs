@@ -377,8 +377,7 @@ impl Proxy {
                 // Boxed: hyper keeps a `Box<Option<this future>>` per connection for its
                 // whole life, idle or not; boxed, that is a pointer, and the request's
                 // state is allocated only while a request is in progress (issue 19).
-                let handle =
-                    Box::pin(async move { crate::forward::handle(inner, req, &peer).await });
+                let handle = Box::pin(crate::forward::handle(inner, req, peer));
                 async move {
                     let resp = handle.await;
                     Ok::<_, Infallible>(resp.map(|body| Tracked {
