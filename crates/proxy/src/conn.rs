@@ -420,7 +420,8 @@ pub(crate) struct ServeOptions {
 }
 
 /// Serve one client connection until it ends, it is shut down gracefully (`watcher`,
-/// `shutdown`) or the caller drops this future.
+/// `shutdown`), the table evicts it (`state.evict`: dropping hyper's connection closes the
+/// socket) or the caller drops this future; then call `closed` (not when dropped).
 ///
 /// Issue 19 (memory per connection): nothing of hyper is allocated until the client has
 /// sent its first bytes (a connection that never sends costs its socket and this small
@@ -433,13 +434,21 @@ pub(crate) struct ServeOptions {
 /// client that so far sent only part of the preface) goes through hyper-util's detection
 /// as before. The first bytes are awaited for at most `header_timeout`, as hyper's
 /// `header_read_timeout` then bounds each request head.
-pub(crate) async fn serve<S, B>(
+///
+/// This future is the connection's whole task (spawned as it is, with no wrapper): an async
+/// block rather than an async fn, because an async fn keeps a second copy of every argument
+/// it uses after an await, and a wrapper future would keep a third (rust-lang/rust#62958).
+#[allow(clippy::manual_async_fn)] // see above: the async fn form is larger
+pub(crate) fn serve<S, B>(
     stream: TcpStream,
     service: S,
     opts: ServeOptions,
     watcher: hyper_util::server::graceful::Watcher,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
-) where
+    state: Arc<ConnState>,
+    closed: impl FnOnce(&ConnState) + Send + 'static,
+) -> impl Future<Output = ()> + Send + 'static
+where
     S: hyper::service::Service<
             http::Request<hyper::body::Incoming>,
             Response = http::Response<B>,
@@ -452,36 +461,52 @@ pub(crate) async fn serve<S, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    let peek = async {
-        let mut first = [0u8; 24];
-        let n = stream.peek(&mut first).await?;
-        Ok::<_, io::Error>(FirstBytes::of(&first[..n], opts.http2))
-    };
-    let first = tokio::select! {
-        r = tokio::time::timeout(opts.header_timeout, peek) => r,
-        _ = shutdown.wait_for(|&s| s) => return,
-    };
-    let io = TokioIo::new(ClientIo::new(stream, opts.send_timeout));
-    match first {
-        Ok(Ok(FirstBytes::Http1)) => {
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(opts.header_timeout)
-                .serve_connection(io, service);
-            let _ = watcher.watch(conn).await;
+    async move {
+        'serve: {
+            let peek = async {
+                let mut first = [0u8; 24];
+                let n = stream.peek(&mut first).await?;
+                Ok::<_, io::Error>(FirstBytes::of(&first[..n], opts.http2))
+            };
+            let first = tokio::select! {
+                biased;
+                r = tokio::time::timeout(opts.header_timeout, peek) => r,
+                _ = shutdown.wait_for(|&s| s) => break 'serve,
+                _ = state.evict.notified() => break 'serve,
+            };
+            let io = TokioIo::new(ClientIo::new(stream, opts.send_timeout));
+            match first {
+                Ok(Ok(FirstBytes::Http1)) => {
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(opts.header_timeout)
+                        .serve_connection(io, service);
+                    tokio::select! {
+                        biased;
+                        _ = watcher.watch(conn) => {}
+                        _ = state.evict.notified() => {}
+                    }
+                }
+                Ok(Ok(FirstBytes::Other)) => {
+                    let mut builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    builder
+                        .http1()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(opts.header_timeout);
+                    let conn = builder.serve_connection(io, service).into_owned();
+                    // Boxed: the rare path should not size every connection's task.
+                    tokio::select! {
+                        biased;
+                        _ = Box::pin(watcher.watch(conn)) => {}
+                        _ = state.evict.notified() => {}
+                    }
+                }
+                // Closed, failed, or nothing sent within the header timeout: drop the socket.
+                _ => {}
+            }
         }
-        Ok(Ok(FirstBytes::Other)) => {
-            let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            builder
-                .http1()
-                .timer(TokioTimer::new())
-                .header_read_timeout(opts.header_timeout);
-            let conn = builder.serve_connection(io, service).into_owned();
-            // Boxed: the rare path should not size every connection's task.
-            let _ = Box::pin(watcher.watch(conn)).await;
-        }
-        // Closed, failed, or nothing sent within the header timeout: drop the socket.
-        _ => {}
+        closed(&state);
     }
 }
 

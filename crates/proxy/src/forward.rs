@@ -22,7 +22,7 @@ use hyper::body::Incoming;
 use crate::gate::{Permit, Reject};
 use crate::metrics::{CostPolicy, Reason, Ticket};
 use crate::pool::{Conn, Pool, UpstreamError};
-use crate::server::Inner;
+use crate::server::{Inner, Settings};
 use crate::tenant::Who;
 use fairlane_core::TenantId;
 
@@ -368,11 +368,14 @@ impl Peer {
 pub(crate) async fn handle(
     inner: Arc<Inner>,
     req: Request<Incoming>,
-    peer: &Peer,
+    peer: Arc<Peer>,
 ) -> Response<ProxyBody> {
     let arrival = Instant::now();
     let settings = inner.settings();
-    let tenant = match settings.identifier.identify(req.headers(), peer.addr.ip()) {
+    // Split at once, and `req` never borrowed: a borrowed local keeps its place in this
+    // future across every await, and a queued request keeps this future (issue 19).
+    let (parts, body) = req.into_parts();
+    let tenant = match settings.identifier.identify(&parts.headers, peer.addr.ip()) {
         Who::Tenant(t) => t,
         Who::Unauthorized => {
             inner.metrics.unauthorized.fetch_add(1, Relaxed);
@@ -403,7 +406,7 @@ pub(crate) async fn handle(
     let limits = &settings.config.limits;
 
     // Checks that need no slot.
-    if req.method() == http::Method::CONNECT {
+    if parts.method == http::Method::CONNECT {
         return rejected(
             &inner,
             &stats,
@@ -411,7 +414,7 @@ pub(crate) async fn handle(
             "CONNECT is not supported",
         );
     }
-    let Some(pq) = req.uri().path_and_query().cloned() else {
+    let Some(pq) = parts.uri.path_and_query().cloned() else {
         return rejected(
             &inner,
             &stats,
@@ -427,11 +430,11 @@ pub(crate) async fn handle(
             "request target must be a path",
         );
     }
-    let declared = req
-        .headers()
+    match parts
+        .headers
         .get(http::header::CONTENT_LENGTH)
-        .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()));
-    match declared {
+        .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()))
+    {
         Some(None) => {
             return rejected(&inner, &stats, Reason::BadRequest, "invalid Content-Length")
         }
@@ -445,15 +448,19 @@ pub(crate) async fn handle(
         }
         _ => {}
     }
-    let class = settings.identifier.classify(req.method(), pq.path());
-    let (mut parts, body) = req.into_parts();
-    let body = match read_body(
-        body,
-        limits.max_body_bytes,
-        Duration::from_millis(limits.body_timeout_ms),
-    )
-    .await
-    {
+    let class = settings.identifier.classify(&parts.method, pq.path());
+    // Boxed, and only when there is a body: its reader would otherwise size this future.
+    let read = if body.is_end_stream() {
+        Ok(Bytes::new())
+    } else {
+        Box::pin(read_body(
+            body,
+            limits.max_body_bytes,
+            Duration::from_millis(limits.body_timeout_ms),
+        ))
+        .await
+    };
+    let body = match read {
         Ok(b) => b,
         Err(BodyFault::TooLarge) => {
             return rejected(
@@ -482,7 +489,7 @@ pub(crate) async fn handle(
     };
 
     // Queue for an upstream slot.
-    let mut waiting = match inner.gate.acquire(tenant, class) {
+    let waiting = match inner.gate.acquire(tenant, class) {
         Ok(w) => w,
         Err(Reject::Closed) => return rejected(&inner, &stats, Reason::Shutdown, "shutting down"),
         Err(Reject::QueueFull { .. }) => {
@@ -504,10 +511,9 @@ pub(crate) async fn handle(
         Err(e) => return rejected(&inner, &stats, Reason::Internal, &e.to_string()),
     };
     let queue_timeout = std::time::Duration::from_millis(limits.queue_timeout_ms);
-    let granted = waiting.granted();
-    let permit = match granted {
-        Some(p) => p,
-        None => match tokio::time::timeout(queue_timeout, waiting).await {
+    let permit = match granted_or_wait(waiting) {
+        Ok(p) => p,
+        Err(waiting) => match tokio::time::timeout(queue_timeout, waiting).await {
             Ok(Ok(p)) => p,
             Ok(Err(_)) => return rejected(&inner, &stats, Reason::Shutdown, "shutting down"),
             Err(_) => {
@@ -522,6 +528,36 @@ pub(crate) async fn handle(
     };
     stats.wait.record(arrival.elapsed().as_secs_f64());
     stats.dispatched();
+    // Boxed: only what a request needs while it waits for its slot is stored in the future
+    // that a queued request keeps allocated; the upstream exchange's state is allocated once
+    // the gate has admitted it (issue 19, memory per queued connection).
+    Box::pin(forward(
+        inner, settings, parts, pq, body, &peer, tenant, stats, permit, arrival,
+    ))
+    .await
+}
+
+/// The permit if the gate granted the slot at once, or the wait for it. Apart from `handle`
+/// so that the wait is never borrowed there (see the split at its top).
+fn granted_or_wait(mut waiting: crate::gate::Waiting) -> Result<Permit, crate::gate::Waiting> {
+    waiting.granted().ok_or(waiting)
+}
+
+/// Send a request the gate has admitted upstream and turn the answer into the response.
+#[allow(clippy::too_many_arguments)] // the state `handle` hands over, moved once
+async fn forward(
+    inner: Arc<Inner>,
+    settings: Arc<Settings>,
+    mut parts: http::request::Parts,
+    pq: http::uri::PathAndQuery,
+    body: Bytes,
+    peer: &Peer,
+    tenant: TenantId,
+    stats: Ticket,
+    permit: Permit,
+    arrival: Instant,
+) -> Response<ProxyBody> {
+    let limits = &settings.config.limits;
 
     // Forward.
     // Origin form (the pool's connections all go to the one upstream).
@@ -546,12 +582,10 @@ pub(crate) async fn handle(
         }
     }
     let upstream_req = Request::from_parts(parts, Full::new(body));
-    // Boxed: the upstream exchange's futures (pool checkout, send, a new connection's
-    // handshake) would otherwise size this whole future, which a queued request keeps
-    // allocated while it waits in the gate (issue 19, memory per queued connection).
+    // Not boxed: this future is allocated only once the request is admitted (`handle`).
     let call = tokio::time::timeout(
         settings.config.upstream_timeout(),
-        Box::pin(settings.pool.send(upstream_req)),
+        settings.pool.send(upstream_req),
     );
     let mut hard_stop = inner.hard_stop.subscribe();
     let result = tokio::select! {

@@ -377,8 +377,7 @@ impl Proxy {
                 // Boxed: hyper keeps a `Box<Option<this future>>` per connection for its
                 // whole life, idle or not; boxed, that is a pointer, and the request's
                 // state is allocated only while a request is in progress (issue 19).
-                let handle =
-                    Box::pin(async move { crate::forward::handle(inner, req, &peer).await });
+                let handle = Box::pin(crate::forward::handle(inner, req, peer));
                 async move {
                     let resp = handle.await;
                     Ok::<_, Infallible>(resp.map(|body| Tracked {
@@ -388,22 +387,24 @@ impl Proxy {
                 }
             });
             let (watcher, stop) = (graceful.watcher(), inner.shutdown.subscribe());
+            inner.metrics.connections.fetch_add(1, Relaxed);
             let counted = inner.clone();
-            counted.metrics.connections.fetch_add(1, Relaxed);
-            tokio::spawn(async move {
-                // The connection future is made here, not captured: a future moved into an
-                // async block is stored twice in the task (rust-lang/rust#62958), and this
-                // one is most of a connection's memory (issue 19). hyper is set up once the
-                // client has sent its first bytes (conn::serve).
-                tokio::select! {
-                    biased;
-                    _ = crate::conn::serve(stream, service, opts, watcher, stop) => {}
-                    // Evicted while idle: dropping the connection closes the socket.
-                    _ = state.evict.notified() => {}
-                }
-                counted.conns.remove(&state);
-                counted.metrics.connections.fetch_sub(1, Relaxed);
-            });
+            // The connection's whole task is `conn::serve`'s future, made here and spawned
+            // with no wrapper around it: a future moved into an async block is stored twice
+            // in the task (rust-lang/rust#62958), and this one is most of a connection's
+            // memory (issue 19). hyper is set up once the client has sent its first bytes.
+            tokio::spawn(crate::conn::serve(
+                stream,
+                service,
+                opts,
+                watcher,
+                stop,
+                state,
+                move |state| {
+                    counted.conns.remove(state);
+                    counted.metrics.connections.fetch_sub(1, Relaxed);
+                },
+            ));
         }
         drop(listener);
         let grace = Duration::from_millis(inner.settings().config.limits.shutdown_grace_ms);
