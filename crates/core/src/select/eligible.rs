@@ -111,15 +111,7 @@ impl Selector for Eligible {
     fn set(&mut self, t: u32, key: TagKey) {
         let i = t as usize;
         if i >= self.keys.len() {
-            self.keys.resize(
-                i + 1,
-                TagKey {
-                    start: 0.0,
-                    cost: 0.0,
-                    finish: 0.0,
-                    tie: 0,
-                },
-            );
+            self.keys.resize(i + 1, TagKey::default());
         }
         self.keys[i] = key;
         if key.start <= self.th {

@@ -11,8 +11,9 @@ pub(crate) use staggered::Staggered;
 use crate::util::IndexedHeap;
 
 /// A backlogged tenant's tags: start tag S_f, the head request's charge l, finish tag
-/// F = S_f + l/φ_f, and the tie-breaker (the tenant id).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// F = S_f + l/φ_f, and the tie-breaker (the tenant id). The default (all zero) fills table
+/// rows of tenants not yet set.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct TagKey {
     pub start: f64,
     pub cost: f64,

@@ -63,15 +63,7 @@ impl Selector for Scan {
         let i = t as usize;
         if i >= self.pos.len() {
             self.pos.resize(i + 1, NONE);
-            self.keys.resize(
-                i + 1,
-                TagKey {
-                    start: 0.0,
-                    cost: 0.0,
-                    finish: 0.0,
-                    tie: 0,
-                },
-            );
+            self.keys.resize(i + 1, TagKey::default());
         }
         self.keys[i] = key;
         let e = Entry {
