@@ -50,6 +50,7 @@ pub mod spec;
 pub mod tam;
 pub mod trace;
 pub mod workload;
+mod ziggurat;
 
 pub use anyspec::{AnyError, AnyRuns, AnySpec};
 pub use engine::{run, run_with_scheduler, RunResult, SimError, SimErrorKind};

@@ -69,18 +69,84 @@ impl Rng {
         -mean * self.open01().ln()
     }
 
-    /// Standard normal (Box–Muller, one value per call: simple and stateless).
+    /// Standard normal, by the ziggurat method ([`crate::ziggurat`]): one 64-bit draw, a
+    /// multiply and a table comparison in 98.5 % of calls (Box–Muller, used before, cost a
+    /// `log` and a `cos` each: a tenth of a whole simulation's time). Inline: the rare rest
+    /// is [`Rng::normal_slow`].
     #[inline]
     pub fn normal(&mut self) -> f64 {
-        let u1 = self.open01();
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+        use crate::ziggurat::X;
+        let bits = self.next_u64();
+        // The layer from the low 8 bits, a uniform in [-1, 1) from the high 53.
+        let i = (bits & 0xFF) as usize;
+        let u = (bits >> 11) as f64 * (2.0 / (1u64 << 53) as f64) - 1.0;
+        let x = u * X[i];
+        if x.abs() < X[i + 1] {
+            return x; // inside the layer's rectangle under the curve
+        }
+        self.normal_slow(i, u, x)
+    }
+
+    /// The draw `x` (uniform `u`, layer `i`) of [`Rng::normal`] fell outside its layer's
+    /// rectangle: the tail (the base layer), the wedge test, or a new draw.
+    #[cold]
+    #[inline(never)]
+    fn normal_slow(&mut self, i: usize, u: f64, x: f64) -> f64 {
+        use crate::ziggurat::F;
+        if i == 0 {
+            return self.normal_tail(u < 0.0);
+        }
+        // The wedge between X[i + 1] and X[i]: under the curve or draw again.
+        let y = F[i] + self.uniform() * (F[i + 1] - F[i]);
+        if y < (-0.5 * x * x).exp() {
+            x
+        } else {
+            self.normal()
+        }
+    }
+
+    /// A normal beyond the ziggurat's base `R`, on the side `negative` says (Marsaglia's
+    /// tail method).
+    #[cold]
+    #[inline(never)]
+    fn normal_tail(&mut self, negative: bool) -> f64 {
+        use crate::ziggurat::R;
+        loop {
+            let x = -self.open01().ln() / R;
+            let y = -self.open01().ln();
+            if 2.0 * y > x * x {
+                return if negative { -(R + x) } else { R + x };
+            }
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// erfc by its continued-fraction-free Chebyshev fit (Numerical Recipes' `erfcc`,
+    /// relative error < 1.2e-7): enough for CDF checks.
+    fn erfc(x: f64) -> f64 {
+        let z = x.abs();
+        let t = 1.0 / (1.0 + 0.5 * z);
+        let r = t
+            * (-z * z - 1.26551223
+                + t * (1.00002368
+                    + t * (0.37409196
+                        + t * (0.09678418
+                            + t * (-0.18628806
+                                + t * (0.27886807
+                                    + t * (-1.13520398
+                                        + t * (1.48851587
+                                            + t * (-0.82215223 + t * 0.17087277)))))))))
+                .exp();
+        if x >= 0.0 {
+            r
+        } else {
+            2.0 - r
+        }
+    }
 
     #[test]
     fn streams_are_deterministic_and_distinct() {
@@ -106,6 +172,25 @@ mod tests {
         assert!((s / n).abs() < 0.01, "normal mean {}", s / n);
         assert!((s2 / n - 1.0).abs() < 0.02, "normal var {}", s2 / n);
         assert!((e / n - 2.0).abs() < 0.02, "exp mean {}", e / n);
+        // The distribution, not only its moments: the empirical CDF against Φ at points from
+        // the tail to the centre (the ziggurat's layers, wedges and tail all contribute).
+        let mut z: Vec<f64> = (0..400_000).map(|_| r.normal()).collect();
+        z.sort_by(f64::total_cmp);
+        let phi = |x: f64| 0.5 * erfc(-x / std::f64::consts::SQRT_2);
+        for x in [
+            -4.0, -3.7, -3.0, -2.0, -1.0, -0.5, -0.1, 0.0, 0.3, 1.5, 2.5, 3.66, 4.5,
+        ] {
+            let below = z.partition_point(|&v| v < x) as f64 / z.len() as f64;
+            let want = phi(x);
+            // Binomial standard error, four of them.
+            let tol = 4.0 * (want * (1.0 - want) / z.len() as f64).sqrt() + 1e-6;
+            assert!(
+                (below - want).abs() < tol,
+                "P(Z < {x}) = {below}, Φ = {want}"
+            );
+        }
+        let tail = z.iter().filter(|v| v.abs() > crate::ziggurat::R).count();
+        assert!(tail > 50 && tail < 160, "{tail} beyond R (expect ≈ 103)");
         let mut counts = [0u32; 5];
         for _ in 0..50_000 {
             counts[r.below(5) as usize] += 1;
