@@ -1,0 +1,258 @@
+//! 2DFQ's choice on n ≥ 2 workers among a few tenants, by scanning them.
+//!
+//! Worker `i` serves the smallest `(F, id)` among tenants with `S − (i/n)·l ≤ v` (2DFQ §4,
+//! Fig. 7's scan). For a backlog of a hundred or so the lane-minima treap costs more than the
+//! scan it replaces: every tag change detaches and reinserts a node and recomputes n lane
+//! minima along two root paths, and 2DFQᴱ changes a tenant's tags twice per request (at
+//! dispatch, and at completion, when retroactive charging and the estimate move them). Here
+//! a tag change writes one entry (its n eligibility values, precomputed), and a selection
+//! reads one lane's values and the finish tags, each a contiguous array.
+//!
+//! The smallest start tag (the approximate clock's lift) is lane 0's minimum (`x = 0`),
+//! kept up to date and rescanned only when its holder moves up, as in [`super::super::scan`].
+
+use super::super::{Selector, TagKey};
+use super::eligible_at;
+
+/// Above this many backlogged tenants (with two or more workers) the lane-minima treap is
+/// cheaper; below half of it, the scan again (hysteresis). Measured with the pool bench
+/// (2 workers, 100 tenants) and the core's cycle bench (32 workers, 10 … 10,000 tenants):
+/// docs/benchmarks.md, "third pass (branch pool3)".
+pub(crate) const FEW_LANES: usize = 128;
+
+const NONE: u32 = u32::MAX;
+
+/// The scanned tenants on n ≥ 2 lanes. See the module docs.
+pub(crate) struct LaneScan {
+    /// `i/n` for each lane, computed as the treap does (identical eligibility values).
+    xs: Vec<f64>,
+    /// `elig[i][k]`: entry `k`'s `S − (i/n)·l`, lane by lane.
+    elig: Vec<Vec<f64>>,
+    /// Entry `k`'s finish tag `F` (`-0.0` stored as `0.0`, as [`crate::util::Tag`] does).
+    finish: Vec<f64>,
+    /// Entry `k`'s tie-breaker (the tenant id).
+    tie: Vec<u64>,
+    /// Entry `k`'s tenant.
+    slot: Vec<u32>,
+    /// Each tenant's tags, to hand them back (`tags`).
+    keys: Vec<TagKey>,
+    /// Tenant → entry index, or `NONE`.
+    pos: Vec<u32>,
+    /// Lane 0's minimum, the smallest start tag (+∞ when empty).
+    min: f64,
+}
+
+impl LaneScan {
+    pub fn new(workers: usize) -> Self {
+        let mut s = LaneScan {
+            xs: Vec::new(),
+            elig: Vec::new(),
+            finish: Vec::new(),
+            tie: Vec::new(),
+            slot: Vec::new(),
+            keys: Vec::new(),
+            pos: Vec::new(),
+            min: f64::INFINITY,
+        };
+        s.set_lanes(workers);
+        s
+    }
+
+    fn set_lanes(&mut self, workers: usize) {
+        let lanes = workers.max(1);
+        self.xs = (0..lanes).map(|i| i as f64 / lanes as f64).collect();
+        self.elig = self
+            .xs
+            .iter()
+            .map(|&x| {
+                self.slot
+                    .iter()
+                    .map(|&t| {
+                        let k = &self.keys[t as usize];
+                        eligible_at(k.start, x, k.cost)
+                    })
+                    .collect()
+            })
+            .collect();
+        self.rescan_min();
+    }
+
+    /// The number of lanes (workers).
+    pub fn lanes(&self) -> usize {
+        self.xs.len()
+    }
+
+    /// Every tenant and its tags, in tenant order.
+    pub fn tags(&self) -> impl Iterator<Item = (u32, TagKey)> + '_ {
+        (0..self.pos.len() as u32)
+            .filter(|&t| self.pos[t as usize] != NONE)
+            .map(|t| (t, self.keys[t as usize]))
+    }
+
+    fn rescan_min(&mut self) {
+        self.min = self.elig[0]
+            .iter()
+            .fold(f64::INFINITY, |m, &e| if e < m { e } else { m });
+    }
+
+    /// The smallest `(F, id)` in `lane` among entries with eligibility value at most `v`.
+    ///
+    /// Two passes: the smallest eligible finish tag, in four independent lanes of
+    /// comparisons with no branch (eligibility follows no pattern a predictor could learn,
+    /// and the compiler can keep the four minima in vector registers); then the smallest
+    /// tie-breaker among the eligible entries with that finish tag, a branch almost never
+    /// taken. Finish tags are never NaN, and the float order with `-0.0` stored as `0.0` is
+    /// [`crate::util::Tag`]'s.
+    #[inline]
+    fn first_eligible(&self, lane: usize, v: f64) -> Option<usize> {
+        let n = self.finish.len();
+        let (elig, finish) = (&self.elig[lane][..n], &self.finish[..n]);
+        let low = min_eligible(elig, finish, v);
+        // +∞ as "nothing eligible" is no sentinel: an eligible entry whose finish tag is +∞
+        // is found here too.
+        let mut at = None;
+        let mut tie = u64::MAX;
+        for k in 0..n {
+            if finish[k] == low && elig[k] <= v && (at.is_none() || self.tie[k] < tie) {
+                at = Some(k);
+                tie = self.tie[k];
+            }
+        }
+        at
+    }
+}
+
+impl Selector for LaneScan {
+    #[inline]
+    fn set(&mut self, t: u32, key: TagKey) {
+        let i = t as usize;
+        if i >= self.pos.len() {
+            self.pos.resize(i + 1, NONE);
+            self.keys.resize(i + 1, TagKey::default());
+        }
+        self.keys[i] = key;
+        let finish = key.finish + 0.0; // -0.0 as 0.0
+        let lane0 = eligible_at(key.start, self.xs[0], key.cost);
+        let p = self.pos[i];
+        let old = if p == NONE {
+            self.pos[i] = self.finish.len() as u32;
+            self.finish.push(finish);
+            self.tie.push(key.tie);
+            self.slot.push(t);
+            for (lane, &x) in self.elig.iter_mut().zip(&self.xs) {
+                lane.push(eligible_at(key.start, x, key.cost));
+            }
+            f64::INFINITY
+        } else {
+            let k = p as usize;
+            self.finish[k] = finish;
+            self.tie[k] = key.tie;
+            let old = self.elig[0][k];
+            for (lane, &x) in self.elig.iter_mut().zip(&self.xs) {
+                lane[k] = eligible_at(key.start, x, key.cost);
+            }
+            old
+        };
+        if lane0 <= self.min {
+            self.min = lane0;
+        } else if old == self.min {
+            // The smallest start tag moved up: someone else may hold it now.
+            self.rescan_min();
+        }
+    }
+
+    fn remove(&mut self, t: u32) {
+        let Some(&p) = self.pos.get(t as usize) else {
+            return;
+        };
+        if p == NONE {
+            return;
+        }
+        self.pos[t as usize] = NONE;
+        let k = p as usize;
+        self.finish.swap_remove(k);
+        self.tie.swap_remove(k);
+        self.slot.swap_remove(k);
+        let old = self.elig[0][k];
+        for lane in &mut self.elig {
+            lane.swap_remove(k);
+        }
+        if let Some(&moved) = self.slot.get(k) {
+            self.pos[moved as usize] = p;
+        }
+        if old == self.min {
+            self.rescan_min();
+        }
+    }
+
+    #[inline]
+    fn select(&mut self, worker: usize, v: f64) -> Option<u32> {
+        if self.finish.is_empty() {
+            return None;
+        }
+        let lane = worker.min(self.xs.len() - 1);
+        let k = match self.first_eligible(lane, v) {
+            Some(k) => k,
+            None => {
+                // Work conservation (as the treap): nothing eligible at `v` (or `v` is NaN),
+                // so serve at the earliest time any tenant becomes eligible on this lane.
+                let earliest =
+                    self.elig[lane]
+                        .iter()
+                        .fold(f64::INFINITY, |m, &e| if e < m { e } else { m });
+                self.first_eligible(lane, earliest)?
+            }
+        };
+        Some(self.slot[k])
+    }
+
+    fn min_start(&self) -> Option<f64> {
+        (!self.finish.is_empty()).then_some(self.min)
+    }
+
+    #[inline]
+    fn lift(&self, v: f64) -> f64 {
+        // `min` is +∞ when empty, and +∞ > v would lift: only a backlog lifts.
+        if self.min > v && !self.finish.is_empty() {
+            self.min
+        } else {
+            v
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.finish.len()
+    }
+
+    fn set_workers(&mut self, workers: usize) {
+        self.set_lanes(workers);
+    }
+}
+
+/// `f` if `keep`, else +∞, by masking bits: written with a branch, the compiler turns the
+/// choice back into one, which the eligibility pattern makes mispredict.
+#[inline(always)]
+fn masked(keep: bool, f: f64) -> f64 {
+    let m = 0u64.wrapping_sub(u64::from(keep));
+    f64::from_bits((f.to_bits() & m) | (f64::INFINITY.to_bits() & !m))
+}
+
+/// The smallest `finish[k]` with `elig[k] ≤ v` (+∞ if none), in four independent minima
+/// with no branch (the compiler keeps them in vector registers). Only its value matters
+/// (the caller compares it with `==`), so `f64::min`'s choice between `-0.0` and `0.0` is
+/// free; no operand is NaN.
+#[inline]
+fn min_eligible(elig: &[f64], finish: &[f64], v: f64) -> f64 {
+    let mut m = [f64::INFINITY; 4];
+    let (ec, fc) = (elig.chunks_exact(4), finish.chunks_exact(4));
+    let (er, fr) = (ec.remainder(), fc.remainder());
+    for (e, f) in ec.zip(fc) {
+        for j in 0..4 {
+            m[j] = m[j].min(masked(e[j] <= v, f[j]));
+        }
+    }
+    for (&e, &f) in er.iter().zip(fr) {
+        m[0] = m[0].min(masked(e <= v, f));
+    }
+    m[0].min(m[1]).min(m[2].min(m[3]))
+}
