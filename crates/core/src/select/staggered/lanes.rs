@@ -97,28 +97,36 @@ impl LaneScan {
 
     /// The smallest `(F, id)` in `lane` among entries with eligibility value at most `v`.
     ///
-    /// Two passes: the smallest eligible finish tag, in four independent lanes of
-    /// comparisons with no branch (eligibility follows no pattern a predictor could learn,
-    /// and the compiler can keep the four minima in vector registers); then the smallest
-    /// tie-breaker among the eligible entries with that finish tag, a branch almost never
-    /// taken. Finish tags are never NaN, and the float order with `-0.0` stored as `0.0` is
-    /// [`crate::util::Tag`]'s.
+    /// One pass. Whether an entry is eligible follows no pattern a branch predictor could
+    /// learn, so it only masks the entry's finish tag to +∞ (a conditional move, no branch);
+    /// the branches left are taken when the running minimum improves (a few times per scan)
+    /// or ties it (equal finish tags, broken by the smaller id as [`crate::util::Tag`] does).
     #[inline]
     fn first_eligible(&self, lane: usize, v: f64) -> Option<usize> {
         let n = self.finish.len();
-        let (elig, finish) = (&self.elig[lane][..n], &self.finish[..n]);
-        let low = min_eligible(elig, finish, v);
-        // +∞ as "nothing eligible" is no sentinel: an eligible entry whose finish tag is +∞
-        // is found here too.
-        let mut at = None;
-        let mut tie = u64::MAX;
+        let (elig, finish, ties) = (&self.elig[lane][..n], &self.finish[..n], &self.tie[..n]);
+        let mut best = f64::INFINITY;
+        let mut at = usize::MAX;
         for k in 0..n {
-            if finish[k] == low && elig[k] <= v && (at.is_none() || self.tie[k] < tie) {
-                at = Some(k);
-                tie = self.tie[k];
+            let x = std::hint::select_unpredictable(elig[k] <= v, finish[k], f64::INFINITY);
+            if x < best {
+                best = x;
+                at = k;
+            } else if x == best && x != f64::INFINITY && ties[k] < ties[at] {
+                // A finite `best` was set (`at` is valid), and only an eligible entry has a
+                // finite `x`.
+                at = k;
             }
         }
-        at
+        if at == usize::MAX {
+            // Nothing eligible with a finite finish tag: +∞ tags are not the mask's, so look
+            // for eligible ones (tags are saturated finite; this is for any other caller).
+            at = (0..n)
+                .filter(|&k| elig[k] <= v)
+                .min_by_key(|&k| ties[k])
+                .unwrap_or(usize::MAX);
+        }
+        (at != usize::MAX).then_some(at)
     }
 }
 
@@ -227,32 +235,4 @@ impl Selector for LaneScan {
     fn set_workers(&mut self, workers: usize) {
         self.set_lanes(workers);
     }
-}
-
-/// `f` if `keep`, else +∞, by masking bits: written with a branch, the compiler turns the
-/// choice back into one, which the eligibility pattern makes mispredict.
-#[inline(always)]
-fn masked(keep: bool, f: f64) -> f64 {
-    let m = 0u64.wrapping_sub(u64::from(keep));
-    f64::from_bits((f.to_bits() & m) | (f64::INFINITY.to_bits() & !m))
-}
-
-/// The smallest `finish[k]` with `elig[k] ≤ v` (+∞ if none), in four independent minima
-/// with no branch (the compiler keeps them in vector registers). Only its value matters
-/// (the caller compares it with `==`), so `f64::min`'s choice between `-0.0` and `0.0` is
-/// free; no operand is NaN.
-#[inline]
-fn min_eligible(elig: &[f64], finish: &[f64], v: f64) -> f64 {
-    let mut m = [f64::INFINITY; 4];
-    let (ec, fc) = (elig.chunks_exact(4), finish.chunks_exact(4));
-    let (er, fr) = (ec.remainder(), fc.remainder());
-    for (e, f) in ec.zip(fc) {
-        for j in 0..4 {
-            m[j] = m[j].min(masked(e[j] <= v, f[j]));
-        }
-    }
-    for (&e, &f) in er.iter().zip(fr) {
-        m[0] = m[0].min(masked(e <= v, f));
-    }
-    m[0].min(m[1]).min(m[2].min(m[3]))
 }
