@@ -5,8 +5,9 @@
 //! scan it replaces: every tag change detaches and reinserts a node and recomputes n lane
 //! minima along two root paths, and 2DFQᴱ changes a tenant's tags twice per request (at
 //! dispatch, and at completion, when retroactive charging and the estimate move them). Here
-//! a tag change writes one entry (its n eligibility values, precomputed), and a selection
-//! reads one lane's values and the finish tags, each a contiguous array.
+//! a tag change writes one entry, whatever the number of workers, and a selection reads the
+//! start tags, charges and finish tags, each a contiguous array, computing worker `i`'s
+//! eligibility values `S − x_i·l` as it goes (exactly as the treap computes them).
 //!
 //! The smallest start tag (the approximate clock's lift) is lane 0's minimum (`x = 0`),
 //! kept up to date and rescanned only when its holder moves up, as in [`super::super::scan`].
@@ -26,8 +27,10 @@ const NONE: u32 = u32::MAX;
 pub(crate) struct LaneScan {
     /// `i/n` for each lane, computed as the treap does (identical eligibility values).
     xs: Vec<f64>,
-    /// `elig[i][k]`: entry `k`'s `S − (i/n)·l`, lane by lane.
-    elig: Vec<Vec<f64>>,
+    /// Entry `k`'s start tag `S`.
+    start: Vec<f64>,
+    /// Entry `k`'s head charge `l`.
+    cost: Vec<f64>,
     /// Entry `k`'s finish tag `F` (`-0.0` stored as `0.0`, as [`crate::util::Tag`] does).
     finish: Vec<f64>,
     /// Entry `k`'s tie-breaker (the tenant id).
@@ -46,7 +49,8 @@ impl LaneScan {
     pub fn new(workers: usize) -> Self {
         let mut s = LaneScan {
             xs: Vec::new(),
-            elig: Vec::new(),
+            start: Vec::new(),
+            cost: Vec::new(),
             finish: Vec::new(),
             tie: Vec::new(),
             slot: Vec::new(),
@@ -61,20 +65,6 @@ impl LaneScan {
     fn set_lanes(&mut self, workers: usize) {
         let lanes = workers.max(1);
         self.xs = (0..lanes).map(|i| i as f64 / lanes as f64).collect();
-        self.elig = self
-            .xs
-            .iter()
-            .map(|&x| {
-                self.slot
-                    .iter()
-                    .map(|&t| {
-                        let k = &self.keys[t as usize];
-                        eligible_at(k.start, x, k.cost)
-                    })
-                    .collect()
-            })
-            .collect();
-        self.rescan_min();
     }
 
     /// The number of lanes (workers).
@@ -89,10 +79,17 @@ impl LaneScan {
             .map(|t| (t, self.keys[t as usize]))
     }
 
-    fn rescan_min(&mut self) {
-        self.min = self.elig[0]
+    /// The smallest eligibility value on the lane with stagger `x` (+∞ when empty).
+    fn lane_min(&self, x: f64) -> f64 {
+        self.start
             .iter()
-            .fold(f64::INFINITY, |m, &e| if e < m { e } else { m });
+            .zip(&self.cost)
+            .map(|(&s, &l)| eligible_at(s, x, l))
+            .fold(f64::INFINITY, |m, e| if e < m { e } else { m })
+    }
+
+    fn rescan_min(&mut self) {
+        self.min = self.lane_min(self.xs[0]);
     }
 
     /// The smallest `(F, id)` in `lane` among entries with eligibility value at most `v`.
@@ -104,11 +101,14 @@ impl LaneScan {
     #[inline]
     fn first_eligible(&self, lane: usize, v: f64) -> Option<usize> {
         let n = self.finish.len();
-        let (elig, finish, ties) = (&self.elig[lane][..n], &self.finish[..n], &self.tie[..n]);
+        let (start, cost) = (&self.start[..n], &self.cost[..n]);
+        let (finish, ties) = (&self.finish[..n], &self.tie[..n]);
+        let lx = self.xs[lane];
+        let ok = |k: usize| eligible_at(start[k], lx, cost[k]) <= v;
         let mut best = f64::INFINITY;
         let mut at = usize::MAX;
         for k in 0..n {
-            let x = std::hint::select_unpredictable(elig[k] <= v, finish[k], f64::INFINITY);
+            let x = std::hint::select_unpredictable(ok(k), finish[k], f64::INFINITY);
             if x < best {
                 best = x;
                 at = k;
@@ -122,7 +122,7 @@ impl LaneScan {
             // Nothing eligible with a finite finish tag: +∞ tags are not the mask's, so look
             // for eligible ones (tags are saturated finite; this is for any other caller).
             at = (0..n)
-                .filter(|&k| elig[k] <= v)
+                .filter(|&k| ok(k))
                 .min_by_key(|&k| ties[k])
                 .unwrap_or(usize::MAX);
         }
@@ -147,18 +147,16 @@ impl Selector for LaneScan {
             self.finish.push(finish);
             self.tie.push(key.tie);
             self.slot.push(t);
-            for (lane, &x) in self.elig.iter_mut().zip(&self.xs) {
-                lane.push(eligible_at(key.start, x, key.cost));
-            }
+            self.start.push(key.start);
+            self.cost.push(key.cost);
             f64::INFINITY
         } else {
             let k = p as usize;
             self.finish[k] = finish;
             self.tie[k] = key.tie;
-            let old = self.elig[0][k];
-            for (lane, &x) in self.elig.iter_mut().zip(&self.xs) {
-                lane[k] = eligible_at(key.start, x, key.cost);
-            }
+            let old = eligible_at(self.start[k], self.xs[0], self.cost[k]);
+            self.start[k] = key.start;
+            self.cost[k] = key.cost;
             old
         };
         if lane0 <= self.min {
@@ -178,13 +176,12 @@ impl Selector for LaneScan {
         }
         self.pos[t as usize] = NONE;
         let k = p as usize;
+        let old = eligible_at(self.start[k], self.xs[0], self.cost[k]);
         self.finish.swap_remove(k);
         self.tie.swap_remove(k);
         self.slot.swap_remove(k);
-        let old = self.elig[0][k];
-        for lane in &mut self.elig {
-            lane.swap_remove(k);
-        }
+        self.start.swap_remove(k);
+        self.cost.swap_remove(k);
         if let Some(&moved) = self.slot.get(k) {
             self.pos[moved as usize] = p;
         }
@@ -204,10 +201,7 @@ impl Selector for LaneScan {
             None => {
                 // Work conservation (as the treap): nothing eligible at `v` (or `v` is NaN),
                 // so serve at the earliest time any tenant becomes eligible on this lane.
-                let earliest =
-                    self.elig[lane]
-                        .iter()
-                        .fold(f64::INFINITY, |m, &e| if e < m { e } else { m });
+                let earliest = self.lane_min(self.xs[lane]);
                 self.first_eligible(lane, earliest)?
             }
         };
