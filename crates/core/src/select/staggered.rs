@@ -12,11 +12,16 @@
 //! With one worker the only lane is `x = 0`, whose test `S ≤ v` is WF²Q's: [`Staggered`] then
 //! holds the tenants as WF²Q would, which decides alike for less work (no rotations, no lane
 //! minima): up to [`FEW`] tenants in a scanned array ([`Scan`]), more in WF²Q's two heaps
-//! ([`Eligible`]), and moves them into the treap if workers are added.
+//! ([`Eligible`]). With two or more workers it scans up to [`FEW_LANES`] tenants
+//! ([`LaneScan`]: precomputed eligibility values per lane) and keeps more in the treap. It
+//! moves the tenants between representations as the backlog and the worker count change.
+
+mod lanes;
 
 use super::scan::{Scan, FEW};
 use super::{Eligible, Selector, TagKey};
 use crate::util::{HeapKey, SplitMix, Tag};
+use lanes::{LaneScan, FEW_LANES};
 
 const NIL: u32 = u32::MAX;
 
@@ -46,13 +51,16 @@ const EMPTY: Node = Node {
 };
 
 /// 2DFQ's eligibility structure: on one worker WF²Q's (a scan of a few tenants, two heaps for
-/// more), the lane-minima treap on more.
+/// more), on more a scan of a few tenants' lanes or the lane-minima treap.
 pub(crate) enum Staggered {
     /// One worker, at most [`FEW`] tenants (after a drop below `FEW / 2` from more).
     Few(Scan),
     /// One worker: `S − 0·l ≤ v` is WF²Q's test.
     One(Eligible),
-    /// Two or more workers.
+    /// Two or more workers, at most [`FEW_LANES`] tenants (after a drop below
+    /// `FEW_LANES / 2` from more).
+    Wide(LaneScan),
+    /// Two or more workers, more tenants.
     Lanes(Treap),
 }
 
@@ -61,7 +69,16 @@ impl Staggered {
         if workers <= 1 {
             Staggered::Few(Scan::new())
         } else {
-            Staggered::Lanes(Treap::new(workers))
+            Staggered::Wide(LaneScan::new(workers))
+        }
+    }
+
+    /// The representation for `workers ≥ 2` and a backlog of `len` tenants, filled from `from`.
+    fn many(workers: usize, len: usize, from: impl Iterator<Item = (u32, TagKey)>) -> Self {
+        if len <= FEW_LANES {
+            Staggered::Wide(Self::moved(from, LaneScan::new(workers)))
+        } else {
+            Staggered::Lanes(Self::moved(from, Treap::new(workers)))
         }
     }
 }
@@ -77,6 +94,12 @@ impl Selector for Staggered {
                 }
             }
             Staggered::One(e) => e.set(t, key),
+            Staggered::Wide(e) => {
+                e.set(t, key);
+                if e.len() > FEW_LANES {
+                    *self = Staggered::Lanes(Self::moved(e.tags(), Treap::new(e.lanes())));
+                }
+            }
             Staggered::Lanes(l) => l.set(t, key),
         }
     }
@@ -91,7 +114,13 @@ impl Selector for Staggered {
                     *self = Staggered::Few(Self::moved(e.entries(), Scan::new()));
                 }
             }
-            Staggered::Lanes(l) => l.remove(t),
+            Staggered::Wide(e) => e.remove(t),
+            Staggered::Lanes(l) => {
+                l.remove(t);
+                if l.len() < FEW_LANES / 2 {
+                    *self = Staggered::Wide(Self::moved(l.entries(), LaneScan::new(l.lanes())));
+                }
+            }
         }
     }
 
@@ -100,6 +129,7 @@ impl Selector for Staggered {
         match self {
             Staggered::Few(e) => e.select(worker, v),
             Staggered::One(e) => e.select(worker, v),
+            Staggered::Wide(e) => e.select(worker, v),
             Staggered::Lanes(l) => l.select(worker, v),
         }
     }
@@ -108,6 +138,7 @@ impl Selector for Staggered {
         match self {
             Staggered::Few(e) => e.min_start(),
             Staggered::One(e) => e.min_start(),
+            Staggered::Wide(e) => e.min_start(),
             Staggered::Lanes(l) => l.min_start(),
         }
     }
@@ -117,6 +148,7 @@ impl Selector for Staggered {
         match self {
             Staggered::Few(e) => e.lift(v),
             Staggered::One(e) => e.lift(v),
+            Staggered::Wide(e) => e.lift(v),
             Staggered::Lanes(l) => l.lift(v),
         }
     }
@@ -125,6 +157,7 @@ impl Selector for Staggered {
         match self {
             Staggered::Few(e) => e.len(),
             Staggered::One(e) => e.len(),
+            Staggered::Wide(e) => e.len(),
             Staggered::Lanes(l) => l.len(),
         }
     }
@@ -133,19 +166,13 @@ impl Selector for Staggered {
     /// no structure's decisions depend on its history.
     fn set_workers(&mut self, workers: usize) {
         match self {
-            Staggered::Lanes(l) if workers <= 1 => {
-                *self = if l.len() <= FEW {
-                    Staggered::Few(Self::moved(l.entries(), Scan::new()))
-                } else {
-                    Staggered::One(Self::moved(l.entries(), Eligible::default()))
-                };
-            }
+            Staggered::Lanes(l) if workers <= 1 => *self = Self::one(l.len(), l.entries()),
+            Staggered::Wide(e) if workers <= 1 => *self = Self::one(e.len(), e.tags()),
             Staggered::Lanes(l) => l.set_workers(workers),
-            Staggered::Few(e) if workers > 1 => {
-                *self = Staggered::Lanes(Self::moved(e.tags(), Treap::new(workers)));
-            }
+            Staggered::Wide(e) => e.set_workers(workers),
+            Staggered::Few(e) if workers > 1 => *self = Self::many(workers, e.len(), e.tags()),
             Staggered::One(e) if workers > 1 => {
-                *self = Staggered::Lanes(Self::moved(e.entries(), Treap::new(workers)));
+                *self = Self::many(workers, e.len(), e.entries());
             }
             Staggered::Few(_) | Staggered::One(_) => {}
         }
@@ -153,6 +180,15 @@ impl Selector for Staggered {
 }
 
 impl Staggered {
+    /// The one-worker representation for a backlog of `len` tenants, filled from `from`.
+    fn one(len: usize, from: impl Iterator<Item = (u32, TagKey)>) -> Self {
+        if len <= FEW {
+            Staggered::Few(Self::moved(from, Scan::new()))
+        } else {
+            Staggered::One(Self::moved(from, Eligible::default()))
+        }
+    }
+
     /// `to` with every tenant of `from` set in it.
     fn moved<S: Selector>(from: impl Iterator<Item = (u32, TagKey)>, mut to: S) -> S {
         for (t, key) in from {
@@ -604,7 +640,7 @@ mod tests {
                         fast.set_workers(workers);
                         treap.set_workers(workers);
                         prop_assert_eq!(
-                            !matches!(fast, Staggered::Lanes(_)),
+                            matches!(fast, Staggered::Few(_) | Staggered::One(_)),
                             workers == 1,
                             "representation follows the worker count"
                         );
@@ -612,6 +648,140 @@ mod tests {
                 }
                 prop_assert_eq!(fast.len(), treap.len());
                 prop_assert_eq!(fast.min_start(), treap.min_start());
+                for v in [-11.0, -0.5, 0.0, 3.25, 25.0, f64::NAN] {
+                    let (a, b) = (fast.lift(v), treap.lift(v));
+                    prop_assert!(a == b || (a.is_nan() && b.is_nan()), "lift({}) {} vs {}", v, a, b);
+                }
+            }
+        }
+    }
+
+    /// With two or more workers the representation follows the backlog: the lane scan up to
+    /// `FEW_LANES`, the treap above, the scan again below `FEW_LANES / 2`; every choice, on
+    /// every lane, is the treap's.
+    #[test]
+    fn many_workers_representation_follows_the_backlog() {
+        let key = |t: u32| TagKey {
+            start: f64::from(t % 7),
+            cost: f64::from(t % 3) + 0.5,
+            finish: f64::from(t % 7) + 1.0 + f64::from(t) / 512.0,
+            tie: u64::from(t),
+        };
+        let mut s = Staggered::new(3);
+        let mut treap = Treap::new(3);
+        let same = |s: &mut Staggered, treap: &mut Treap, v: f64| {
+            for w in 0..3 {
+                assert_eq!(s.select(w, v), treap.select(w, v), "worker {w} at {v}");
+            }
+            assert_eq!(s.min_start(), treap.min_start());
+        };
+        for t in 0..=FEW_LANES as u32 {
+            assert!(matches!(s, Staggered::Wide(_)), "{t} tenants");
+            s.set(t, key(t));
+            treap.set(t, key(t));
+            same(&mut s, &mut treap, 2.0);
+        }
+        assert!(matches!(s, Staggered::Lanes(_)));
+        for t in (FEW_LANES / 2 - 1)..=FEW_LANES {
+            assert!(matches!(s, Staggered::Lanes(_)), "{} tenants", s.len());
+            s.remove(t as u32);
+            treap.remove(t as u32);
+            same(&mut s, &mut treap, 3.0);
+        }
+        assert!(matches!(s, Staggered::Wide(_)));
+        assert_eq!(s.len(), FEW_LANES / 2 - 1);
+        s.set_workers(1);
+        treap.set_workers(1);
+        assert!(matches!(s, Staggered::One(_)));
+        assert_eq!(s.select(0, 4.0), treap.select(0, 4.0));
+        s.set_workers(4);
+        treap.set_workers(4);
+        assert!(matches!(s, Staggered::Wide(_)));
+        for w in 0..4 {
+            assert_eq!(s.select(w, 1.5), treap.select(w, 1.5));
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum WideOp {
+        Set { t: u16, start: i8, cost: u8, w: u8 },
+        Remove { t: u16 },
+        Select { v: i8 },
+        Workers { n: u8 },
+    }
+
+    fn wide_op() -> impl Strategy<Value = WideOp> {
+        prop_oneof![
+            6 => (0u16..400, -20i8..40, 0u8..8, 1u8..4)
+                .prop_map(|(t, start, cost, w)| WideOp::Set { t, start, cost, w }),
+            1 => (0u16..400).prop_map(|t| WideOp::Remove { t }),
+            3 => (-20i8..40).prop_map(|v| WideOp::Select { v }),
+            1 => (1u8..6).prop_map(|n| WideOp::Workers { n }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(500))]
+
+        /// With two or more workers `Staggered` scans a few tenants' lanes (`LaneScan`) and
+        /// keeps more in the treap; it must decide exactly as the treap does on every lane
+        /// (selection, smallest start tag, lift), for any sequence of tag changes, clocks
+        /// (decreasing and NaN included), backlogs crossing `FEW_LANES` both ways, and worker
+        /// counts, one included.
+        #[test]
+        fn many_workers_decide_like_the_treap(
+            slots in prop_oneof![Just(10u16), Just(60u16), Just(400u16)],
+            first in 1u8..5,
+            ops in prop::collection::vec(wide_op(), 1..900),
+        ) {
+            let mut workers = usize::from(first);
+            let mut fast = Staggered::new(workers);
+            let mut treap = Treap::new(workers);
+            for op in ops {
+                match op {
+                    WideOp::Set { t, start, cost, w } => {
+                        let t = t % slots;
+                        let (start, cost) = (f64::from(start) / 2.0, f64::from(cost) / 2.0);
+                        let key = TagKey {
+                            start,
+                            cost,
+                            finish: start + cost / f64::from(w),
+                            tie: u64::from(t % 7) * 1000 + u64::from(t),
+                        };
+                        fast.set(u32::from(t), key);
+                        treap.set(u32::from(t), key);
+                    }
+                    WideOp::Remove { t } => {
+                        let t = t % slots;
+                        fast.remove(u32::from(t));
+                        treap.remove(u32::from(t));
+                    }
+                    WideOp::Select { v } => {
+                        let v = if v == 39 { f64::NAN } else { f64::from(v) / 2.0 };
+                        for worker in 0..workers + 1 {
+                            // worker = workers: out of range, clamped to the last lane by both
+                            prop_assert_eq!(fast.select(worker, v), treap.select(worker, v));
+                        }
+                    }
+                    WideOp::Workers { n } => {
+                        workers = usize::from(n);
+                        fast.set_workers(workers);
+                        treap.set_workers(workers);
+                    }
+                }
+                prop_assert_eq!(fast.len(), treap.len());
+                prop_assert_eq!(fast.min_start(), treap.min_start());
+                prop_assert_eq!(
+                    matches!(fast, Staggered::Few(_) | Staggered::One(_)),
+                    workers == 1,
+                    "representation follows the worker count"
+                );
+                if workers > 1 && fast.len() > FEW_LANES {
+                    prop_assert!(matches!(fast, Staggered::Lanes(_)));
+                }
+                if workers > 1 && fast.len() < FEW_LANES / 2 {
+                    prop_assert!(matches!(fast, Staggered::Wide(_)));
+                }
                 for v in [-11.0, -0.5, 0.0, 3.25, 25.0, f64::NAN] {
                     let (a, b) = (fast.lift(v), treap.lift(v));
                     prop_assert!(a == b || (a.is_nan() && b.is_nan()), "lift({}) {} vs {}", v, a, b);
