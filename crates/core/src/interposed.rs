@@ -24,9 +24,10 @@
 use crate::book::Book;
 use crate::estimate::CostEstimator;
 use crate::queued::{queue_parts, Queue};
+use crate::select::{MinFinish, Selector, TagKey};
 use crate::tags::Charging;
 use crate::types::{saturate, Decision, Dispatch, Ticket};
-use crate::util::{IndexedHeap, Tag, Tag3};
+use crate::util::{IndexedHeap, Tag3};
 
 /// Which virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,11 +57,12 @@ struct Flow {
     head: Option<Tags>,
 }
 
-/// The queued heads' heap. Only FSFQ(D) breaks start-tag ties by S̄; the others order by
-/// `(S, id)` alone, one packed comparison per level instead of two or three (equal start
-/// tags are common: flows served in the same round).
+/// The queued heads by start tag. Only FSFQ(D) breaks start-tag ties by S̄, in a heap; the
+/// others order by `(S, id)` alone, in WFQ's selector (a scan of a few flows, a heap for
+/// more) with the start tag in the finish tag's place: one packed comparison per entry
+/// (equal start tags are common: flows served in the same round).
 enum Heads {
-    Plain(IndexedHeap<Tag>),
+    Plain(MinFinish),
     Fair(IndexedHeap<Tag3>),
 }
 
@@ -77,7 +79,15 @@ impl Heads {
     #[inline]
     fn set(&mut self, t: u32, tags: &Tags, id: u64) {
         match self {
-            Heads::Plain(h) => h.set(t, tags.s, id),
+            Heads::Plain(h) => h.set(
+                t,
+                TagKey {
+                    start: tags.s,
+                    cost: 0.0,
+                    finish: tags.s,
+                    tie: id,
+                },
+            ),
             Heads::Fair(h) => h.set_key(t, Tag3::new(tags.s, tags.sbar, id)),
         }
     }
@@ -135,7 +145,7 @@ impl<T> StartTag<T> {
             select: if variant == Variant::Fsfq {
                 Heads::Fair(IndexedHeap::default())
             } else {
-                Heads::Plain(IndexedHeap::default())
+                Heads::Plain(MinFinish::new(false))
             },
             heads_bar: IndexedHeap::default(),
             dispatched: IndexedHeap::default(),

@@ -74,9 +74,19 @@ impl Tag {
         f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
     }
 
+    /// The packed order as one integer: `a.before(b)` is `a.wide() < b.wide()`.
     #[inline]
-    fn wide(self) -> u128 {
+    pub fn wide(self) -> u128 {
         (u128::from(self.key) << 64) | u128::from(self.tie)
+    }
+
+    /// The tag whose [`wide`](Tag::wide) form is `w`.
+    #[inline]
+    pub fn from_wide(w: u128) -> Self {
+        Tag {
+            key: (w >> 64) as u64,
+            tie: w as u64,
+        }
     }
 }
 
