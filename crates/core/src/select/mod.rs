@@ -80,15 +80,28 @@ struct Heaps {
     /// every dispatch (the chosen tenant's own start tag is at most `v`), so the start tags
     /// are settled only when a lift really moves `v`.
     by_start: LazyMin,
-    /// Each tenant's tags, to move back to the scan.
-    keys: Vec<TagKey>,
+    /// Each tenant's start tag when `by_start` does not keep it (untracked): the tags a
+    /// move back to the scan needs are the heaps' own, not a copy of every key.
+    starts: Vec<f64>,
 }
 
 impl Heaps {
-    fn entries(&self) -> impl Iterator<Item = (u32, TagKey)> + '_ {
-        (0..self.keys.len() as u32)
-            .filter(|&t| self.by_finish.contains(t))
-            .map(|t| (t, self.keys[t as usize]))
+    /// Every tenant and its tags (the cost is not kept: no WFQ choice reads it).
+    fn entries(&self, track: bool) -> impl Iterator<Item = (u32, TagKey)> + '_ {
+        self.by_finish.iter().map(move |(t, order)| {
+            let start = if track {
+                self.by_start.value(t)
+            } else {
+                self.starts[t as usize]
+            };
+            let key = TagKey {
+                start,
+                cost: 0.0,
+                finish: order.key(),
+                tie: order.tie(),
+            };
+            (t, key)
+        })
     }
 }
 
@@ -98,16 +111,6 @@ impl MinFinish {
         MinFinish {
             track_start,
             rep: Rep::Few(Scan::untracked()),
-        }
-    }
-
-    /// The tenant with the smallest `(F, id)`, and its F (SFQ(D)'s queued heads keep their
-    /// start tag there: the same primitive, ordered by start tag).
-    #[inline]
-    pub fn peek(&self) -> Option<(u32, f64)> {
-        match &self.rep {
-            Rep::Few(scan) => scan.first_order().map(|(t, k)| (t, k.key())),
-            Rep::Many(h) => h.by_finish.peek(),
         }
     }
 
@@ -123,7 +126,7 @@ impl MinFinish {
         let mut heaps = Heaps {
             by_finish: IndexedHeap::default(),
             by_start: LazyMin::default(),
-            keys: Vec::new(),
+            starts: Vec::new(),
         };
         let track = self.track_start;
         for (t, key) in scan.tags() {
@@ -136,7 +139,7 @@ impl MinFinish {
     fn switch_to_scan(&mut self) {
         let Rep::Many(heaps) = &self.rep else { return };
         let mut scan = Scan::untracked();
-        for (t, key) in heaps.entries() {
+        for (t, key) in heaps.entries(self.track_start) {
             scan.set(t, key);
         }
         self.rep = Rep::Few(scan);
@@ -146,21 +149,22 @@ impl MinFinish {
 impl Heaps {
     #[inline]
     fn set(&mut self, t: u32, key: TagKey, track: bool) {
-        let i = t as usize;
-        if i >= self.keys.len() {
-            self.keys.resize(i + 1, TagKey::default());
-        }
-        self.keys[i] = key;
         self.by_finish.set(t, key.finish, key.tie);
         if track {
             self.by_start.set(t, key.start);
+        } else {
+            let i = t as usize;
+            if i >= self.starts.len() {
+                self.starts.resize(i + 1, 0.0);
+            }
+            self.starts[i] = key.start;
         }
     }
 
     /// The smallest start tag, by a scan (only a caller without `&mut`, or untracked).
     #[cold]
-    fn scan_min_start(&self) -> Option<f64> {
-        self.entries().map(|(_, k)| k.start).reduce(f64::min)
+    fn scan_min_start(&self, track: bool) -> Option<f64> {
+        self.entries(track).map(|(_, k)| k.start).reduce(f64::min)
     }
 }
 
@@ -204,7 +208,7 @@ impl Selector for MinFinish {
     fn min_start(&self) -> Option<f64> {
         match &self.rep {
             Rep::Few(scan) => scan.min_start(),
-            Rep::Many(h) => h.scan_min_start(),
+            Rep::Many(h) => h.scan_min_start(self.track_start),
         }
     }
 
@@ -212,7 +216,7 @@ impl Selector for MinFinish {
         match &mut self.rep {
             Rep::Few(scan) => scan.lift(v),
             Rep::Many(h) if self.track_start => h.by_start.lift(v, None),
-            Rep::Many(h) => match h.scan_min_start() {
+            Rep::Many(h) => match h.scan_min_start(false) {
                 Some(m) if m > v => m,
                 _ => v,
             },
@@ -293,10 +297,6 @@ mod tests {
                             .min_by(|a, b| a.0.wide().cmp(&b.0.wide()))
                             .map(|(_, t)| t);
                         prop_assert_eq!(fast.select(0, f64::NAN), expect);
-                        prop_assert_eq!(
-                            fast.peek(),
-                            expect.map(|t| (t, reference[t as usize].unwrap().finish))
-                        );
                         let v = f64::from(v) / 2.0;
                         let lift = match reference.iter().flatten().map(|k| k.start).reduce(f64::min) {
                             Some(m) if m > v => m,
