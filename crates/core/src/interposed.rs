@@ -212,6 +212,7 @@ impl<T> StartTag<T> {
     }
 
     /// `(v(now), v̄(now))`; the second is only meaningful for FSFQ(D).
+    #[inline]
     fn virtual_times(&self) -> (f64, f64) {
         if self.outstanding() == 0 {
             let idle = self.v.max(self.max_finish);
@@ -303,7 +304,16 @@ impl<T> StartTag<T> {
         }
     }
 
+    /// Room for flow `t` and ticket slot `slot` (growing is rare: out of line).
+    #[inline]
     fn ensure(&mut self, t: u32, slot: u32) {
+        if t as usize >= self.flows.len() || slot as usize >= self.arrived.len() {
+            self.grow(t, slot);
+        }
+    }
+
+    #[cold]
+    fn grow(&mut self, t: u32, slot: u32) {
         if t as usize >= self.flows.len() {
             self.flows.resize(t as usize + 1, Flow::default());
         }
@@ -373,7 +383,10 @@ impl<T> Queue<T> for StartTag<T> {
             let owed = self.book.settle(ticket, used);
             self.correct(t, owed);
         }
-        self.dispatched.remove(ticket.slot());
+        if self.variant != Variant::Sfq {
+            // Only Min-SFQ(D) and FSFQ(D) keep dispatched requests.
+            self.dispatched.remove(ticket.slot());
+        }
     }
 
     fn finished(&mut self, t: u32, _: f64) {

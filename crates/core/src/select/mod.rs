@@ -171,7 +171,7 @@ impl Heaps {
 impl Selector for MinFinish {
     const CHOOSES_WITHOUT_V: bool = true;
 
-    #[inline]
+    #[inline(always)] // from `sync` on every dispatch: no second frame around the scan or heap
     fn set(&mut self, t: u32, key: TagKey) {
         match &mut self.rep {
             Rep::Few(scan) => {
