@@ -243,7 +243,7 @@ impl<T> Book<T> {
     /// Check a request's cost, then queue it (a refused request leaves no trace). Returns
     /// (ticket, tenant index, whether the tenant's queue was empty before, whether the
     /// tenant is new).
-    #[inline]
+    #[inline(always)] // one caller per policy: its frame and the returned tuple in memory cost more than the code
     pub fn push(
         &mut self,
         req: Request<T>,
@@ -342,7 +342,7 @@ impl<T> Book<T> {
     }
 
     /// Start the tenant's head request, charging `charged` up front.
-    #[inline]
+    #[inline(always)] // one caller per policy: its frame and the returned tuple in memory cost more than the code
     pub fn start_head(&mut self, t: u32, charged: f64) -> (Ticket, Request<T>) {
         let ticket = self.head(t).expect("start_head on a tenant with a head");
         self.start(ticket, charged)
@@ -351,7 +351,7 @@ impl<T> Book<T> {
     /// Take queued slot `s` out of its tenant's queue. Leaving the head touches only `s`
     /// and the tenant: the new head's class and cost come from `s`, and its stale `prev`
     /// is never read while it is head.
-    #[inline]
+    #[inline(always)] // inside `start`, which is inlined: no frame of its own
     fn unlink(&mut self, s: u32) {
         let slot = &self.slots[s as usize];
         let (t, prev, next) = (slot.tenant, slot.prev, slot.next);
@@ -379,7 +379,7 @@ impl<T> Book<T> {
     }
 
     /// Start a specific queued request (the head, or for FIFO the oldest of all).
-    #[inline]
+    #[inline(always)] // one caller per policy: its frame and the returned tuple in memory cost more than the code
     pub fn start(&mut self, ticket: Ticket, charged: f64) -> (Ticket, Request<T>) {
         self.unlink(ticket.slot());
         let slot = &mut self.slots[ticket.slot() as usize];

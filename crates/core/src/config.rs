@@ -408,11 +408,10 @@ impl Config {
             Algorithm::Rw => Box::new(Queued(Rw::new(name, workers, self.window_unit, est, w))),
             Algorithm::Edf => Box::new(Queued(Edf::new(name, workers, est, w))),
             Algorithm::Wfq => {
-                // The approximate clock's smallest start tag is kept by the scheduler, lazily
-                // (`TagScheduler::lazy_lift`), not by the selector.
+                // Only the approximate clock asks for the smallest start tag.
                 let clock = clock(VirtualClock::Approximate)?;
-                let s = TagScheduler::new(name, workers, MinFinish::new(false), clock, est, c, w);
-                Box::new(s.lazy_lift(true))
+                let sel = MinFinish::new(matches!(clock, Clock::Approximate { .. }));
+                Box::new(TagScheduler::new(name, workers, sel, clock, est, c, w))
             }
             Algorithm::Wf2q => Box::new(TagScheduler::new(
                 name,

@@ -13,7 +13,6 @@ use crate::estimate::CostEstimator;
 use crate::scheduler::{Admin, Inspect, Scheduler, TenantView};
 use crate::select::{Selector, TagKey};
 use crate::types::{saturate, Decision, Dispatch, Error, Request, TenantId, Ticket, MIN_WEIGHT};
-use crate::util::LazyMin;
 
 /// Which bookkeeping corrections are on (2DFQ §5). Both are on by default, as in the paper's
 /// evaluation, for every scheduler.
@@ -70,9 +69,6 @@ pub(crate) struct TagScheduler<T, S> {
     /// less per completion.
     learn: bool,
     charging: Charging,
-    /// WFQ under the approximate clock: the smallest backlogged start tag kept here, lazily
-    /// ([`TagScheduler::lazy_lift`]), instead of by the selector on every dispatch.
-    lazy: Option<LazyMin>,
 }
 
 impl<T, S: Selector> TagScheduler<T, S> {
@@ -100,23 +96,13 @@ impl<T, S: Selector> TagScheduler<T, S> {
             require_cost,
             learn,
             charging,
-            lazy: None,
         }
     }
 
-    /// For a selector whose choice does not depend on `v` and that does not track start tags
-    /// (WFQ's `MinFinish::new(false)`), under the approximate clock: keep the smallest
-    /// backlogged start tag here, lazily. The clock's lift `v = max(v, min S)` is a no-op
-    /// on almost every dispatch (the chosen tenant's own start tag is at most `v`), so the
-    /// start tags' heap is settled only when a lift really moves `v`, instead of being
-    /// re-sorted on every dispatch. Same `v`, so the same decisions.
-    pub fn lazy_lift(mut self, on: bool) -> Self {
-        self.lazy = (on && matches!(self.clock, Clock::Approximate { .. })).then(LazyMin::default);
-        self
-    }
-
-    /// v(now). `witness`: a backlogged tenant whose start tag may show the approximate
-    /// clock's lift to be a no-op (lazy mode only).
+    /// v(now). `witness`: a backlogged tenant; if its start tag is at most `v`, so is the
+    /// smallest one, and the approximate clock's lift `v = max(v, min S)` is a no-op (it is
+    /// on almost every dispatch: the chosen tenant's own start tag is at most `v`). The
+    /// selector's tags are the tenant entries' (`sync` follows every change).
     #[inline(always)] // one match on the clock; kept inside dequeue as before the lazy lift
     fn v_now(&mut self, now: f64, witness: Option<u32>) -> f64 {
         match &mut self.clock {
@@ -125,10 +111,9 @@ impl<T, S: Selector> TagScheduler<T, S> {
                 g.virtual_time()
             }
             Clock::Approximate { v } => {
-                if let Some(lazy) = &mut self.lazy {
-                    *v = lazy.lift(*v, witness);
-                } else {
-                    *v = self.sel.lift(*v);
+                let no_op = matches!(witness, Some(w) if self.book.tenants[w as usize].start <= *v);
+                if !no_op {
+                    *v = self.sel.lift_mut(*v);
                 }
                 *v
             }
@@ -163,18 +148,8 @@ impl<T, S: Selector> TagScheduler<T, S> {
         };
         if self.placed[ti] != want {
             match want {
-                Some(key) => {
-                    self.sel.set(t, key);
-                    if let Some(lazy) = &mut self.lazy {
-                        lazy.set(t, key.start);
-                    }
-                }
-                None => {
-                    self.sel.remove(t);
-                    if let Some(lazy) = &mut self.lazy {
-                        lazy.remove(t);
-                    }
-                }
+                Some(key) => self.sel.set(t, key),
+                None => self.sel.remove(t),
             }
             self.placed[ti] = want;
         }
@@ -251,7 +226,7 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         if self.sel.len() == 0 {
             return Ok(Decision::Empty);
         }
-        let t = if self.lazy.is_some() {
+        let t = if S::CHOOSES_WITHOUT_V {
             // WFQ's choice does not depend on v: choose first, and let the chosen tenant's
             // start tag witness the lift (the clock still moves exactly as before).
             let t = self.sel.select(worker, f64::NAN);
@@ -358,9 +333,6 @@ impl<T, S: Selector> Admin for TagScheduler<T, S> {
     fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error> {
         let t = self.book.remove_tenant(tenant)?;
         self.sel.remove(t);
-        if let Some(lazy) = &mut self.lazy {
-            lazy.remove(t);
-        }
         if let Some(p) = self.placed.get_mut(t as usize) {
             *p = None;
         }

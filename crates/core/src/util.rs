@@ -74,9 +74,25 @@ impl Tag {
         f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
     }
 
+    /// The packed order as one integer: `a.before(b)` is `a.wide() < b.wide()`.
     #[inline]
-    fn wide(self) -> u128 {
+    pub fn wide(self) -> u128 {
         (u128::from(self.key) << 64) | u128::from(self.tie)
+    }
+
+    /// The tie-breaker.
+    #[inline]
+    pub fn tie(self) -> u64 {
+        self.tie
+    }
+
+    /// The tag whose [`wide`](Tag::wide) form is `w`.
+    #[inline]
+    pub fn from_wide(w: u128) -> Self {
+        Tag {
+            key: (w >> 64) as u64,
+            tie: w as u64,
+        }
     }
 }
 
@@ -169,6 +185,11 @@ impl<K: HeapKey> IndexedHeap<K> {
 
     pub fn contains(&self, item: u32) -> bool {
         self.pos.get(item as usize).is_some_and(|&p| p != ABSENT)
+    }
+
+    /// Every item and its key, in heap order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, K)> + '_ {
+        self.heap.iter().map(|&(k, i)| (i, k))
     }
 
     /// The smallest item and its full key.
@@ -336,6 +357,11 @@ impl LazyMin {
             self.heap.set(item, x, u64::from(item));
             self.bound[i] = x;
         }
+    }
+
+    /// `item`'s value (meaningful while it is present).
+    pub fn value(&self, item: u32) -> f64 {
+        self.value[item as usize]
     }
 
     /// Take `item` out.
