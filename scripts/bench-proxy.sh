@@ -92,6 +92,9 @@ proxy_pid=$!
 # A bare hyper forwarder (no fairlane logic): the HTTP stack's own cost (issue 19).
 $T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000 & pids+=($!)
 bare_pid=$!
+# A raw HTTP/1.1 forwarder (httparse on tokio sockets, no hyper, no fairlane logic; issue 19).
+$T/examples/raw_forward 127.0.0.1:18093 127.0.0.1:18000 & pids+=($!)
+raw_pid=$!
 sleep 1
 
 lg() { $T/examples/loadgen "$@"; }
@@ -115,27 +118,29 @@ row() { # name port key pids
   cpu[$1]=$(( ${cpu[$1]:-0} + t1 - t0 )); reqs[$1]=$(awk "BEGIN{print ${reqs[$1]:-0} + $v * $SECS}")
 }
 echo "== throughput: closed loop, $CONNS connections, ${SECS} s each, ${ROUNDS} rounds alternating; $(uptime | sed 's/.*load/load/')"
-: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/proxy"
+: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/raw"; : > "$W/proxy"
 for round in $(seq "$ROUNDS"); do
   row direct 18000 "" ""
   row nginx 18090 kb "$nginx_pids"
   row bare 18092 kb "$bare_pid"
+  row raw 18093 kb "$raw_pid"
   row proxy 18080 kb "$proxy_pid"
 done
 n=$(median < "$W/nginx")
 us() { awk "BEGIN{printf \"%.1f\", ${cpu[$1]} / $(getconf CLK_TCK) / ${reqs[$1]} * 1e6}"; }
-echo "medians (req/s): direct $(median < "$W/direct"), nginx $n, bare hyper $(median < "$W/bare"), fairlane-proxy $(median < "$W/proxy"); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/proxy") / $n}"), bare/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/bare") / $n}")"
-echo "server CPU per request (us): nginx $(us nginx), bare hyper $(us bare), fairlane-proxy $(us proxy); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(us proxy) / $(us nginx)}"); $(uptime | sed 's/.*load/load/')"
+echo "medians (req/s): direct $(median < "$W/direct"), nginx $n, bare hyper $(median < "$W/bare"), raw $(median < "$W/raw"), fairlane-proxy $(median < "$W/proxy"); raw/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/raw") / $n}"), fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/proxy") / $n}"), bare/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/bare") / $n}")"
+echo "server CPU per request (us): nginx $(us nginx), bare hyper $(us bare), raw $(us raw), fairlane-proxy $(us proxy); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(us proxy) / $(us nginx)}"); $(uptime | sed 's/.*load/load/')"
 echo "== latency at moderate load: open loop ${RATE:-2000} req/s, ${SECS} s, ${ROUNDS} rounds alternating"
-: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/proxy"
+: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/raw"; : > "$W/proxy"
 for round in $(seq "$ROUNDS"); do
   l=$(lg open 127.0.0.1:18000 / "${RATE:-2000}" "$SECS"); echo "upstream direct: $l"; echo "$l" | p50 >> "$W/direct"
   l=$(lg open 127.0.0.1:18090 / "${RATE:-2000}" "$SECS" kb); echo "nginx:           $l"; echo "$l" | p50 >> "$W/nginx"
   l=$(lg open 127.0.0.1:18092 / "${RATE:-2000}" "$SECS" kb); echo "bare hyper:      $l"; echo "$l" | p50 >> "$W/bare"
+  l=$(lg open 127.0.0.1:18093 / "${RATE:-2000}" "$SECS" kb); echo "raw:             $l"; echo "$l" | p50 >> "$W/raw"
   l=$(lg open 127.0.0.1:18080 / "${RATE:-2000}" "$SECS" kb); echo "fairlane-proxy:  $l"; echo "$l" | p50 >> "$W/proxy"
 done
 d=$(median < "$W/direct")
-echo "median p50 (us) and added over direct: direct $d, nginx $(median < "$W/nginx") (+$(( $(median < "$W/nginx") - d ))), bare hyper $(median < "$W/bare") (+$(( $(median < "$W/bare") - d ))), fairlane-proxy $(median < "$W/proxy") (+$(( $(median < "$W/proxy") - d )))"
+echo "median p50 (us) and added over direct: direct $d, nginx $(median < "$W/nginx") (+$(( $(median < "$W/nginx") - d ))), bare hyper $(median < "$W/bare") (+$(( $(median < "$W/bare") - d ))), raw $(median < "$W/raw") (+$(( $(median < "$W/raw") - d ))), fairlane-proxy $(median < "$W/proxy") (+$(( $(median < "$W/proxy") - d )))"
 [ "${THROUGHPUT_ONLY:-0}" = 1 ] && exit 0
 echo "== 10,000 concurrent client connections, ${SECS} s"
 lg closed 127.0.0.1:18080 / 10000 "$SECS" kb > "$W/10k.txt" &

@@ -51,6 +51,9 @@ mod dashboard;
 mod depth;
 pub mod forward;
 pub mod gate;
+// Used by the raw_forward example (included there by path) and its own tests so far.
+#[allow(dead_code)]
+mod h1;
 pub mod loadgen;
 pub mod metrics;
 mod pool;
