@@ -97,7 +97,9 @@ fn eq(a: &[u8], b: &str) -> bool {
 
 /// Whether a comma-separated header value lists `token` (case-insensitive).
 fn lists(value: &[u8], token: &str) -> bool {
-    value.split(|&b| b == b',').any(|t| eq(t.trim_ascii(), token))
+    value
+        .split(|&b| b == b',')
+        .any(|t| eq(t.trim_ascii(), token))
 }
 
 /// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1), plus the
@@ -197,9 +199,7 @@ pub(crate) fn parse_request<'b, 'h>(
     let mut req = httparse::Request::new(headers);
     let head_len = match req.parse(buf).map_err(head_error)? {
         httparse::Status::Complete(n) => n,
-        httparse::Status::Partial if buf.len() >= max_head => {
-            return Err(FrameError::HeadTooLarge)
-        }
+        httparse::Status::Partial if buf.len() >= max_head => return Err(FrameError::HeadTooLarge),
         httparse::Status::Partial => return Ok(None),
     };
     if head_len > max_head {
@@ -237,17 +237,14 @@ pub(crate) fn parse_response<'b, 'h>(
     let mut resp = httparse::Response::new(headers);
     let head_len = match resp.parse(buf).map_err(head_error)? {
         httparse::Status::Complete(n) => n,
-        httparse::Status::Partial if buf.len() >= max_head => {
-            return Err(FrameError::HeadTooLarge)
-        }
+        httparse::Status::Partial if buf.len() >= max_head => return Err(FrameError::HeadTooLarge),
         httparse::Status::Partial => return Ok(None),
     };
     let status = resp.code.unwrap_or(0);
     let f = framing(resp.headers)?;
     let minor = resp.version.unwrap_or(1);
     // RFC 9112 §6.3: no body after HEAD, 1xx, 204 and 304, whatever the headers say.
-    let body = if head_method || (100..200).contains(&status) || status == 204 || status == 304
-    {
+    let body = if head_method || (100..200).contains(&status) || status == 204 || status == 304 {
         BodyLen::Length(0)
     } else {
         f.body.unwrap_or(BodyLen::ToEof)
@@ -376,7 +373,11 @@ impl Chunked {
 
     /// Decode from `input`, appending data bytes to `out` (if given); returns how many
     /// input bytes were consumed (all of them unless the body ended within `input`).
-    pub fn feed(&mut self, input: &[u8], mut out: Option<&mut Vec<u8>>) -> Result<usize, FrameError> {
+    pub fn feed(
+        &mut self,
+        input: &[u8],
+        mut out: Option<&mut Vec<u8>>,
+    ) -> Result<usize, FrameError> {
         let bad = |w| Err(FrameError::BadFraming(w));
         let mut i = 0;
         while i < input.len() && self.state != Chunk::Done {
@@ -455,6 +456,9 @@ impl Chunked {
                 }
                 Chunk::TrailerStart => {
                     // Either the final CRLF, or a trailer field line (dropped).
+                    if b == b'\n' || b == 0 {
+                        return bad("invalid trailer");
+                    }
                     self.state = if b == b'\r' {
                         Chunk::EndLf
                     } else {
@@ -513,22 +517,34 @@ mod tests {
         assert_eq!(i.body, BodyLen::Length(0));
         assert!(i.keep_alive);
         assert_eq!(i.head_len, 27);
-        let i = req(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello").unwrap().unwrap();
+        let i = req(b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+            .unwrap()
+            .unwrap();
         assert_eq!(i.body, BodyLen::Length(5));
-        let i = req(b"POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n").unwrap().unwrap();
+        let i = req(b"POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert_eq!(i.body, BodyLen::Chunked);
         let i = req(b"GET / HTTP/1.0\r\n\r\n").unwrap().unwrap();
         assert!(!i.keep_alive, "HTTP/1.0 closes unless asked");
-        let i = req(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").unwrap().unwrap();
+        let i = req(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert!(i.keep_alive);
-        let i = req(b"GET / HTTP/1.1\r\nConnection: foo, close\r\n\r\n").unwrap().unwrap();
+        let i = req(b"GET / HTTP/1.1\r\nConnection: foo, close\r\n\r\n")
+            .unwrap()
+            .unwrap();
         assert!(!i.keep_alive);
         let i = req(b"PUT / HTTP/1.1\r\nContent-Length: 3, 3\r\nExpect: 100-continue\r\n\r\n")
             .unwrap()
             .unwrap();
         assert_eq!(i.body, BodyLen::Length(3));
         assert!(i.expect_continue);
-        assert_eq!(req(b"GET / HTTP/1.1\r\nHost: a\r\n").unwrap(), None, "partial");
+        assert_eq!(
+            req(b"GET / HTTP/1.1\r\nHost: a\r\n").unwrap(),
+            None,
+            "partial"
+        );
     }
 
     #[test]
@@ -576,22 +592,34 @@ mod tests {
 
     fn resp(raw: &[u8], head: bool) -> ResponseInfo {
         let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        parse_response(raw, &mut h, 16 * 1024, head).unwrap().unwrap().1
+        parse_response(raw, &mut h, 16 * 1024, head)
+            .unwrap()
+            .unwrap()
+            .1
     }
 
     #[test]
     fn response_framing_follows_rfc_9112() {
         let r = resp(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", false);
-        assert_eq!((r.status, r.body, r.keep_alive), (200, BodyLen::Length(2), true));
+        assert_eq!(
+            (r.status, r.body, r.keep_alive),
+            (200, BodyLen::Length(2), true)
+        );
         let r = resp(b"HTTP/1.1 200 OK\r\n\r\n", false);
         assert_eq!((r.body, r.keep_alive), (BodyLen::ToEof, false));
         let r = resp(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true);
         assert_eq!(r.body, BodyLen::Length(0), "HEAD");
-        let r = resp(b"HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", false);
+        let r = resp(
+            b"HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+            false,
+        );
         assert_eq!(r.body, BodyLen::Length(0));
         let r = resp(b"HTTP/1.1 100 Continue\r\n\r\n", false);
         assert_eq!((r.status, r.body), (100, BodyLen::Length(0)));
-        let r = resp(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nConnection: close\r\n\r\n", false);
+        let r = resp(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nConnection: close\r\n\r\n",
+            false,
+        );
         assert_eq!((r.body, r.keep_alive), (BodyLen::Chunked, false));
         let r = resp(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", false);
         assert!(!r.keep_alive);
@@ -659,5 +687,81 @@ mod tests {
         );
         let ext = [b"1;".to_vec(), vec![b'a'; 5000]].concat();
         assert!(dechunk(&ext, 100, 64).is_err(), "unbounded extension");
+    }
+
+    /// `body` chunked into pieces of the given sizes (cycled), with extensions and a trailer.
+    fn encode(body: &[u8], sizes: &[usize], ext: bool, trailer: bool) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = body;
+        let mut i = 0;
+        while !rest.is_empty() {
+            let n = sizes[i % sizes.len()].clamp(1, rest.len());
+            i += 1;
+            out.extend_from_slice(format!("{n:x}").as_bytes());
+            if ext {
+                out.extend_from_slice(b";a=b");
+            }
+            out.extend_from_slice(b"\r\n");
+            out.extend_from_slice(&rest[..n]);
+            out.extend_from_slice(b"\r\n");
+            rest = &rest[n..];
+        }
+        out.extend_from_slice(b"0\r\n");
+        if trailer {
+            out.extend_from_slice(b"x-t: 1\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        out
+    }
+
+    proptest::proptest! {
+        /// Any body, chunked any way and fed in any pieces, decodes to itself, and the
+        /// decoder stops exactly at the end of the message.
+        #[test]
+        fn chunked_round_trip(
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+            sizes in proptest::collection::vec(1usize..300, 1..6),
+            step in 1usize..64,
+            ext in proptest::bool::ANY,
+            trailer in proptest::bool::ANY,
+        ) {
+            let mut raw = encode(&body, &sizes, ext, trailer);
+            let end = raw.len();
+            raw.extend_from_slice(b"GET / HTTP/1.1\r\n");
+            let (out, used, done) = dechunk(&raw, 600, step).unwrap();
+            proptest::prop_assert!(done);
+            proptest::prop_assert_eq!(used, end);
+            proptest::prop_assert_eq!(out, body);
+        }
+
+        /// Arbitrary bytes never panic the decoder, never make it consume more than it was
+        /// given, and never decode more than the limit.
+        #[test]
+        fn chunked_survives_garbage(
+            raw in proptest::collection::vec(proptest::num::u8::ANY, 0..200),
+            step in 1usize..32,
+        ) {
+            let mut d = Chunked::new(50);
+            let mut out = Vec::new();
+            for piece in raw.chunks(step) {
+                match d.feed(piece, Some(&mut out)) {
+                    Ok(n) => proptest::prop_assert!(n <= piece.len()),
+                    Err(_) => break,
+                }
+                if d.done() {
+                    break;
+                }
+            }
+            proptest::prop_assert!(out.len() <= 50);
+        }
+
+        /// Arbitrary bytes never panic the head parsers.
+        #[test]
+        fn heads_survive_garbage(raw in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+            let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let _ = parse_request(&raw, &mut h, 256);
+            let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let _ = parse_response(&raw, &mut h, 256, false);
+        }
     }
 }
