@@ -363,6 +363,17 @@ async fn exchange(
                         .extend_from_slice(resp.reason.unwrap_or("").as_bytes());
                     b.out.extend_from_slice(b"\r\n");
                     h1::write_headers(&mut b.out, resp.headers, |_| false);
+                    // A HEAD answer keeps the length the GET would have had.
+                    if head_method {
+                        for h in resp.headers.iter() {
+                            if h.name.eq_ignore_ascii_case("content-length") {
+                                b.out.extend_from_slice(b"content-length: ");
+                                b.out.extend_from_slice(h.value);
+                                b.out.extend_from_slice(b"\r\n");
+                                break;
+                            }
+                        }
+                    }
                     break (info, info.head_len);
                 }
                 Ok(None) => {}
