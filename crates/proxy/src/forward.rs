@@ -237,9 +237,12 @@ impl Drop for StreamGuard {
 }
 
 /// Why a request body could not be read.
-enum BodyFault {
+pub(crate) enum BodyFault {
+    /// Larger than `limits.max_body_bytes` (413).
     TooLarge,
+    /// Not received within `limits.body_timeout_ms` (408).
     Timeout,
+    /// Broken off or badly framed (400).
     Broken,
 }
 
@@ -364,17 +367,63 @@ impl Peer {
     }
 }
 
-/// Serve one client request.
+/// Serve one client request (the hyper path): [`admit`], read the body, [`dispatch`].
 pub(crate) async fn handle(
     inner: Arc<Inner>,
     req: Request<Incoming>,
     peer: Arc<Peer>,
 ) -> Response<ProxyBody> {
     let arrival = Instant::now();
-    let settings = inner.settings();
     // Split at once, and `req` never borrowed: a borrowed local keeps its place in this
     // future across every await, and a queued request keeps this future (issue 19).
     let (parts, body) = req.into_parts();
+    let admitted = match admit(&inner, parts, &peer, arrival) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    // Boxed, and only when there is a body: its reader would otherwise size this future.
+    let read = if body.is_end_stream() {
+        Ok(Bytes::new())
+    } else {
+        let (max, limit) = admitted.body_limits();
+        Box::pin(read_body(body, max, limit)).await
+    };
+    match read {
+        Ok(body) => dispatch(inner, admitted, body, &peer).await,
+        Err(f) => body_fault(&inner, admitted, f),
+    }
+}
+
+/// A request that passed the checks needing no body and no slot: who sent it, its class,
+/// and its metrics ticket (counted received; answered, completed or cancelled later).
+pub(crate) struct Admitted {
+    settings: Arc<Settings>,
+    parts: http::request::Parts,
+    pq: http::uri::PathAndQuery,
+    tenant: TenantId,
+    class: fairlane_core::ClassId,
+    stats: Ticket,
+    arrival: Instant,
+}
+
+impl Admitted {
+    /// The most body bytes the request may send, and how long it has to send them
+    /// (`limits.max_body_bytes`, `limits.body_timeout_ms`).
+    pub fn body_limits(&self) -> (u64, Duration) {
+        let l = &self.settings.config.limits;
+        (l.max_body_bytes, Duration::from_millis(l.body_timeout_ms))
+    }
+}
+
+/// Identify the tenant and check what needs no body and no slot (method, target, declared
+/// length). `Err`: the proxy's own answer (401, 400, 413).
+pub(crate) fn admit(
+    inner: &Arc<Inner>,
+    parts: http::request::Parts,
+    peer: &Peer,
+    arrival: Instant,
+) -> Result<Admitted, Response<ProxyBody>> {
+    let settings = inner.settings();
     let tenant = match settings.identifier.identify(&parts.headers, peer.addr.ip()) {
         Who::Tenant(t) => t,
         Who::Unauthorized => {
@@ -384,7 +433,7 @@ pub(crate) async fn handle(
                 http::header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer"),
             );
-            return r;
+            return Err(r);
         }
         Who::Ambiguous => {
             inner.metrics.ambiguous_identity.fetch_add(1, Relaxed);
@@ -394,7 +443,7 @@ pub(crate) async fn handle(
             );
             r.headers_mut()
                 .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-            return r;
+            return Err(r);
         }
     };
     // Counted received now; answered, completed or — if dropped unanswered — cancelled.
@@ -405,30 +454,29 @@ pub(crate) async fn handle(
     );
     let limits = &settings.config.limits;
 
-    // Checks that need no slot.
     if parts.method == http::Method::CONNECT {
-        return rejected(
-            &inner,
+        return Err(rejected(
+            inner,
             &stats,
             Reason::BadRequest,
             "CONNECT is not supported",
-        );
+        ));
     }
     let Some(pq) = parts.uri.path_and_query().cloned() else {
-        return rejected(
-            &inner,
+        return Err(rejected(
+            inner,
             &stats,
             Reason::BadRequest,
             "request target must be a path",
-        );
+        ));
     };
     if !pq.path().starts_with('/') && pq.path() != "*" {
-        return rejected(
-            &inner,
+        return Err(rejected(
+            inner,
             &stats,
             Reason::BadRequest,
             "request target must be a path",
-        );
+        ));
     }
     match parts
         .headers
@@ -436,58 +484,62 @@ pub(crate) async fn handle(
         .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()))
     {
         Some(None) => {
-            return rejected(&inner, &stats, Reason::BadRequest, "invalid Content-Length")
+            return Err(rejected(
+                inner,
+                &stats,
+                Reason::BadRequest,
+                "invalid Content-Length",
+            ))
         }
         Some(Some(n)) if n > limits.max_body_bytes => {
-            return rejected(
-                &inner,
+            return Err(rejected(
+                inner,
                 &stats,
                 Reason::BodyTooLarge,
                 "request body too large",
-            )
+            ))
         }
         _ => {}
     }
     let class = settings.identifier.classify(&parts.method, pq.path());
-    // Boxed, and only when there is a body: its reader would otherwise size this future.
-    let read = if body.is_end_stream() {
-        Ok(Bytes::new())
-    } else {
-        Box::pin(read_body(
-            body,
-            limits.max_body_bytes,
-            Duration::from_millis(limits.body_timeout_ms),
-        ))
-        .await
-    };
-    let body = match read {
-        Ok(b) => b,
-        Err(BodyFault::TooLarge) => {
-            return rejected(
-                &inner,
-                &stats,
-                Reason::BodyTooLarge,
-                "request body too large",
-            )
-        }
-        Err(BodyFault::Timeout) => {
-            return rejected(
-                &inner,
-                &stats,
-                Reason::BodyTimeout,
-                "request body not received in time",
-            )
-        }
-        Err(BodyFault::Broken) => {
-            return rejected(
-                &inner,
-                &stats,
-                Reason::BadRequest,
-                "request body broken off",
-            )
-        }
-    };
+    Ok(Admitted {
+        settings,
+        parts,
+        pq,
+        tenant,
+        class,
+        stats,
+        arrival,
+    })
+}
 
+/// The answer to a request whose body could not be read (413, 408, 400).
+pub(crate) fn body_fault(inner: &Inner, a: Admitted, fault: BodyFault) -> Response<ProxyBody> {
+    let (reason, msg) = match fault {
+        BodyFault::TooLarge => (Reason::BodyTooLarge, "request body too large"),
+        BodyFault::Timeout => (Reason::BodyTimeout, "request body not received in time"),
+        BodyFault::Broken => (Reason::BadRequest, "request body broken off"),
+    };
+    rejected(inner, &a.stats, reason, msg)
+}
+
+/// Queue an admitted request (with its whole body) for a slot, then forward it.
+pub(crate) async fn dispatch(
+    inner: Arc<Inner>,
+    a: Admitted,
+    body: Bytes,
+    peer: &Peer,
+) -> Response<ProxyBody> {
+    let Admitted {
+        settings,
+        parts,
+        pq,
+        tenant,
+        class,
+        stats,
+        arrival,
+    } = a;
+    let limits = &settings.config.limits;
     // Queue for an upstream slot.
     let waiting = match inner.gate.acquire(tenant, class) {
         Ok(w) => w,
@@ -532,7 +584,7 @@ pub(crate) async fn handle(
     // that a queued request keeps allocated; the upstream exchange's state is allocated once
     // the gate has admitted it (issue 19, memory per queued connection).
     Box::pin(forward(
-        inner, settings, parts, pq, body, &peer, tenant, stats, permit, arrival,
+        inner, settings, parts, pq, body, peer, tenant, stats, permit, arrival,
     ))
     .await
 }

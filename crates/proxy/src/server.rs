@@ -324,6 +324,7 @@ impl Proxy {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = inner.shutdown.subscribe();
         let http2 = inner.settings().config.listen.http2;
+        let own_http1 = inner.settings().config.listen.http1 == "own";
         let mut backoff = AcceptBackoff::default();
         loop {
             let accepted = tokio::select! {
@@ -368,6 +369,10 @@ impl Proxy {
             let conn_inner = inner.clone();
             let conn_state = state.clone();
             let peer = Arc::new(crate::forward::Peer::new(peer));
+            let own = own_http1.then(|| crate::conn::Own {
+                inner: inner.clone(),
+                peer: peer.clone(),
+            });
             let service = service_fn(move |req| {
                 let inner = conn_inner.clone();
                 let peer = peer.clone();
@@ -400,6 +405,7 @@ impl Proxy {
                 watcher,
                 stop,
                 state,
+                own,
                 move |state| {
                     counted.conns.remove(state);
                     counted.metrics.connections.fetch_sub(1, Relaxed);
@@ -443,6 +449,7 @@ impl ProxyHandle {
         if o.listen.addr != n.listen.addr
             || o.listen.admin != n.listen.admin
             || o.listen.http2 != n.listen.http2
+            || o.listen.http1 != n.listen.http1
         {
             warnings.push("listen: changes need a restart; kept the old listeners".to_string());
         }
