@@ -158,6 +158,10 @@ async fn request(
                 Err(f) => forward::body_fault(inner, admitted, f),
                 Ok(body) => {
                     let pipelined = !buf.is_empty();
+                    if !pipelined {
+                        // Nothing buffered: a queued request holds no read buffer.
+                        *buf = Vec::new();
+                    }
                     tokio::select! {
                         biased;
                         r = forward::dispatch(inner.clone(), admitted, body, peer) => r,
