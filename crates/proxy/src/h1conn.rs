@@ -408,6 +408,12 @@ async fn write_response(
             keep_alive = false;
         }
     }
+    if !parts.headers.contains_key(http::header::DATE) {
+        // As hyper's server does: the proxy's own answers carry a Date too (RFC 9110 §6.6.1).
+        out.extend_from_slice(b"date: ");
+        out.extend_from_slice(&date_now());
+        out.extend_from_slice(b"\r\n");
+    }
     if !keep_alive {
         out.extend_from_slice(b"connection: close\r\n");
     } else if http10 {
@@ -461,4 +467,106 @@ async fn write_response(
     drop(body);
     write_all(stream, &out, send_timeout).await?;
     Ok(keep_alive)
+}
+
+/// Now as an HTTP date, formatted once a second per thread.
+fn date_now() -> [u8; 29] {
+    use std::cell::Cell;
+    thread_local!(static CACHE: Cell<(u64, [u8; 29])> = const { Cell::new((u64::MAX, [0; 29])) });
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    CACHE.with(|c| {
+        let (at, text) = c.get();
+        if at == secs {
+            return text;
+        }
+        let text = imf_fixdate(secs);
+        c.set((secs, text));
+        text
+    })
+}
+
+/// `secs` since the Unix epoch as an IMF-fixdate (RFC 9110 §5.6.7), e.g.
+/// `Tue, 14 Nov 2023 22:13:20 GMT`.
+fn imf_fixdate(secs: u64) -> [u8; 29] {
+    const DAYS: [&[u8; 3]; 7] = [b"Sun", b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat"];
+    const MONTHS: [&[u8; 3]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    let days = secs / 86_400;
+    let sod = secs % 86_400;
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm), in a 400-year era.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = (yoe + era * 400 + u64::from(month <= 2)).min(9999);
+    let mut o = *b"Thu, 01 Jan 1970 00:00:00 GMT";
+    o[..3].copy_from_slice(DAYS[((days + 4) % 7) as usize]);
+    let two = |o: &mut [u8; 29], at: usize, v: u64| {
+        o[at] = b'0' + (v / 10) as u8;
+        o[at + 1] = b'0' + (v % 10) as u8;
+    };
+    two(&mut o, 5, day);
+    o[8..11].copy_from_slice(MONTHS[(month - 1) as usize]);
+    two(&mut o, 12, year / 100);
+    two(&mut o, 14, year % 100);
+    two(&mut o, 17, sod / 3600);
+    two(&mut o, 20, sod / 60 % 60);
+    two(&mut o, 23, sod % 60);
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_dates_match_rfc_9110() {
+        // Expected values from Python's email.utils.formatdate(t, usegmt=True).
+        for (t, want) in [
+            (0, "Thu, 01 Jan 1970 00:00:00 GMT"),
+            (1_700_000_000, "Tue, 14 Nov 2023 22:13:20 GMT"),
+            (951_782_400, "Tue, 29 Feb 2000 00:00:00 GMT"),
+            (4_102_444_799, "Thu, 31 Dec 2099 23:59:59 GMT"),
+        ] {
+            assert_eq!(std::str::from_utf8(&imf_fixdate(t)).unwrap(), want, "{t}");
+        }
+    }
+
+    #[test]
+    fn request_heads_become_owned_parts() {
+        let (p, info) = parse_head(
+            b"POST /a?b=1 HTTP/1.0\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(p.method, Method::POST);
+        assert_eq!(p.uri.path_and_query().unwrap().as_str(), "/a?b=1");
+        assert_eq!(p.version, Version::HTTP_10);
+        assert!(
+            p.headers.get("expect").is_none(),
+            "answered here, not forwarded"
+        );
+        assert_eq!(p.headers["content-length"], "3");
+        assert_eq!(info.body, BodyLen::Length(3));
+        assert!(info.expect_continue && !info.keep_alive);
+        assert!(parse_head(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .unwrap()
+            .is_none());
+        assert_eq!(
+            parse_head(
+                b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )
+            .unwrap_err()
+            .status(),
+            400
+        );
+    }
 }
