@@ -75,6 +75,44 @@ impl Body for ProxyBody {
     }
 }
 
+/// An upstream response body: from hyper's client, or read off the socket by the own path.
+// Not boxed: one of the two per response, and a box would be one more allocation.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum UpBody {
+    /// hyper's client (`listen.http1 = "hyper"`).
+    Hyper(Incoming),
+    /// The own path's upstream socket (`listen.http1 = "own"`).
+    Raw(crate::rawpool::RawBody),
+}
+
+impl Body for UpBody {
+    type Data = Bytes;
+    type Error = BoxError;
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            UpBody::Hyper(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(Into::into))),
+            UpBody::Raw(b) => Pin::new(b).poll_frame(cx),
+        }
+    }
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpBody::Hyper(b) => b.is_end_stream(),
+            UpBody::Raw(b) => b.is_end_stream(),
+        }
+    }
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            UpBody::Hyper(b) => b.size_hint(),
+            UpBody::Raw(b) => b.size_hint(),
+        }
+    }
+}
+
 /// The upstream's response body: what was buffered (all of it, when it fitted in
 /// `limits.response_buffer_bytes`; the slot is then already free), then the rest streamed.
 /// Holds the request's [`Permit`] until the upstream body ends (or the client goes away),
@@ -84,7 +122,7 @@ pub struct MeteredBody {
     prefix_bytes: u64,
     /// The upstream body has ended (everything left is in `prefix`).
     inner_done: bool,
-    inner: Incoming,
+    inner: UpBody,
     done: Option<Done>,
     now: Option<crate::gate::Gate>,
     /// The upstream connection of a streamed response: back to the pool when the body has
@@ -154,7 +192,7 @@ impl Body for MeteredBody {
             }
             _ => {}
         }
-        r.map(|o| o.map(|r| r.map_err(Into::into)))
+        r
     }
     fn is_end_stream(&self) -> bool {
         self.prefix.is_empty() && (self.inner_done || self.inner.is_end_stream())
@@ -633,11 +671,10 @@ async fn forward(
             parts.headers.remove(TENANT_HEADER);
         }
     }
-    let upstream_req = Request::from_parts(parts, Full::new(body));
     // Not boxed: this future is allocated only once the request is admitted (`handle`).
     let call = tokio::time::timeout(
         settings.config.upstream_timeout(),
-        settings.pool.send(upstream_req),
+        send_upstream(&settings, parts, body),
     );
     let mut hard_stop = inner.hard_stop.subscribe();
     let result = tokio::select! {
@@ -647,7 +684,7 @@ async fn forward(
             return rejected(&inner, &stats, Reason::Shutdown, "shutting down");
         }
     };
-    let (resp, conn) = match result {
+    let (mut parts, body, conn) = match result {
         Err(_) => {
             return rejected(
                 &inner,
@@ -656,7 +693,7 @@ async fn forward(
                 "upstream timed out",
             )
         }
-        Ok(Err(UpstreamError::Connect(_))) => {
+        Ok(Err(Reason::UpstreamConnect)) => {
             return rejected(
                 &inner,
                 &stats,
@@ -664,7 +701,7 @@ async fn forward(
                 "cannot connect to the upstream",
             );
         }
-        Ok(Err(UpstreamError::Http(_))) => {
+        Ok(Err(_)) => {
             return rejected(
                 &inner,
                 &stats,
@@ -674,7 +711,6 @@ async fn forward(
         }
         Ok(Ok(r)) => r,
     };
-    let (mut parts, body) = resp.into_parts();
     // Unreadable, negative, infinite and huge values are bounded when charged (`[cost]`).
     let reported_cost = settings.cost_header.as_ref().and_then(|h| {
         parts.headers.get(h).map(|v| {
@@ -723,7 +759,7 @@ async fn forward(
         }
     }
     // Read in full: the connection can take the next request now.
-    let mut conn = Some(conn);
+    let mut conn = conn;
     if inner_done {
         if let Some(c) = conn.take() {
             settings.pool.put(c);
@@ -772,4 +808,57 @@ async fn forward(
         body.finish();
     }
     Response::from_parts(parts, ProxyBody::Upstream(body))
+}
+
+/// Send a request upstream on the path `listen.http1` picks: hyper's client, or the own
+/// path's raw sockets (one write: head and body). `Err`: `UpstreamConnect` or
+/// `UpstreamError`.
+async fn send_upstream(
+    settings: &Settings,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Result<(http::response::Parts, UpBody, Option<Conn>), Reason> {
+    let Some(raw) = &settings.raw_pool else {
+        let req = Request::from_parts(parts, Full::new(body));
+        return match settings.pool.send(req).await {
+            Ok((resp, conn)) => {
+                let (p, b) = resp.into_parts();
+                Ok((p, UpBody::Hyper(b), Some(conn)))
+            }
+            Err(UpstreamError::Connect(_)) => Err(Reason::UpstreamConnect),
+            Err(UpstreamError::Http(_)) => Err(Reason::UpstreamError),
+        };
+    };
+    let mut out = Vec::with_capacity(512 + body.len());
+    out.extend_from_slice(parts.method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(
+        parts
+            .uri
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .as_bytes(),
+    );
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in parts.headers.iter() {
+        if name == http::header::CONTENT_LENGTH {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    // The body's own length, never the client's framing.
+    if !body.is_empty() || parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+        crate::h1::write_content_length(&mut out, body.len() as u64);
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+    let head_method = parts.method == http::Method::HEAD;
+    match raw.send(&out, head_method).await {
+        Ok((p, b)) => Ok((p, UpBody::Raw(b), None)),
+        Err(crate::rawpool::RawError::Connect) => Err(Reason::UpstreamConnect),
+        Err(crate::rawpool::RawError::Broken) => Err(Reason::UpstreamError),
+    }
 }

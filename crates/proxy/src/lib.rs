@@ -58,6 +58,7 @@ mod h1conn;
 pub mod loadgen;
 pub mod metrics;
 mod pool;
+mod rawpool;
 pub mod server;
 pub mod tenant;
 pub mod upstream;

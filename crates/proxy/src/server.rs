@@ -73,6 +73,8 @@ pub(crate) struct Settings {
     pub cost_header: Option<HeaderName>,
     /// Keep-alive connections to the upstream.
     pub pool: Arc<crate::pool::Pool>,
+    /// The own path's upstream sockets (`listen.http1 = "own"`), used instead of `pool`.
+    pub raw_pool: Option<Arc<crate::rawpool::RawPool>>,
 }
 
 pub(crate) struct Inner {
@@ -134,6 +136,14 @@ fn settings(config: ProxyConfig, registry: &mut Registry) -> Result<Settings, Co
         .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok());
     Ok(Settings {
         pool: Arc::new(pool(&config, &authority)),
+        raw_pool: (config.listen.http1 == "own").then(|| {
+            Arc::new(crate::rawpool::RawPool::new(
+                authority.clone(),
+                Duration::from_millis(config.upstream.connect_timeout_ms),
+                Duration::from_secs(30),
+                config.scheduler.depth.max(64) * 2,
+            ))
+        }),
         identifier,
         authority,
         names: registry.names().to_vec(),
