@@ -44,6 +44,9 @@ const MAX_HEAD: usize = 8192 + 4096 * 100;
 /// Gathered response bytes are written once they reach this size.
 const WRITE_CHUNK: usize = 64 * 1024;
 
+/// How long a request runs before the own path starts watching for its client going away.
+const GONE_CHECK_AFTER: Duration = Duration::from_millis(2);
+
 /// What a connection does after a request.
 enum Next {
     /// Wait for the next request.
@@ -304,12 +307,16 @@ async fn read_body(
     }
 }
 
-/// Resolves when the client has closed its connection (or it failed). Pending for ever once
+/// Resolves when the client has closed its connection (or it failed), checked from
+/// [`GONE_CHECK_AFTER`] on. Pending for ever once
 /// the client sends more (a pipelined request: it is read after this one is answered).
 async fn client_gone(stream: &TcpStream, pipelined: bool) {
     if pipelined {
         return std::future::pending().await;
     }
+    // Not at once: the socket still reads as ready from the request just read, so a peek
+    // now is a wasted syscall (EAGAIN) on every request; most answers come sooner than this.
+    tokio::time::sleep(GONE_CHECK_AFTER).await;
     let mut b = [0u8; 1];
     match stream.peek(&mut b).await {
         Ok(0) | Err(_) => {}
