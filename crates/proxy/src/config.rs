@@ -111,9 +111,10 @@ pub struct Listen {
     /// Also accept HTTP/2 over cleartext (prior knowledge) on `addr` (default true).
     #[serde(default = "yes")]
     pub http2: bool,
-    /// Which HTTP/1.1 server path client connections take (issue 19): `"own"`, the proxy's
-    /// own framing on `httparse` (module `h1`), or `"hyper"` (default `"own"`). HTTP/2 is
-    /// served by hyper either way.
+    /// Which HTTP/1.1 path the proxy takes (issue 19): `"own"`, the proxy's own framing on
+    /// `httparse` for client connections and raw keep-alive upstream sockets, or `"hyper"`
+    /// (hyper's server and client); default `"own"`. HTTP/2 clients are served by hyper
+    /// either way.
     #[serde(default = "default_http1")]
     pub http1: String,
 }

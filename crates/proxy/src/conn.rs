@@ -447,6 +447,7 @@ pub(crate) struct Own {
 /// block rather than an async fn, because an async fn keeps a second copy of every argument
 /// it uses after an await, and a wrapper future would keep a third (rust-lang/rust#62958).
 #[allow(clippy::manual_async_fn)] // see above: the async fn form is larger
+#[allow(clippy::too_many_arguments)] // moved once into the task; a struct would be one more copy
 pub(crate) fn serve<S, B>(
     stream: TcpStream,
     service: S,

@@ -455,6 +455,8 @@ impl Admitted {
 
 /// Identify the tenant and check what needs no body and no slot (method, target, declared
 /// length). `Err`: the proxy's own answer (401, 400, 413).
+// The `Err` is the response itself, returned as it is: boxing it would add an allocation.
+#[allow(clippy::result_large_err)]
 pub(crate) fn admit(
     inner: &Arc<Inner>,
     parts: http::request::Parts,

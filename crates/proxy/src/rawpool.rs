@@ -111,7 +111,7 @@ impl RawPool {
         let s = self.connect().await?;
         self.exchange(s, request, head_method)
             .await
-            .map_err(|e| e.unwrap_or_else(|| RawError::Broken))
+            .map_err(|e| e.unwrap_or(RawError::Broken))
     }
 
     /// `Err(None)`: nothing of a response came back (retryable on a pooled socket).
