@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fairlane-proxy against nginx proxy_pass, same upstream, same run (docs/benchmarks.md).
-# Needs nginx: FAIRLANE_BENCH_DEPS=1 scripts/test-deps.sh. Loopback only; ports 18000-18092.
+# Needs nginx: FAIRLANE_BENCH_DEPS=1 scripts/test-deps.sh. Loopback only; ports 18000-18095.
 # Env: SECS (per round, default 10), ROUNDS (alternating rounds, default 2), CONNS (64), RATE
 # (open loop, 2000), THROUGHPUT_ONLY=1 (skip the 10k-connection and [cluster] parts).
 set -euo pipefail
@@ -89,9 +89,16 @@ keys = ["kb"]
 TOML
 $T/fairlane-proxy --config "$W/proxy.toml" 2>"$W/proxy.log" & pids+=($!)
 proxy_pid=$!
+# The same proxy on hyper's HTTP/1 server path (`listen.http1 = "hyper"`; issue 19).
+sed -e 's/18080/18094/; s/18091/18095/' -e '/^admin/a http1 = "hyper"' "$W/proxy.toml" > "$W/proxy-hyper.toml"
+$T/fairlane-proxy --config "$W/proxy-hyper.toml" 2>"$W/proxy-hyper.log" & pids+=($!)
+hyper_pid=$!
 # A bare hyper forwarder (no fairlane logic): the HTTP stack's own cost (issue 19).
 $T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000 & pids+=($!)
 bare_pid=$!
+# A raw HTTP/1.1 forwarder (httparse on tokio sockets, no hyper, no fairlane logic; issue 19).
+$T/examples/raw_forward 127.0.0.1:18093 127.0.0.1:18000 & pids+=($!)
+raw_pid=$!
 sleep 1
 
 lg() { $T/examples/loadgen "$@"; }
@@ -115,27 +122,31 @@ row() { # name port key pids
   cpu[$1]=$(( ${cpu[$1]:-0} + t1 - t0 )); reqs[$1]=$(awk "BEGIN{print ${reqs[$1]:-0} + $v * $SECS}")
 }
 echo "== throughput: closed loop, $CONNS connections, ${SECS} s each, ${ROUNDS} rounds alternating; $(uptime | sed 's/.*load/load/')"
-: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/proxy"
+: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/raw"; : > "$W/proxy"; : > "$W/hyper"
 for round in $(seq "$ROUNDS"); do
   row direct 18000 "" ""
   row nginx 18090 kb "$nginx_pids"
   row bare 18092 kb "$bare_pid"
+  row raw 18093 kb "$raw_pid"
   row proxy 18080 kb "$proxy_pid"
+  row hyper 18094 kb "$hyper_pid"
 done
 n=$(median < "$W/nginx")
 us() { awk "BEGIN{printf \"%.1f\", ${cpu[$1]} / $(getconf CLK_TCK) / ${reqs[$1]} * 1e6}"; }
-echo "medians (req/s): direct $(median < "$W/direct"), nginx $n, bare hyper $(median < "$W/bare"), fairlane-proxy $(median < "$W/proxy"); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/proxy") / $n}"), bare/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/bare") / $n}")"
-echo "server CPU per request (us): nginx $(us nginx), bare hyper $(us bare), fairlane-proxy $(us proxy); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(us proxy) / $(us nginx)}"); $(uptime | sed 's/.*load/load/')"
+echo "medians (req/s): direct $(median < "$W/direct"), nginx $n, bare hyper $(median < "$W/bare"), raw $(median < "$W/raw"), fairlane-proxy $(median < "$W/proxy"), fairlane-proxy on hyper $(median < "$W/hyper"); raw/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/raw") / $n}"), fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/proxy") / $n}"), bare/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/bare") / $n}"), fairlane-on-hyper/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/hyper") / $n}")"
+echo "server CPU per request (us): nginx $(us nginx), bare hyper $(us bare), raw $(us raw), fairlane-proxy $(us proxy), fairlane-proxy on hyper $(us hyper); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(us proxy) / $(us nginx)}"); $(uptime | sed 's/.*load/load/')"
 echo "== latency at moderate load: open loop ${RATE:-2000} req/s, ${SECS} s, ${ROUNDS} rounds alternating"
-: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/proxy"
+: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/raw"; : > "$W/proxy"; : > "$W/hyper"
 for round in $(seq "$ROUNDS"); do
   l=$(lg open 127.0.0.1:18000 / "${RATE:-2000}" "$SECS"); echo "upstream direct: $l"; echo "$l" | p50 >> "$W/direct"
   l=$(lg open 127.0.0.1:18090 / "${RATE:-2000}" "$SECS" kb); echo "nginx:           $l"; echo "$l" | p50 >> "$W/nginx"
   l=$(lg open 127.0.0.1:18092 / "${RATE:-2000}" "$SECS" kb); echo "bare hyper:      $l"; echo "$l" | p50 >> "$W/bare"
+  l=$(lg open 127.0.0.1:18093 / "${RATE:-2000}" "$SECS" kb); echo "raw:             $l"; echo "$l" | p50 >> "$W/raw"
   l=$(lg open 127.0.0.1:18080 / "${RATE:-2000}" "$SECS" kb); echo "fairlane-proxy:  $l"; echo "$l" | p50 >> "$W/proxy"
+  l=$(lg open 127.0.0.1:18094 / "${RATE:-2000}" "$SECS" kb); echo "proxy on hyper:  $l"; echo "$l" | p50 >> "$W/hyper"
 done
 d=$(median < "$W/direct")
-echo "median p50 (us) and added over direct: direct $d, nginx $(median < "$W/nginx") (+$(( $(median < "$W/nginx") - d ))), bare hyper $(median < "$W/bare") (+$(( $(median < "$W/bare") - d ))), fairlane-proxy $(median < "$W/proxy") (+$(( $(median < "$W/proxy") - d )))"
+echo "median p50 (us) and added over direct: direct $d, nginx $(median < "$W/nginx") (+$(( $(median < "$W/nginx") - d ))), bare hyper $(median < "$W/bare") (+$(( $(median < "$W/bare") - d ))), raw $(median < "$W/raw") (+$(( $(median < "$W/raw") - d ))), fairlane-proxy $(median < "$W/proxy") (+$(( $(median < "$W/proxy") - d ))), proxy on hyper $(median < "$W/hyper") (+$(( $(median < "$W/hyper") - d )))"
 [ "${THROUGHPUT_ONLY:-0}" = 1 ] && exit 0
 echo "== 10,000 concurrent client connections, ${SECS} s"
 lg closed 127.0.0.1:18080 / 10000 "$SECS" kb > "$W/10k.txt" &

@@ -111,6 +111,16 @@ pub struct Listen {
     /// Also accept HTTP/2 over cleartext (prior knowledge) on `addr` (default true).
     #[serde(default = "yes")]
     pub http2: bool,
+    /// Which HTTP/1.1 path the proxy takes (issue 19): `"own"`, the proxy's own framing on
+    /// `httparse` for client connections and raw keep-alive upstream sockets, or `"hyper"`
+    /// (hyper's server and client); default `"own"`. HTTP/2 clients are served by hyper
+    /// either way.
+    #[serde(default = "default_http1")]
+    pub http1: String,
+}
+
+fn default_http1() -> String {
+    "own".to_string()
 }
 
 impl Default for Listen {
@@ -119,6 +129,7 @@ impl Default for Listen {
             addr: default_addr(),
             admin: default_admin(),
             http2: true,
+            http1: default_http1(),
         }
     }
 }
@@ -548,6 +559,12 @@ impl ProxyConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         parse_addr("listen.addr", &self.listen.addr)?;
         parse_addr("listen.admin", &self.listen.admin)?;
+        if !matches!(self.listen.http1.as_str(), "own" | "hyper") {
+            return Err(ConfigError::new(
+                "listen.http1",
+                format!("{:?} is not \"own\" or \"hyper\"", self.listen.http1),
+            ));
+        }
         self.upstream_authority()?;
         if self.upstream.connect_timeout_ms == 0 {
             return Err(ConfigError::new(

@@ -419,6 +419,14 @@ pub(crate) struct ServeOptions {
     pub http2: bool,
 }
 
+/// What the own HTTP/1 path (`listen.http1 = "own"`) needs to serve a connection.
+pub(crate) struct Own {
+    /// The proxy's shared state.
+    pub inner: Arc<crate::server::Inner>,
+    /// The client.
+    pub peer: Arc<crate::forward::Peer>,
+}
+
 /// Serve one client connection until it ends, it is shut down gracefully (`watcher`,
 /// `shutdown`), the table evicts it (`state.evict`: dropping hyper's connection closes the
 /// socket) or the caller drops this future; then call `closed` (not when dropped).
@@ -439,6 +447,7 @@ pub(crate) struct ServeOptions {
 /// block rather than an async fn, because an async fn keeps a second copy of every argument
 /// it uses after an await, and a wrapper future would keep a third (rust-lang/rust#62958).
 #[allow(clippy::manual_async_fn)] // see above: the async fn form is larger
+#[allow(clippy::too_many_arguments)] // moved once into the task; a struct would be one more copy
 pub(crate) fn serve<S, B>(
     stream: TcpStream,
     service: S,
@@ -446,6 +455,7 @@ pub(crate) fn serve<S, B>(
     watcher: hyper_util::server::graceful::Watcher,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
     state: Arc<ConnState>,
+    own: Option<Own>,
     closed: impl FnOnce(&ConnState) + Send + 'static,
 ) -> impl Future<Output = ()> + Send + 'static
 where
@@ -474,6 +484,13 @@ where
                 _ = shutdown.wait_for(|&s| s) => break 'serve,
                 _ = state.evict.notified() => break 'serve,
             };
+            if let (Ok(Ok(FirstBytes::Http1)), Some(own)) = (&first, own) {
+                // Held until the connection ends, so a graceful shutdown waits for it.
+                let _watcher = watcher;
+                crate::h1conn::serve(stream, own.inner, own.peer, opts, &state, &mut shutdown)
+                    .await;
+                break 'serve;
+            }
             let io = TokioIo::new(ClientIo::new(stream, opts.send_timeout));
             match first {
                 Ok(Ok(FirstBytes::Http1)) => {

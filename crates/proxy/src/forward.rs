@@ -75,6 +75,44 @@ impl Body for ProxyBody {
     }
 }
 
+/// An upstream response body: from hyper's client, or read off the socket by the own path.
+// Not boxed: one of the two per response, and a box would be one more allocation.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum UpBody {
+    /// hyper's client (`listen.http1 = "hyper"`).
+    Hyper(Incoming),
+    /// The own path's upstream socket (`listen.http1 = "own"`).
+    Raw(crate::rawpool::RawBody),
+}
+
+impl Body for UpBody {
+    type Data = Bytes;
+    type Error = BoxError;
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            UpBody::Hyper(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|o| o.map(|r| r.map_err(Into::into))),
+            UpBody::Raw(b) => Pin::new(b).poll_frame(cx),
+        }
+    }
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpBody::Hyper(b) => b.is_end_stream(),
+            UpBody::Raw(b) => b.is_end_stream(),
+        }
+    }
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            UpBody::Hyper(b) => b.size_hint(),
+            UpBody::Raw(b) => b.size_hint(),
+        }
+    }
+}
+
 /// The upstream's response body: what was buffered (all of it, when it fitted in
 /// `limits.response_buffer_bytes`; the slot is then already free), then the rest streamed.
 /// Holds the request's [`Permit`] until the upstream body ends (or the client goes away),
@@ -84,7 +122,7 @@ pub struct MeteredBody {
     prefix_bytes: u64,
     /// The upstream body has ended (everything left is in `prefix`).
     inner_done: bool,
-    inner: Incoming,
+    inner: UpBody,
     done: Option<Done>,
     now: Option<crate::gate::Gate>,
     /// The upstream connection of a streamed response: back to the pool when the body has
@@ -154,7 +192,7 @@ impl Body for MeteredBody {
             }
             _ => {}
         }
-        r.map(|o| o.map(|r| r.map_err(Into::into)))
+        r
     }
     fn is_end_stream(&self) -> bool {
         self.prefix.is_empty() && (self.inner_done || self.inner.is_end_stream())
@@ -237,9 +275,12 @@ impl Drop for StreamGuard {
 }
 
 /// Why a request body could not be read.
-enum BodyFault {
+pub(crate) enum BodyFault {
+    /// Larger than `limits.max_body_bytes` (413).
     TooLarge,
+    /// Not received within `limits.body_timeout_ms` (408).
     Timeout,
+    /// Broken off or badly framed (400).
     Broken,
 }
 
@@ -364,17 +405,65 @@ impl Peer {
     }
 }
 
-/// Serve one client request.
+/// Serve one client request (the hyper path): [`admit`], read the body, [`dispatch`].
 pub(crate) async fn handle(
     inner: Arc<Inner>,
     req: Request<Incoming>,
     peer: Arc<Peer>,
 ) -> Response<ProxyBody> {
     let arrival = Instant::now();
-    let settings = inner.settings();
     // Split at once, and `req` never borrowed: a borrowed local keeps its place in this
     // future across every await, and a queued request keeps this future (issue 19).
     let (parts, body) = req.into_parts();
+    let admitted = match admit(&inner, parts, &peer, arrival) {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    // Boxed, and only when there is a body: its reader would otherwise size this future.
+    let read = if body.is_end_stream() {
+        Ok(Bytes::new())
+    } else {
+        let (max, limit) = admitted.body_limits();
+        Box::pin(read_body(body, max, limit)).await
+    };
+    match read {
+        Ok(body) => dispatch(inner, admitted, body, &peer).await,
+        Err(f) => body_fault(&inner, admitted, f),
+    }
+}
+
+/// A request that passed the checks needing no body and no slot: who sent it, its class,
+/// and its metrics ticket (counted received; answered, completed or cancelled later).
+pub(crate) struct Admitted {
+    settings: Arc<Settings>,
+    parts: http::request::Parts,
+    pq: http::uri::PathAndQuery,
+    tenant: TenantId,
+    class: fairlane_core::ClassId,
+    stats: Ticket,
+    arrival: Instant,
+}
+
+impl Admitted {
+    /// The most body bytes the request may send, and how long it has to send them
+    /// (`limits.max_body_bytes`, `limits.body_timeout_ms`).
+    pub fn body_limits(&self) -> (u64, Duration) {
+        let l = &self.settings.config.limits;
+        (l.max_body_bytes, Duration::from_millis(l.body_timeout_ms))
+    }
+}
+
+/// Identify the tenant and check what needs no body and no slot (method, target, declared
+/// length). `Err`: the proxy's own answer (401, 400, 413).
+// The `Err` is the response itself, returned as it is: boxing it would add an allocation.
+#[allow(clippy::result_large_err)]
+pub(crate) fn admit(
+    inner: &Arc<Inner>,
+    parts: http::request::Parts,
+    peer: &Peer,
+    arrival: Instant,
+) -> Result<Admitted, Response<ProxyBody>> {
+    let settings = inner.settings();
     let tenant = match settings.identifier.identify(&parts.headers, peer.addr.ip()) {
         Who::Tenant(t) => t,
         Who::Unauthorized => {
@@ -384,7 +473,7 @@ pub(crate) async fn handle(
                 http::header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Bearer"),
             );
-            return r;
+            return Err(r);
         }
         Who::Ambiguous => {
             inner.metrics.ambiguous_identity.fetch_add(1, Relaxed);
@@ -394,7 +483,7 @@ pub(crate) async fn handle(
             );
             r.headers_mut()
                 .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-            return r;
+            return Err(r);
         }
     };
     // Counted received now; answered, completed or — if dropped unanswered — cancelled.
@@ -405,30 +494,29 @@ pub(crate) async fn handle(
     );
     let limits = &settings.config.limits;
 
-    // Checks that need no slot.
     if parts.method == http::Method::CONNECT {
-        return rejected(
-            &inner,
+        return Err(rejected(
+            inner,
             &stats,
             Reason::BadRequest,
             "CONNECT is not supported",
-        );
+        ));
     }
     let Some(pq) = parts.uri.path_and_query().cloned() else {
-        return rejected(
-            &inner,
+        return Err(rejected(
+            inner,
             &stats,
             Reason::BadRequest,
             "request target must be a path",
-        );
+        ));
     };
     if !pq.path().starts_with('/') && pq.path() != "*" {
-        return rejected(
-            &inner,
+        return Err(rejected(
+            inner,
             &stats,
             Reason::BadRequest,
             "request target must be a path",
-        );
+        ));
     }
     match parts
         .headers
@@ -436,58 +524,62 @@ pub(crate) async fn handle(
         .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()))
     {
         Some(None) => {
-            return rejected(&inner, &stats, Reason::BadRequest, "invalid Content-Length")
+            return Err(rejected(
+                inner,
+                &stats,
+                Reason::BadRequest,
+                "invalid Content-Length",
+            ))
         }
         Some(Some(n)) if n > limits.max_body_bytes => {
-            return rejected(
-                &inner,
+            return Err(rejected(
+                inner,
                 &stats,
                 Reason::BodyTooLarge,
                 "request body too large",
-            )
+            ))
         }
         _ => {}
     }
     let class = settings.identifier.classify(&parts.method, pq.path());
-    // Boxed, and only when there is a body: its reader would otherwise size this future.
-    let read = if body.is_end_stream() {
-        Ok(Bytes::new())
-    } else {
-        Box::pin(read_body(
-            body,
-            limits.max_body_bytes,
-            Duration::from_millis(limits.body_timeout_ms),
-        ))
-        .await
-    };
-    let body = match read {
-        Ok(b) => b,
-        Err(BodyFault::TooLarge) => {
-            return rejected(
-                &inner,
-                &stats,
-                Reason::BodyTooLarge,
-                "request body too large",
-            )
-        }
-        Err(BodyFault::Timeout) => {
-            return rejected(
-                &inner,
-                &stats,
-                Reason::BodyTimeout,
-                "request body not received in time",
-            )
-        }
-        Err(BodyFault::Broken) => {
-            return rejected(
-                &inner,
-                &stats,
-                Reason::BadRequest,
-                "request body broken off",
-            )
-        }
-    };
+    Ok(Admitted {
+        settings,
+        parts,
+        pq,
+        tenant,
+        class,
+        stats,
+        arrival,
+    })
+}
 
+/// The answer to a request whose body could not be read (413, 408, 400).
+pub(crate) fn body_fault(inner: &Inner, a: Admitted, fault: BodyFault) -> Response<ProxyBody> {
+    let (reason, msg) = match fault {
+        BodyFault::TooLarge => (Reason::BodyTooLarge, "request body too large"),
+        BodyFault::Timeout => (Reason::BodyTimeout, "request body not received in time"),
+        BodyFault::Broken => (Reason::BadRequest, "request body broken off"),
+    };
+    rejected(inner, &a.stats, reason, msg)
+}
+
+/// Queue an admitted request (with its whole body) for a slot, then forward it.
+pub(crate) async fn dispatch(
+    inner: Arc<Inner>,
+    a: Admitted,
+    body: Bytes,
+    peer: &Peer,
+) -> Response<ProxyBody> {
+    let Admitted {
+        settings,
+        parts,
+        pq,
+        tenant,
+        class,
+        stats,
+        arrival,
+    } = a;
+    let limits = &settings.config.limits;
     // Queue for an upstream slot.
     let waiting = match inner.gate.acquire(tenant, class) {
         Ok(w) => w,
@@ -532,7 +624,7 @@ pub(crate) async fn handle(
     // that a queued request keeps allocated; the upstream exchange's state is allocated once
     // the gate has admitted it (issue 19, memory per queued connection).
     Box::pin(forward(
-        inner, settings, parts, pq, body, &peer, tenant, stats, permit, arrival,
+        inner, settings, parts, pq, body, peer, tenant, stats, permit, arrival,
     ))
     .await
 }
@@ -581,11 +673,10 @@ async fn forward(
             parts.headers.remove(TENANT_HEADER);
         }
     }
-    let upstream_req = Request::from_parts(parts, Full::new(body));
     // Not boxed: this future is allocated only once the request is admitted (`handle`).
     let call = tokio::time::timeout(
         settings.config.upstream_timeout(),
-        settings.pool.send(upstream_req),
+        send_upstream(&settings, parts, body),
     );
     let mut hard_stop = inner.hard_stop.subscribe();
     let result = tokio::select! {
@@ -595,7 +686,7 @@ async fn forward(
             return rejected(&inner, &stats, Reason::Shutdown, "shutting down");
         }
     };
-    let (resp, conn) = match result {
+    let (mut parts, body, conn) = match result {
         Err(_) => {
             return rejected(
                 &inner,
@@ -604,7 +695,7 @@ async fn forward(
                 "upstream timed out",
             )
         }
-        Ok(Err(UpstreamError::Connect(_))) => {
+        Ok(Err(Reason::UpstreamConnect)) => {
             return rejected(
                 &inner,
                 &stats,
@@ -612,7 +703,7 @@ async fn forward(
                 "cannot connect to the upstream",
             );
         }
-        Ok(Err(UpstreamError::Http(_))) => {
+        Ok(Err(_)) => {
             return rejected(
                 &inner,
                 &stats,
@@ -622,7 +713,6 @@ async fn forward(
         }
         Ok(Ok(r)) => r,
     };
-    let (mut parts, body) = resp.into_parts();
     // Unreadable, negative, infinite and huge values are bounded when charged (`[cost]`).
     let reported_cost = settings.cost_header.as_ref().and_then(|h| {
         parts.headers.get(h).map(|v| {
@@ -671,7 +761,7 @@ async fn forward(
         }
     }
     // Read in full: the connection can take the next request now.
-    let mut conn = Some(conn);
+    let mut conn = conn;
     if inner_done {
         if let Some(c) = conn.take() {
             settings.pool.put(c);
@@ -720,4 +810,57 @@ async fn forward(
         body.finish();
     }
     Response::from_parts(parts, ProxyBody::Upstream(body))
+}
+
+/// Send a request upstream on the path `listen.http1` picks: hyper's client, or the own
+/// path's raw sockets (one write: head and body). `Err`: `UpstreamConnect` or
+/// `UpstreamError`.
+async fn send_upstream(
+    settings: &Settings,
+    parts: http::request::Parts,
+    body: Bytes,
+) -> Result<(http::response::Parts, UpBody, Option<Conn>), Reason> {
+    let Some(raw) = &settings.raw_pool else {
+        let req = Request::from_parts(parts, Full::new(body));
+        return match settings.pool.send(req).await {
+            Ok((resp, conn)) => {
+                let (p, b) = resp.into_parts();
+                Ok((p, UpBody::Hyper(b), Some(conn)))
+            }
+            Err(UpstreamError::Connect(_)) => Err(Reason::UpstreamConnect),
+            Err(UpstreamError::Http(_)) => Err(Reason::UpstreamError),
+        };
+    };
+    let mut out = Vec::with_capacity(512 + body.len());
+    out.extend_from_slice(parts.method.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(
+        parts
+            .uri
+            .path_and_query()
+            .map_or("/", |pq| pq.as_str())
+            .as_bytes(),
+    );
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    for (name, value) in parts.headers.iter() {
+        if name == http::header::CONTENT_LENGTH {
+            continue;
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    // The body's own length, never the client's framing.
+    if !body.is_empty() || parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+        crate::h1::write_content_length(&mut out, body.len() as u64);
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+    let head_method = parts.method == http::Method::HEAD;
+    match raw.send(&out, head_method).await {
+        Ok((p, b)) => Ok((p, UpBody::Raw(b), None)),
+        Err(crate::rawpool::RawError::Connect) => Err(Reason::UpstreamConnect),
+        Err(crate::rawpool::RawError::Broken) => Err(Reason::UpstreamError),
+    }
 }

@@ -51,9 +51,14 @@ mod dashboard;
 mod depth;
 pub mod forward;
 pub mod gate;
+// Used by the raw_forward example (included there by path) and its own tests so far.
+#[allow(dead_code)]
+mod h1;
+mod h1conn;
 pub mod loadgen;
 pub mod metrics;
 mod pool;
+mod rawpool;
 pub mod server;
 pub mod tenant;
 pub mod upstream;

@@ -73,6 +73,8 @@ pub(crate) struct Settings {
     pub cost_header: Option<HeaderName>,
     /// Keep-alive connections to the upstream.
     pub pool: Arc<crate::pool::Pool>,
+    /// The own path's upstream sockets (`listen.http1 = "own"`), used instead of `pool`.
+    pub raw_pool: Option<Arc<crate::rawpool::RawPool>>,
 }
 
 pub(crate) struct Inner {
@@ -134,6 +136,14 @@ fn settings(config: ProxyConfig, registry: &mut Registry) -> Result<Settings, Co
         .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok());
     Ok(Settings {
         pool: Arc::new(pool(&config, &authority)),
+        raw_pool: (config.listen.http1 == "own").then(|| {
+            Arc::new(crate::rawpool::RawPool::new(
+                authority.clone(),
+                Duration::from_millis(config.upstream.connect_timeout_ms),
+                Duration::from_secs(30),
+                config.scheduler.depth.max(64) * 2,
+            ))
+        }),
         identifier,
         authority,
         names: registry.names().to_vec(),
@@ -324,6 +334,7 @@ impl Proxy {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = inner.shutdown.subscribe();
         let http2 = inner.settings().config.listen.http2;
+        let own_http1 = inner.settings().config.listen.http1 == "own";
         let mut backoff = AcceptBackoff::default();
         loop {
             let accepted = tokio::select! {
@@ -368,6 +379,10 @@ impl Proxy {
             let conn_inner = inner.clone();
             let conn_state = state.clone();
             let peer = Arc::new(crate::forward::Peer::new(peer));
+            let own = own_http1.then(|| crate::conn::Own {
+                inner: inner.clone(),
+                peer: peer.clone(),
+            });
             let service = service_fn(move |req| {
                 let inner = conn_inner.clone();
                 let peer = peer.clone();
@@ -400,6 +415,7 @@ impl Proxy {
                 watcher,
                 stop,
                 state,
+                own,
                 move |state| {
                     counted.conns.remove(state);
                     counted.metrics.connections.fetch_sub(1, Relaxed);
@@ -443,6 +459,7 @@ impl ProxyHandle {
         if o.listen.addr != n.listen.addr
             || o.listen.admin != n.listen.admin
             || o.listen.http2 != n.listen.http2
+            || o.listen.http1 != n.listen.http1
         {
             warnings.push("listen: changes need a restart; kept the old listeners".to_string());
         }

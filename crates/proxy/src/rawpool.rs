@@ -1,0 +1,329 @@
+//! The upstream side of the own HTTP/1.1 path (issue 19, `listen.http1 = "own"`): a stack of
+//! idle keep-alive sockets to the one upstream, a request written in one write (head and
+//! body), the response head parsed by [`crate::h1`], and the response body read off the
+//! socket by [`RawBody`] on the request's own task — no connection task, no channels, no
+//! oneshot per response (what hyper's client costs; docs/benchmarks.md).
+//!
+//! A socket goes back to the stack when its response body has been read to its end and the
+//! upstream allowed keep-alive; a body dropped part-way closes it. A request on a pooled
+//! socket that the upstream had closed meanwhile (nothing of a response came back) is
+//! retried once on a new connection, as the hyper pool does.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::uri::Authority;
+use http::{HeaderName, HeaderValue, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+
+use crate::h1::{self, BodyLen, Chunked};
+
+/// Longest upstream response head accepted (bytes), as the hyper client's default.
+const MAX_HEAD: usize = 8192 + 4096 * 100;
+
+/// Why an upstream exchange on the own path failed.
+#[derive(Debug)]
+pub(crate) enum RawError {
+    /// No connection could be opened (→ 502 "cannot connect").
+    Connect,
+    /// The connection failed, or the upstream's answer was not valid HTTP/1 (→ 502).
+    Broken,
+}
+
+/// Idle keep-alive sockets to one upstream.
+pub(crate) struct RawPool {
+    authority: Authority,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+    max_idle: usize,
+    idle: Mutex<Vec<(TcpStream, Instant)>>,
+}
+
+impl RawPool {
+    /// A pool for `authority` (host:port; port 80 if none).
+    pub fn new(
+        authority: Authority,
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+        max_idle: usize,
+    ) -> RawPool {
+        RawPool {
+            authority,
+            connect_timeout,
+            idle_timeout,
+            max_idle,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn checkout(&self) -> Option<TcpStream> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((s, since)) = idle.pop() {
+            if since.elapsed() <= self.idle_timeout {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    fn put(&self, s: TcpStream) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < self.max_idle {
+            idle.push((s, Instant::now()));
+        }
+    }
+
+    async fn connect(&self) -> Result<TcpStream, RawError> {
+        let host = self.authority.host();
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        let port = self.authority.port_u16().unwrap_or(80);
+        let s = tokio::time::timeout(self.connect_timeout, TcpStream::connect((host, port)))
+            .await
+            .map_err(|_| RawError::Connect)?
+            .map_err(|_| RawError::Connect)?;
+        let _ = s.set_nodelay(true);
+        Ok(s)
+    }
+
+    /// Send `request` (a whole serialized request) and read the response head.
+    pub async fn send(
+        self: &Arc<Self>,
+        request: &[u8],
+        head_method: bool,
+    ) -> Result<(http::response::Parts, RawBody), RawError> {
+        if let Some(s) = self.checkout() {
+            match self.exchange(s, request, head_method).await {
+                Ok(r) => return Ok(r),
+                // The pooled socket was closed by the upstream before any answer: once more
+                // on a new one.
+                Err(None) => {}
+                Err(Some(e)) => return Err(e),
+            }
+        }
+        let s = self.connect().await?;
+        self.exchange(s, request, head_method)
+            .await
+            .map_err(|e| e.unwrap_or(RawError::Broken))
+    }
+
+    /// `Err(None)`: nothing of a response came back (retryable on a pooled socket).
+    async fn exchange(
+        self: &Arc<Self>,
+        mut s: TcpStream,
+        request: &[u8],
+        head_method: bool,
+    ) -> Result<(http::response::Parts, RawBody), Option<RawError>> {
+        if s.write_all(request).await.is_err() {
+            return Err(None);
+        }
+        let mut buf: Vec<u8> = Vec::with_capacity(4096);
+        loop {
+            if !buf.is_empty() {
+                match parse_head(&buf, head_method) {
+                    Ok(Some((parts, info))) if parts.status.is_informational() => {
+                        // 1xx interim answers are skipped (101 is never asked for).
+                        if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+                            return Err(Some(RawError::Broken));
+                        }
+                        buf.drain(..info.head_len);
+                        continue;
+                    }
+                    Ok(Some((parts, info))) => {
+                        buf.drain(..info.head_len);
+                        let state = match info.body {
+                            BodyLen::Length(n) => Framing::Length(n),
+                            BodyLen::Chunked => Framing::Chunked(Chunked::new(u64::MAX)),
+                            BodyLen::ToEof => Framing::ToEof,
+                        };
+                        let mut body = RawBody {
+                            conn: Some(s),
+                            buf,
+                            framing: state,
+                            keep_alive: info.keep_alive,
+                            done: false,
+                            pool: self.clone(),
+                        };
+                        body.check_done();
+                        return Ok((parts, body));
+                    }
+                    Ok(None) => {}
+                    Err(_) => return Err(Some(RawError::Broken)),
+                }
+            }
+            let fresh = buf.is_empty();
+            if buf.capacity() - buf.len() < 1024 {
+                buf.reserve(4096);
+            }
+            match s.read_buf(&mut buf).await {
+                Ok(0) | Err(_) if fresh => return Err(None),
+                Ok(0) => return Err(Some(RawError::Broken)),
+                Err(_) => return Err(Some(RawError::Broken)),
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+use tokio::io::AsyncReadExt;
+
+/// A response head into owned parts (status and headers as the upstream sent them).
+fn parse_head(
+    buf: &[u8],
+    head_method: bool,
+) -> Result<Option<(http::response::Parts, h1::ResponseInfo)>, h1::FrameError> {
+    let mut headers = [httparse::EMPTY_HEADER; h1::MAX_HEADERS];
+    let Some((resp, info)) = h1::parse_response(buf, &mut headers, MAX_HEAD, head_method)? else {
+        return Ok(None);
+    };
+    let bad = h1::FrameError::Malformed("invalid response header");
+    let mut b =
+        http::Response::builder().status(StatusCode::from_u16(info.status).map_err(|_| bad)?);
+    if let Some(map) = b.headers_mut() {
+        map.reserve(resp.headers.len());
+        for h in resp.headers.iter() {
+            let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| bad)?;
+            let value = HeaderValue::from_bytes(h.value).map_err(|_| bad)?;
+            map.append(name, value);
+        }
+    }
+    Ok(Some((b.body(()).map_err(|_| bad)?.into_parts().0, info)))
+}
+
+/// Where a response body stands.
+enum Framing {
+    /// This many bytes left.
+    Length(u64),
+    /// Chunked, decoded as it comes.
+    Chunked(Chunked),
+    /// Until the upstream closes.
+    ToEof,
+}
+
+/// An upstream response body read off its socket; the socket goes back to the pool at the
+/// body's end (if the upstream allows keep-alive) and is closed if the body is dropped
+/// before.
+pub(crate) struct RawBody {
+    conn: Option<TcpStream>,
+    /// Read but not yet decoded.
+    buf: Vec<u8>,
+    framing: Framing,
+    keep_alive: bool,
+    done: bool,
+    pool: Arc<RawPool>,
+}
+
+impl RawBody {
+    /// Mark the end, and give the socket back if it can carry another request.
+    fn check_done(&mut self) {
+        let ended = match &self.framing {
+            Framing::Length(n) => *n == 0,
+            Framing::Chunked(c) => c.done(),
+            Framing::ToEof => false,
+        };
+        if ended && !self.done {
+            self.done = true;
+            if let Some(s) = self.conn.take() {
+                // Bytes past the end: the upstream is out of step; do not reuse.
+                if self.keep_alive && self.buf.is_empty() {
+                    self.pool.put(s);
+                }
+            }
+            self.buf = Vec::new();
+        }
+    }
+
+    /// Decode what is buffered into at most one data frame.
+    fn decode(&mut self) -> Result<Option<Bytes>, h1::FrameError> {
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        let out = match &mut self.framing {
+            Framing::Length(n) => {
+                let take = (*n).min(self.buf.len() as u64) as usize;
+                *n -= take as u64;
+                let rest = self.buf.split_off(take);
+                std::mem::replace(&mut self.buf, rest)
+            }
+            Framing::Chunked(c) => {
+                let mut out = Vec::new();
+                let used = c.feed(&self.buf, Some(&mut out))?;
+                self.buf.drain(..used);
+                out
+            }
+            Framing::ToEof => std::mem::take(&mut self.buf),
+        };
+        self.check_done();
+        Ok((!out.is_empty()).then(|| Bytes::from(out)))
+    }
+}
+
+impl Body for RawBody {
+    type Data = Bytes;
+    type Error = crate::forward::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let me = &mut *self;
+        loop {
+            if me.done {
+                return Poll::Ready(None);
+            }
+            match me.decode() {
+                Ok(Some(d)) => return Poll::Ready(Some(Ok(Frame::data(d)))),
+                Ok(None) if me.done => return Poll::Ready(None),
+                Ok(None) => {}
+                Err(e) => {
+                    me.conn = None;
+                    return Poll::Ready(Some(Err(e.into())));
+                }
+            }
+            let Some(conn) = me.conn.as_mut() else {
+                return Poll::Ready(Some(Err("upstream connection lost".into())));
+            };
+            let old = me.buf.len();
+            me.buf.resize(old + 16 * 1024, 0);
+            let mut rb = ReadBuf::new(&mut me.buf[old..]);
+            let r = Pin::new(conn).poll_read(cx, &mut rb);
+            let n = rb.filled().len();
+            me.buf.truncate(old + n);
+            match r {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => {
+                    me.conn = None;
+                    return Poll::Ready(Some(Err(e.into())));
+                }
+                Poll::Ready(Ok(())) if n == 0 => {
+                    me.conn = None;
+                    if matches!(me.framing, Framing::ToEof) {
+                        me.done = true;
+                        return Poll::Ready(None);
+                    }
+                    return Poll::Ready(Some(Err("upstream closed mid-body".into())));
+                }
+                Poll::Ready(Ok(())) => {}
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.framing {
+            Framing::Length(n) => SizeHint::with_exact(*n),
+            _ if self.done => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+}
