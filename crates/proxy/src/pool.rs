@@ -126,22 +126,9 @@ impl Pool {
     }
 
     async fn connect(&self) -> Result<Conn, UpstreamError> {
-        let host = self.authority.host();
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        let port = self.authority.port_u16().unwrap_or(80);
-        let stream = tokio::time::timeout(self.connect_timeout, TcpStream::connect((host, port)))
+        let stream = connect_tcp(&self.authority, self.connect_timeout)
             .await
-            .map_err(|_| {
-                UpstreamError::Connect(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "connect timed out",
-                ))
-            })?
             .map_err(UpstreamError::Connect)?;
-        let _ = stream.set_nodelay(true);
         let (sender, conn) = http1::Builder::new()
             .handshake(TokioIo::new(stream))
             .await
@@ -152,6 +139,26 @@ impl Pool {
         });
         Ok(Conn(sender))
     }
+}
+
+/// A TCP connection to the upstream at `authority` (port 80 if none; an IPv6 literal may be
+/// bracketed) within `timeout`, with Nagle off. One copy for both upstream pools: hyper's
+/// (`Pool`) and the own path's (`rawpool`).
+pub(crate) async fn connect_tcp(
+    authority: &Authority,
+    timeout: Duration,
+) -> std::io::Result<TcpStream> {
+    let host = authority.host();
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let port = authority.port_u16().unwrap_or(80);
+    let stream = tokio::time::timeout(timeout, TcpStream::connect((host, port)))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timed out"))??;
+    let _ = stream.set_nodelay(true);
+    Ok(stream)
 }
 
 impl std::fmt::Debug for Pool {

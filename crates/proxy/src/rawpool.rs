@@ -79,18 +79,9 @@ impl RawPool {
     }
 
     async fn connect(&self) -> Result<TcpStream, RawError> {
-        let host = self.authority.host();
-        let host = host
-            .strip_prefix('[')
-            .and_then(|h| h.strip_suffix(']'))
-            .unwrap_or(host);
-        let port = self.authority.port_u16().unwrap_or(80);
-        let s = tokio::time::timeout(self.connect_timeout, TcpStream::connect((host, port)))
+        crate::pool::connect_tcp(&self.authority, self.connect_timeout)
             .await
-            .map_err(|_| RawError::Connect)?
-            .map_err(|_| RawError::Connect)?;
-        let _ = s.set_nodelay(true);
-        Ok(s)
+            .map_err(|_| RawError::Connect)
     }
 
     /// Send `request` (a whole serialized request) and read the response head.
