@@ -125,14 +125,22 @@ pub fn gini(values: &mut [f64]) -> f64 {
 /// `record` (auto-resize, error paths, min/max tracking) cost about a tenth of a simulation
 /// run — and the mean is one pass over the counts instead of the crate's iterator.
 ///
-/// The counts live in pages of 1,024 (one half-bucket, 4 KiB), allocated when first counted
-/// in: a tenant's latencies touch a few powers of two, so a histogram holds those pages
-/// only, instead of one array from zero to its largest latency that is zeroed and copied as
-/// it grows (with 100 tenants that array was 10 MB and its page faults and copies 5 % of a
-/// run).
+/// The counts live in pages of 1,024 (one half-bucket), allocated when first counted in: a
+/// tenant's latencies touch a few powers of two, so a histogram holds those pages only,
+/// instead of one array from zero to its largest latency that is zeroed and copied as it
+/// grows (with 100 tenants that array was 10 MB and its page faults and copies 5 % of a run).
+///
+/// A page holds each count's low byte (1 KiB); the higher bits sit in a page of `u32`
+/// carries allocated at the page's first carry (a count passing a multiple of 256). The
+/// increment at each completion lands at a random place in the tenant's pages, and the
+/// pages of 100 tenants did not stay in cache beside the scheduler's requests: with one
+/// byte per count a cache line holds 64 neighbouring counts instead of 16, and the pages
+/// take a quarter of the memory (and of the page faults that first touch it).
 #[derive(Clone, Debug, Default)]
 pub struct Latency {
-    pages: Vec<Option<Box<[u32; PAGE]>>>,
+    pages: Vec<Option<Box<[u8; PAGE]>>>,
+    /// Per page, the carries out of its low bytes (`None` until the first).
+    carries: Vec<Option<Box<[u32; PAGE]>>>,
     total: u64,
 }
 
@@ -204,26 +212,56 @@ impl Latency {
             _ => self.add_page(i / PAGE),
         };
         let c = &mut page[i % PAGE];
-        *c = c.saturating_add(1);
+        *c = c.wrapping_add(1);
+        if *c == 0 {
+            self.carry(i);
+        }
         self.total += 1;
     }
 
     /// Allocate page `p` (out of line: a few times per tenant).
     #[cold]
     #[inline(never)]
-    fn add_page(&mut self, p: usize) -> &mut [u32; PAGE] {
+    fn add_page(&mut self, p: usize) -> &mut [u8; PAGE] {
         if p >= self.pages.len() {
             self.pages.resize_with(p + 1, || None);
         }
         self.pages[p].get_or_insert_with(|| Box::new([0; PAGE]))
     }
 
-    /// The non-empty pages in index order, with the index of their first count.
-    fn recorded(&self) -> impl Iterator<Item = (usize, &[u32; PAGE])> {
-        self.pages
-            .iter()
-            .enumerate()
-            .filter_map(|(p, page)| page.as_deref().map(|c| (p * PAGE, c)))
+    /// Count `i`'s low byte wrapped to 0: carry 256 into its high part (out of line: once
+    /// per 256 counts of one value).
+    #[cold]
+    #[inline(never)]
+    fn carry(&mut self, i: usize) {
+        let p = i / PAGE;
+        if p >= self.carries.len() {
+            self.carries.resize_with(p + 1, || None);
+        }
+        let high = self.carries[p].get_or_insert_with(|| Box::new([0; PAGE]));
+        high[i % PAGE] = high[i % PAGE].saturating_add(1);
+    }
+
+    /// The non-empty pages in index order, with the index of their first count and their
+    /// counts (`u32`, saturating, as the counts were before they were split).
+    fn recorded(&self) -> impl Iterator<Item = (usize, Box<[u32; PAGE]>)> + '_ {
+        self.pages.iter().enumerate().filter_map(|(p, page)| {
+            let low = page.as_deref()?;
+            let mut counts = Box::new([0u32; PAGE]);
+            match self.carries.get(p).and_then(|c| c.as_deref()) {
+                None => {
+                    for (c, &l) in counts.iter_mut().zip(low) {
+                        *c = l as u32;
+                    }
+                }
+                Some(high) => {
+                    for ((c, &l), &h) in counts.iter_mut().zip(low).zip(high) {
+                        *c = ((h as u64) << 8 | l as u64).min(u32::MAX as u64) as u32;
+                    }
+                }
+            }
+            Some((p * PAGE, counts))
+        })
     }
 
     /// The `q` quantile in seconds (NaN when empty: `null` in JSON): the highest value
@@ -412,5 +450,40 @@ mod tests {
         }
         let empty = Latency::default();
         assert!(empty.is_empty() && empty.quantile(0.5).is_nan());
+    }
+
+    #[test]
+    fn counts_past_a_byte_carry_into_their_high_part() {
+        // Values repeated past 255 and 65,535 times (one count's low byte wraps many times),
+        // beside rarer ones in the same page and in others: the same quantiles and mean.
+        let mut rng = Rng::new(3, 15);
+        let mut samples = Vec::new();
+        for (value, times) in [
+            (1.5e-3, 70_000),
+            (1.5007e-3, 256),
+            (1.5011e-3, 255),
+            (7e-2, 300),
+        ] {
+            samples.extend(std::iter::repeat_n(value, times));
+        }
+        samples.extend((0..5_000).map(|_| 1e-3 + 1e-3 * rng.uniform()));
+        let h = reference(&samples);
+        let mut l = Latency::default();
+        // In a scrambled order, so carries happen between other counts.
+        for k in 0..samples.len() {
+            let j = k + rng.below((samples.len() - k) as u64) as usize;
+            samples.swap(k, j);
+            l.record(samples[k]);
+        }
+        assert!(l.carries.iter().flatten().count() >= 1);
+        assert_eq!(l.len(), h.len());
+        assert_eq!(l.mean().to_bits(), (h.mean() / 1e9).to_bits());
+        for q in [0.0, 0.01, 0.5, 0.9, 0.93, 0.99, 0.999, 1.0] {
+            assert_eq!(
+                l.quantile(q).to_bits(),
+                (h.value_at_quantile(q) as f64 / 1e9).to_bits(),
+                "quantile {q}"
+            );
+        }
     }
 }
