@@ -242,26 +242,29 @@ impl Latency {
         high[i % PAGE] = high[i % PAGE].saturating_add(1);
     }
 
-    /// The non-empty pages in index order, with the index of their first count and their
-    /// counts (`u32`, saturating, as the counts were before they were split).
-    fn recorded(&self) -> impl Iterator<Item = (usize, Box<[u32; PAGE]>)> + '_ {
-        self.pages.iter().enumerate().filter_map(|(p, page)| {
-            let low = page.as_deref()?;
-            let mut counts = Box::new([0u32; PAGE]);
-            match self.carries.get(p).and_then(|c| c.as_deref()) {
-                None => {
-                    for (c, &l) in counts.iter_mut().zip(low) {
-                        *c = l as u32;
-                    }
-                }
+    /// Visit the non-empty pages in index order with the index of their first count and
+    /// their counts — the low bytes alone, or widened with their carries to `u32`
+    /// (saturating, as the counts were before they were split) — until `f` returns a value.
+    fn scan<R>(&self, mut f: impl FnMut(usize, PageCounts<'_>) -> Option<R>) -> Option<R> {
+        let mut wide = [0u32; PAGE];
+        for (p, page) in self.pages.iter().enumerate() {
+            let Some(low) = page.as_deref() else {
+                continue;
+            };
+            let counts = match self.carries.get(p).and_then(|c| c.as_deref()) {
+                None => PageCounts::Low(low),
                 Some(high) => {
-                    for ((c, &l), &h) in counts.iter_mut().zip(low).zip(high) {
+                    for ((c, &l), &h) in wide.iter_mut().zip(low).zip(high) {
                         *c = ((h as u64) << 8 | l as u64).min(u32::MAX as u64) as u32;
                     }
+                    PageCounts::Wide(&wide)
                 }
+            };
+            if let Some(r) = f(p * PAGE, counts) {
+                return Some(r);
             }
-            Some((p * PAGE, counts))
-        })
+        }
+        None
     }
 
     /// The `q` quantile in seconds (NaN when empty: `null` in JSON): the highest value
@@ -272,26 +275,19 @@ impl Latency {
         }
         let q = q.min(1.0);
         let target = ((q * self.total as f64).ceil() as u64).max(1);
-        // Whole chunks first (the compiler vectorises their sums), then the one that crosses.
         let mut sum = 0u64;
-        for (first, counts) in self.recorded() {
-            for (k, chunk) in counts.chunks(CHUNK).enumerate() {
-                let part: u64 = chunk.iter().map(|&c| c as u64).sum();
-                if sum + part < target {
-                    sum += part;
-                    continue;
-                }
-                for (j, &c) in chunk.iter().enumerate() {
-                    sum += c as u64;
-                    if sum >= target {
-                        let (low, width) = Self::lowest_and_width(first + k * CHUNK + j);
-                        let v = if q == 0.0 { low } else { low + width - 1 };
-                        return v as f64 / 1e9;
-                    }
-                }
+        let index = self.scan(|first, counts| match counts {
+            PageCounts::Low(c) => quantile_in(c, first, &mut sum, target),
+            PageCounts::Wide(c) => quantile_in(c, first, &mut sum, target),
+        });
+        match index {
+            Some(i) => {
+                let (low, width) = Self::lowest_and_width(i);
+                let v = if q == 0.0 { low } else { low + width - 1 };
+                v as f64 / 1e9
             }
+            None => 0.0,
         }
-        0.0
     }
 
     /// Mean in seconds: each count at the middle of its range (rounded up), summed in index
@@ -302,20 +298,13 @@ impl Latency {
         }
         let n = self.total as f64;
         let mut total = 0.0f64;
-        for (first, counts) in self.recorded() {
-            for (k, chunk) in counts.chunks(CHUNK).enumerate() {
-                // Most of a page is empty: skip empty chunks with one vectorised test.
-                if chunk.iter().fold(0, |a, &c| a | c) == 0 {
-                    continue;
-                }
-                for (j, &c) in chunk.iter().enumerate() {
-                    if c != 0 {
-                        let (low, width) = Self::lowest_and_width(first + k * CHUNK + j);
-                        total += (low + (width >> 1)) as f64 * c as f64 / n;
-                    }
-                }
+        self.scan::<()>(|first, counts| {
+            match counts {
+                PageCounts::Low(c) => add_means(c, first, n, &mut total),
+                PageCounts::Wide(c) => add_means(c, first, n, &mut total),
             }
-        }
+            None
+        });
         total / 1e9
     }
 
@@ -327,6 +316,57 @@ impl Latency {
     /// No samples.
     pub fn is_empty(&self) -> bool {
         self.total == 0
+    }
+}
+
+/// One page's counts as [`Latency::scan`] gives them.
+enum PageCounts<'a> {
+    /// No count of the page passed 255.
+    Low(&'a [u8; PAGE]),
+    /// Low bytes and carries together.
+    Wide(&'a [u32; PAGE]),
+}
+
+/// Add a page's counts (the first at index `first`) to `sum` until it reaches `target`:
+/// the index where it does. Whole chunks first (the compiler vectorises their sums), then
+/// the one that crosses.
+fn quantile_in<C: Copy + Into<u64>>(
+    counts: &[C; PAGE],
+    first: usize,
+    sum: &mut u64,
+    target: u64,
+) -> Option<usize> {
+    for (k, chunk) in counts.chunks(CHUNK).enumerate() {
+        let part: u64 = chunk.iter().map(|&c| c.into()).sum();
+        if *sum + part < target {
+            *sum += part;
+            continue;
+        }
+        for (j, &c) in chunk.iter().enumerate() {
+            *sum += c.into();
+            if *sum >= target {
+                return Some(first + k * CHUNK + j);
+            }
+        }
+    }
+    None
+}
+
+/// Add a page's counts (the first at index `first`) at the middle of their ranges, each
+/// over `n`, to `total`, in index order.
+fn add_means<C: Copy + Into<u64>>(counts: &[C; PAGE], first: usize, n: f64, total: &mut f64) {
+    for (k, chunk) in counts.chunks(CHUNK).enumerate() {
+        // Most of a page is empty: skip empty chunks with one vectorised test.
+        if chunk.iter().fold(0u64, |a, &c| a | c.into()) == 0 {
+            continue;
+        }
+        for (j, &c) in chunk.iter().enumerate() {
+            let c: u64 = c.into();
+            if c != 0 {
+                let (low, width) = Latency::lowest_and_width(first + k * CHUNK + j);
+                *total += (low + (width >> 1)) as f64 * c as f64 / n;
+            }
+        }
     }
 }
 
