@@ -297,13 +297,10 @@ fn ground_truth() {
 
     // Blocking: the connection threads wait for the flusher, and nothing else blocks.
     assert!(found.blocking_error.is_none(), "{context}");
-    let report = found.blocking.as_ref().expect("blocking was probed");
     if nice == Some(0) {
-        // Un-niced, the slowed stage nearly stops: every probe must say so, and find the
-        // relation exactly.
-        for p in &report.probes {
-            assert!(p.effective, "`{}` not slowed enough\n{context}", p.slowed);
-        }
+        // Un-niced, the slowed stage nearly stops: the relation is found exactly. (A probe
+        // of another stage may still be too weak under a CPU quota, where our spinning
+        // thread is throttled with everything else; it then claims nothing.)
         assert_eq!(stage("conn-*").blocks_on, ["flusher"], "{context}");
     } else {
         // Niced (and not allowed to renice), probes can be too weak to judge; then they

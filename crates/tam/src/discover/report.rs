@@ -361,7 +361,7 @@ impl Discovery {
                         falls.join(" and "),
                         if !p.effective {
                             format!(
-                                "too weak to judge (a round fell less than {:.0}%)",
+                                "too weak to judge (each round must fall at least {:.0}%; - = no measurable baseline)",
                                 blocking::MIN_SLOWDOWN * 100.0
                             )
                         } else if p.dropped.is_empty() {
