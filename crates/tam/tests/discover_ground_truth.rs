@@ -161,7 +161,23 @@ impl Drop for Server {
     }
 }
 
+/// Our nice value, raised to 0 first if we may. Delay injection slows a stage by making
+/// it idle-class next to a spinning thread of the discoverer's, which runs at our nice: an
+/// idle-class thread weighs 3 against 1024 at nice 0 but against 15 at nice 19, where the
+/// slowed stage keeps much of the CPU and `discover` rightly judges its probes too weak.
+/// The server and the discoverer's threads are started after this and inherit it.
+fn unnice() -> Option<i64> {
+    let pid = std::process::id().to_string();
+    let _ = Command::new("renice")
+        .args(["-n", "0", "-p", &pid])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    procfs::thread_nice("thread-self")
+}
+
 fn ground_truth() {
+    let nice = unnice();
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("discover-ground-truth");
     std::fs::create_dir_all(&dir).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -281,7 +297,22 @@ fn ground_truth() {
 
     // Blocking: the connection threads wait for the flusher, and nothing else blocks.
     assert!(found.blocking_error.is_none(), "{context}");
-    assert_eq!(stage("conn-*").blocks_on, ["flusher"], "{context}");
+    if nice == Some(0) {
+        // Un-niced, the slowed stage nearly stops: the relation is found exactly. (A probe
+        // of another stage may still be too weak under a CPU quota, where our spinning
+        // thread is throttled with everything else; it then claims nothing.)
+        assert_eq!(stage("conn-*").blocks_on, ["flusher"], "{context}");
+    } else {
+        // Niced (and not allowed to renice), probes can be too weak to judge; then they
+        // must claim nothing, and what they claim must still be true.
+        eprintln!(
+            "warning: running at nice {nice:?}: only checking that no wrong relation is claimed"
+        );
+        assert!(
+            stage("conn-*").blocks_on.iter().all(|s| s == "flusher"),
+            "{context}"
+        );
+    }
     for other in ["acceptor", "worker-*", "flusher"] {
         assert!(stage(other).blocks_on.is_empty(), "{other}\n{context}");
     }

@@ -53,7 +53,8 @@ pub struct Options {
     pub probe_window: Duration,
     /// The CPU kept busy during probes.
     pub probe_cpu: u32,
-    /// Fraction by which a stage's progress must drop to count.
+    /// Fraction of the slowed stage's own fall in progress that another stage's progress
+    /// must fall too, in every round, to count as dropped with it.
     pub probe_drop: f64,
     /// Model name (default: the root process's name + " (discovered)").
     pub name: Option<String>,
@@ -63,7 +64,7 @@ pub struct Options {
 
 impl Options {
     /// Defaults: 30 s of sampling every 0.5 s, 5% threshold, blocking probes of 2 s on
-    /// CPU 0 counting drops of 75% or more.
+    /// CPU 0 counting drops of 75% or more of the slowed stage's own fall.
     pub fn new(target: Target) -> Options {
         Options {
             target,

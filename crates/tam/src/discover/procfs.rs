@@ -184,6 +184,19 @@ pub fn policy(pid: u32, tid: u32) -> Option<u32> {
     read_stat(&format!("/proc/{pid}/task/{tid}/stat")).map(|s| s.policy)
 }
 
+/// The nice value of a thread (`stat` field 19), if readable. `task` is a path under
+/// `/proc`: `PID/task/TID`, or `thread-self` for the calling thread.
+pub fn thread_nice(task: &str) -> Option<i64> {
+    let text = fs::read_to_string(format!("/proc/{task}/stat")).ok()?;
+    parse_nice(&text)
+}
+
+/// Field 19 (nice) of a `stat` line, counted from the last `)` like [`parse_stat`].
+fn parse_nice(text: &str) -> Option<i64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19 - 3)?.parse().ok()
+}
+
 /// A thread's precise CPU time in nanoseconds (`schedstat`, first field); falls back to
 /// utime + stime when schedstat is not there. Used to measure progress in short windows,
 /// where clock ticks are too coarse.
@@ -415,6 +428,10 @@ mod tests {
             (s.state, s.ppid, s.cpu, s.start, s.policy),
             ('S', 1, 12, 99, 0)
         );
+        let niced = line.replace(" 20 0 3 0 99", " 39 19 3 0 99");
+        assert_eq!((parse_nice(line), parse_nice(&niced)), (Some(0), Some(19)));
+        let nice = line.replace(" 20 0 3 0 99", " 0 -20 3 0 99");
+        assert_eq!(parse_nice(&nice), Some(-20));
     }
 
     #[test]

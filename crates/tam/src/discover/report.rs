@@ -1,7 +1,7 @@
 //! The result of a discovery: the model, and the evidence behind every field of it.
 
 use super::accumulate::{Accumulator, NullThread, StageStats};
-use super::blocking::BlockingReport;
+use super::blocking::{self, BlockingReport};
 use super::classify::{classify, MEASURED};
 use super::procfs::USER_HZ;
 use super::Options;
@@ -349,20 +349,37 @@ impl Discovery {
                             format!("{k} {v:.3}->{:.3}", p.during.get(k).copied().unwrap_or(0.0))
                         })
                         .collect();
+                    let falls: Vec<String> = p
+                        .slowdown
+                        .iter()
+                        .map(|f| f.map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0)))
+                        .collect();
                     head += &format!(
-                        "#   slowed `{}` ({} threads): dropped {}; CPU cores before->during: {}\n",
+                        "#   slowed `{}` ({} threads, its rate fell {}): {}; CPU cores before->during: {}\n",
                         p.slowed,
                         p.threads,
-                        if p.dropped.is_empty() {
-                            "nothing".to_string()
+                        falls.join(" and "),
+                        if !p.effective {
+                            format!(
+                                "too weak to judge (each round must fall at least {:.0}%; - = no measurable baseline)",
+                                blocking::MIN_SLOWDOWN * 100.0
+                            )
+                        } else if p.dropped.is_empty() {
+                            "dropped nothing".to_string()
                         } else {
-                            p.dropped.join(", ")
+                            format!("dropped {}", p.dropped.join(", "))
                         },
                         rates.join(", ")
                     );
                 }
                 for (t, s) in &b.starved {
                     head += &format!("#   `{t}` starved (fed by) when `{s}` was slowed: downstream, not blocking\n");
+                }
+                for (t, s, e) in &b.undecided {
+                    head += &format!(
+                        "#   `{t}` dropped when `{s}` was slowed, with entry stage `{e}` whose probe was too weak: \
+                         starvation or blocking, undecided (not claimed)\n"
+                    );
                 }
             }
             (None, Some(e)) => head += &format!("# Blocking not probed: {e}\n"),

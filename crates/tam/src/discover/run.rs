@@ -1,6 +1,6 @@
 //! The sampling loop and the probe phase (Linux).
 
-use super::blocking::{self, Hog, Probe, Slowed};
+use super::blocking::{self, Hog, Slowed};
 use super::procfs::{self, Snapshot, USER_HZ};
 use super::report::Discovery;
 use super::{Accumulator, DiscoverError, Options, Progress, Target};
@@ -194,7 +194,7 @@ fn probe(
     };
     let window = options.probe_window;
     let requested = 4.0 * window.as_secs_f64() * candidates.len() as f64;
-    let _hog = Hog::start(options.probe_cpu)?;
+    let hog = Hog::start(options.probe_cpu)?;
     let start = Instant::now();
     let mut probes = Vec::new();
     let mut gone = false;
@@ -215,7 +215,8 @@ fn probe(
             ),
         });
         // Two rounds of baseline then slowed; a stage counts as dropped only when it
-        // dropped in both, so one burst of outside load cannot make a relation.
+        // followed the slowed stage down in both, so one burst of outside load cannot make
+        // a relation (see `blocking::judge`).
         let mut rounds = Vec::new();
         let mut count = 0;
         for _ in 0..2 {
@@ -236,37 +237,17 @@ fn probe(
             drop(slowed);
             rounds.push((baseline, during));
         }
-        let both: Vec<Vec<String>> = rounds
-            .iter()
-            .map(|(b, d)| blocking::dropped(stage, b, d, MIN_RATE, options.probe_drop))
-            .collect();
-        let dropped: Vec<String> = both[0]
-            .iter()
-            .filter(|s| both[1].contains(s))
-            .cloned()
-            .collect();
-        let mean = |second: bool| {
-            let mut m: BTreeMap<String, f64> = BTreeMap::new();
-            for (b, d) in &rounds {
-                for (k, v) in if second { d } else { b } {
-                    *m.entry(k.clone()).or_default() += v / rounds.len() as f64;
-                }
-            }
-            m
-        };
-        let (baseline, during) = (mean(false), mean(true));
-        probes.push(Probe {
-            slowed: stage.to_string(),
-            threads: count,
-            baseline,
-            during,
-            dropped,
-        });
+        let mut probe = blocking::judge(stage, &rounds, MIN_RATE, options.probe_drop);
+        probe.threads = count;
+        probes.push(probe);
     }
     let mut report = blocking::infer(&probes, &entry);
     report.method = format!(
-        "SCHED_IDLE + pinned to CPU {} kept busy by a spinning thread (taskset, chrt)",
-        options.probe_cpu
+        "SCHED_IDLE + pinned to CPU {} kept busy by a spinning thread{} (taskset, chrt)",
+        options.probe_cpu,
+        hog.nice()
+            .map(|n| format!(" at nice {n}"))
+            .unwrap_or_default()
     );
     report.window_s = window.as_secs_f64();
     Ok((report, gone))
