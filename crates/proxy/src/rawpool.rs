@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::h1::{self, BodyLen, Chunked};
-use crate::rawreq::FEW_HEADERS;
+use crate::rawreq::{Lines, FEW_HEADERS};
 
 /// Longest upstream response head accepted (bytes), as the hyper client's default.
 const MAX_HEAD: usize = 8192 + 4096 * 100;
@@ -186,25 +186,14 @@ pub(crate) struct RespHead {
     pub status: StatusCode,
     /// The status line and header lines, with the blank line.
     bytes: Vec<u8>,
-    /// How many header lines it has.
-    lines: usize,
+    /// Its header lines.
+    lines: Lines,
 }
 
 impl RespHead {
-    /// `f` of its header lines (parsed again: cheaper than keeping them in a `HeaderMap`).
+    /// `f` of its header lines.
     pub fn with_headers<R>(&self, f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
-        let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
-        let mut many;
-        let headers: &mut [httparse::Header<'_>] = if self.lines <= FEW_HEADERS {
-            &mut few
-        } else {
-            many = vec![httparse::EMPTY_HEADER; self.lines];
-            &mut many
-        };
-        let mut resp = httparse::Response::new(headers);
-        // Parsed once already when it came in, so it parses again the same.
-        let _ = resp.parse(&self.bytes);
-        f(resp.headers)
+        self.lines.with(&self.bytes, f)
     }
 
     /// As owned `http` parts (status and every header as sent).
@@ -232,7 +221,7 @@ impl RespHead {
 fn parse_head(
     buf: &[u8],
     head_method: bool,
-) -> Result<Option<(StatusCode, h1::ResponseInfo, usize)>, h1::FrameError> {
+) -> Result<Option<(StatusCode, h1::ResponseInfo, Lines)>, h1::FrameError> {
     // A small array first (see `FEW_HEADERS`).
     match parse_head_in(buf, head_method, &mut [httparse::EMPTY_HEADER; FEW_HEADERS]) {
         Err(h1::FrameError::HeadTooLarge) => parse_head_in(
@@ -248,7 +237,7 @@ fn parse_head_in<'b>(
     buf: &'b [u8],
     head_method: bool,
     headers: &mut [httparse::Header<'b>],
-) -> Result<Option<(StatusCode, h1::ResponseInfo, usize)>, h1::FrameError> {
+) -> Result<Option<(StatusCode, h1::ResponseInfo, Lines)>, h1::FrameError> {
     let Some((resp, info)) = h1::parse_response(buf, headers, MAX_HEAD, head_method)? else {
         return Ok(None);
     };
@@ -261,7 +250,7 @@ fn parse_head_in<'b>(
     {
         return Err(bad);
     }
-    Ok(Some((status, info, resp.headers.len())))
+    Ok(Some((status, info, Lines::of(buf, resp.headers))))
 }
 
 /// Where a response body stands.

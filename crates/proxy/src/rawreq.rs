@@ -21,12 +21,52 @@ const MAX_TARGET: usize = u16::MAX as usize - 1;
 /// parsed several times on its way (issue 19's profile). A larger one only when needed.
 pub(crate) const FEW_HEADERS: usize = 24;
 
+/// Where a head's header lines lie in its bytes, taken from the one parse it gets: a head
+/// is read several times on its way (identity, length, the forwarded copy), and parsing it
+/// again each time cost more than keeping these spans (issue 19's profile).
+pub(crate) struct Lines(Vec<[u32; 4]>);
+
+impl Lines {
+    /// The spans of `headers`, parsed out of `base` (a head of at most 4 GiB).
+    pub fn of(base: &[u8], headers: &[httparse::Header<'_>]) -> Lines {
+        let at = |s: &[u8]| (s.as_ptr() as usize - base.as_ptr() as usize) as u32;
+        Lines(
+            headers
+                .iter()
+                .map(|h| {
+                    let (n, v) = (at(h.name.as_bytes()), at(h.value));
+                    [n, n + h.name.len() as u32, v, v + h.value.len() as u32]
+                })
+                .collect(),
+        )
+    }
+
+    /// `f` of the header lines of `head` (the bytes these spans were taken from).
+    pub fn with<R>(&self, head: &[u8], f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
+        let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
+        let mut many;
+        let headers: &mut [httparse::Header<'_>] = if self.0.len() <= FEW_HEADERS {
+            &mut few[..self.0.len()]
+        } else {
+            many = vec![httparse::EMPTY_HEADER; self.0.len()];
+            &mut many
+        };
+        for (h, s) in headers.iter_mut().zip(&self.0) {
+            let [n0, n1, v0, v1] = s.map(|i| i as usize);
+            // Names were checked tokens (ASCII) by the parse.
+            h.name = std::str::from_utf8(&head[n0..n1]).unwrap_or("");
+            h.value = &head[v0..v1];
+        }
+        f(headers)
+    }
+}
+
 /// A request head as the client sent it.
 pub(crate) struct RawRequest {
     /// The request line and header lines, with the blank line.
     head: Vec<u8>,
-    /// How many header lines it has.
-    lines: usize,
+    /// Its header lines.
+    lines: Lines,
     method: Method,
     /// The origin-form target (path and query) within `head`.
     target: Range<usize>,
@@ -58,7 +98,7 @@ impl RawRequest {
         let start = path.as_ptr() as usize - buf.as_ptr() as usize;
         Some(RawRequest {
             head: buf[..head_len].to_vec(),
-            lines: req.headers.len(),
+            lines: Lines::of(buf, req.headers),
             method,
             target: start..start + path.len(),
         })
@@ -81,20 +121,9 @@ impl RawRequest {
         t.split_once('?').map_or(t, |(p, _)| p)
     }
 
-    /// `f` of its header lines (parsed again: cheaper than keeping them in a `HeaderMap`).
+    /// `f` of its header lines.
     pub fn with_headers<R>(&self, f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
-        let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
-        let mut many;
-        let headers: &mut [httparse::Header<'_>] = if self.lines <= FEW_HEADERS {
-            &mut few
-        } else {
-            many = vec![httparse::EMPTY_HEADER; self.lines];
-            &mut many
-        };
-        let mut req = httparse::Request::new(headers);
-        // Parsed once already when it came in, so it parses again the same.
-        let _ = req.parse(&self.head);
-        f(req.headers)
+        self.lines.with(&self.head, f)
     }
 
     /// The first value of header `name`, if any.
