@@ -424,10 +424,11 @@ pub(crate) async fn handle(
     peer: Arc<Peer>,
 ) -> Response<ProxyBody> {
     let arrival = Instant::now();
+    let settings = inner.settings();
     // Split at once, and `req` never borrowed: a borrowed local keeps its place in this
     // future across every await, and a queued request keeps this future (issue 19).
     let (parts, body) = req.into_parts();
-    let admitted = match admit(&inner, ReqHead::Parts(parts), &peer, arrival) {
+    let admitted = match admit(&inner, &settings, ReqHead::Parts(parts), &peer, arrival) {
         Ok(a) => a,
         Err(r) => return r,
     };
@@ -439,7 +440,7 @@ pub(crate) async fn handle(
         Box::pin(read_body(body, max, limit)).await
     };
     match read {
-        Ok(body) => dispatch(inner, admitted, body, &peer).await,
+        Ok(body) => dispatch(&inner, admitted, body, &peer).await,
         Err(f) => body_fault(&inner, admitted, f),
     }
 }
@@ -486,8 +487,8 @@ fn text(v: &[u8]) -> Option<&str> {
 
 /// A request that passed the checks needing no body and no slot: who sent it, its class,
 /// and its metrics ticket (counted received; answered, completed or cancelled later).
-pub(crate) struct Admitted {
-    settings: Arc<Settings>,
+pub(crate) struct Admitted<'a> {
+    settings: &'a Settings,
     head: Head,
     tenant: TenantId,
     class: fairlane_core::ClassId,
@@ -495,7 +496,7 @@ pub(crate) struct Admitted {
     arrival: Instant,
 }
 
-impl Admitted {
+impl Admitted<'_> {
     /// The most body bytes the request may send, and how long it has to send them
     /// (`limits.max_body_bytes`, `limits.body_timeout_ms`).
     pub fn body_limits(&self) -> (u64, Duration) {
@@ -508,13 +509,13 @@ impl Admitted {
 /// length). `Err`: the proxy's own answer (401, 400, 413).
 // The `Err` is the response itself, returned as it is: boxing it would add an allocation.
 #[allow(clippy::result_large_err)]
-pub(crate) fn admit(
+pub(crate) fn admit<'a>(
     inner: &Arc<Inner>,
+    settings: &'a Settings,
     head: ReqHead,
     peer: &Peer,
     arrival: Instant,
-) -> Result<Admitted, Response<ProxyBody>> {
-    let settings = inner.settings();
+) -> Result<Admitted<'a>, Response<ProxyBody>> {
     let who = match &head {
         ReqHead::Parts(p) => settings.identifier.identify(&p.headers, peer.addr.ip()),
         ReqHead::Raw(r) => r.with_headers(|hs| settings.identifier.identify_raw(hs, peer.addr.ip())),
@@ -542,11 +543,11 @@ pub(crate) fn admit(
         }
     };
     // Counted received now; answered, completed or — if dropped unanswered — cancelled.
-    let stats = Ticket::new(
-        inner.metrics.tenant(tenant),
-        settings.identifier.name(tenant),
-        CostPolicy::of(&settings.config),
-    );
+    let costs = CostPolicy::of(&settings.config);
+    let stats = match settings.identifier.name_ref(tenant) {
+        Some(name) => Ticket::new(inner.metrics.tenant(tenant), name, costs),
+        None => Ticket::new(inner.metrics.tenant(tenant), &Arc::from("?"), costs),
+    };
     let limits = &settings.config.limits;
 
     let method = match &head {
@@ -626,7 +627,7 @@ pub(crate) fn admit(
 }
 
 /// The answer to a request whose body could not be read (413, 408, 400).
-pub(crate) fn body_fault(inner: &Inner, a: Admitted, fault: BodyFault) -> Response<ProxyBody> {
+pub(crate) fn body_fault(inner: &Inner, a: Admitted<'_>, fault: BodyFault) -> Response<ProxyBody> {
     let (reason, msg) = match fault {
         BodyFault::TooLarge => (Reason::BodyTooLarge, "request body too large"),
         BodyFault::Timeout => (Reason::BodyTimeout, "request body not received in time"),
@@ -637,8 +638,8 @@ pub(crate) fn body_fault(inner: &Inner, a: Admitted, fault: BodyFault) -> Respon
 
 /// Queue an admitted request (with its whole body) for a slot, then forward it.
 pub(crate) async fn dispatch(
-    inner: Arc<Inner>,
-    a: Admitted,
+    inner: &Arc<Inner>,
+    a: Admitted<'_>,
     body: Bytes,
     peer: &Peer,
 ) -> Response<ProxyBody> {
@@ -709,8 +710,8 @@ fn granted_or_wait(mut waiting: crate::gate::Waiting) -> Result<Permit, crate::g
 /// Send a request the gate has admitted upstream and turn the answer into the response.
 #[allow(clippy::too_many_arguments)] // the state `handle` hands over, moved once
 async fn forward(
-    inner: Arc<Inner>,
-    settings: Arc<Settings>,
+    inner: &Arc<Inner>,
+    settings: &Settings,
     head: Head,
     body: Bytes,
     peer: &Peer,

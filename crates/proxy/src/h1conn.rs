@@ -36,7 +36,7 @@ use crate::conn::{ActiveGuard, ConnState, ServeOptions};
 use crate::forward::{self, BodyFault, Peer, ProxyBody, ReqHead};
 use crate::h1::{self, BodyLen, FrameError, RequestInfo};
 use crate::rawreq::{RawRequest, FEW_HEADERS};
-use crate::server::Inner;
+use crate::server::{CachedSettings, Inner};
 
 /// Longest request head accepted (bytes): hyper's default buffer limit, so both paths
 /// answer 431 at the same size.
@@ -68,6 +68,7 @@ pub(crate) async fn serve(
 ) {
     let mut buf: Vec<u8> = Vec::new();
     let mut first = true;
+    let mut settings = inner.cached_settings();
     loop {
         if buf.is_empty() {
             // Idle: no buffer held. The first request's bytes are known to be there.
@@ -84,7 +85,14 @@ pub(crate) async fn serve(
         first = false;
         // Boxed: a request's state is allocated only while one is in progress.
         let next = Box::pin(request(
-            &stream, &mut buf, &inner, &peer, opts, state, shutdown,
+            &stream,
+            &mut buf,
+            &inner,
+            &mut settings,
+            &peer,
+            opts,
+            state,
+            shutdown,
         ))
         .await;
         match next {
@@ -101,6 +109,7 @@ async fn request(
     stream: &TcpStream,
     buf: &mut Vec<u8>,
     inner: &Arc<Inner>,
+    settings: &mut CachedSettings,
     peer: &Arc<Peer>,
     opts: ServeOptions,
     state: &Arc<ConnState>,
@@ -158,7 +167,8 @@ async fn request(
     let guard = ActiveGuard::new(state.clone());
     buf.drain(..info.head_len);
     let mut body_read = info.body == BodyLen::Length(0);
-    let resp = match forward::admit(inner, head, peer, Instant::now()) {
+    let settings = inner.fresh(settings);
+    let resp = match forward::admit(inner, settings, head, peer, Instant::now()) {
         Err(r) => r,
         Ok(admitted) => {
             let (max, limit) = admitted.body_limits();
@@ -181,7 +191,7 @@ async fn request(
                     }
                     tokio::select! {
                         biased;
-                        r = forward::dispatch(inner.clone(), admitted, body, peer) => r,
+                        r = forward::dispatch(inner, admitted, body, peer) => r,
                         // The client went away: dropping the request cancels it (queued
                         // or in flight), as hyper's path does.
                         _ = client_gone(stream, pipelined) => return Next::Close,

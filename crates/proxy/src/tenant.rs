@@ -217,6 +217,11 @@ impl Identifier {
             .unwrap_or_else(|| Arc::from("?"))
     }
 
+    /// The name of tenant `id` by reference (`None`: not a tenant of this table).
+    pub(crate) fn name_ref(&self, id: TenantId) -> Option<&Arc<str>> {
+        self.names.get(id.0 as usize)
+    }
+
     /// The tenant of a request from `peer` with these headers.
     pub fn identify(&self, headers: &HeaderMap, peer: IpAddr) -> Who {
         // Two keys (or two `Authorization` headers, whichever header carries the key) name
