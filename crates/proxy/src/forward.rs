@@ -518,7 +518,9 @@ pub(crate) fn admit<'a>(
 ) -> Result<Admitted<'a>, Response<ProxyBody>> {
     let who = match &head {
         ReqHead::Parts(p) => settings.identifier.identify(&p.headers, peer.addr.ip()),
-        ReqHead::Raw(r) => r.with_headers(|hs| settings.identifier.identify_raw(hs, peer.addr.ip())),
+        ReqHead::Raw(r) => {
+            r.with_headers(|hs| settings.identifier.identify_raw(hs, peer.addr.ip()))
+        }
     };
     let tenant = match who {
         Who::Tenant(t) => t,
@@ -655,10 +657,10 @@ pub(crate) async fn dispatch(
     // Queue for an upstream slot.
     let waiting = match inner.gate.acquire(tenant, class) {
         Ok(w) => w,
-        Err(Reject::Closed) => return rejected(&inner, &stats, Reason::Shutdown, "shutting down"),
+        Err(Reject::Closed) => return rejected(inner, &stats, Reason::Shutdown, "shutting down"),
         Err(Reject::QueueFull { .. }) => {
             return rejected(
-                &inner,
+                inner,
                 &stats,
                 Reason::QueueFull,
                 "proxy queue full, retry later",
@@ -666,23 +668,23 @@ pub(crate) async fn dispatch(
         }
         Err(Reject::TenantQueueFull { .. }) => {
             return rejected(
-                &inner,
+                inner,
                 &stats,
                 Reason::TenantQueueFull,
                 "tenant queue full, retry later",
             )
         }
-        Err(e) => return rejected(&inner, &stats, Reason::Internal, &e.to_string()),
+        Err(e) => return rejected(inner, &stats, Reason::Internal, &e.to_string()),
     };
     let queue_timeout = std::time::Duration::from_millis(limits.queue_timeout_ms);
     let permit = match granted_or_wait(waiting) {
         Ok(p) => p,
         Err(waiting) => match tokio::time::timeout(queue_timeout, waiting).await {
             Ok(Ok(p)) => p,
-            Ok(Err(_)) => return rejected(&inner, &stats, Reason::Shutdown, "shutting down"),
+            Ok(Err(_)) => return rejected(inner, &stats, Reason::Shutdown, "shutting down"),
             Err(_) => {
                 return rejected(
-                    &inner,
+                    inner,
                     &stats,
                     Reason::QueueTimeout,
                     "timed out waiting for the upstream",
@@ -727,28 +729,21 @@ async fn forward(
     // Not boxed: this future is allocated only once the request is admitted (`handle`).
     let call = tokio::time::timeout(
         settings.config.upstream_timeout(),
-        send_upstream(&settings, head, body, peer, tenant),
+        send_upstream(settings, head, body, peer, tenant),
     );
     let mut hard_stop = inner.hard_stop.subscribe();
     let result = tokio::select! {
         biased; // no random branch order: one fewer RNG draw per request
         r = call => r,
         _ = hard_stop.wait_for(|&stop| stop) => {
-            return rejected(&inner, &stats, Reason::Shutdown, "shutting down");
+            return rejected(inner, &stats, Reason::Shutdown, "shutting down");
         }
     };
     let (head, body, conn) = match result {
-        Err(_) => {
-            return rejected(
-                &inner,
-                &stats,
-                Reason::UpstreamTimeout,
-                "upstream timed out",
-            )
-        }
+        Err(_) => return rejected(inner, &stats, Reason::UpstreamTimeout, "upstream timed out"),
         Ok(Err(Reason::UpstreamConnect)) => {
             return rejected(
-                &inner,
+                inner,
                 &stats,
                 Reason::UpstreamConnect,
                 "cannot connect to the upstream",
@@ -756,7 +751,7 @@ async fn forward(
         }
         Ok(Err(_)) => {
             return rejected(
-                &inner,
+                inner,
                 &stats,
                 Reason::UpstreamError,
                 "upstream connection failed",
@@ -809,7 +804,7 @@ async fn forward(
                 biased;
                 f = body.frame() => f,
                 _ = hard_stop.wait_for(|&stop| stop) => {
-                    return rejected(&inner, &stats, Reason::Shutdown, "shutting down");
+                    return rejected(inner, &stats, Reason::Shutdown, "shutting down");
                 }
             };
             match next {
@@ -828,7 +823,7 @@ async fn forward(
                 Some(Err(_)) => {
                     // The status line has not gone out yet: a clean 502, not a cut stream.
                     return rejected(
-                        &inner,
+                        inner,
                         &stats,
                         Reason::UpstreamError,
                         "upstream connection failed",
@@ -851,7 +846,7 @@ async fn forward(
     } else {
         let share = limits.max_streaming_share;
         let cap = ((inner.gate.depth() as f64 * share).ceil() as usize).max(1);
-        match StreamSlots::take(&inner, tenant, cap) {
+        match StreamSlots::take(inner, tenant, cap) {
             Some(g) => Some(g),
             None => {
                 // Charge the slot time spent so far, then free the slot.
@@ -860,7 +855,7 @@ async fn forward(
                 permit.set_cost(reported_cost.unwrap_or(secs));
                 drop(permit);
                 return rejected(
-                    &inner,
+                    inner,
                     &stats,
                     Reason::StreamingCap,
                     "too many responses streaming to slow readers for this tenant, retry later",

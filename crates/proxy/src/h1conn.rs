@@ -105,6 +105,7 @@ pub(crate) async fn serve(
 }
 
 /// Read, answer and account one request.
+#[allow(clippy::too_many_arguments)] // the connection's state, borrowed for one request
 async fn request(
     stream: &TcpStream,
     buf: &mut Vec<u8>,
@@ -659,9 +660,9 @@ mod tests {
         assert_eq!(info.body, BodyLen::Length(3));
         assert!(info.expect_continue && !info.keep_alive);
         // An absolute-form target: what `http::Uri` reads it as, as on hyper's path.
-        let Ok(Some((ReqHead::Parts(p), _, false))) = parse_head(
-            b"GET http://h/a?b=1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n",
-        ) else {
+        let Ok(Some((ReqHead::Parts(p), _, false))) =
+            parse_head(b"GET http://h/a?b=1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n")
+        else {
             panic!("an absolute-form head becomes parts")
         };
         assert_eq!(p.uri.path_and_query().unwrap().as_str(), "/a?b=1");
@@ -670,7 +671,9 @@ mod tests {
             p.headers.get("expect").is_none(),
             "answered here, not forwarded"
         );
-        assert!(parse_head(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap().is_none());
+        assert!(parse_head(b"GET / HTTP/1.1\r\nHost: x\r\n")
+            .unwrap()
+            .is_none());
         let Err(e) = parse_head(
             b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
         ) else {
@@ -688,7 +691,10 @@ mod tests {
         let mut resp = httparse::Response::new(&mut headers);
         resp.parse(head).unwrap();
         let mut out = Vec::new();
-        assert_eq!(write_response_headers(&mut out, resp.headers), (true, false));
+        assert_eq!(
+            write_response_headers(&mut out, resp.headers),
+            (true, false)
+        );
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             "Content-Length: 2\r\nX-Cost-Ms: 3\r\nSet-Cookie: a\r\nSet-Cookie: b\r\n"

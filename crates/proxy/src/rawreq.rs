@@ -220,14 +220,19 @@ mod tests {
 
     #[test]
     fn plain_heads_are_kept_raw_and_written_upstream_cleaned() {
-        let r = raw(b"POST /a/b?c=1 HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, X-Hop\r\n\
+        let r = raw(
+            b"POST /a/b?c=1 HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, X-Hop\r\n\
             X-Hop: 1\r\nAuthorization: Bearer k\r\nX-Fairlane-Tenant: forged\r\n\
-            Expect: 100-continue\r\nContent-Length: 3\r\nTE: trailers\r\n\r\nabc")
+            Expect: 100-continue\r\nContent-Length: 3\r\nTE: trailers\r\n\r\nabc",
+        )
         .expect("plain head");
         assert_eq!(r.method(), Method::POST);
         assert_eq!(r.target(), "/a/b?c=1");
         assert_eq!(r.path(), "/a/b");
-        assert_eq!(r.header("authorization", |v| v.map(<[u8]>::to_vec)), Some(b"Bearer k".to_vec()));
+        assert_eq!(
+            r.header("authorization", |v| v.map(<[u8]>::to_vec)),
+            Some(b"Bearer k".to_vec())
+        );
         let mut out = Vec::new();
         let ff = HeaderValue::from_static("10.0.0.1");
         let t = HeaderValue::from_static("alice");

@@ -450,12 +450,19 @@ mod tests {
             &[("authorization", b"bearer  kb"), ("Host", b"x")],
             &[("AUTHORIZATION", b"Bearer nope")],
             &[("authorization", b"Basic ka")],
-            &[("authorization", b"Bearer ka"), ("authorization", b"Bearer ka")],
+            &[
+                ("authorization", b"Bearer ka"),
+                ("authorization", b"Bearer ka"),
+            ],
             &[("authorization", b"Bearer k\xe9")],
             &[("X-Api-Key", b"ka")],
             &[("x-api-key", b" kb "), ("authorization", b"Basic x")],
             &[("x-api-key", b"ka"), ("x-api-key", b"kb")],
-            &[("x-api-key", b"ka"), ("authorization", b"a"), ("authorization", b"b")],
+            &[
+                ("x-api-key", b"ka"),
+                ("authorization", b"a"),
+                ("authorization", b"b"),
+            ],
             &[("x-fairlane-tenant", b"a")],
         ];
         for extra in ["", "[identity]\nheader = \"x-api-key\"\nscheme = \"\""] {
