@@ -280,7 +280,7 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
             } else {
                 TenantId(1)
             };
-            let ticket = Ticket::new(l.metrics.tenant(tenant), l.name.clone(), l.costs);
+            let ticket = Ticket::new(l.metrics.tenant(tenant), &l.name, l.costs);
             let mut waiting = l
                 .gate
                 .acquire(tenant, ClassId(0))

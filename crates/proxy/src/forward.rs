@@ -118,6 +118,8 @@ impl Body for UpBody {
 /// Holds the request's [`Permit`] until the upstream body ends (or the client goes away),
 /// then charges the cost and frees the slot.
 pub struct MeteredBody {
+    /// The first buffered frame (most responses have one: no `VecDeque` allocated for it).
+    first: Option<Frame<Bytes>>,
     prefix: VecDeque<Frame<Bytes>>,
     prefix_bytes: u64,
     /// The upstream body has ended (everything left is in `prefix`).
@@ -128,6 +130,9 @@ pub struct MeteredBody {
     /// The upstream connection of a streamed response: back to the pool when the body has
     /// ended cleanly, closed if it is dropped part-way.
     upstream: Option<(Conn, Arc<Pool>)>,
+    /// The upstream's head as it came, for an own-path client (its `Response` then carries
+    /// only the status).
+    raw_head: Option<crate::rawpool::RespHead>,
 }
 
 struct Done {
@@ -141,6 +146,11 @@ struct Done {
 }
 
 impl MeteredBody {
+    /// The upstream's head as it came, if it was kept raw for an own-path client.
+    pub(crate) fn take_raw_head(&mut self) -> Option<crate::rawpool::RespHead> {
+        self.raw_head.take()
+    }
+
     fn finish(&mut self) {
         if let Some(mut d) = self.done.take() {
             let secs = d.permit.held().as_secs_f64();
@@ -163,7 +173,7 @@ impl Body for MeteredBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        if let Some(f) = self.prefix.pop_front() {
+        if let Some(f) = self.first.take().or_else(|| self.prefix.pop_front()) {
             if let Some(d) = f.data_ref() {
                 self.prefix_bytes -= d.len() as u64;
             }
@@ -195,7 +205,9 @@ impl Body for MeteredBody {
         r
     }
     fn is_end_stream(&self) -> bool {
-        self.prefix.is_empty() && (self.inner_done || self.inner.is_end_stream())
+        self.first.is_none()
+            && self.prefix.is_empty()
+            && (self.inner_done || self.inner.is_end_stream())
     }
     fn size_hint(&self) -> SizeHint {
         if self.inner_done {
@@ -412,10 +424,11 @@ pub(crate) async fn handle(
     peer: Arc<Peer>,
 ) -> Response<ProxyBody> {
     let arrival = Instant::now();
+    let settings = inner.settings();
     // Split at once, and `req` never borrowed: a borrowed local keeps its place in this
     // future across every await, and a queued request keeps this future (issue 19).
     let (parts, body) = req.into_parts();
-    let admitted = match admit(&inner, parts, &peer, arrival) {
+    let admitted = match admit(&inner, &settings, ReqHead::Parts(parts), &peer, arrival) {
         Ok(a) => a,
         Err(r) => return r,
     };
@@ -427,24 +440,63 @@ pub(crate) async fn handle(
         Box::pin(read_body(body, max, limit)).await
     };
     match read {
-        Ok(body) => dispatch(inner, admitted, body, &peer).await,
+        Ok(body) => dispatch(&inner, admitted, body, &peer).await,
         Err(f) => body_fault(&inner, admitted, f),
     }
 }
 
+/// A request head as it reaches [`admit`].
+pub(crate) enum ReqHead {
+    /// As `http` parts: hyper's path, and own-path heads the `http` types must read.
+    Parts(http::request::Parts),
+    /// As the own path's client sent it (issue 19: no `HeaderMap` built).
+    Raw(crate::rawreq::RawRequest),
+}
+
+/// An admitted request's head.
+enum Head {
+    /// `http` parts, with the target checked to be a path.
+    Parts {
+        parts: http::request::Parts,
+        pq: http::uri::PathAndQuery,
+    },
+    /// Raw (its target is a path by construction).
+    Raw(crate::rawreq::RawRequest),
+}
+
+/// A response head from the upstream.
+enum UpHead {
+    /// Parsed by hyper's client.
+    Parts(http::response::Parts),
+    /// As the upstream sent it (the own path's upstream side).
+    Raw(crate::rawpool::RespHead),
+}
+
+/// Whether a header value reads as a string (`HeaderValue::to_str`: visible ASCII or tab).
+fn visible(v: &[u8]) -> bool {
+    v.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+}
+
+/// A header value as `HeaderValue::to_str` and then `trim` would read it.
+fn text(v: &[u8]) -> Option<&str> {
+    std::str::from_utf8(v)
+        .ok()
+        .filter(|_| visible(v))
+        .map(str::trim)
+}
+
 /// A request that passed the checks needing no body and no slot: who sent it, its class,
 /// and its metrics ticket (counted received; answered, completed or cancelled later).
-pub(crate) struct Admitted {
-    settings: Arc<Settings>,
-    parts: http::request::Parts,
-    pq: http::uri::PathAndQuery,
+pub(crate) struct Admitted<'a> {
+    settings: &'a Settings,
+    head: Head,
     tenant: TenantId,
     class: fairlane_core::ClassId,
     stats: Ticket,
     arrival: Instant,
 }
 
-impl Admitted {
+impl Admitted<'_> {
     /// The most body bytes the request may send, and how long it has to send them
     /// (`limits.max_body_bytes`, `limits.body_timeout_ms`).
     pub fn body_limits(&self) -> (u64, Duration) {
@@ -457,14 +509,20 @@ impl Admitted {
 /// length). `Err`: the proxy's own answer (401, 400, 413).
 // The `Err` is the response itself, returned as it is: boxing it would add an allocation.
 #[allow(clippy::result_large_err)]
-pub(crate) fn admit(
+pub(crate) fn admit<'a>(
     inner: &Arc<Inner>,
-    parts: http::request::Parts,
+    settings: &'a Settings,
+    head: ReqHead,
     peer: &Peer,
     arrival: Instant,
-) -> Result<Admitted, Response<ProxyBody>> {
-    let settings = inner.settings();
-    let tenant = match settings.identifier.identify(&parts.headers, peer.addr.ip()) {
+) -> Result<Admitted<'a>, Response<ProxyBody>> {
+    let who = match &head {
+        ReqHead::Parts(p) => settings.identifier.identify(&p.headers, peer.addr.ip()),
+        ReqHead::Raw(r) => {
+            r.with_headers(|hs| settings.identifier.identify_raw(hs, peer.addr.ip()))
+        }
+    };
+    let tenant = match who {
         Who::Tenant(t) => t,
         Who::Unauthorized => {
             inner.metrics.unauthorized.fetch_add(1, Relaxed);
@@ -487,14 +545,18 @@ pub(crate) fn admit(
         }
     };
     // Counted received now; answered, completed or — if dropped unanswered — cancelled.
-    let stats = Ticket::new(
-        inner.metrics.tenant(tenant),
-        settings.identifier.name(tenant),
-        CostPolicy::of(&settings.config),
-    );
+    let costs = CostPolicy::of(&settings.config);
+    let stats = match settings.identifier.name_ref(tenant) {
+        Some(name) => Ticket::new(inner.metrics.tenant(tenant), name, costs),
+        None => Ticket::new(inner.metrics.tenant(tenant), &Arc::from("?"), costs),
+    };
     let limits = &settings.config.limits;
 
-    if parts.method == http::Method::CONNECT {
+    let method = match &head {
+        ReqHead::Parts(p) => &p.method,
+        ReqHead::Raw(r) => r.method(),
+    };
+    if *method == http::Method::CONNECT {
         return Err(rejected(
             inner,
             &stats,
@@ -502,27 +564,38 @@ pub(crate) fn admit(
             "CONNECT is not supported",
         ));
     }
-    let Some(pq) = parts.uri.path_and_query().cloned() else {
-        return Err(rejected(
-            inner,
-            &stats,
-            Reason::BadRequest,
-            "request target must be a path",
-        ));
+    let head = match head {
+        ReqHead::Raw(r) => Head::Raw(r),
+        ReqHead::Parts(parts) => {
+            let Some(pq) = parts.uri.path_and_query().cloned() else {
+                return Err(rejected(
+                    inner,
+                    &stats,
+                    Reason::BadRequest,
+                    "request target must be a path",
+                ));
+            };
+            if !pq.path().starts_with('/') && pq.path() != "*" {
+                return Err(rejected(
+                    inner,
+                    &stats,
+                    Reason::BadRequest,
+                    "request target must be a path",
+                ));
+            }
+            Head::Parts { parts, pq }
+        }
     };
-    if !pq.path().starts_with('/') && pq.path() != "*" {
-        return Err(rejected(
-            inner,
-            &stats,
-            Reason::BadRequest,
-            "request target must be a path",
-        ));
-    }
-    match parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()))
-    {
+    let length = match &head {
+        Head::Parts { parts, .. } => parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .map(|v| v.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok())),
+        Head::Raw(r) => r.header("content-length", |v| {
+            v.map(|v| text(v).and_then(|s| s.parse::<u64>().ok()))
+        }),
+    };
+    match length {
         Some(None) => {
             return Err(rejected(
                 inner,
@@ -541,11 +614,13 @@ pub(crate) fn admit(
         }
         _ => {}
     }
-    let class = settings.identifier.classify(&parts.method, pq.path());
+    let class = match &head {
+        Head::Parts { parts, pq } => settings.identifier.classify(&parts.method, pq.path()),
+        Head::Raw(r) => settings.identifier.classify(r.method(), r.path()),
+    };
     Ok(Admitted {
         settings,
-        parts,
-        pq,
+        head,
         tenant,
         class,
         stats,
@@ -554,7 +629,7 @@ pub(crate) fn admit(
 }
 
 /// The answer to a request whose body could not be read (413, 408, 400).
-pub(crate) fn body_fault(inner: &Inner, a: Admitted, fault: BodyFault) -> Response<ProxyBody> {
+pub(crate) fn body_fault(inner: &Inner, a: Admitted<'_>, fault: BodyFault) -> Response<ProxyBody> {
     let (reason, msg) = match fault {
         BodyFault::TooLarge => (Reason::BodyTooLarge, "request body too large"),
         BodyFault::Timeout => (Reason::BodyTimeout, "request body not received in time"),
@@ -565,15 +640,14 @@ pub(crate) fn body_fault(inner: &Inner, a: Admitted, fault: BodyFault) -> Respon
 
 /// Queue an admitted request (with its whole body) for a slot, then forward it.
 pub(crate) async fn dispatch(
-    inner: Arc<Inner>,
-    a: Admitted,
+    inner: &Arc<Inner>,
+    a: Admitted<'_>,
     body: Bytes,
     peer: &Peer,
 ) -> Response<ProxyBody> {
     let Admitted {
         settings,
-        parts,
-        pq,
+        head,
         tenant,
         class,
         stats,
@@ -583,10 +657,10 @@ pub(crate) async fn dispatch(
     // Queue for an upstream slot.
     let waiting = match inner.gate.acquire(tenant, class) {
         Ok(w) => w,
-        Err(Reject::Closed) => return rejected(&inner, &stats, Reason::Shutdown, "shutting down"),
+        Err(Reject::Closed) => return rejected(inner, &stats, Reason::Shutdown, "shutting down"),
         Err(Reject::QueueFull { .. }) => {
             return rejected(
-                &inner,
+                inner,
                 &stats,
                 Reason::QueueFull,
                 "proxy queue full, retry later",
@@ -594,23 +668,23 @@ pub(crate) async fn dispatch(
         }
         Err(Reject::TenantQueueFull { .. }) => {
             return rejected(
-                &inner,
+                inner,
                 &stats,
                 Reason::TenantQueueFull,
                 "tenant queue full, retry later",
             )
         }
-        Err(e) => return rejected(&inner, &stats, Reason::Internal, &e.to_string()),
+        Err(e) => return rejected(inner, &stats, Reason::Internal, &e.to_string()),
     };
     let queue_timeout = std::time::Duration::from_millis(limits.queue_timeout_ms);
     let permit = match granted_or_wait(waiting) {
         Ok(p) => p,
         Err(waiting) => match tokio::time::timeout(queue_timeout, waiting).await {
             Ok(Ok(p)) => p,
-            Ok(Err(_)) => return rejected(&inner, &stats, Reason::Shutdown, "shutting down"),
+            Ok(Err(_)) => return rejected(inner, &stats, Reason::Shutdown, "shutting down"),
             Err(_) => {
                 return rejected(
-                    &inner,
+                    inner,
                     &stats,
                     Reason::QueueTimeout,
                     "timed out waiting for the upstream",
@@ -624,7 +698,7 @@ pub(crate) async fn dispatch(
     // that a queued request keeps allocated; the upstream exchange's state is allocated once
     // the gate has admitted it (issue 19, memory per queued connection).
     Box::pin(forward(
-        inner, settings, parts, pq, body, peer, tenant, stats, permit, arrival,
+        inner, settings, head, body, peer, tenant, stats, permit, arrival,
     ))
     .await
 }
@@ -638,10 +712,9 @@ fn granted_or_wait(mut waiting: crate::gate::Waiting) -> Result<Permit, crate::g
 /// Send a request the gate has admitted upstream and turn the answer into the response.
 #[allow(clippy::too_many_arguments)] // the state `handle` hands over, moved once
 async fn forward(
-    inner: Arc<Inner>,
-    settings: Arc<Settings>,
-    mut parts: http::request::Parts,
-    pq: http::uri::PathAndQuery,
+    inner: &Arc<Inner>,
+    settings: &Settings,
+    head: Head,
     body: Bytes,
     peer: &Peer,
     tenant: TenantId,
@@ -650,54 +723,27 @@ async fn forward(
     arrival: Instant,
 ) -> Response<ProxyBody> {
     let limits = &settings.config.limits;
+    // An own-path client's request came raw: its response head goes back raw too.
+    let raw_client = matches!(head, Head::Raw(_));
 
-    // Forward.
-    // Origin form (the pool's connections all go to the one upstream).
-    parts.uri = Uri::from(pq);
-    parts.version = Version::HTTP_11;
-    strip_hop_by_hop(&mut parts.headers);
-    if parts.headers.get(http::header::HOST).is_none() {
-        if let Ok(v) = HeaderValue::from_str(settings.authority.as_str()) {
-            parts.headers.insert(http::header::HOST, v);
-        }
-    }
-    parts
-        .headers
-        .append(X_FORWARDED_FOR, peer.forwarded_for.clone());
-    // Overwrite whatever the client sent: the upstream may trust this header.
-    match settings.name_values.get(tenant.0 as usize) {
-        Some(Some(v)) => {
-            parts.headers.insert(TENANT_HEADER, v.clone());
-        }
-        _ => {
-            parts.headers.remove(TENANT_HEADER);
-        }
-    }
     // Not boxed: this future is allocated only once the request is admitted (`handle`).
     let call = tokio::time::timeout(
         settings.config.upstream_timeout(),
-        send_upstream(&settings, parts, body),
+        send_upstream(settings, head, body, peer, tenant),
     );
     let mut hard_stop = inner.hard_stop.subscribe();
     let result = tokio::select! {
         biased; // no random branch order: one fewer RNG draw per request
         r = call => r,
         _ = hard_stop.wait_for(|&stop| stop) => {
-            return rejected(&inner, &stats, Reason::Shutdown, "shutting down");
+            return rejected(inner, &stats, Reason::Shutdown, "shutting down");
         }
     };
-    let (mut parts, body, conn) = match result {
-        Err(_) => {
-            return rejected(
-                &inner,
-                &stats,
-                Reason::UpstreamTimeout,
-                "upstream timed out",
-            )
-        }
+    let (head, body, conn) = match result {
+        Err(_) => return rejected(inner, &stats, Reason::UpstreamTimeout, "upstream timed out"),
         Ok(Err(Reason::UpstreamConnect)) => {
             return rejected(
-                &inner,
+                inner,
                 &stats,
                 Reason::UpstreamConnect,
                 "cannot connect to the upstream",
@@ -705,7 +751,7 @@ async fn forward(
         }
         Ok(Err(_)) => {
             return rejected(
-                &inner,
+                inner,
                 &stats,
                 Reason::UpstreamError,
                 "upstream connection failed",
@@ -714,19 +760,41 @@ async fn forward(
         Ok(Ok(r)) => r,
     };
     // Unreadable, negative, infinite and huge values are bounded when charged (`[cost]`).
-    let reported_cost = settings.cost_header.as_ref().and_then(|h| {
-        parts.headers.get(h).map(|v| {
-            v.to_str()
-                .ok()
-                .and_then(|s| s.trim().parse::<f64>().ok())
-                .map_or(f64::NAN, |ms| ms / 1000.0)
-        })
+    let cost = |v: &[u8]| {
+        text(v)
+            .and_then(|s| s.parse::<f64>().ok())
+            .map_or(f64::NAN, |ms| ms / 1000.0)
+    };
+    let reported_cost = settings.cost_header.as_ref().and_then(|h| match &head {
+        UpHead::Parts(p) => p.headers.get(h).map(|v| cost(v.as_bytes())),
+        UpHead::Raw(r) => r.with_headers(|hs| {
+            hs.iter()
+                .find(|x| x.name.eq_ignore_ascii_case(h.as_str()))
+                .map(|x| cost(x.value))
+        }),
     });
-    strip_hop_by_hop(&mut parts.headers);
+    let (parts, raw_head) = match head {
+        UpHead::Parts(mut p) => {
+            strip_hop_by_hop(&mut p.headers);
+            (p, None)
+        }
+        // Written to the client from the upstream's own lines (`h1conn`).
+        UpHead::Raw(r) if raw_client => {
+            let mut p = Response::new(()).into_parts().0;
+            p.status = r.status;
+            (p, Some(r))
+        }
+        UpHead::Raw(r) => {
+            let mut p = r.to_parts();
+            strip_hop_by_hop(&mut p.headers);
+            (p, None)
+        }
+    };
     // Buffer up to `response_buffer_bytes`: if the whole response fits, the slot is freed as
     // soon as the upstream has sent it, however slowly the client then reads.
     let mut body = body;
     let buffer = limits.response_buffer_bytes;
+    let mut first = None;
     let mut prefix = VecDeque::new();
     let mut prefix_bytes = 0u64;
     let mut inner_done = body.is_end_stream();
@@ -736,7 +804,7 @@ async fn forward(
                 biased;
                 f = body.frame() => f,
                 _ = hard_stop.wait_for(|&stop| stop) => {
-                    return rejected(&inner, &stats, Reason::Shutdown, "shutting down");
+                    return rejected(inner, &stats, Reason::Shutdown, "shutting down");
                 }
             };
             match next {
@@ -745,13 +813,17 @@ async fn forward(
                     if let Some(d) = f.data_ref() {
                         prefix_bytes += d.len() as u64;
                     }
-                    prefix.push_back(f);
+                    if first.is_none() && prefix.is_empty() {
+                        first = Some(f);
+                    } else {
+                        prefix.push_back(f);
+                    }
                     inner_done = body.is_end_stream();
                 }
                 Some(Err(_)) => {
                     // The status line has not gone out yet: a clean 502, not a cut stream.
                     return rejected(
-                        &inner,
+                        inner,
                         &stats,
                         Reason::UpstreamError,
                         "upstream connection failed",
@@ -774,7 +846,7 @@ async fn forward(
     } else {
         let share = limits.max_streaming_share;
         let cap = ((inner.gate.depth() as f64 * share).ceil() as usize).max(1);
-        match StreamSlots::take(&inner, tenant, cap) {
+        match StreamSlots::take(inner, tenant, cap) {
             Some(g) => Some(g),
             None => {
                 // Charge the slot time spent so far, then free the slot.
@@ -783,7 +855,7 @@ async fn forward(
                 permit.set_cost(reported_cost.unwrap_or(secs));
                 drop(permit);
                 return rejected(
-                    &inner,
+                    inner,
                     &stats,
                     Reason::StreamingCap,
                     "too many responses streaming to slow readers for this tenant, retry later",
@@ -792,6 +864,7 @@ async fn forward(
         }
     };
     let mut body = MeteredBody {
+        first,
         prefix,
         prefix_bytes,
         inner_done,
@@ -805,6 +878,7 @@ async fn forward(
         }),
         now: inner.depth.as_ref().map(|_| inner.gate.clone()),
         upstream: conn.map(|c| (c, settings.pool.clone())),
+        raw_head,
     };
     if body.inner_done || body.inner.is_end_stream() {
         body.finish();
@@ -813,19 +887,73 @@ async fn forward(
 }
 
 /// Send a request upstream on the path `listen.http1` picks: hyper's client, or the own
-/// path's raw sockets (one write: head and body). `Err`: `UpstreamConnect` or
-/// `UpstreamError`.
+/// path's raw sockets (one write: head and body). On the way: origin form, HTTP/1.1, no
+/// hop-by-hop headers, `Host` if missing, `X-Forwarded-For`, and the tenant header in place
+/// of whatever the client sent. `Err`: `UpstreamConnect` or `UpstreamError`.
 async fn send_upstream(
     settings: &Settings,
-    parts: http::request::Parts,
+    head: Head,
     body: Bytes,
-) -> Result<(http::response::Parts, UpBody, Option<Conn>), Reason> {
+    peer: &Peer,
+    tenant: TenantId,
+) -> Result<(UpHead, UpBody, Option<Conn>), Reason> {
+    let tenant_value = match settings.name_values.get(tenant.0 as usize) {
+        Some(Some(v)) => Some(v),
+        _ => None,
+    };
+    let (mut parts, pq) = match (head, &settings.raw_pool) {
+        (Head::Raw(r), Some(raw)) => {
+            // Straight from the client's lines (issue 19).
+            let mut out = Vec::with_capacity(512 + body.len());
+            r.write_upstream(
+                &mut out,
+                settings.authority.as_str(),
+                &peer.forwarded_for,
+                tenant_value,
+                body.len(),
+            );
+            out.extend_from_slice(&body);
+            return send_raw(raw, &out, *r.method() == http::Method::HEAD).await;
+        }
+        // A reload switched `listen.http1`: the generic way.
+        (Head::Raw(r), None) => {
+            let parts = r.to_parts();
+            let pq = parts
+                .uri
+                .path_and_query()
+                .cloned()
+                .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+            (parts, pq)
+        }
+        (Head::Parts { parts, pq }, _) => (parts, pq),
+    };
+    // Origin form (the pool's connections all go to the one upstream).
+    parts.uri = Uri::from(pq);
+    parts.version = Version::HTTP_11;
+    strip_hop_by_hop(&mut parts.headers);
+    if parts.headers.get(http::header::HOST).is_none() {
+        if let Ok(v) = HeaderValue::from_str(settings.authority.as_str()) {
+            parts.headers.insert(http::header::HOST, v);
+        }
+    }
+    parts
+        .headers
+        .append(X_FORWARDED_FOR, peer.forwarded_for.clone());
+    // Overwrite whatever the client sent: the upstream may trust this header.
+    match tenant_value {
+        Some(v) => {
+            parts.headers.insert(TENANT_HEADER, v.clone());
+        }
+        None => {
+            parts.headers.remove(TENANT_HEADER);
+        }
+    }
     let Some(raw) = &settings.raw_pool else {
         let req = Request::from_parts(parts, Full::new(body));
         return match settings.pool.send(req).await {
             Ok((resp, conn)) => {
                 let (p, b) = resp.into_parts();
-                Ok((p, UpBody::Hyper(b), Some(conn)))
+                Ok((UpHead::Parts(p), UpBody::Hyper(b), Some(conn)))
             }
             Err(UpstreamError::Connect(_)) => Err(Reason::UpstreamConnect),
             Err(UpstreamError::Http(_)) => Err(Reason::UpstreamError),
@@ -857,9 +985,17 @@ async fn send_upstream(
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
-    let head_method = parts.method == http::Method::HEAD;
-    match raw.send(&out, head_method).await {
-        Ok((p, b)) => Ok((p, UpBody::Raw(b), None)),
+    send_raw(raw, &out, parts.method == http::Method::HEAD).await
+}
+
+/// One exchange on the own path's upstream sockets.
+async fn send_raw(
+    raw: &Arc<crate::rawpool::RawPool>,
+    request: &[u8],
+    head_method: bool,
+) -> Result<(UpHead, UpBody, Option<Conn>), Reason> {
+    match raw.send(request, head_method).await {
+        Ok((h, b)) => Ok((UpHead::Raw(h), UpBody::Raw(b), None)),
         Err(crate::rawpool::RawError::Connect) => Err(Reason::UpstreamConnect),
         Err(crate::rawpool::RawError::Broken) => Err(Reason::UpstreamError),
     }

@@ -33,9 +33,10 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use crate::conn::{ActiveGuard, ConnState, ServeOptions};
-use crate::forward::{self, BodyFault, Peer, ProxyBody};
+use crate::forward::{self, BodyFault, Peer, ProxyBody, ReqHead};
 use crate::h1::{self, BodyLen, FrameError, RequestInfo};
-use crate::server::Inner;
+use crate::rawreq::{RawRequest, FEW_HEADERS};
+use crate::server::{CachedSettings, Inner};
 
 /// Longest request head accepted (bytes): hyper's default buffer limit, so both paths
 /// answer 431 at the same size.
@@ -67,6 +68,7 @@ pub(crate) async fn serve(
 ) {
     let mut buf: Vec<u8> = Vec::new();
     let mut first = true;
+    let mut settings = inner.cached_settings();
     loop {
         if buf.is_empty() {
             // Idle: no buffer held. The first request's bytes are known to be there.
@@ -83,7 +85,14 @@ pub(crate) async fn serve(
         first = false;
         // Boxed: a request's state is allocated only while one is in progress.
         let next = Box::pin(request(
-            &stream, &mut buf, &inner, &peer, opts, state, shutdown,
+            &stream,
+            &mut buf,
+            &inner,
+            &mut settings,
+            &peer,
+            opts,
+            state,
+            shutdown,
         ))
         .await;
         match next {
@@ -96,10 +105,12 @@ pub(crate) async fn serve(
 }
 
 /// Read, answer and account one request.
+#[allow(clippy::too_many_arguments)] // the connection's state, borrowed for one request
 async fn request(
     stream: &TcpStream,
     buf: &mut Vec<u8>,
     inner: &Arc<Inner>,
+    settings: &mut CachedSettings,
     peer: &Arc<Peer>,
     opts: ServeOptions,
     state: &Arc<ConnState>,
@@ -107,7 +118,7 @@ async fn request(
 ) -> Next {
     // The head, within the header timeout of its first byte.
     let deadline = tokio::time::Instant::now() + opts.header_timeout;
-    let (parts, info) = loop {
+    let (head, info, http10) = loop {
         if !buf.is_empty() {
             match parse_head(buf) {
                 Ok(Some(p)) => break p,
@@ -129,6 +140,20 @@ async fn request(
                 }
             }
         }
+        if buf.is_empty() {
+            // A keep-alive connection's next head is usually readable already (the idle wait
+            // saw it): read it without arming the header timer and the eviction watch, which
+            // cost a timer entry and a waiter registration per request (issue 19).
+            if buf.capacity() < 1024 {
+                buf.reserve(4096);
+            }
+            match stream.try_read_buf(buf) {
+                Ok(0) => return Next::Close,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return Next::Close,
+            }
+        }
         let read = tokio::select! {
             biased;
             _ = state.evict.notified() => return Next::Close,
@@ -142,9 +167,9 @@ async fn request(
     };
     let guard = ActiveGuard::new(state.clone());
     buf.drain(..info.head_len);
-    let http10 = parts.version == Version::HTTP_10;
     let mut body_read = info.body == BodyLen::Length(0);
-    let resp = match forward::admit(inner, parts, peer, Instant::now()) {
+    let settings = inner.fresh(settings);
+    let resp = match forward::admit(inner, settings, head, peer, Instant::now()) {
         Err(r) => r,
         Ok(admitted) => {
             let (max, limit) = admitted.body_limits();
@@ -167,7 +192,7 @@ async fn request(
                     }
                     tokio::select! {
                         biased;
-                        r = forward::dispatch(inner.clone(), admitted, body, peer) => r,
+                        r = forward::dispatch(inner, admitted, body, peer) => r,
                         // The client went away: dropping the request cancels it (queued
                         // or in flight), as hyper's path does.
                         _ = client_gone(stream, pipelined) => return Next::Close,
@@ -202,16 +227,33 @@ async fn request(
     }
 }
 
-/// Parse a request head at the start of `buf` into owned parts. `Ok(None)`: incomplete.
-fn parse_head(buf: &[u8]) -> Result<Option<(http::request::Parts, RequestInfo)>, FrameError> {
-    let mut headers = [httparse::EMPTY_HEADER; h1::MAX_HEADERS];
-    let Some((req, info)) = h1::parse_request(buf, &mut headers, MAX_HEAD)? else {
+/// Parse a request head at the start of `buf`: kept raw if it can be, else into owned
+/// parts; with its framing and whether it is HTTP/1.0. `Ok(None)`: incomplete.
+fn parse_head(buf: &[u8]) -> Result<Option<(ReqHead, RequestInfo, bool)>, FrameError> {
+    // A small array first (see `FEW_HEADERS`).
+    match parse_head_in(buf, &mut [httparse::EMPTY_HEADER; FEW_HEADERS]) {
+        Err(FrameError::HeadTooLarge) => {
+            parse_head_in(buf, &mut [httparse::EMPTY_HEADER; h1::MAX_HEADERS])
+        }
+        r => r,
+    }
+}
+
+fn parse_head_in<'b>(
+    buf: &'b [u8],
+    headers: &mut [httparse::Header<'b>],
+) -> Result<Option<(ReqHead, RequestInfo, bool)>, FrameError> {
+    let Some((req, info)) = h1::parse_request(buf, headers, MAX_HEAD)? else {
         return Ok(None);
     };
+    let http10 = req.version == Some(0);
+    if let Some(raw) = RawRequest::of(buf, info.head_len, &req) {
+        return Ok(Some((ReqHead::Raw(raw), info, http10)));
+    }
     let bad = FrameError::Malformed("invalid request line or header");
     let method = Method::from_bytes(req.method.unwrap_or("").as_bytes()).map_err(|_| bad)?;
     let uri: http::Uri = req.path.unwrap_or("").parse().map_err(|_| bad)?;
-    let version = if req.version == Some(0) {
+    let version = if http10 {
         Version::HTTP_10
     } else {
         Version::HTTP_11
@@ -233,7 +275,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(http::request::Parts, RequestInfo)>,
         }
     }
     let parts = b.body(()).map_err(|_| bad)?.into_parts().0;
-    Ok(Some((parts, info)))
+    Ok(Some((ReqHead::Parts(parts), info, http10)))
 }
 
 /// Read what the socket has into `buf` (room for at least `want` more bytes, 4 KiB if 0);
@@ -374,6 +416,11 @@ async fn write_response(
     send_timeout: Duration,
 ) -> io::Result<bool> {
     let (parts, mut body) = resp.into_parts();
+    // The upstream's head kept as it came (issue 19): its lines are written as they are.
+    let raw = match &mut body {
+        ProxyBody::Upstream(m) => m.take_raw_head(),
+        ProxyBody::Full(_) => None,
+    };
     let status = parts.status.as_u16();
     if parts
         .headers
@@ -403,8 +450,17 @@ async fn write_response(
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
+    let (mut has_length, mut has_date) = (
+        parts.headers.contains_key(http::header::CONTENT_LENGTH),
+        parts.headers.contains_key(http::header::DATE),
+    );
+    if let Some(raw) = &raw {
+        let (l, d) = raw.with_headers(|hs| write_response_headers(&mut out, hs));
+        has_length |= l;
+        has_date |= d;
+    }
     let mut chunked = false;
-    if !bodiless && !parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+    if !bodiless && !has_length {
         if let Some(n) = body.size_hint().exact() {
             h1::write_content_length(&mut out, n);
         } else if !http10 {
@@ -415,7 +471,7 @@ async fn write_response(
             keep_alive = false;
         }
     }
-    if !parts.headers.contains_key(http::header::DATE) {
+    if !has_date {
         // As hyper's server does: the proxy's own answers carry a Date too (RFC 9110 §6.6.1).
         out.extend_from_slice(b"date: ");
         out.extend_from_slice(&date_now());
@@ -474,6 +530,47 @@ async fn write_response(
     drop(body);
     write_all(stream, &out, send_timeout).await?;
     Ok(keep_alive)
+}
+
+/// Append an upstream response's end-to-end header lines as they came: without hop-by-hop
+/// headers (RFC 9110 §7.6.1), those its `Connection` names and `Transfer-Encoding` (the
+/// client's framing is the proxy's). Returns whether it had a `Content-Length` and a `Date`.
+fn write_response_headers(out: &mut Vec<u8>, headers: &[httparse::Header<'_>]) -> (bool, bool) {
+    const HOP_BY_HOP: [&str; 8] = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "proxy-authorization",
+    ];
+    let connection: Vec<&[u8]> = headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .flat_map(|h| h.value.split(|&b| b == b','))
+        .map(<[u8]>::trim_ascii)
+        .filter(|t| !t.is_empty())
+        .collect();
+    let (mut length, mut date) = (false, false);
+    for h in headers {
+        let name = h.name;
+        if HOP_BY_HOP.iter().any(|n| name.eq_ignore_ascii_case(n))
+            || connection
+                .iter()
+                .any(|t| t.eq_ignore_ascii_case(name.as_bytes()))
+        {
+            continue;
+        }
+        length |= name.eq_ignore_ascii_case("content-length");
+        date |= name.eq_ignore_ascii_case("date");
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+    (length, date)
 }
 
 /// Now as an HTTP date, formatted once a second per thread.
@@ -548,32 +645,59 @@ mod tests {
     }
 
     #[test]
-    fn request_heads_become_owned_parts() {
-        let (p, info) = parse_head(
+    fn request_heads_are_kept_raw_or_become_owned_parts() {
+        let (h, info, http10) = parse_head(
             b"POST /a?b=1 HTTP/1.0\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
         )
         .unwrap()
         .unwrap();
-        assert_eq!(p.method, Method::POST);
+        let ReqHead::Raw(r) = h else {
+            panic!("a plain head is kept raw")
+        };
+        assert_eq!(r.method(), Method::POST);
+        assert_eq!(r.target(), "/a?b=1");
+        assert!(http10);
+        assert_eq!(info.body, BodyLen::Length(3));
+        assert!(info.expect_continue && !info.keep_alive);
+        // An absolute-form target: what `http::Uri` reads it as, as on hyper's path.
+        let Ok(Some((ReqHead::Parts(p), _, false))) =
+            parse_head(b"GET http://h/a?b=1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n")
+        else {
+            panic!("an absolute-form head becomes parts")
+        };
         assert_eq!(p.uri.path_and_query().unwrap().as_str(), "/a?b=1");
-        assert_eq!(p.version, Version::HTTP_10);
+        assert_eq!(p.version, Version::HTTP_11);
         assert!(
             p.headers.get("expect").is_none(),
             "answered here, not forwarded"
         );
-        assert_eq!(p.headers["content-length"], "3");
-        assert_eq!(info.body, BodyLen::Length(3));
-        assert!(info.expect_continue && !info.keep_alive);
         assert!(parse_head(b"GET / HTTP/1.1\r\nHost: x\r\n")
             .unwrap()
             .is_none());
+        let Err(e) = parse_head(
+            b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        ) else {
+            panic!("ambiguous framing is refused")
+        };
+        assert_eq!(e.status(), 400);
+    }
+
+    #[test]
+    fn upstream_response_lines_go_out_without_hop_by_hop_headers() {
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, X-Hop\r\n\
+            X-Hop: 1\r\nKeep-Alive: timeout=5\r\nX-Cost-Ms: 3\r\nTransfer-Encoding: chunked\r\n\
+            Set-Cookie: a\r\nSet-Cookie: b\r\n\r\n";
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut resp = httparse::Response::new(&mut headers);
+        resp.parse(head).unwrap();
+        let mut out = Vec::new();
         assert_eq!(
-            parse_head(
-                b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
-            )
-            .unwrap_err()
-            .status(),
-            400
+            write_response_headers(&mut out, resp.headers),
+            (true, false)
+        );
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "Content-Length: 2\r\nX-Cost-Ms: 3\r\nSet-Cookie: a\r\nSet-Cookie: b\r\n"
         );
     }
 }

@@ -59,6 +59,7 @@ pub mod loadgen;
 pub mod metrics;
 mod pool;
 mod rawpool;
+mod rawreq;
 pub mod server;
 pub mod tenant;
 pub mod upstream;

@@ -239,6 +239,9 @@ pub struct TenantStats {
     estimate_bits: AtomicU64,
     /// When a clamp was last logged (ms since [`epoch`], plus one; 0 = never).
     clamp_logged_ms: AtomicU64,
+    /// The tenant's name, for the clamp log: set by its first [`Ticket`], so that a ticket
+    /// does not take a reference on a shared name per request (issue 19).
+    name: std::sync::OnceLock<Arc<str>>,
 }
 
 /// The `[cost]` bounds, in seconds (the unit the gate charges in).
@@ -371,19 +374,20 @@ const DONE: u8 = 2;
 pub struct Ticket {
     stats: Arc<TenantStats>,
     state: AtomicU8,
-    tenant: Arc<str>,
     costs: CostPolicy,
 }
 
 impl Ticket {
     /// A request of tenant `name` has arrived; its cost will be bounded by `costs`.
-    pub fn new(stats: Arc<TenantStats>, name: Arc<str>, costs: CostPolicy) -> Ticket {
+    pub fn new(stats: Arc<TenantStats>, name: &Arc<str>, costs: CostPolicy) -> Ticket {
+        if stats.name.get().is_none() {
+            let _ = stats.name.set(name.clone());
+        }
         stats.received.fetch_add(1, Relaxed);
         stats.queued.fetch_add(1, Relaxed);
         Ticket {
             stats,
             state: AtomicU8::new(ARRIVED),
-            tenant: name,
             costs,
         }
     }
@@ -398,7 +402,7 @@ impl Ticket {
                     eprintln!(
                         "fairlane-proxy: tenant {}: cost {} clamped to {c:.3e} s ({} clamps so far; \
                          logged at most every {} ms)",
-                        self.tenant,
+                        self.stats.name.get().map_or("?", |n| n),
                         reported.map_or_else(
                             || format!("{measured:.3e} s (measured)"),
                             |r| format!("{r:.3e} s (reported)")
@@ -1027,7 +1031,7 @@ mod tests {
                 + stats.in_flight.load(Relaxed);
             assert_eq!(stats.received.load(Relaxed), sum, "{what}");
         };
-        let t = |_: ()| Ticket::new(stats.clone(), Arc::from("a"), policy());
+        let t = |_: ()| Ticket::new(stats.clone(), &Arc::from("a"), policy());
         let a = t(());
         let b = t(());
         let c = t(());

@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::h1::{self, BodyLen, Chunked};
+use crate::rawreq::{Lines, FEW_HEADERS};
 
 /// Longest upstream response head accepted (bytes), as the hyper client's default.
 const MAX_HEAD: usize = 8192 + 4096 * 100;
@@ -89,7 +90,7 @@ impl RawPool {
         self: &Arc<Self>,
         request: &[u8],
         head_method: bool,
-    ) -> Result<(http::response::Parts, RawBody), RawError> {
+    ) -> Result<(RespHead, RawBody), RawError> {
         if let Some(s) = self.checkout() {
             match self.exchange(s, request, head_method).await {
                 Ok(r) => return Ok(r),
@@ -111,7 +112,7 @@ impl RawPool {
         mut s: TcpStream,
         request: &[u8],
         head_method: bool,
-    ) -> Result<(http::response::Parts, RawBody), Option<RawError>> {
+    ) -> Result<(RespHead, RawBody), Option<RawError>> {
         if s.write_all(request).await.is_err() {
             return Err(None);
         }
@@ -119,15 +120,22 @@ impl RawPool {
         loop {
             if !buf.is_empty() {
                 match parse_head(&buf, head_method) {
-                    Ok(Some((parts, info))) if parts.status.is_informational() => {
+                    Ok(Some((status, info, _))) if status.is_informational() => {
                         // 1xx interim answers are skipped (101 is never asked for).
-                        if parts.status == StatusCode::SWITCHING_PROTOCOLS {
+                        if status == StatusCode::SWITCHING_PROTOCOLS {
                             return Err(Some(RawError::Broken));
                         }
                         buf.drain(..info.head_len);
                         continue;
                     }
-                    Ok(Some((parts, info))) => {
+                    Ok(Some((status, info, lines))) => {
+                        // The head's bytes as they came: written to the client as they are
+                        // (less hop-by-hop headers), no `HeaderMap` built (issue 19).
+                        let head = RespHead {
+                            status,
+                            bytes: buf[..info.head_len].to_vec(),
+                            lines,
+                        };
                         buf.drain(..info.head_len);
                         let state = match info.body {
                             BodyLen::Length(n) => Framing::Length(n),
@@ -143,7 +151,7 @@ impl RawPool {
                             pool: self.clone(),
                         };
                         body.check_done();
-                        return Ok((parts, body));
+                        return Ok((head, body));
                     }
                     Ok(None) => {}
                     Err(_) => return Err(Some(RawError::Broken)),
@@ -165,27 +173,84 @@ impl RawPool {
 
 use tokio::io::AsyncReadExt;
 
-/// A response head into owned parts (status and headers as the upstream sent them).
+/// Whether a header value is one `http::HeaderValue` accepts (no control characters but
+/// tab): the own path refuses what the hyper path would.
+pub(crate) fn valid_value(v: &[u8]) -> bool {
+    v.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
+/// An upstream response head as the upstream sent it: forwarded to an own-path client line
+/// by line, or turned into `http` parts for a client on hyper.
+pub(crate) struct RespHead {
+    /// Its status.
+    pub status: StatusCode,
+    /// The status line and header lines, with the blank line.
+    bytes: Vec<u8>,
+    /// Its header lines.
+    lines: Lines,
+}
+
+impl RespHead {
+    /// `f` of its header lines.
+    pub fn with_headers<R>(&self, f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
+        self.lines.with(&self.bytes, f)
+    }
+
+    /// As owned `http` parts (status and every header as sent).
+    pub fn to_parts(&self) -> http::response::Parts {
+        let mut parts = http::Response::new(()).into_parts().0;
+        parts.status = self.status;
+        self.with_headers(|hs| {
+            parts.headers.reserve(hs.len());
+            for h in hs {
+                // Checked valid when the head came in.
+                if let (Ok(n), Ok(v)) = (
+                    HeaderName::from_bytes(h.name.as_bytes()),
+                    HeaderValue::from_bytes(h.value),
+                ) {
+                    parts.headers.append(n, v);
+                }
+            }
+        });
+        parts
+    }
+}
+
+/// A response head's status, framing and number of header lines; its header values
+/// checked as `http` would.
 fn parse_head(
     buf: &[u8],
     head_method: bool,
-) -> Result<Option<(http::response::Parts, h1::ResponseInfo)>, h1::FrameError> {
-    let mut headers = [httparse::EMPTY_HEADER; h1::MAX_HEADERS];
-    let Some((resp, info)) = h1::parse_response(buf, &mut headers, MAX_HEAD, head_method)? else {
+) -> Result<Option<(StatusCode, h1::ResponseInfo, Lines)>, h1::FrameError> {
+    // A small array first (see `FEW_HEADERS`).
+    match parse_head_in(buf, head_method, &mut [httparse::EMPTY_HEADER; FEW_HEADERS]) {
+        Err(h1::FrameError::HeadTooLarge) => parse_head_in(
+            buf,
+            head_method,
+            &mut [httparse::EMPTY_HEADER; h1::MAX_HEADERS],
+        ),
+        r => r,
+    }
+}
+
+fn parse_head_in<'b>(
+    buf: &'b [u8],
+    head_method: bool,
+    headers: &mut [httparse::Header<'b>],
+) -> Result<Option<(StatusCode, h1::ResponseInfo, Lines)>, h1::FrameError> {
+    let Some((resp, info)) = h1::parse_response(buf, headers, MAX_HEAD, head_method)? else {
         return Ok(None);
     };
     let bad = h1::FrameError::Malformed("invalid response header");
-    let mut b =
-        http::Response::builder().status(StatusCode::from_u16(info.status).map_err(|_| bad)?);
-    if let Some(map) = b.headers_mut() {
-        map.reserve(resp.headers.len());
-        for h in resp.headers.iter() {
-            let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| bad)?;
-            let value = HeaderValue::from_bytes(h.value).map_err(|_| bad)?;
-            map.append(name, value);
-        }
+    let status = StatusCode::from_u16(info.status).map_err(|_| bad)?;
+    if !resp
+        .headers
+        .iter()
+        .all(|h| h.name.len() < 1 << 16 && valid_value(h.value))
+    {
+        return Err(bad);
     }
-    Ok(Some((b.body(()).map_err(|_| bad)?.into_parts().0, info)))
+    Ok(Some((status, info, Lines::of(buf, resp.headers))))
 }
 
 /// Where a response body stands.

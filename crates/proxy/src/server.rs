@@ -77,6 +77,14 @@ pub(crate) struct Settings {
     pub raw_pool: Option<Arc<crate::rawpool::RawPool>>,
 }
 
+/// A connection's copy of the settings (issue 19): read per request with one load of a
+/// rarely written counter instead of the lock and the shared reference count that
+/// [`Inner::settings`] costs, which both worker threads would bounce between their caches.
+pub(crate) struct CachedSettings {
+    version: u64,
+    settings: Arc<Settings>,
+}
+
 pub(crate) struct Inner {
     pub gate: Gate,
     /// The adaptive depth controller, if the depth is adaptive.
@@ -85,6 +93,8 @@ pub(crate) struct Inner {
     /// `[cluster]` membership, if any.
     pub cluster: Option<Arc<crate::cluster::Cluster>>,
     settings: RwLock<Arc<Settings>>,
+    /// Bumped after every swap of `settings`: connections keep a copy and look here.
+    settings_version: std::sync::atomic::AtomicU64,
     registry: Mutex<Registry>,
     pub started: Instant,
     shutdown: watch::Sender<bool>,
@@ -103,6 +113,29 @@ impl Inner {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// A copy of the settings for a connection to keep (see [`CachedSettings`]).
+    pub fn cached_settings(&self) -> CachedSettings {
+        let version = self
+            .settings_version
+            .load(std::sync::atomic::Ordering::Acquire);
+        CachedSettings {
+            version,
+            settings: self.settings(),
+        }
+    }
+
+    /// The settings now, through a connection's copy: replaced only after a reload.
+    pub fn fresh<'c>(&self, c: &'c mut CachedSettings) -> &'c Arc<Settings> {
+        if self
+            .settings_version
+            .load(std::sync::atomic::Ordering::Acquire)
+            != c.version
+        {
+            *c = self.cached_settings();
+        }
+        &c.settings
     }
 
     pub fn status(&self) -> Status {
@@ -271,6 +304,7 @@ impl Proxy {
                 metrics: Metrics::default(),
                 cluster,
                 settings: RwLock::new(Arc::new(settings)),
+                settings_version: std::sync::atomic::AtomicU64::new(0),
                 registry: Mutex::new(registry),
                 started: Instant::now(),
                 shutdown: watch::Sender::new(false),
@@ -521,6 +555,9 @@ impl ProxyHandle {
             .settings
             .write()
             .unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+        self.inner
+            .settings_version
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
         self.inner.metrics.reloads.fetch_add(1, Relaxed);
         Ok(warnings)
     }

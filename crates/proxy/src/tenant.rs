@@ -217,6 +217,11 @@ impl Identifier {
             .unwrap_or_else(|| Arc::from("?"))
     }
 
+    /// The name of tenant `id` by reference (`None`: not a tenant of this table).
+    pub(crate) fn name_ref(&self, id: TenantId) -> Option<&Arc<str>> {
+        self.names.get(id.0 as usize)
+    }
+
     /// The tenant of a request from `peer` with these headers.
     pub fn identify(&self, headers: &HeaderMap, peer: IpAddr) -> Who {
         // Two keys (or two `Authorization` headers, whichever header carries the key) name
@@ -233,6 +238,42 @@ impl Identifier {
         }
         if let Some(v) = headers.get(&self.header) {
             let key = v.to_str().ok().and_then(|v| self.strip_scheme(v.trim()));
+            return match key.and_then(|k| self.keys.get(k)) {
+                Some(&id) => Who::Tenant(id),
+                None => self.unknown(),
+            };
+        }
+        for (cidr, id) in &self.ips {
+            if cidr.contains(peer) {
+                return Who::Tenant(*id);
+            }
+        }
+        self.unknown()
+    }
+
+    /// [`identify`](Self::identify) over a head's raw header lines (the own HTTP/1 path),
+    /// with the same answers: a value `HeaderValue::to_str` refuses is no key.
+    pub(crate) fn identify_raw(&self, headers: &[httparse::Header<'_>], peer: IpAddr) -> Who {
+        let name = self.header.as_str();
+        let by_auth = self.header == http::header::AUTHORIZATION;
+        let (mut key, mut keys, mut auths) = (None, 0, 0);
+        for h in headers {
+            if h.name.eq_ignore_ascii_case(name) {
+                keys += 1;
+                key.get_or_insert(h.value);
+            } else if !by_auth && h.name.eq_ignore_ascii_case("authorization") {
+                auths += 1;
+            }
+        }
+        if keys > 1 || auths > 1 {
+            return Who::Ambiguous;
+        }
+        if let Some(v) = key {
+            let visible = v.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b));
+            let key = std::str::from_utf8(v)
+                .ok()
+                .filter(|_| visible)
+                .and_then(|v| self.strip_scheme(v.trim()));
             return match key.and_then(|k| self.keys.get(k)) {
                 Some(&id) => Who::Tenant(id),
                 None => self.unknown(),
@@ -399,6 +440,54 @@ mod tests {
         assert_eq!(id.identify(&auth, local), Who::Tenant(TenantId(0)));
         auth.append("authorization", "Basic y".parse().unwrap());
         assert_eq!(id.identify(&auth, local), Who::Ambiguous);
+    }
+
+    #[test]
+    fn raw_header_lines_identify_as_the_header_map_does() {
+        let lists: &[&[(&str, &[u8])]] = &[
+            &[],
+            &[("Authorization", b"Bearer ka")],
+            &[("authorization", b"bearer  kb"), ("Host", b"x")],
+            &[("AUTHORIZATION", b"Bearer nope")],
+            &[("authorization", b"Basic ka")],
+            &[
+                ("authorization", b"Bearer ka"),
+                ("authorization", b"Bearer ka"),
+            ],
+            &[("authorization", b"Bearer k\xe9")],
+            &[("X-Api-Key", b"ka")],
+            &[("x-api-key", b" kb "), ("authorization", b"Basic x")],
+            &[("x-api-key", b"ka"), ("x-api-key", b"kb")],
+            &[
+                ("x-api-key", b"ka"),
+                ("authorization", b"a"),
+                ("authorization", b"b"),
+            ],
+            &[("x-fairlane-tenant", b"a")],
+        ];
+        for extra in ["", "[identity]\nheader = \"x-api-key\"\nscheme = \"\""] {
+            let mut reg = Registry::default();
+            let id = Identifier::new(&config(extra), &mut reg);
+            for ip in ["127.0.0.1", "10.1.2.3"] {
+                let ip: IpAddr = ip.parse().unwrap();
+                for list in lists {
+                    let mut map = HeaderMap::new();
+                    let mut raw = Vec::new();
+                    for (k, v) in *list {
+                        map.append(
+                            http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                            http::HeaderValue::from_bytes(v).unwrap(),
+                        );
+                        raw.push(httparse::Header { name: k, value: v });
+                    }
+                    assert_eq!(
+                        id.identify_raw(&raw, ip),
+                        id.identify(&map, ip),
+                        "{extra} {ip} {list:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
