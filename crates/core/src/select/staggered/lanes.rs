@@ -24,6 +24,10 @@ pub(crate) const FEW_LANES: usize = 128;
 
 const NONE: u32 = u32::MAX;
 
+/// Independent running minima in [`LaneScan::first_eligible`]'s first pass: two SSE2
+/// registers of two `f64` each.
+const SCAN_WAYS: usize = 4;
+
 /// The scanned tenants on n ≥ 2 lanes. See the module docs.
 pub(crate) struct LaneScan {
     /// `i/n` for each lane, computed as the treap does (identical eligibility values).
@@ -95,10 +99,14 @@ impl LaneScan {
 
     /// The smallest `(F, id)` in `lane` among entries with eligibility value at most `v`.
     ///
-    /// One pass. Whether an entry is eligible follows no pattern a branch predictor could
-    /// learn, so it only masks the entry's finish tag to +∞ (a conditional move, no branch);
-    /// the branches left are taken when the running minimum improves (a few times per scan)
-    /// or ties it (equal finish tags, broken by the smaller id as [`crate::util::Tag`] does).
+    /// Two passes. The first finds the smallest finish tag among eligible entries: an
+    /// ineligible entry's tag is masked to +∞ (whether an entry is eligible follows no pattern
+    /// a branch predictor could learn, so no branch), and [`SCAN_WAYS`] running minima, one
+    /// per entry index modulo `SCAN_WAYS`, have no dependency between them, so the compiler
+    /// keeps them in vector registers (`minpd`) and the pass has no branch per entry. The
+    /// second pass reads only the ways whose minimum is the smallest (usually one, a quarter
+    /// of the entries) for the entries holding it, and breaks ties by the smaller id as
+    /// [`crate::util::Tag`] does (then by position, as a single ordered pass would).
     #[inline]
     fn first_eligible(&self, lane: usize, v: f64) -> Option<usize> {
         let n = self.finish.len();
@@ -106,17 +114,42 @@ impl LaneScan {
         let (finish, ties) = (&self.finish[..n], &self.tie[..n]);
         let lx = self.xs[lane];
         let ok = |k: usize| eligible_at(start[k], lx, cost[k]) <= v;
-        let mut best = f64::INFINITY;
+        // `x < m` keeps `m` for a NaN `x`, so a NaN tag is never the minimum (as before).
+        let masked = |s: f64, l: f64, f: f64| {
+            std::hint::select_unpredictable(eligible_at(s, lx, l) <= v, f, f64::INFINITY)
+        };
+        let mut ways = [f64::INFINITY; SCAN_WAYS];
+        let (sc, cc) = (start.chunks_exact(SCAN_WAYS), cost.chunks_exact(SCAN_WAYS));
+        let fc = finish.chunks_exact(SCAN_WAYS);
+        let (sr, cr, fr) = (sc.remainder(), cc.remainder(), fc.remainder());
+        for ((s, c), f) in sc.zip(cc).zip(fc) {
+            for j in 0..SCAN_WAYS {
+                let x = masked(s[j], c[j], f[j]);
+                ways[j] = if x < ways[j] { x } else { ways[j] };
+            }
+        }
+        // The remainder starts at a multiple of `SCAN_WAYS`: entry `k` stays in way `k % SCAN_WAYS`.
+        for (j, ((&s, &c), &f)) in sr.iter().zip(cr).zip(fr).enumerate() {
+            let x = masked(s, c, f);
+            ways[j] = if x < ways[j] { x } else { ways[j] };
+        }
+        let best = ways
+            .iter()
+            .fold(f64::INFINITY, |b, &x| if x < b { x } else { b });
         let mut at = usize::MAX;
-        for k in 0..n {
-            let x = std::hint::select_unpredictable(ok(k), finish[k], f64::INFINITY);
-            if x < best {
-                best = x;
-                at = k;
-            } else if x == best && x != f64::INFINITY && ties[k] < ties[at] {
-                // A finite `best` was set (`at` is valid), and only an eligible entry has a
-                // finite `x`.
-                at = k;
+        if best != f64::INFINITY {
+            for (j, _) in ways.iter().enumerate().filter(|&(_, &m)| m == best) {
+                for k in (j..n).step_by(SCAN_WAYS) {
+                    // An entry holding `best` may be ineligible (masked): check it again.
+                    if finish[k] == best
+                        && ok(k)
+                        && (at == usize::MAX
+                            || ties[k] < ties[at]
+                            || (ties[k] == ties[at] && k < at))
+                    {
+                        at = k;
+                    }
+                }
             }
         }
         if at == usize::MAX {
