@@ -25,7 +25,7 @@ use crate::cpu::CostClock;
 use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
 use crate::setup::{common_setters, Common};
-use crate::stats::{MetricsSnapshot, Stats};
+use crate::stats::{MetricsSnapshot, Stats, WorkerStats};
 use crate::time::{nanos, nanos_at, SharedClock};
 
 /// Why a task's handle holds no value.
@@ -345,6 +345,9 @@ struct State {
     idle_waiters: usize,
     phase: Phase,
     stats: Stats,
+    /// Each worker's own start and finish counters (see [`WorkerStats`]), folded into
+    /// [`FairPool::metrics`].
+    worker_stats: Vec<CachePadded<WorkerStats>>,
 }
 
 /// A value on cache lines of its own: the pool's lock word is written by every thread on every
@@ -560,6 +563,9 @@ impl PoolBuilder {
                 idle_waiters: 0,
                 phase: Phase::Open,
                 stats: Stats::new("pool"),
+                worker_stats: (0..workers)
+                    .map(|_| CachePadded(WorkerStats::default()))
+                    .collect(),
             })),
             work: Condvar::new(),
             idle_cv: Condvar::new(),
@@ -792,7 +798,8 @@ impl FairPool {
 
     /// Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.shared.lock().stats.snapshot()
+        let st = self.shared.lock();
+        st.stats.snapshot_with(&st.worker_stats)
     }
 
     /// Tasks queued now.
@@ -957,9 +964,13 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
         }
         return None;
     };
-    st.stats
-        .at(payload.stat)
-        .started((now - payload.submitted).max(0.0) as u64);
+    let wait = (now - payload.submitted).max(0.0) as u64;
+    // `worker_stats[w]` is this worker's own: its lines stay in this worker's cache.
+    if st.worker_stats[w].started(payload.stat, wait) {
+        st.stats.at(payload.stat).dequeued(wait);
+    } else {
+        st.stats.at(payload.stat).started(wait);
+    }
     *st.running[w] = Some(Running {
         ticket,
         meter,
@@ -1057,7 +1068,11 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             if let Err(e) = st.sched.complete(ticket, used, now) {
                 st.sched_error("a completion", e);
             }
-            st.stats.at(stat).finished(used, panicked);
+            if st.worker_stats[w].finished(stat, used, panicked) {
+                st.stats.at(stat).export_finished(used, panicked);
+            } else {
+                st.stats.at(stat).finished(used, panicked);
+            }
             if st.retrying > 0 {
                 shared.work.notify_all(); // the completion may have opened a window
             }
