@@ -718,8 +718,10 @@ impl FairPool {
         }
         let (job, rx) = oneshot::task(task);
         let shared = &self.shared;
-        let mut st = shared.lock();
+        // Read before the lock, which workers wait for: the scheduler keeps its own time
+        // monotone, so a reading a moment older than another thread's is fine.
         let now = shared.now();
+        let mut st = shared.lock();
         if st.phase != Phase::Open {
             drop(st);
             return Err(SubmitError::ShutDown);
