@@ -25,7 +25,7 @@ use crate::cpu::CostClock;
 use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
 use crate::setup::{common_setters, Common};
-use crate::stats::{MetricsSnapshot, Stats, WorkerStats};
+use crate::stats::{MetricsSnapshot, Stats};
 use crate::time::{nanos, nanos_at, SharedClock};
 
 /// Why a task's handle holds no value.
@@ -345,9 +345,6 @@ struct State {
     idle_waiters: usize,
     phase: Phase,
     stats: Stats,
-    /// Each worker's own start and finish counters (see [`WorkerStats`]), folded into
-    /// [`FairPool::metrics`].
-    worker_stats: Vec<CachePadded<WorkerStats>>,
 }
 
 /// A value on cache lines of its own: the pool's lock word is written by every thread on every
@@ -563,9 +560,6 @@ impl PoolBuilder {
                 idle_waiters: 0,
                 phase: Phase::Open,
                 stats: Stats::new("pool"),
-                worker_stats: (0..workers)
-                    .map(|_| CachePadded(WorkerStats::default()))
-                    .collect(),
             })),
             work: Condvar::new(),
             idle_cv: Condvar::new(),
@@ -800,8 +794,7 @@ impl FairPool {
 
     /// Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).
     pub fn metrics(&self) -> MetricsSnapshot {
-        let st = self.shared.lock();
-        st.stats.snapshot_with(&st.worker_stats)
+        self.shared.lock().stats.snapshot()
     }
 
     /// Tasks queued now.
@@ -966,13 +959,9 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
         }
         return None;
     };
-    let wait = (now - payload.submitted).max(0.0) as u64;
-    // `worker_stats[w]` is this worker's own: its lines stay in this worker's cache.
-    if st.worker_stats[w].started(payload.stat, wait) {
-        st.stats.at(payload.stat).dequeued(wait);
-    } else {
-        st.stats.at(payload.stat).started(wait);
-    }
+    st.stats
+        .at(payload.stat)
+        .started((now - payload.submitted).max(0.0) as u64);
     *st.running[w] = Some(Running {
         ticket,
         meter,
@@ -1070,11 +1059,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             if let Err(e) = st.sched.complete(ticket, used, now) {
                 st.sched_error("a completion", e);
             }
-            if st.worker_stats[w].finished(stat, used, panicked) {
-                st.stats.at(stat).export_finished(used, panicked);
-            } else {
-                st.stats.at(stat).finished(used, panicked);
-            }
+            st.stats.at(stat).finished(used, panicked);
             if st.retrying > 0 {
                 shared.work.notify_all(); // the completion may have opened a window
             }

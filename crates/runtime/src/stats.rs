@@ -159,102 +159,9 @@ impl Stats {
     }
 
     pub fn snapshot(&self) -> MetricsSnapshot {
-        self.snapshot_with::<&WorkerStats>(&[])
-    }
-
-    /// The snapshot with the workers' own counters ([`WorkerStats`]) folded in.
-    pub fn snapshot_with<W>(&self, workers: &[W]) -> MetricsSnapshot
-    where
-        W: std::ops::Deref<Target = WorkerStats>,
-    {
-        let mut tenants: Vec<TenantMetrics> = self
-            .tenants
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let mut m = t.m.clone();
-                for r in workers.iter().filter_map(|w| w.tenants.get(i)) {
-                    // A task starts and finishes on the same worker: never negative.
-                    m.running += r.started.saturating_sub(r.completed) as usize;
-                    m.completed += r.completed;
-                    m.panicked += r.panicked;
-                    m.cost_total += r.cost_total;
-                    m.wait.merge(&r.wait);
-                    m.cost.merge(&r.cost);
-                }
-                m
-            })
-            .collect();
+        let mut tenants: Vec<TenantMetrics> = self.tenants.iter().map(|t| t.m.clone()).collect();
         tenants.sort_by_key(|t| t.tenant);
         MetricsSnapshot { tenants }
-    }
-}
-
-/// Tenants (by [`Stats`] index) whose start and finish counters a pool worker keeps in its
-/// own [`WorkerStats`]; the tenants after them use the shared table. Bounds a worker's
-/// table (two histograms per tenant, a few KiB each) whatever the number of tenants; past a
-/// few hundred busy tenants a tenant's lines leave the caches between two of its tasks
-/// anyway, so sharing them costs little more.
-pub(crate) const WORKER_TENANTS: u32 = 256;
-
-/// The counters a pool worker keeps on its own for the first [`WORKER_TENANTS`] tenants:
-/// started and finished tasks, costs and the wait and cost histograms, folded into the
-/// snapshot ([`Stats::snapshot_with`]). With one shared table a tenant's counters and
-/// histogram buckets moved between the workers' caches whenever its next task ran on the
-/// other worker (half the time with two workers): a few cache-line transfers per task, all
-/// under the pool's lock (issue 19). The queued count stays shared: the submitting thread
-/// writes it anyway.
-#[derive(Default)]
-pub(crate) struct WorkerStats {
-    tenants: Vec<Ran>,
-}
-
-#[derive(Clone, Default)]
-struct Ran {
-    started: u64,
-    completed: u64,
-    panicked: u64,
-    cost_total: f64,
-    wait: Histogram,
-    cost: Histogram,
-}
-
-impl WorkerStats {
-    /// The counters of tenant index `i`, if this worker keeps them (`i < WORKER_TENANTS`).
-    fn at(&mut self, i: u32) -> Option<&mut Ran> {
-        if i >= WORKER_TENANTS {
-            return None;
-        }
-        let i = i as usize;
-        if i >= self.tenants.len() {
-            self.tenants.resize_with(i + 1, Ran::default);
-        }
-        Some(&mut self.tenants[i])
-    }
-
-    /// Tenant `i`'s task started on this worker after waiting `wait_ns` (taken off the queue
-    /// with [`TenantStats::dequeued`]). Returns `false` if `i` is not kept here: record it in
-    /// the shared table ([`TenantStats::started`]) instead.
-    pub fn started(&mut self, i: u32, wait_ns: u64) -> bool {
-        let Some(r) = self.at(i) else {
-            return false;
-        };
-        r.started += 1;
-        r.wait.record(wait_ns);
-        true
-    }
-
-    /// Tenant `i`'s task that [`started`](WorkerStats::started) here finished, having cost
-    /// `cost`. Returns `false` if `i` is not kept here ([`TenantStats::finished`] instead).
-    pub fn finished(&mut self, i: u32, cost: f64, panicked: bool) -> bool {
-        let Some(r) = self.at(i) else {
-            return false;
-        };
-        r.completed += 1;
-        r.cost_total += cost;
-        r.cost.record_f64(cost);
-        r.panicked += u64::from(panicked);
-        true
     }
 }
 
@@ -278,37 +185,6 @@ impl TenantStats {
         {
             self.exported.queued.decrement(1.0);
             self.exported.cancelled.increment(1);
-        }
-    }
-
-    /// A request left the queue to start on a pool worker that records the start and the
-    /// finish itself ([`WorkerStats`]): only the shared part here.
-    pub fn dequeued(&mut self, wait_ns: u64) {
-        self.m.queued = self.m.queued.saturating_sub(1);
-        #[cfg(not(feature = "metrics"))]
-        let _ = wait_ns;
-        #[cfg(feature = "metrics")]
-        {
-            self.exported.queued.decrement(1.0);
-            self.exported.running.increment(1.0);
-            self.exported.wait.record(wait_ns as f64 * 1e-9);
-        }
-    }
-
-    /// The exported part of [`finished`](TenantStats::finished) for a task a
-    /// [`WorkerStats`] recorded (nothing without the `metrics` feature).
-    #[inline]
-    pub fn export_finished(&mut self, cost: f64, panicked: bool) {
-        #[cfg(not(feature = "metrics"))]
-        let _ = (cost, panicked);
-        #[cfg(feature = "metrics")]
-        {
-            self.exported.running.decrement(1.0);
-            self.exported.completed.increment(1);
-            self.exported.cost.record(cost);
-            if panicked {
-                self.exported.panicked.increment(1);
-            }
         }
     }
 
@@ -392,57 +268,5 @@ mod export {
                 cost: histogram!("fairlane_cost", &labels),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A pool's life of a task, as `pool.rs` records it: queued in the shared table, started
-    /// and finished in a worker's own table for the first `WORKER_TENANTS` tenants, in the
-    /// shared one after them; the snapshot adds both up.
-    fn run(stats: &mut Stats, workers: &mut [WorkerStats], i: u32, w: usize, finish: bool) {
-        stats.at(i).enqueued();
-        if workers[w].started(i, 1_000) {
-            stats.at(i).dequeued(1_000);
-        } else {
-            stats.at(i).started(1_000);
-        }
-        if finish {
-            if workers[w].finished(i, 2_500.0, false) {
-                stats.at(i).export_finished(2_500.0, false);
-            } else {
-                stats.at(i).finished(2_500.0, false);
-            }
-        }
-    }
-
-    #[test]
-    fn worker_tables_fold_into_the_snapshot_like_one_shared_table() {
-        let mut stats = Stats::new("pool");
-        let mut workers = [WorkerStats::default(), WorkerStats::default()];
-        let near = stats.slot(TenantId(7));
-        for t in 0..=WORKER_TENANTS as u64 {
-            stats.slot(TenantId(1_000 + t));
-        }
-        let far = stats.slot(TenantId(1_000 + u64::from(WORKER_TENANTS)));
-        assert!(near < WORKER_TENANTS && far >= WORKER_TENANTS);
-        for i in [near, far] {
-            run(&mut stats, &mut workers, i, 0, true);
-            run(&mut stats, &mut workers, i, 1, true);
-            run(&mut stats, &mut workers, i, 1, false); // still running
-            stats.at(i).enqueued(); // still queued
-        }
-        let snap = stats.snapshot_with(&workers.iter().collect::<Vec<_>>());
-        for id in [7, 1_000 + u64::from(WORKER_TENANTS)] {
-            let m = snap.tenant(id).unwrap();
-            assert_eq!((m.queued, m.running, m.completed), (1, 1, 2), "tenant {id}");
-            assert_eq!(m.cost_total, 5_000.0, "tenant {id}");
-            assert_eq!((m.wait.count(), m.cost.count()), (3, 2), "tenant {id}");
-        }
-        // Without the workers' tables only the shared part shows (the gate's snapshot).
-        let shared = stats.snapshot().tenant(7u64).unwrap().clone();
-        assert_eq!((shared.queued, shared.completed), (1, 0));
     }
 }
