@@ -30,6 +30,11 @@ const NONE: u32 = u32::MAX;
 /// with four and 114–175 for the single pass; equal at 60, slightly slower at 10).
 const SCAN_WAYS: usize = 8;
 
+/// From this many entries [`LaneScan::first_eligible`] takes two passes, below it one: at
+/// 10 entries the core's cycle bench (32 workers) was 20–35 % slower with two passes, at 60
+/// and 100 the microbenchmark was 35–40 % faster (docs/benchmarks.md, "fourth pass").
+const TWO_PASSES_FROM: usize = 32;
+
 /// The scanned tenants on n ≥ 2 lanes. See the module docs.
 pub(crate) struct LaneScan {
     /// `i/n` for each lane, computed as the treap does (identical eligibility values).
@@ -99,18 +104,71 @@ impl LaneScan {
         self.min = self.lane_min(self.xs[0]);
     }
 
-    /// The smallest `(F, id)` in `lane` among entries with eligibility value at most `v`.
-    ///
-    /// Two passes. The first finds the smallest finish tag among eligible entries: an
+    /// The smallest `(F, id)` in `lane` among entries with eligibility value at most `v`:
+    /// by [`two_passes`](LaneScan::two_passes) from [`TWO_PASSES_FROM`] entries, by one
+    /// ordered pass below (the same answer; the single pass is quicker on a few entries).
+    #[inline]
+    fn first_eligible(&self, lane: usize, v: f64) -> Option<usize> {
+        if self.finish.len() >= TWO_PASSES_FROM {
+            self.two_passes(lane, v)
+        } else {
+            self.one_pass(lane, v)
+        }
+    }
+
+    /// [`first_eligible`](LaneScan::first_eligible) in one ordered pass. Whether an entry is
+    /// eligible follows no pattern a branch predictor could learn, so it only masks the
+    /// entry's finish tag to +∞ (a conditional move, no branch); the branches left are taken
+    /// when the running minimum improves (a few times per scan) or ties it (equal finish
+    /// tags, broken by the smaller id as [`crate::util::Tag`] does).
+    #[inline]
+    fn one_pass(&self, lane: usize, v: f64) -> Option<usize> {
+        let n = self.finish.len();
+        let (start, cost) = (&self.start[..n], &self.cost[..n]);
+        let (finish, ties) = (&self.finish[..n], &self.tie[..n]);
+        let lx = self.xs[lane];
+        let ok = |k: usize| eligible_at(start[k], lx, cost[k]) <= v;
+        let mut best = f64::INFINITY;
+        let mut at = usize::MAX;
+        for k in 0..n {
+            let x = std::hint::select_unpredictable(ok(k), finish[k], f64::INFINITY);
+            if x < best {
+                best = x;
+                at = k;
+            } else if x == best && x != f64::INFINITY && ties[k] < ties[at] {
+                // A finite `best` was set (`at` is valid), and only an eligible entry has a
+                // finite `x`.
+                at = k;
+            }
+        }
+        if at == usize::MAX {
+            at = self.eligible_without_finite_tag(lane, v);
+        }
+        (at != usize::MAX).then_some(at)
+    }
+
+    /// Nothing eligible has a finite finish tag: +∞ tags are not the mask's, so the eligible
+    /// entry with the smallest id, if any (tags are saturated finite; this is for any other
+    /// caller). `usize::MAX` for none.
+    #[cold]
+    fn eligible_without_finite_tag(&self, lane: usize, v: f64) -> usize {
+        let lx = self.xs[lane];
+        (0..self.finish.len())
+            .filter(|&k| eligible_at(self.start[k], lx, self.cost[k]) <= v)
+            .min_by_key(|&k| self.tie[k])
+            .unwrap_or(usize::MAX)
+    }
+
+    /// [`first_eligible`](LaneScan::first_eligible) in two passes. The first finds the smallest finish tag among eligible entries: an
     /// ineligible entry's tag is masked to +∞ (whether an entry is eligible follows no pattern
     /// a branch predictor could learn, so no branch), and [`SCAN_WAYS`] running minima, one
     /// per entry index modulo `SCAN_WAYS`, have no dependency between them, so the compiler
     /// keeps them in vector registers (`minpd`) and the pass has no branch per entry. The
     /// second pass reads only the ways whose minimum is the smallest (usually one, an eighth
     /// of the entries) for the entries holding it, and breaks ties by the smaller id as
-    /// [`crate::util::Tag`] does (then by position, as a single ordered pass would).
+    /// [`crate::util::Tag`] does (then by position, as the ordered pass does).
     #[inline]
-    fn first_eligible(&self, lane: usize, v: f64) -> Option<usize> {
+    fn two_passes(&self, lane: usize, v: f64) -> Option<usize> {
         let n = self.finish.len();
         let (start, cost) = (&self.start[..n], &self.cost[..n]);
         let (finish, ties) = (&self.finish[..n], &self.tie[..n]);
@@ -155,12 +213,7 @@ impl LaneScan {
             }
         }
         if at == usize::MAX {
-            // Nothing eligible with a finite finish tag: +∞ tags are not the mask's, so look
-            // for eligible ones (tags are saturated finite; this is for any other caller).
-            at = (0..n)
-                .filter(|&k| ok(k))
-                .min_by_key(|&k| ties[k])
-                .unwrap_or(usize::MAX);
+            at = self.eligible_without_finite_tag(lane, v);
         }
         (at != usize::MAX).then_some(at)
     }
