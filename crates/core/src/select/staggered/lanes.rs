@@ -159,9 +159,10 @@ impl LaneScan {
             .unwrap_or(usize::MAX)
     }
 
-    /// [`first_eligible`](LaneScan::first_eligible) in two passes. The first finds the smallest finish tag among eligible entries: an
-    /// ineligible entry's tag is masked to +∞ (whether an entry is eligible follows no pattern
-    /// a branch predictor could learn, so no branch), and [`SCAN_WAYS`] running minima, one
+    /// [`first_eligible`](LaneScan::first_eligible) in two passes. The first finds the
+    /// smallest finish tag among eligible entries: an ineligible entry's tag is masked to +∞
+    /// (whether an entry is eligible follows no pattern a branch predictor could learn, so
+    /// no branch), and [`SCAN_WAYS`] running minima, one
     /// per entry index modulo `SCAN_WAYS`, have no dependency between them, so the compiler
     /// keeps them in vector registers (`minpd`) and the pass has no branch per entry. The
     /// second pass reads only the ways whose minimum is the smallest (usually one, an eighth
@@ -188,7 +189,8 @@ impl LaneScan {
                 ways[j] = if x < ways[j] { x } else { ways[j] };
             }
         }
-        // The remainder starts at a multiple of `SCAN_WAYS`: entry `k` stays in way `k % SCAN_WAYS`.
+        // The remainder starts at a multiple of `SCAN_WAYS`: entry `k` stays in way
+        // `k % SCAN_WAYS`, which the second pass relies on.
         for (j, ((&s, &c), &f)) in sr.iter().zip(cr).zip(fr).enumerate() {
             let x = masked(s, c, f);
             ways[j] = if x < ways[j] { x } else { ways[j] };
