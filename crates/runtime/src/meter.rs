@@ -173,15 +173,18 @@ impl WorkerMeter {
         self.current()
     }
 
-    /// The task that ran since the last boundary ended now: its cost (nanoseconds); the next
-    /// task, if any, is metered from here ([`current`](WorkerMeter::current)).
-    pub(crate) fn boundary(&mut self) -> f64 {
+    /// The task that ran since the last boundary ended at `now` (the caller's reading of the
+    /// monotonic clock, which it may reuse as its own time: one reading per boundary): its
+    /// cost (nanoseconds); the next task, if any, is metered from here
+    /// ([`current`](WorkerMeter::current)).
+    pub(crate) fn boundary(&mut self, now: Instant) -> f64 {
         match self {
             WorkerMeter::Cpu { epoch, hybrid, .. } => {
-                hybrid.boundary(wall_ns(*epoch), crate::cpu::this_thread_cpu_ns) as f64
+                let wall = now.saturating_duration_since(*epoch).as_nanos();
+                let wall = u64::try_from(wall).unwrap_or(u64::MAX);
+                hybrid.boundary(wall, crate::cpu::this_thread_cpu_ns) as f64
             }
             WorkerMeter::Wall { at } => {
-                let now = Instant::now();
                 let d = now.saturating_duration_since(*at);
                 *at = now;
                 d.as_nanos() as f64

@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fairlane_core::{
     BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
@@ -26,7 +26,7 @@ use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
 use crate::setup::{common_setters, Common};
 use crate::stats::{MetricsSnapshot, Stats};
-use crate::time::{nanos, SharedClock};
+use crate::time::{nanos, nanos_at, SharedClock};
 
 /// Why a task's handle holds no value.
 #[derive(Debug)]
@@ -333,7 +333,9 @@ struct State {
     errors: u64,
     /// Workers idling on a `RetryAt`: a completion must wake them (it may open a window).
     retrying: usize,
-    running: Vec<Option<Running>>,
+    /// Each worker's running task, on cache lines of its own: each worker writes its entry
+    /// on every task, and two entries on one line would bounce it between the workers.
+    running: Vec<CachePadded<Option<Running>>>,
     idle: usize,
     /// Idle workers already woken by `submit` but not yet running: a submit wakes another
     /// only while `idle > waking`, so a burst of submissions costs one wake-up (a futex
@@ -355,6 +357,12 @@ impl<T> std::ops::Deref for CachePadded<T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for CachePadded<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
     }
 }
 
@@ -417,6 +425,12 @@ impl Shared {
     /// Nanoseconds on the pool's clock: the scheduler's time unit.
     fn now(&self) -> f64 {
         nanos(&*self.clock)
+    }
+
+    /// [`now`](Shared::now) at the real instant `at`, which the caller has just read
+    /// (a worker's task boundary), if the clock can tell it without a second reading.
+    fn now_at(&self, at: Instant) -> f64 {
+        nanos_at(&*self.clock, at)
     }
 
     /// Wake `wait_idle` callers if the pool just became idle.
@@ -540,7 +554,7 @@ impl PoolBuilder {
                 free_jobs: Vec::new(),
                 errors: 0,
                 retrying: 0,
-                running: (0..workers).map(|_| None).collect(),
+                running: (0..workers).map(|_| CachePadded(None)).collect(),
                 idle: 0,
                 waking: 0,
                 idle_waiters: 0,
@@ -698,8 +712,10 @@ impl FairPool {
         }
         let (job, rx) = oneshot::task(task);
         let shared = &self.shared;
-        let mut st = shared.lock();
+        // Read before the lock, which workers wait for: the scheduler keeps its own time
+        // monotone, so a reading a moment older than another thread's is fine.
         let now = shared.now();
+        let mut st = shared.lock();
         if st.phase != Phase::Open {
             drop(st);
             return Err(SubmitError::ShutDown);
@@ -946,7 +962,7 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
     st.stats
         .at(payload.stat)
         .started((now - payload.submitted).max(0.0) as u64);
-    st.running[w] = Some(Running {
+    *st.running[w] = Some(Running {
         ticket,
         meter,
         reported: 0.0,
@@ -1030,12 +1046,16 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             if std::mem::replace(&mut settled, true) {
                 return;
             }
-            let used = meter.boundary();
+            // One reading of the monotonic clock ends the task for the meter and is the
+            // scheduler's `now` (a vDSO call less per task; the scheduler keeps its own time
+            // monotone, so a reading taken just before the lock is fine).
+            let ended = Instant::now();
+            let used = meter.boundary(ended);
             let following = meter.current();
             let mut st = shared.lock();
             let reported = st.running[w].take().map_or(0.0, |r| r.reported);
             let used = used.max(reported);
-            let now = shared.now();
+            let now = shared.now_at(ended);
             if let Err(e) = st.sched.complete(ticket, used, now) {
                 st.sched_error("a completion", e);
             }
@@ -1114,7 +1134,7 @@ fn report_usage(shared: &Shared) {
     {
         let st = shared.lock();
         for (w, r) in st.running.iter().enumerate() {
-            if let Some(r) = r {
+            if let Some(r) = &**r {
                 running.push((w, r.ticket, r.meter));
             }
         }

@@ -33,6 +33,16 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn is_real(&self) -> bool {
         true
     }
+
+    /// The clock's time at the real instant `at`, if the clock is a fixed offset of the
+    /// monotonic clock (as [`SystemClock`] is): an executor that has just read
+    /// `Instant::now()` for another purpose (a worker metering the task that just ended)
+    /// then takes its time from that reading instead of reading the clock again. `None`
+    /// (the default) means "ask [`now`](Clock::now)".
+    fn at_instant(&self, at: Instant) -> Option<Duration> {
+        let _ = at;
+        None
+    }
 }
 
 /// The real monotonic clock, from the moment it was created.
@@ -59,6 +69,10 @@ impl Default for SystemClock {
 impl Clock for SystemClock {
     fn now(&self) -> Duration {
         self.epoch.elapsed()
+    }
+
+    fn at_instant(&self, at: Instant) -> Option<Duration> {
+        Some(at.saturating_duration_since(self.epoch))
     }
 }
 
@@ -143,6 +157,9 @@ impl<C: Clock> Clock for Arc<C> {
     fn is_real(&self) -> bool {
         (**self).is_real()
     }
+    fn at_instant(&self, at: Instant) -> Option<Duration> {
+        (**self).at_instant(at)
+    }
 }
 
 /// A shared clock as executors hold it.
@@ -151,6 +168,12 @@ pub(crate) type SharedClock = Arc<dyn Clock>;
 /// Nanoseconds since the clock's epoch, as the scheduler's `now`.
 pub(crate) fn nanos(clock: &dyn Clock) -> f64 {
     nanos_f64(clock.now())
+}
+
+/// [`nanos`] at the real instant `at` if the clock can tell it
+/// ([`Clock::at_instant`]), else now.
+pub(crate) fn nanos_at(clock: &dyn Clock, at: Instant) -> f64 {
+    nanos_f64(clock.at_instant(at).unwrap_or_else(|| clock.now()))
 }
 
 /// `d` in nanoseconds, as `d.as_nanos() as f64` but without the 128-bit integer conversion

@@ -24,6 +24,17 @@ pub(crate) const FEW_LANES: usize = 128;
 
 const NONE: u32 = u32::MAX;
 
+/// Independent running minima in [`LaneScan::first_eligible`]'s first pass: four SSE2
+/// registers of two `f64` each. Eight rather than four: the second pass then reads an eighth
+/// of the entries (a microbenchmark of the two passes at 100 entries: 69–85 ns against 75–94
+/// with four and 114–175 for the single pass; equal at 60, slightly slower at 10).
+const SCAN_WAYS: usize = 8;
+
+/// From this many entries [`LaneScan::first_eligible`] takes two passes, below it one: at
+/// 10 entries the core's cycle bench (32 workers) was 20–35 % slower with two passes, at 60
+/// and 100 the microbenchmark was 35–40 % faster (docs/benchmarks.md, "fourth pass").
+const TWO_PASSES_FROM: usize = 32;
+
 /// The scanned tenants on n ≥ 2 lanes. See the module docs.
 pub(crate) struct LaneScan {
     /// `i/n` for each lane, computed as the treap does (identical eligibility values).
@@ -93,14 +104,25 @@ impl LaneScan {
         self.min = self.lane_min(self.xs[0]);
     }
 
-    /// The smallest `(F, id)` in `lane` among entries with eligibility value at most `v`.
-    ///
-    /// One pass. Whether an entry is eligible follows no pattern a branch predictor could
-    /// learn, so it only masks the entry's finish tag to +∞ (a conditional move, no branch);
-    /// the branches left are taken when the running minimum improves (a few times per scan)
-    /// or ties it (equal finish tags, broken by the smaller id as [`crate::util::Tag`] does).
+    /// The smallest `(F, id)` in `lane` among entries with eligibility value at most `v`:
+    /// by [`two_passes`](LaneScan::two_passes) from [`TWO_PASSES_FROM`] entries, by one
+    /// ordered pass below (the same answer; the single pass is quicker on a few entries).
     #[inline]
     fn first_eligible(&self, lane: usize, v: f64) -> Option<usize> {
+        if self.finish.len() >= TWO_PASSES_FROM {
+            self.two_passes(lane, v)
+        } else {
+            self.one_pass(lane, v)
+        }
+    }
+
+    /// [`first_eligible`](LaneScan::first_eligible) in one ordered pass. Whether an entry is
+    /// eligible follows no pattern a branch predictor could learn, so it only masks the
+    /// entry's finish tag to +∞ (a conditional move, no branch); the branches left are taken
+    /// when the running minimum improves (a few times per scan) or ties it (equal finish
+    /// tags, broken by the smaller id as [`crate::util::Tag`] does).
+    #[inline]
+    fn one_pass(&self, lane: usize, v: f64) -> Option<usize> {
         let n = self.finish.len();
         let (start, cost) = (&self.start[..n], &self.cost[..n]);
         let (finish, ties) = (&self.finish[..n], &self.tie[..n]);
@@ -120,12 +142,80 @@ impl LaneScan {
             }
         }
         if at == usize::MAX {
-            // Nothing eligible with a finite finish tag: +∞ tags are not the mask's, so look
-            // for eligible ones (tags are saturated finite; this is for any other caller).
-            at = (0..n)
-                .filter(|&k| ok(k))
-                .min_by_key(|&k| ties[k])
-                .unwrap_or(usize::MAX);
+            at = self.eligible_without_finite_tag(lane, v);
+        }
+        (at != usize::MAX).then_some(at)
+    }
+
+    /// Nothing eligible has a finite finish tag: +∞ tags are not the mask's, so the eligible
+    /// entry with the smallest id, if any (tags are saturated finite; this is for any other
+    /// caller). `usize::MAX` for none.
+    #[cold]
+    fn eligible_without_finite_tag(&self, lane: usize, v: f64) -> usize {
+        let lx = self.xs[lane];
+        (0..self.finish.len())
+            .filter(|&k| eligible_at(self.start[k], lx, self.cost[k]) <= v)
+            .min_by_key(|&k| self.tie[k])
+            .unwrap_or(usize::MAX)
+    }
+
+    /// [`first_eligible`](LaneScan::first_eligible) in two passes. The first finds the
+    /// smallest finish tag among eligible entries: an ineligible entry's tag is masked to +∞
+    /// (whether an entry is eligible follows no pattern a branch predictor could learn, so
+    /// no branch), and [`SCAN_WAYS`] running minima, one
+    /// per entry index modulo `SCAN_WAYS`, have no dependency between them, so the compiler
+    /// keeps them in vector registers (`minpd`) and the pass has no branch per entry. The
+    /// second pass reads only the ways whose minimum is the smallest (usually one, an eighth
+    /// of the entries) for the entries holding it, and breaks ties by the smaller id as
+    /// [`crate::util::Tag`] does (then by position, as the ordered pass does).
+    #[inline]
+    fn two_passes(&self, lane: usize, v: f64) -> Option<usize> {
+        let n = self.finish.len();
+        let (start, cost) = (&self.start[..n], &self.cost[..n]);
+        let (finish, ties) = (&self.finish[..n], &self.tie[..n]);
+        let lx = self.xs[lane];
+        let ok = |k: usize| eligible_at(start[k], lx, cost[k]) <= v;
+        // `x < m` keeps `m` for a NaN `x`, so a NaN tag is never the minimum (as before).
+        let masked = |s: f64, l: f64, f: f64| {
+            std::hint::select_unpredictable(eligible_at(s, lx, l) <= v, f, f64::INFINITY)
+        };
+        let mut ways = [f64::INFINITY; SCAN_WAYS];
+        let (sc, cc) = (start.chunks_exact(SCAN_WAYS), cost.chunks_exact(SCAN_WAYS));
+        let fc = finish.chunks_exact(SCAN_WAYS);
+        let (sr, cr, fr) = (sc.remainder(), cc.remainder(), fc.remainder());
+        for ((s, c), f) in sc.zip(cc).zip(fc) {
+            for j in 0..SCAN_WAYS {
+                let x = masked(s[j], c[j], f[j]);
+                ways[j] = if x < ways[j] { x } else { ways[j] };
+            }
+        }
+        // The remainder starts at a multiple of `SCAN_WAYS`: entry `k` stays in way
+        // `k % SCAN_WAYS`, which the second pass relies on.
+        for (j, ((&s, &c), &f)) in sr.iter().zip(cr).zip(fr).enumerate() {
+            let x = masked(s, c, f);
+            ways[j] = if x < ways[j] { x } else { ways[j] };
+        }
+        let best = ways
+            .iter()
+            .fold(f64::INFINITY, |b, &x| if x < b { x } else { b });
+        let mut at = usize::MAX;
+        if best != f64::INFINITY {
+            for (j, _) in ways.iter().enumerate().filter(|&(_, &m)| m == best) {
+                for k in (j..n).step_by(SCAN_WAYS) {
+                    // An entry holding `best` may be ineligible (masked): check it again.
+                    if finish[k] == best
+                        && ok(k)
+                        && (at == usize::MAX
+                            || ties[k] < ties[at]
+                            || (ties[k] == ties[at] && k < at))
+                    {
+                        at = k;
+                    }
+                }
+            }
+        }
+        if at == usize::MAX {
+            at = self.eligible_without_finite_tag(lane, v);
         }
         (at != usize::MAX).then_some(at)
     }
