@@ -106,6 +106,13 @@ impl Departures {
             .map(|(f, k)| (f as usize, Tag::from_wide(k).key(), k))
     }
 
+    /// The smallest key's float (no flow: the inline path of [`GpsClock::advance`]).
+    #[inline]
+    fn min_finish(&self) -> Option<f64> {
+        let k = self.0.min_key();
+        (k != WinnerTree::ABSENT).then(|| Tag::from_wide(k).key())
+    }
+
     /// The flow with the smallest key, and the key's float.
     #[cfg(test)]
     fn peek(&self) -> Option<(usize, f64)> {
@@ -225,7 +232,7 @@ impl GpsClock {
         if now <= self.t {
             return;
         }
-        if let Some((_, key, _)) = self.departures.peek_raw() {
+        if let Some(key) = self.departures.min_finish() {
             // A stale key is below the flow's finish tag, so this `at` is no later than the
             // flow's own: if the key is not reached, neither is the tag.
             let at = self.t + (key - self.v) / self.rate();

@@ -427,14 +427,38 @@ impl LazyMin {
 /// book's tenant slots, a clock's flows).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct WinnerTree {
-    /// By node: the winner's key, [`WinnerTree::ABSENT`] if the subtree is empty.
-    key: Vec<u128>,
-    /// By node: the winner's item (meaningful where `key` is not absent).
-    item: Vec<u32>,
+    /// By node: its winner (an empty subtree's key is [`WinnerTree::ABSENT`]). One array,
+    /// so a level's match reads one entry per side.
+    node: Vec<Node>,
     /// Leaves: 0, or a power of two.
     cap: usize,
     /// Items present.
     len: usize,
+}
+
+/// A node's winner: its key, split in halves (24 bytes, not the 32 a `u128` field's
+/// alignment would take), and its item (meaningful where the key is not absent).
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    hi: u64,
+    lo: u64,
+    item: u32,
+}
+
+impl Node {
+    #[inline]
+    fn key(self) -> u128 {
+        (u128::from(self.hi) << 64) | u128::from(self.lo)
+    }
+
+    #[inline]
+    fn new(key: u128, item: u32) -> Self {
+        Node {
+            hi: (key >> 64) as u64,
+            lo: key as u64,
+            item,
+        }
+    }
 }
 
 impl WinnerTree {
@@ -444,10 +468,14 @@ impl WinnerTree {
     /// The item with the smallest key, and that key.
     #[inline]
     pub fn peek(&self) -> Option<(u32, u128)> {
-        match self.key.get(1) {
-            Some(&k) if k != Self::ABSENT => Some((self.item[1], k)),
-            _ => None,
-        }
+        let root = *self.node.get(1)?;
+        (root.key() != Self::ABSENT).then_some((root.item, root.key()))
+    }
+
+    /// The smallest key ([`WinnerTree::ABSENT`] when empty), without its item.
+    #[inline]
+    pub fn min_key(&self) -> u128 {
+        self.node.get(1).map_or(Self::ABSENT, |r| r.key())
     }
 
     /// Items present.
@@ -466,17 +494,17 @@ impl WinnerTree {
     pub fn get(&self, item: u32) -> Option<u128> {
         let i = item as usize;
         (i < self.cap)
-            .then(|| self.key[self.cap + i])
+            .then(|| self.node[self.cap + i].key())
             .filter(|&k| k != Self::ABSENT)
     }
 
     /// Every item present and its key, by item.
     pub fn iter(&self) -> impl Iterator<Item = (u32, u128)> + '_ {
-        let leaves = self.key.get(self.cap..).unwrap_or(&[]);
+        let leaves = self.node.get(self.cap..).unwrap_or(&[]);
         (0u32..)
             .zip(leaves)
-            .filter(|&(_, &k)| k != Self::ABSENT)
-            .map(|(i, &k)| (i, k))
+            .map(|(i, n)| (i, n.key()))
+            .filter(|&(_, k)| k != Self::ABSENT)
     }
 
     /// Insert `item` with `key` (below [`WinnerTree::ABSENT`]), or move it to `key`.
@@ -487,54 +515,58 @@ impl WinnerTree {
             self.grow(i);
         }
         let leaf = self.cap + i;
-        let old = std::mem::replace(&mut self.key[leaf], key);
+        let old = std::mem::replace(&mut self.node[leaf], Node::new(key, item)).key();
         self.len += usize::from(old == Self::ABSENT);
-        self.replace(leaf, old, key);
+        self.replace(leaf, item, old, key);
     }
 
     /// Take `item` out (nothing if absent).
     #[inline]
     pub fn remove(&mut self, item: u32) {
         let i = item as usize;
-        if i >= self.cap || self.key[self.cap + i] == Self::ABSENT {
+        if i >= self.cap || self.node[self.cap + i].key() == Self::ABSENT {
             return;
         }
         let leaf = self.cap + i;
-        let old = std::mem::replace(&mut self.key[leaf], Self::ABSENT);
+        let old = std::mem::replace(&mut self.node[leaf], Node::new(Self::ABSENT, item)).key();
         self.len -= 1;
-        self.replace(leaf, old, Self::ABSENT);
+        self.replace(leaf, item, old, Self::ABSENT);
     }
 
-    /// Leaf `leaf`'s key went from `old` to `new`: fix the winners above it.
+    /// Leaf `leaf` (item `it`)'s key went from `old` to `new`: fix the winners above it.
     #[inline]
-    fn replace(&mut self, leaf: usize, old: u128, new: u128) {
-        let (key, item) = (&mut self.key[..], &mut self.item[..]);
+    fn replace(&mut self, leaf: usize, it: u32, old: u128, new: u128) {
+        let node = &mut self.node[..];
         let mut n = leaf;
         if new < old {
             // Smaller: it wins every node up to the first whose winner is smaller still
             // (above that one nothing changes).
-            let it = item[leaf];
             while n > 1 {
                 n /= 2;
-                if new < key[n] {
-                    key[n] = new;
-                    item[n] = it;
+                if new < node[n].key() {
+                    node[n] = Node::new(new, it);
                 } else {
                     break;
                 }
             }
         } else {
-            // Larger: only the nodes the old key was winning (keys are distinct) need a new
-            // winner, the smaller child's.
+            // Larger: only the nodes this item was winning need a new winner (a node's item
+            // is its winner's, and keys are distinct). Replay the match at each: the
+            // winner so far from below against the sibling's winner, one compare and a few
+            // conditional moves a level, the winner carried in registers.
+            // Which side wins is data (a coin flip near the root), so no branch on it; the
+            // length is a power of two, so masked indices need no bounds check.
+            let mask = node.len() - 1;
+            let mut win = Node::new(new, it);
             while n > 1 {
+                let sib = node[(n ^ 1) & mask];
                 n /= 2;
-                if key[n] != old {
+                let at = &mut node[n & mask];
+                if at.item != it {
                     break;
                 }
-                let l = 2 * n;
-                let c = l + usize::from(key[l + 1] < key[l]);
-                key[n] = key[c];
-                item[n] = item[c];
+                win = std::hint::select_unpredictable(sib.key() < win.key(), sib, win);
+                *at = win;
             }
         }
     }
@@ -543,19 +575,17 @@ impl WinnerTree {
     #[cold]
     fn grow(&mut self, i: usize) {
         let cap = (i + 1).next_power_of_two().max(8);
-        let mut key = vec![Self::ABSENT; 2 * cap];
-        let mut item: Vec<u32> = (0..2 * cap).map(|n| n.saturating_sub(cap) as u32).collect();
+        let mut node: Vec<Node> = (0..2 * cap)
+            .map(|n| Node::new(Self::ABSENT, n.saturating_sub(cap) as u32))
+            .collect();
         if self.cap > 0 {
-            key[cap..cap + self.cap].copy_from_slice(&self.key[self.cap..]);
+            node[cap..cap + self.cap].copy_from_slice(&self.node[self.cap..]);
         }
         for n in (1..cap).rev() {
-            let l = 2 * n;
-            let c = l + usize::from(key[l + 1] < key[l]);
-            key[n] = key[c];
-            item[n] = item[c];
+            let (l, r) = (node[2 * n], node[2 * n + 1]);
+            node[n] = if r.key() < l.key() { r } else { l };
         }
-        self.key = key;
-        self.item = item;
+        self.node = node;
         self.cap = cap;
     }
 }
