@@ -491,6 +491,7 @@ impl WinnerTree {
     }
 
     /// `item`'s key, if it is present.
+    #[cfg(test)]
     pub fn get(&self, item: u32) -> Option<u128> {
         let i = item as usize;
         (i < self.cap)
