@@ -126,6 +126,8 @@ impl Departures {
     /// Insert flow `f` with this finish tag, or move it to it.
     #[inline]
     fn set(&mut self, f: usize, finish: f64) {
+        // A flow id is an index into `GpsClock::flows`, allocated before this call: far
+        // below 2^32 entries of it could ever exist, so the id fits the tree's `u32`.
         self.0.set(f as u32, Self::key(finish, f));
     }
 

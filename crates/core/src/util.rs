@@ -420,7 +420,7 @@ impl LazyMin {
 /// item; node 1 is the root, node `n`'s children are `2n` and `2n + 1`. Against
 /// [`IndexedHeap`] at a hundred items: the smallest item is read from the root without
 /// indirection, and a key that grows (a dispatched tenant's finish tag, a GPS flow's next
-/// departure) rewrites only the nodes it was winning, one compare and two conditional moves
+/// departure) rewrites only the nodes it was winning, one compare and a branch-free pick
 /// each on the way up, with no position table to keep and no data-dependent branch beyond
 /// the stop. A key that shrinks climbs until a smaller winner stops it. Its depth follows
 /// the largest item id rather than the number present, so it suits a dense id space (a
