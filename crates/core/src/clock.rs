@@ -14,6 +14,7 @@
 //!   SFQ family itself keeps per-request tags in `interposed.rs`.)
 
 use crate::types::{saturate, Error};
+use crate::util::{Tag, WinnerTree};
 
 /// Which virtual time a tag-based scheduler keeps.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -74,8 +75,8 @@ impl Default for Flow {
 }
 
 /// The backlogged flows' GPS finish tags, smallest first (ties by flow id), as a winner
-/// (tournament) tree over the flow ids: leaf `cap + f` holds flow `f`'s key, every inner node
-/// the smallest key below it.
+/// (tournament) tree over the flow ids ([`WinnerTree`], the crate's one such tree; WFQ's
+/// selection uses it too).
 ///
 /// [`GpsClock`] files a backlogged flow's growing tag lazily: an arrival to a backlogged
 /// flow leaves the old, smaller key in the tree as a lower bound, and
@@ -86,44 +87,30 @@ impl Default for Flow {
 /// without indirection. The order is the strict total order the clock always used (tag,
 /// then flow id), so the flow found to depart is the same one.
 #[derive(Clone, Debug, Default)]
-struct Departures {
-    /// 1-based: node 1 is the root, node `i`'s children are `2i` and `2i + 1`, leaf of flow
-    /// `f` is `cap + f`. Each node holds [`Departures::key`] of its winner, or [`ABSENT`].
-    node: Vec<u128>,
-    /// Leaves: 0, or a power of two.
-    cap: usize,
-    /// Flows present.
-    len: usize,
-}
-
-/// An empty leaf: above every key (a key's low half is a flow id, below `u64::MAX`).
-const ABSENT: u128 = u128::MAX;
+struct Departures(WinnerTree);
 
 impl Departures {
     /// `(finish, f)` as one integer ordered like the pair: the float's bits made monotone
     /// (negative floats flipped, the sign bit set on the others; -0.0 counts as 0.0) above
-    /// the flow id.
+    /// the flow id. That is [`Tag`]'s packing with the flow as the tie.
     #[inline]
     fn key(finish: f64, f: usize) -> u128 {
-        let b = (finish + 0.0).to_bits();
-        let k = if b >> 63 == 1 { !b } else { b | 1 << 63 };
-        (u128::from(k) << 64) | f as u128
-    }
-
-    /// The float of a key's high half.
-    #[inline]
-    fn finish(key: u128) -> f64 {
-        let k = (key >> 64) as u64;
-        f64::from_bits(if k >> 63 == 1 { k & !(1 << 63) } else { !k })
+        Tag::new(finish, f as u64).wide()
     }
 
     /// The flow with the smallest key, the key's float and the whole key.
     #[inline]
     fn peek_raw(&self) -> Option<(usize, f64, u128)> {
-        match self.node.get(1) {
-            Some(&k) if k != ABSENT => Some((k as u64 as usize, Self::finish(k), k)),
-            _ => None,
-        }
+        self.0
+            .peek()
+            .map(|(f, k)| (f as usize, Tag::from_wide(k).key(), k))
+    }
+
+    /// The smallest key's float (no flow: the inline path of [`GpsClock::advance`]).
+    #[inline]
+    fn min_finish(&self) -> Option<f64> {
+        let k = self.0.min_key();
+        (k != WinnerTree::ABSENT).then(|| Tag::from_wide(k).key())
     }
 
     /// The flow with the smallest key, and the key's float.
@@ -133,76 +120,20 @@ impl Departures {
     }
 
     fn is_empty(&self) -> bool {
-        self.len == 0
+        self.0.is_empty()
     }
 
     /// Insert flow `f` with this finish tag, or move it to it.
     #[inline]
     fn set(&mut self, f: usize, finish: f64) {
-        if f >= self.cap {
-            self.grow(f);
-        }
-        let new = Self::key(finish, f);
-        let leaf = self.cap + f;
-        let old = std::mem::replace(&mut self.node[leaf], new);
-        if old == ABSENT {
-            self.len += 1;
-        }
-        self.replace(leaf, old, new);
+        // A flow id is an index into `GpsClock::flows`, allocated before this call: far
+        // below 2^32 entries of it could ever exist, so the id fits the tree's `u32`.
+        self.0.set(f as u32, Self::key(finish, f));
     }
 
     /// Take flow `f` out (nothing if absent).
     fn remove(&mut self, f: usize) {
-        if f >= self.cap || self.node[self.cap + f] == ABSENT {
-            return;
-        }
-        let leaf = self.cap + f;
-        let old = std::mem::replace(&mut self.node[leaf], ABSENT);
-        self.len -= 1;
-        self.replace(leaf, old, ABSENT);
-    }
-
-    /// Leaf `leaf`'s key went from `old` to `new`: fix the winners above it.
-    #[inline]
-    fn replace(&mut self, leaf: usize, old: u128, new: u128) {
-        let node = &mut self.node[..];
-        let mut i = leaf;
-        if new < old {
-            // Smaller: it wins every node up to the first one whose winner is smaller still
-            // (above that one nothing changes).
-            while i > 1 {
-                i /= 2;
-                if new < node[i] {
-                    node[i] = new;
-                } else {
-                    break;
-                }
-            }
-        } else {
-            // Larger: only the nodes the old key was winning need a new winner.
-            while i > 1 {
-                i /= 2;
-                if node[i] != old {
-                    break;
-                }
-                node[i] = node[2 * i].min(node[2 * i + 1]);
-            }
-        }
-    }
-
-    /// Room for flow `f`: double the leaves and rebuild the inner nodes.
-    #[cold]
-    fn grow(&mut self, f: usize) {
-        let cap = (f + 1).next_power_of_two().max(8);
-        let mut node = vec![ABSENT; 2 * cap];
-        if self.cap > 0 {
-            node[cap..cap + self.cap].copy_from_slice(&self.node[self.cap..]);
-        }
-        for i in (1..cap).rev() {
-            node[i] = node[2 * i].min(node[2 * i + 1]);
-        }
-        self.node = node;
-        self.cap = cap;
+        self.0.remove(f as u32);
     }
 }
 
@@ -303,7 +234,7 @@ impl GpsClock {
         if now <= self.t {
             return;
         }
-        if let Some((_, key, _)) = self.departures.peek_raw() {
+        if let Some(key) = self.departures.min_finish() {
             // A stale key is below the flow's finish tag, so this `at` is no later than the
             // flow's own: if the key is not reached, neither is the tag.
             let at = self.t + (key - self.v) / self.rate();

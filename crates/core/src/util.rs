@@ -412,6 +412,185 @@ impl LazyMin {
     }
 }
 
+/// A winner (tournament) tree over dense item ids: the item with the smallest key, where a
+/// key is a packed order (a [`Tag`]'s [`wide`](Tag::wide) form, or any `u128` below
+/// [`WinnerTree::ABSENT`]) and the keys of present items are distinct (a strict order).
+///
+/// Leaf `cap + i` holds item `i`'s key, every inner node the smallest key below it and its
+/// item; node 1 is the root, node `n`'s children are `2n` and `2n + 1`. Against
+/// [`IndexedHeap`] at a hundred items: the smallest item is read from the root without
+/// indirection, and a key that grows (a dispatched tenant's finish tag, a GPS flow's next
+/// departure) rewrites only the nodes it was winning, one compare and a branch-free pick
+/// each on the way up, with no position table to keep and no data-dependent branch beyond
+/// the stop. A key that shrinks climbs until a smaller winner stops it. Its depth follows
+/// the largest item id rather than the number present, so it suits a dense id space (a
+/// book's tenant slots, a clock's flows).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WinnerTree {
+    /// By node: its winner (an empty subtree's key is [`WinnerTree::ABSENT`]). One array,
+    /// so a level's match reads one entry per side.
+    node: Vec<Node>,
+    /// Leaves: 0, or a power of two.
+    cap: usize,
+    /// Items present.
+    len: usize,
+}
+
+/// A node's winner: its key, split in halves (24 bytes, not the 32 a `u128` field's
+/// alignment would take), and its item (meaningful where the key is not absent).
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    hi: u64,
+    lo: u64,
+    item: u32,
+}
+
+impl Node {
+    #[inline]
+    fn key(self) -> u128 {
+        (u128::from(self.hi) << 64) | u128::from(self.lo)
+    }
+
+    #[inline]
+    fn new(key: u128, item: u32) -> Self {
+        Node {
+            hi: (key >> 64) as u64,
+            lo: key as u64,
+            item,
+        }
+    }
+}
+
+impl WinnerTree {
+    /// An empty leaf's key, above every real key.
+    pub const ABSENT: u128 = u128::MAX;
+
+    /// The item with the smallest key, and that key.
+    #[inline]
+    pub fn peek(&self) -> Option<(u32, u128)> {
+        let root = *self.node.get(1)?;
+        (root.key() != Self::ABSENT).then_some((root.item, root.key()))
+    }
+
+    /// The smallest key ([`WinnerTree::ABSENT`] when empty), without its item.
+    #[inline]
+    pub fn min_key(&self) -> u128 {
+        self.node.get(1).map_or(Self::ABSENT, |r| r.key())
+    }
+
+    /// Items present.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no item is present.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `item`'s key, if it is present.
+    #[cfg(test)]
+    pub fn get(&self, item: u32) -> Option<u128> {
+        let i = item as usize;
+        (i < self.cap)
+            .then(|| self.node[self.cap + i].key())
+            .filter(|&k| k != Self::ABSENT)
+    }
+
+    /// Every item present and its key, by item.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u128)> + '_ {
+        let leaves = self.node.get(self.cap..).unwrap_or(&[]);
+        (0u32..)
+            .zip(leaves)
+            .map(|(i, n)| (i, n.key()))
+            .filter(|&(_, k)| k != Self::ABSENT)
+    }
+
+    /// Insert `item` with `key` (below [`WinnerTree::ABSENT`]), or move it to `key`.
+    #[inline]
+    pub fn set(&mut self, item: u32, key: u128) {
+        let i = item as usize;
+        if i >= self.cap {
+            self.grow(i);
+        }
+        let leaf = self.cap + i;
+        let old = std::mem::replace(&mut self.node[leaf], Node::new(key, item)).key();
+        self.len += usize::from(old == Self::ABSENT);
+        self.replace(leaf, item, old, key);
+    }
+
+    /// Take `item` out (nothing if absent).
+    #[inline]
+    pub fn remove(&mut self, item: u32) {
+        let i = item as usize;
+        if i >= self.cap || self.node[self.cap + i].key() == Self::ABSENT {
+            return;
+        }
+        let leaf = self.cap + i;
+        let old = std::mem::replace(&mut self.node[leaf], Node::new(Self::ABSENT, item)).key();
+        self.len -= 1;
+        self.replace(leaf, item, old, Self::ABSENT);
+    }
+
+    /// Leaf `leaf` (item `it`)'s key went from `old` to `new`: fix the winners above it.
+    #[inline]
+    fn replace(&mut self, leaf: usize, it: u32, old: u128, new: u128) {
+        let node = &mut self.node[..];
+        let mut n = leaf;
+        if new < old {
+            // Smaller: it wins every node up to the first whose winner is smaller still
+            // (above that one nothing changes).
+            while n > 1 {
+                n /= 2;
+                if new < node[n].key() {
+                    node[n] = Node::new(new, it);
+                } else {
+                    break;
+                }
+            }
+        } else {
+            // Larger: only the nodes this item was winning need a new winner (a node's item
+            // is its winner's, and keys are distinct). Replay the match at each: the
+            // winner so far from below against the sibling's winner, one compare and a few
+            // conditional moves a level, the winner carried in registers.
+            // Which side wins is data (a coin flip near the root), so no branch on it; the
+            // length is a power of two, so masked indices need no bounds check.
+            let mask = node.len() - 1;
+            let mut win = Node::new(new, it);
+            while n > 1 {
+                let sib = node[(n ^ 1) & mask];
+                n /= 2;
+                let at = &mut node[n & mask];
+                if at.item != it {
+                    break;
+                }
+                win = std::hint::select_unpredictable(sib.key() < win.key(), sib, win);
+                *at = win;
+            }
+        }
+    }
+
+    /// Room for item `i`: double the leaves and rebuild the inner nodes.
+    #[cold]
+    fn grow(&mut self, i: usize) {
+        let cap = (i + 1).next_power_of_two().max(8);
+        let mut node: Vec<Node> = (0..2 * cap)
+            .map(|n| Node::new(Self::ABSENT, n.saturating_sub(cap) as u32))
+            .collect();
+        if self.cap > 0 {
+            node[cap..cap + self.cap].copy_from_slice(&self.node[self.cap..]);
+        }
+        for n in (1..cap).rev() {
+            let (l, r) = (node[2 * n], node[2 * n + 1]);
+            node[n] = if r.key() < l.key() { r } else { l };
+        }
+        self.node = node;
+        self.cap = cap;
+    }
+}
+
 /// SplitMix64: a deterministic generator, so that the same calls give the same decisions.
 #[derive(Clone, Debug)]
 pub(crate) struct SplitMix(u64);
@@ -564,6 +743,53 @@ mod tests {
                 other => panic!("step {step}: {other:?}"),
             }
             assert_eq!(h.len(), reference.iter().filter(|r| r.is_some()).count());
+        }
+    }
+}
+
+#[cfg(test)]
+mod winner_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        // 1,000 cases, or PROPTEST_CASES (an explicit count hides proptest's own override).
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
+        ))]
+
+        /// The winner tree's minimum is the indexed heap's (the reference) through inserts,
+        /// raises, lowerings, removals, growths past any leaf count and equal float keys
+        /// broken by the tie; its items and keys are the heap's too.
+        #[test]
+        fn winner_tree_picks_what_the_heap_picks(
+            ops in prop::collection::vec((0u32..70, -6i8..12, 0u8..5), 1..400),
+        ) {
+            let mut tree = WinnerTree::default();
+            let mut heap: IndexedHeap<Tag> = IndexedHeap::default();
+            for (item, k, op) in ops {
+                if op == 0 {
+                    tree.remove(item);
+                    heap.remove(item);
+                } else {
+                    // Few distinct keys: ties (broken by a tie-breaker unique per item, not
+                    // the item's order) are frequent; -0.0 is 0.0.
+                    let key = if k == -6 { -0.0 } else { f64::from(k) * 0.5 };
+                    let tag = Tag::new(key, u64::from(item.wrapping_mul(7919) % 101));
+                    tree.set(item, tag.wide());
+                    heap.set_key(item, tag);
+                }
+                let want = heap.peek_key().map(|(i, t)| (i, t.wide()));
+                prop_assert_eq!(tree.peek(), want);
+                prop_assert_eq!(tree.len(), heap.len());
+                prop_assert_eq!(tree.is_empty(), heap.is_empty());
+                prop_assert_eq!(tree.get(item), heap.contains(item).then(|| {
+                    heap.iter().find(|&(i, _)| i == item).map(|(_, t)| t.wide()).unwrap()
+                }));
+            }
+            let mut from_heap: Vec<(u32, u128)> = heap.iter().map(|(i, t)| (i, t.wide())).collect();
+            from_heap.sort();
+            prop_assert_eq!(tree.iter().collect::<Vec<_>>(), from_heap);
         }
     }
 }

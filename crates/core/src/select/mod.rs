@@ -9,7 +9,7 @@ pub(crate) use eligible::Eligible;
 pub(crate) use scan::{Scan, FEW};
 pub(crate) use staggered::Staggered;
 
-use crate::util::{IndexedHeap, LazyMin};
+use crate::util::{LazyMin, Tag, WinnerTree};
 
 /// A backlogged tenant's tags: start tag S_f, the head request's charge l, finish tag
 /// F = S_f + l/φ_f, and the tie-breaker (the tenant id). The default (all zero) fills table
@@ -60,8 +60,10 @@ pub(crate) trait Selector: Send {
 /// Up to [`FEW`] backlogged tenants it scans one array ([`Scan`], as 2DFQ does on one
 /// worker): a tag change writes one entry, a selection reads a few cache lines with no
 /// data-dependent branch, cheaper than moving an entry down a heap on every dispatch. Above
-/// `FEW` a heap by `(F, id)`; back to the scan below `FEW / 2` (hysteresis). Both take the
-/// same strict order (ties by tenant id), so the choice does not depend on the form.
+/// `FEW` a winner tree by `(F, id)` over the tenant slots ([`WinnerTree`]: the dispatched
+/// tenant's finish tag grows, and only the nodes it was winning are replayed, one compare
+/// each); back to the scan below `FEW / 2` (hysteresis). Both take the same strict order
+/// (ties by tenant id), so the choice does not depend on the form.
 pub(crate) struct MinFinish {
     /// Keep the smallest start tag for the approximate clock's lift.
     track_start: bool,
@@ -75,7 +77,8 @@ enum Rep {
 
 /// WFQ's form for many tenants.
 struct Heaps {
-    by_finish: IndexedHeap,
+    /// `(F, id)` packed as a [`Tag`], by tenant slot.
+    by_finish: WinnerTree,
     /// The smallest start tag, lazily (only if `track_start`): the lift is a no-op on almost
     /// every dispatch (the chosen tenant's own start tag is at most `v`), so the start tags
     /// are settled only when a lift really moves `v`.
@@ -88,7 +91,8 @@ struct Heaps {
 impl Heaps {
     /// Every tenant and its tags (the cost is not kept: no WFQ choice reads it).
     fn entries(&self, track: bool) -> impl Iterator<Item = (u32, TagKey)> + '_ {
-        self.by_finish.iter().map(move |(t, order)| {
+        self.by_finish.iter().map(move |(t, wide)| {
+            let order = Tag::from_wide(wide);
             let start = if track {
                 self.by_start.value(t)
             } else {
@@ -124,7 +128,7 @@ impl MinFinish {
     fn switch_to_heaps(&mut self) {
         let Rep::Few(scan) = &self.rep else { return };
         let mut heaps = Heaps {
-            by_finish: IndexedHeap::default(),
+            by_finish: WinnerTree::default(),
             by_start: LazyMin::default(),
             starts: Vec::new(),
         };
@@ -149,7 +153,7 @@ impl MinFinish {
 impl Heaps {
     #[inline]
     fn set(&mut self, t: u32, key: TagKey, track: bool) {
-        self.by_finish.set(t, key.finish, key.tie);
+        self.by_finish.set(t, Tag::new(key.finish, key.tie).wide());
         if track {
             self.by_start.set(t, key.start);
         } else {
