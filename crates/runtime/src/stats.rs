@@ -341,7 +341,7 @@ mod tests {
     fn sharded_records_snapshot_like_direct_ones() {
         let mut direct = Stats::new("t");
         let mut sharded = Stats::new("t");
-        let mut shards = vec![Shard::default(), Shard::default(), Shard::default()];
+        let mut shards = [Shard::default(), Shard::default(), Shard::default()];
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for k in 0..3_000u64 {
             x ^= x << 13;
