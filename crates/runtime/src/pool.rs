@@ -25,7 +25,7 @@ use crate::cpu::CostClock;
 use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
 use crate::setup::{common_setters, Common};
-use crate::stats::{MetricsSnapshot, Shard, Stats};
+use crate::stats::{MetricsSnapshot, Stats};
 use crate::time::{nanos, nanos_at, SharedClock};
 
 /// Why a task's handle holds no value.
@@ -336,10 +336,6 @@ struct State {
     /// Each worker's running task, on cache lines of its own: each worker writes its entry
     /// on every task, and two entries on one line would bounce it between the workers.
     running: Vec<CachePadded<Option<Running>>>,
-    /// Each worker's wait and cost histograms (merged into `stats` by a snapshot), on cache
-    /// lines of their own for the same reason: a task's two records stay in its worker's
-    /// cache instead of fetching lines the other worker wrote.
-    shards: Vec<CachePadded<Shard>>,
     idle: usize,
     /// Idle workers already woken by `submit` but not yet running: a submit wakes another
     /// only while `idle > waking`, so a burst of submissions costs one wake-up (a futex
@@ -559,9 +555,6 @@ impl PoolBuilder {
                 errors: 0,
                 retrying: 0,
                 running: (0..workers).map(|_| CachePadded(None)).collect(),
-                shards: (0..workers)
-                    .map(|_| CachePadded(Shard::default()))
-                    .collect(),
                 idle: 0,
                 waking: 0,
                 idle_waiters: 0,
@@ -801,8 +794,7 @@ impl FairPool {
 
     /// Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).
     pub fn metrics(&self) -> MetricsSnapshot {
-        let st = self.shared.lock();
-        st.stats.snapshot_with(&st.shards)
+        self.shared.lock().stats.snapshot()
     }
 
     /// Tasks queued now.
@@ -967,11 +959,9 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
         }
         return None;
     };
-    st.stats.at(payload.stat).started_in(
-        &mut st.shards[w],
-        payload.stat,
-        (now - payload.submitted).max(0.0) as u64,
-    );
+    st.stats
+        .at(payload.stat)
+        .started((now - payload.submitted).max(0.0) as u64);
     *st.running[w] = Some(Running {
         ticket,
         meter,
@@ -1069,10 +1059,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             if let Err(e) = st.sched.complete(ticket, used, now) {
                 st.sched_error("a completion", e);
             }
-            let s = &mut *st;
-            s.stats
-                .at(stat)
-                .finished_in(&mut s.shards[w], stat, used, panicked);
+            st.stats.at(stat).finished(used, panicked);
             if st.retrying > 0 {
                 shared.work.notify_all(); // the completion may have opened a window
             }

@@ -159,44 +159,9 @@ impl Stats {
     }
 
     pub fn snapshot(&self) -> MetricsSnapshot {
-        self.snapshot_with::<&Shard>(&[])
-    }
-
-    /// The snapshot with the histograms that `shards` hold merged into each tenant's (the
-    /// pool's workers record into shards of their own; see [`Shard`]).
-    pub fn snapshot_with<S: std::ops::Deref<Target = Shard>>(
-        &self,
-        shards: &[S],
-    ) -> MetricsSnapshot {
         let mut tenants: Vec<TenantMetrics> = self.tenants.iter().map(|t| t.m.clone()).collect();
-        for shard in shards {
-            for (t, [wait, cost]) in tenants.iter_mut().zip(&shard.tenants) {
-                t.wait.merge(wait);
-                t.cost.merge(cost);
-            }
-        }
         tenants.sort_by_key(|t| t.tenant);
         MetricsSnapshot { tenants }
-    }
-}
-
-/// One worker's wait and cost histograms of every tenant, by [`Stats`] index, merged only
-/// when a snapshot is taken. A pool task's two records would otherwise write histogram
-/// lines (the struct and a bucket) that whichever worker ran that tenant last holds: with
-/// a shard per worker each line stays in its worker's cache. Merging is exact (counts,
-/// sums, minima and maxima add up the same in any order), so snapshots are unchanged.
-#[derive(Default)]
-pub(crate) struct Shard {
-    tenants: Vec<[Histogram; 2]>,
-}
-
-impl Shard {
-    fn of(&mut self, i: u32) -> &mut [Histogram; 2] {
-        let i = i as usize;
-        if i >= self.tenants.len() {
-            self.tenants.resize_with(i + 1, Default::default);
-        }
-        &mut self.tenants[i]
     }
 }
 
@@ -225,22 +190,9 @@ impl TenantStats {
 
     /// A request started after waiting `wait_ns`.
     pub fn started(&mut self, wait_ns: u64) {
-        self.m.wait.record(wait_ns);
-        self.started_counts(wait_ns);
-    }
-
-    /// [`started`](TenantStats::started), with the wait recorded in `shard` (this tenant is
-    /// its index `i`) instead of the tenant's own histogram.
-    pub fn started_in(&mut self, shard: &mut Shard, i: u32, wait_ns: u64) {
-        shard.of(i)[0].record(wait_ns);
-        self.started_counts(wait_ns);
-    }
-
-    /// `started` but the wait histogram.
-    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    fn started_counts(&mut self, wait_ns: u64) {
         self.m.queued = self.m.queued.saturating_sub(1);
         self.m.running += 1;
+        self.m.wait.record(wait_ns);
         #[cfg(feature = "metrics")]
         {
             self.exported.queued.decrement(1.0);
@@ -251,22 +203,10 @@ impl TenantStats {
 
     /// A running request finished having cost `cost`.
     pub fn finished(&mut self, cost: f64, panicked: bool) {
-        self.m.cost.record_f64(cost);
-        self.finished_counts(cost, panicked);
-    }
-
-    /// [`finished`](TenantStats::finished), with the cost recorded in `shard` (this tenant
-    /// is its index `i`) instead of the tenant's own histogram.
-    pub fn finished_in(&mut self, shard: &mut Shard, i: u32, cost: f64, panicked: bool) {
-        shard.of(i)[1].record_f64(cost);
-        self.finished_counts(cost, panicked);
-    }
-
-    /// `finished` but the cost histogram.
-    fn finished_counts(&mut self, cost: f64, panicked: bool) {
         self.m.running = self.m.running.saturating_sub(1);
         self.m.completed += 1;
         self.m.cost_total += cost;
+        self.m.cost.record_f64(cost);
         if panicked {
             self.m.panicked += 1;
         }
@@ -328,50 +268,5 @@ mod export {
                 cost: histogram!("fairlane_cost", &labels),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Records split over worker shards and merged by the snapshot equal the same records
-    /// made into the tenant's own histograms, field for field.
-    #[test]
-    fn sharded_records_snapshot_like_direct_ones() {
-        let mut direct = Stats::new("t");
-        let mut sharded = Stats::new("t");
-        let mut shards = [Shard::default(), Shard::default(), Shard::default()];
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        for k in 0..3_000u64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let tenant = TenantId(x % 7);
-            let wait = (x >> 20) % 5_000_000;
-            let cost = ((x >> 8) % 1_000_000) as f64 / 3.0;
-            let panicked = k % 97 == 0;
-            let w = (x >> 40) as usize % shards.len();
-            for s in [&mut direct, &mut sharded] {
-                let i = s.slot(tenant);
-                s.at(i).enqueued();
-            }
-            let i = direct.slot(tenant);
-            direct.at(i).started(wait);
-            direct.at(i).finished(cost, panicked);
-            let i = sharded.slot(tenant);
-            sharded.at(i).started_in(&mut shards[w], i, wait);
-            // A task may finish on its worker only; any shard must merge the same.
-            sharded
-                .at(i)
-                .finished_in(&mut shards[(w + 1) % 3], i, cost, panicked);
-        }
-        let a = direct.snapshot();
-        let b = sharded.snapshot_with(&shards.iter().collect::<Vec<_>>());
-        assert_eq!(a.tenants.len(), 7);
-        assert!(a.tenants.iter().all(|t| t.cost.count() > 0));
-        assert_eq!(a, b);
-        // Without the shards the histograms are empty: the records really went there.
-        assert_eq!(sharded.snapshot().total().wait.count(), 0);
     }
 }
