@@ -486,3 +486,28 @@ fn metrics_count_wait_and_cost_per_tenant() {
     assert_eq!(json["tenants"][1]["tenant"], 2);
     assert_eq!(json["tenants"][0]["cost"]["count"], 2);
 }
+
+/// Each worker records into histograms of its own; the snapshot adds them up, so every
+/// task is counted once whichever worker ran it.
+#[test]
+fn metrics_add_up_over_workers() {
+    let pool = FairPool::builder().workers(3).build().unwrap();
+    let handles: Vec<_> = (0..300u64)
+        .map(|k| pool.submit(k % 5, 0u32, move || k).unwrap())
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let m = pool.metrics();
+    assert_eq!(m.tenants.len(), 5);
+    for t in &m.tenants {
+        assert_eq!((t.completed, t.queued, t.running), (60, 0, 0));
+        assert_eq!(
+            (t.wait.count(), t.cost.count()),
+            (60, 60),
+            "tenant {}",
+            t.tenant
+        );
+    }
+    assert_eq!(m.total().cost.count(), 300);
+}
