@@ -18,7 +18,7 @@
 //! down, after a 1.0 request without keep-alive, after the proxy's answers that say so, and
 //! when a request body was left unread.
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -31,6 +31,7 @@ use http_body::Body;
 use http_body_util::BodyExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
+use tokio::time::Sleep;
 
 use crate::conn::{ActiveGuard, ConnState, ServeOptions};
 use crate::forward::{self, BodyFault, Peer, ProxyBody, ReqHead};
@@ -47,6 +48,9 @@ const WRITE_CHUNK: usize = 64 * 1024;
 
 /// How long a request runs before the own path starts watching for its client going away.
 const GONE_CHECK_AFTER: Duration = Duration::from_millis(2);
+
+/// A deadline no connection reaches: the client-gone timer's before its first request.
+const FAR: Duration = Duration::from_secs(86_400 * 365);
 
 /// What a connection does after a request.
 enum Next {
@@ -69,6 +73,24 @@ pub(crate) async fn serve(
     let mut buf: Vec<u8> = Vec::new();
     let mut first = true;
     let mut settings = inner.cached_settings();
+    // Registered once for the connection's lifetime rather than once per request (issue
+    // 19: each registration locks a waiter list): resolves when the proxy shuts down or the
+    // table evicts the connection. Eviction is `notify_one`, so this one waiter serves both
+    // the idle wait and the head read (a slow-loris head is still evicted); while a request
+    // is in progress the connection is not idle and the table does not pick it.
+    let mut shutdown_rx = shutdown.clone();
+    let stop = async {
+        tokio::select! {
+            biased;
+            _ = shutdown_rx.wait_for(|&s| s) => {}
+            _ = state.evict.notified() => {}
+        }
+    };
+    tokio::pin!(stop);
+    // The client-gone check's timer, one per connection and re-armed per request (see
+    // `client_gone`). Not in the timer wheel until a request first arms it.
+    let gone_timer = tokio::time::sleep_until(tokio::time::Instant::now() + FAR);
+    tokio::pin!(gone_timer);
     loop {
         if buf.is_empty() {
             // Idle: no buffer held. The first request's bytes are known to be there.
@@ -76,8 +98,7 @@ pub(crate) async fn serve(
             if !first {
                 tokio::select! {
                     biased;
-                    _ = shutdown.wait_for(|&s| s) => break,
-                    _ = state.evict.notified() => break,
+                    _ = stop.as_mut() => break,
                     r = stream.readable() => if r.is_err() { break },
                 }
             }
@@ -93,6 +114,8 @@ pub(crate) async fn serve(
             opts,
             state,
             shutdown,
+            stop.as_mut(),
+            gone_timer.as_mut(),
         ))
         .await;
         match next {
@@ -115,6 +138,8 @@ async fn request(
     opts: ServeOptions,
     state: &Arc<ConnState>,
     shutdown: &watch::Receiver<bool>,
+    mut stop: Pin<&mut impl Future<Output = ()>>,
+    gone_timer: Pin<&mut Sleep>,
 ) -> Next {
     // The head, within the header timeout of its first byte.
     let deadline = tokio::time::Instant::now() + opts.header_timeout;
@@ -156,7 +181,7 @@ async fn request(
         }
         let read = tokio::select! {
             biased;
-            _ = state.evict.notified() => return Next::Close,
+            _ = stop.as_mut() => return Next::Close,
             r = tokio::time::timeout_at(deadline, read_more(stream, buf, 0)) => r,
         };
         match read {
@@ -195,7 +220,7 @@ async fn request(
                         r = forward::dispatch(inner, admitted, body, peer) => r,
                         // The client went away: dropping the request cancels it (queued
                         // or in flight), as hyper's path does.
-                        _ = client_gone(stream, pipelined) => return Next::Close,
+                        _ = client_gone(stream, pipelined, gone_timer) => return Next::Close,
                     }
                 }
             }
@@ -352,13 +377,21 @@ async fn read_body(
 /// Resolves when the client has closed its connection (or it failed), checked from
 /// [`GONE_CHECK_AFTER`] on. Pending for ever once
 /// the client sends more (a pipelined request: it is read after this one is answered).
-async fn client_gone(stream: &TcpStream, pipelined: bool) {
+///
+/// `timer` is the connection's, re-armed here: while it is still in the wheel from the
+/// previous request (answered within `GONE_CHECK_AFTER`), moving its deadline later is an
+/// atomic store, and the wheel re-files it when the old deadline passes. A new `Sleep` per
+/// request cost a runtime-handle lookup, a wheel insert and a removal each (issue 19).
+async fn client_gone(stream: &TcpStream, pipelined: bool, mut timer: Pin<&mut Sleep>) {
     if pipelined {
         return std::future::pending().await;
     }
     // Not at once: the socket still reads as ready from the request just read, so a peek
     // now is a wasted syscall (EAGAIN) on every request; most answers come sooner than this.
-    tokio::time::sleep(GONE_CHECK_AFTER).await;
+    timer
+        .as_mut()
+        .reset(tokio::time::Instant::now() + GONE_CHECK_AFTER);
+    timer.await;
     let mut b = [0u8; 1];
     match stream.peek(&mut b).await {
         Ok(0) | Err(_) => {}
