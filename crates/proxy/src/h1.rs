@@ -102,10 +102,9 @@ fn lists(value: &[u8], token: &str) -> bool {
         .any(|t| eq(t.trim_ascii(), token))
 }
 
-/// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1), plus the
-/// framing headers the proxy writes itself.
-fn hop_by_hop(name: &str) -> bool {
-    const NAMES: [&str; 10] = [
+/// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1).
+pub(crate) fn hop_by_hop(name: &str) -> bool {
+    const NAMES: [&str; 8] = [
         "connection",
         "keep-alive",
         "proxy-connection",
@@ -114,10 +113,15 @@ fn hop_by_hop(name: &str) -> bool {
         "transfer-encoding",
         "upgrade",
         "proxy-authorization",
-        "content-length",
-        "expect",
     ];
     NAMES.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// [`hop_by_hop`], plus the framing headers the proxy writes itself on a forwarded request.
+fn hop_by_hop_or_framing(name: &str) -> bool {
+    hop_by_hop(name)
+        || name.eq_ignore_ascii_case("content-length")
+        || name.eq_ignore_ascii_case("expect")
 }
 
 /// The framing headers of a message: its body length, and what `Connection` says.
@@ -267,7 +271,9 @@ pub(crate) fn parse_response<'b, 'h>(
 }
 
 /// Headers the `Connection` header names (to be dropped as well), from `headers`.
-fn connection_named<'a>(headers: &'a [httparse::Header<'a>]) -> impl Fn(&str) -> bool + 'a {
+pub(crate) fn connection_named<'a>(
+    headers: &'a [httparse::Header<'a>],
+) -> impl Fn(&str) -> bool + 'a {
     move |name: &str| {
         headers
             .iter()
@@ -294,7 +300,7 @@ pub(crate) fn write_headers(
         .iter()
         .any(|h| h.name.eq_ignore_ascii_case("connection"));
     for h in headers {
-        if hop_by_hop(h.name) || skip(h.name) || (any_connection && named(h.name)) {
+        if hop_by_hop_or_framing(h.name) || skip(h.name) || (any_connection && named(h.name)) {
             continue;
         }
         out.extend_from_slice(h.name.as_bytes());

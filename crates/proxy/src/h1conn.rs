@@ -569,31 +569,11 @@ async fn write_response(
 /// headers (RFC 9110 §7.6.1), those its `Connection` names and `Transfer-Encoding` (the
 /// client's framing is the proxy's). Returns whether it had a `Content-Length` and a `Date`.
 fn write_response_headers(out: &mut Vec<u8>, headers: &[httparse::Header<'_>]) -> (bool, bool) {
-    const HOP_BY_HOP: [&str; 8] = [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "proxy-authorization",
-    ];
-    let connection: Vec<&[u8]> = headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
-        .flat_map(|h| h.value.split(|&b| b == b','))
-        .map(<[u8]>::trim_ascii)
-        .filter(|t| !t.is_empty())
-        .collect();
+    let named = h1::connection_named(headers);
     let (mut length, mut date) = (false, false);
     for h in headers {
         let name = h.name;
-        if HOP_BY_HOP.iter().any(|n| name.eq_ignore_ascii_case(n))
-            || connection
-                .iter()
-                .any(|t| t.eq_ignore_ascii_case(name.as_bytes()))
-        {
+        if h1::hop_by_hop(name) || named(name) {
             continue;
         }
         length |= name.eq_ignore_ascii_case("content-length");

@@ -236,19 +236,10 @@ impl Identifier {
                 return Who::Ambiguous;
             }
         }
-        if let Some(v) = headers.get(&self.header) {
-            let key = v.to_str().ok().and_then(|v| self.strip_scheme(v.trim()));
-            return match key.and_then(|k| self.keys.get(k)) {
-                Some(&id) => Who::Tenant(id),
-                None => self.unknown(),
-            };
-        }
-        for (cidr, id) in &self.ips {
-            if cidr.contains(peer) {
-                return Who::Tenant(*id);
-            }
-        }
-        self.unknown()
+        let key = headers
+            .get(&self.header)
+            .map(|v| v.to_str().ok().and_then(|v| self.strip_scheme(v.trim())));
+        self.by_key_or_peer(key, peer)
     }
 
     /// [`identify`](Self::identify) over a head's raw header lines (the own HTTP/1 path),
@@ -268,12 +259,20 @@ impl Identifier {
         if keys > 1 || auths > 1 {
             return Who::Ambiguous;
         }
-        if let Some(v) = key {
+        let key = key.map(|v| {
             let visible = v.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b));
-            let key = std::str::from_utf8(v)
+            std::str::from_utf8(v)
                 .ok()
                 .filter(|_| visible)
-                .and_then(|v| self.strip_scheme(v.trim()));
+                .and_then(|v| self.strip_scheme(v.trim()))
+        });
+        self.by_key_or_peer(key, peer)
+    }
+
+    /// The decision once the key header is read: `Some(key)` when the header was present
+    /// (`Some(None)`: present but no usable key), `None` to fall back to the peer's address.
+    fn by_key_or_peer(&self, key: Option<Option<&str>>, peer: IpAddr) -> Who {
+        if let Some(key) = key {
             return match key.and_then(|k| self.keys.get(k)) {
                 Some(&id) => Who::Tenant(id),
                 None => self.unknown(),
