@@ -570,10 +570,13 @@ async fn write_response(
 /// client's framing is the proxy's). Returns whether it had a `Content-Length` and a `Date`.
 fn write_response_headers(out: &mut Vec<u8>, headers: &[httparse::Header<'_>]) -> (bool, bool) {
     let named = h1::connection_named(headers);
+    let any_connection = headers
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("connection"));
     let (mut length, mut date) = (false, false);
     for h in headers {
         let name = h.name;
-        if h1::hop_by_hop(name) || named(name) {
+        if h1::hop_by_hop(name) || (any_connection && named(name)) {
             continue;
         }
         length |= name.eq_ignore_ascii_case("content-length");
