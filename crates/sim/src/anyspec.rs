@@ -166,6 +166,7 @@ impl AnySpec {
 
 /// A spec error (exit status 2 in the CLI) or a run error (1).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum AnyError {
     /// The spec is wrong.
     Spec(SpecError),
@@ -182,6 +183,8 @@ impl std::fmt::Display for AnyError {
     }
 }
 
+// Display is the inner error's own message (a transparent wrapper), so `source` stays `None`:
+// a reporter walking the chain would print the same message twice.
 impl std::error::Error for AnyError {}
 
 fn is_cores(doc: &toml::Value) -> bool {

@@ -2,7 +2,7 @@
 //! hand-computed expectation (seeds/004 §3's five problems), and the spec errors.
 
 use fairlane_sim::tam::{run_all, TamRun, TamSpecFile};
-use fairlane_sim::{AnyError, AnyRuns, AnySpec};
+use fairlane_sim::{AnyRuns, AnySpec};
 
 fn runs(text: &str) -> Vec<TamRun> {
     let spec = TamSpecFile::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
@@ -416,8 +416,7 @@ fn every_shipped_model_simulates_with_the_default_workload() {
         let runs = match spec.run(1, u64::MAX, &mut |_| {}) {
             Ok(AnyRuns::Tam(r)) => r,
             Ok(_) => panic!("{}: not a TAM run", p.display()),
-            Err(AnyError::Spec(e)) => panic!("{e}"),
-            Err(AnyError::Run(e)) => panic!("{}: {e}", p.display()),
+            Err(e) => panic!("{}: {e}", p.display()),
         };
         assert!(
             runs[0].clients.iter().all(|c| c.completed > 0),

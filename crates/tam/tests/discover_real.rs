@@ -404,7 +404,7 @@ fn redis_io_threads_are_a_bounded_pool() {
                 "yes",
             ])
             .arg("--dir")
-            .arg(&dir)
+            .arg(dir)
             .stdout(Stdio::null())
             .spawn()
             .expect("start redis-server"),
