@@ -921,6 +921,8 @@ impl Acquire {
                 let r = Self::check(&mut self.gate.shared.lock(), k, None);
                 match r {
                     Poll::Ready(Ok(granted)) => Some(self.permit(granted)),
+                    // A waiting request can only end closed, and awaiting the future after
+                    // this (state `Done`) reports exactly that: nothing is lost.
                     Poll::Ready(Err(_)) => None,
                     Poll::Pending => {
                         self.state = AcquireState::Waiting(k);
