@@ -720,21 +720,15 @@ impl FairPool {
             drop(st);
             return Err(SubmitError::ShutDown);
         }
-        let queued = st.sched.queued();
-        if queued >= shared.max_queued {
+        if st.sched.queued() >= shared.max_queued {
             st.stats.get(tenant).rejected();
             drop(st);
             return Err(SubmitError::QueueFull {
                 limit: shared.max_queued,
             });
         }
-        // The tenant's count is the scheduler's (the pool keeps no copy: a per-tenant counter
-        // written here and at every dispatch would move its cache line between the
-        // submitting thread and the workers on every task). Asked only once the whole queue
-        // has reached the cap, which a tenant cannot reach before.
-        if queued >= shared.max_queued_per_tenant
-            && st.sched.tenant(tenant).map_or(0, |v| v.queued) >= shared.max_queued_per_tenant
-        {
+        let stat = st.stats.lookup(tenant);
+        if stat.map_or(0, |i| st.stats.at(i).m.queued) >= shared.max_queued_per_tenant {
             st.stats.get(tenant).rejected();
             drop(st);
             return Err(SubmitError::TenantQueueFull {
@@ -760,11 +754,7 @@ impl FairPool {
                 return Err(SubmitError::Scheduler(e));
             }
         };
-        // A lookup that only reads the index (no write to the tenant's counters).
-        let stat = st.stats.slot(tenant);
-        // The exported `queued` gauge counts up here and down at the start; the snapshot's
-        // `queued` is the scheduler's (`FairPool::metrics`).
-        #[cfg(feature = "metrics")]
+        let stat = stat.unwrap_or_else(|| st.stats.slot(tenant));
         st.stats.at(stat).enqueued();
         if let Some(Some(job)) = st.jobs.get_mut(key as usize) {
             job.stat = stat;
@@ -804,12 +794,7 @@ impl FairPool {
 
     /// Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).
     pub fn metrics(&self) -> MetricsSnapshot {
-        let st = self.shared.lock();
-        let mut snap = st.stats.snapshot();
-        for t in &mut snap.tenants {
-            t.queued = st.sched.tenant(t.tenant.into()).map_or(0, |v| v.queued);
-        }
-        snap
+        self.shared.lock().stats.snapshot()
     }
 
     /// Tasks queued now.

@@ -130,6 +130,11 @@ impl Stats {
         self.at(i)
     }
 
+    /// The tenant's index in the table, if it was seen.
+    pub fn lookup(&self, tenant: TenantId) -> Option<u32> {
+        self.index.get(&tenant).copied()
+    }
+
     /// The tenant's index in the table, added if new. Indices are never reused.
     pub fn slot(&mut self, tenant: TenantId) -> u32 {
         if let Some(&i) = self.index.get(&tenant) {
