@@ -257,11 +257,6 @@ macro_rules! admin_inspect {
                 self.0.requires_cost()
             }
 
-            // `enqueue` fails only in `observe` (time) and `Book::push` (the request's cost).
-            fn enqueue_checks_only_the_request(&self) -> bool {
-                true
-            }
-
             fn tenant(&self, tenant: TenantId) -> Option<TenantView> {
                 let t = self.0.book().lookup(tenant)?;
                 let ten = &self.0.book().tenants[t as usize];

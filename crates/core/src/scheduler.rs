@@ -96,16 +96,6 @@ pub trait Inspect {
         false
     }
 
-    /// Whether [`Scheduler::enqueue`] refuses only what the request and the time show on
-    /// their own: a cost that is not finite and ≥ 0, a missing cost where
-    /// [`requires_cost`](Inspect::requires_cost), a `now` that is not finite. An executor
-    /// that checks those itself can accept a request before it reaches the scheduler (the
-    /// pool's inbox hands it over later, off the submitter's path), knowing the enqueue cannot
-    /// fail. Default `false`, which is right for any scheduler.
-    fn enqueue_checks_only_the_request(&self) -> bool {
-        false
-    }
-
     /// A tenant's current state, if the scheduler knows it.
     fn tenant(&self, tenant: TenantId) -> Option<TenantView>;
 

@@ -349,11 +349,6 @@ impl<T, S: Selector> Inspect for TagScheduler<T, S> {
         matches!(self.clock, Clock::Gps(_)) || self.est.requires_known_cost()
     }
 
-    // `enqueue` fails only in `observe` (time) and `Book::push` (the request's cost).
-    fn enqueue_checks_only_the_request(&self) -> bool {
-        true
-    }
-
     fn name(&self) -> &'static str {
         self.name
     }

@@ -52,12 +52,6 @@ impl Ticket {
     pub fn as_u64(self) -> u64 {
         self.0
     }
-    /// The ticket whose [`as_u64`](Ticket::as_u64) is `raw`, for executors that keep a ticket
-    /// in an atomic word. A value no scheduler issued is refused like any stale ticket
-    /// ([`Error::UnknownTicket`]).
-    pub fn from_u64(raw: u64) -> Self {
-        Ticket(raw)
-    }
 }
 
 impl fmt::Display for Ticket {

@@ -40,7 +40,6 @@ pub mod cpu;
 pub mod demo;
 mod gate;
 mod histogram;
-mod inbox;
 mod layer;
 mod meter;
 mod oneshot;

@@ -8,17 +8,10 @@
 //! the handle's owner (the submitter again), where the allocator's thread cache reuses it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-use fairlane_core::Ticket;
-
 use crate::pool::{Panic, TaskError};
-
-/// The `ticket` word of a task whose ticket is not known yet. A scheduler's tickets pack a
-/// slot index in their low 32 bits, and no scheduler holds 2³² − 1 requests at once.
-const NO_TICKET: u64 = u64::MAX;
 
 enum State<R> {
     Pending {
@@ -33,10 +26,6 @@ enum State<R> {
 struct Slot<R> {
     state: Mutex<State<R>>,
     cv: Condvar,
-    /// The task's scheduler ticket, for the handle's `cancel`: set by whoever enqueued the
-    /// task (the submitter, or a worker draining the pool's inbox), under the pool's lock,
-    /// which `cancel` holds while reading it.
-    ticket: AtomicU64,
 }
 
 impl<R> Slot<R> {
@@ -78,8 +67,6 @@ impl<F, R> Cell<F, R> {
 
 /// What the job can do with its cell, whatever the task's type.
 trait Run: Send + Sync {
-    /// The task's ticket word.
-    fn ticket(&self) -> &AtomicU64;
     /// Run the task if still there (see [`Job::run`]).
     fn run(&self, done: &mut dyn FnMut(bool)) -> bool;
     /// Drop the task unrun (its captures' drops are user code) and resolve `NotRun`.
@@ -97,10 +84,6 @@ impl<R> Drop for NotRunGuard<'_, R> {
 }
 
 impl<F: FnOnce() -> R + Send, R: Send> Run for Cell<F, R> {
-    fn ticket(&self) -> &AtomicU64 {
-        &self.slot.ticket
-    }
-
     fn run(&self, done: &mut dyn FnMut(bool)) -> bool {
         let Some(task) = self.take() else {
             return false;
@@ -129,14 +112,6 @@ impl Job {
     /// panicked, before the handle is filled. Returns whether it panicked.
     pub fn run(mut self, done: &mut dyn FnMut(bool)) -> bool {
         self.0.take().is_some_and(|cell| cell.run(done))
-    }
-
-    /// Record the task's scheduler ticket, for its handle's `cancel`.
-    pub fn set_ticket(&self, ticket: Ticket) {
-        if let Some(cell) = &self.0 {
-            // Relaxed: the pool's lock orders this store before `cancel`'s load.
-            cell.ticket().store(ticket.as_u64(), Ordering::Relaxed);
-        }
     }
 }
 
@@ -175,7 +150,6 @@ where
                 waker: None,
             }),
             cv: Condvar::new(),
-            ticket: AtomicU64::new(NO_TICKET),
         },
         task: Mutex::new(Some(task)),
     });
@@ -186,14 +160,6 @@ impl<R> Receiver<R> {
     /// Resolve the receiver now (a cancelled task), unless it resolved already.
     pub fn resolve(&self, value: Result<R, TaskError>) {
         self.0.slot().fill(value);
-    }
-
-    /// The task's scheduler ticket, once it was enqueued (read it under the pool's lock).
-    pub fn ticket(&self) -> Option<Ticket> {
-        match self.0.slot().ticket.load(Ordering::Relaxed) {
-            NO_TICKET => None,
-            raw => Some(Ticket::from_u64(raw)),
-        }
     }
 
     pub fn is_done(&self) -> bool {

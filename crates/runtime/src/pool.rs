@@ -12,7 +12,6 @@ use std::fmt;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
@@ -23,7 +22,6 @@ use fairlane_core::{
 };
 
 use crate::cpu::CostClock;
-use crate::inbox::{Arrival, Inbox, Items, Refused};
 use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
 use crate::setup::{common_setters, Common};
@@ -198,7 +196,7 @@ pub(crate) struct Job {
     /// then fills the handle, so a joined task is already accounted for.
     task: oneshot::Job,
     /// Submission time, nanoseconds since the pool's epoch.
-    pub(crate) submitted: f64,
+    submitted: f64,
     /// The tenant's index in the pool's `Stats`, so the worker reaches its counters without
     /// a hash lookup.
     stat: u32,
@@ -245,8 +243,8 @@ impl fmt::Debug for PendingTask {
 /// Dropping the handle does not cancel the task; [`cancel`](TaskHandle::cancel) does, while
 /// the task is still queued.
 pub struct TaskHandle<R> {
-    /// The result; it also holds the task's ticket once the scheduler has it.
     rx: oneshot::Receiver<R>,
+    ticket: Ticket,
     pool: Weak<Shared>,
 }
 
@@ -268,13 +266,9 @@ impl<R> TaskHandle<R> {
         let Some(shared) = self.pool.upgrade() else {
             return false;
         };
-        let mut st = shared.lock_drained();
-        // No ticket after the drain: the scheduler refused the task, which resolved it.
-        let Some(ticket) = self.rx.ticket() else {
-            return false;
-        };
+        let mut st = shared.lock();
         let now = shared.now();
-        match st.sched.cancel(ticket, now) {
+        match st.sched.cancel(self.ticket, now) {
             Ok(req) => {
                 st.stats.get(req.tenant).cancelled();
                 let job = st.take_job(req.payload);
@@ -307,7 +301,7 @@ impl<R> Future for TaskHandle<R> {
 impl<R> fmt::Debug for TaskHandle<R> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskHandle")
-            .field("ticket", &self.rx.ticket())
+            .field("ticket", &self.ticket)
             .field("finished", &self.is_finished())
             .finish()
     }
@@ -342,16 +336,15 @@ struct State {
     /// Each worker's running task, on cache lines of its own: each worker writes its entry
     /// on every task, and two entries on one line would bounce it between the workers.
     running: Vec<CachePadded<Option<Running>>>,
+    idle: usize,
     /// Idle workers already woken by `submit` but not yet running: a submit wakes another
-    /// only while `Shared::idle > waking`, so a burst of submissions costs one wake-up (a futex
+    /// only while `idle > waking`, so a burst of submissions costs one wake-up (a futex
     /// system call) per idle worker, not one per task until the woken worker gets the lock.
     waking: usize,
     /// Threads blocked in `wait_idle`.
     idle_waiters: usize,
     phase: Phase,
     stats: Stats,
-    /// The buffer the inbox's arrivals are swapped into (kept for its capacity).
-    arrivals: Vec<Arrival>,
 }
 
 /// A value on cache lines of its own: the pool's lock word is written by every thread on every
@@ -375,18 +368,6 @@ impl<T> std::ops::DerefMut for CachePadded<T> {
 
 pub(crate) struct Shared {
     state: CachePadded<Mutex<State>>,
-    /// Tasks submitted but not yet in the scheduler (`inbox.rs`).
-    inbox: CachePadded<Inbox>,
-    /// Workers waiting for work (changed only under the state lock, read without it by a
-    /// submit that used the inbox). The wake-up protocol: a worker about to wait increments
-    /// it, then looks at `Inbox::pending`; a submit sets `pending`, then reads `idle`, and if
-    /// a worker is idle takes the state lock (which the worker holds until its wait begins)
-    /// to wake it. All four accesses are sequentially consistent, so at least one side sees
-    /// the other: the worker finds the arrival, or the submit finds the worker.
-    idle: AtomicUsize,
-    /// Whether the scheduler's `enqueue` cannot refuse a task of unknown cost (it checks only
-    /// the request), so `submit` may accept such a task into the inbox.
-    inbox_ok: bool,
     work: Condvar,
     /// Signalled when the pool becomes idle and someone waits in `wait_idle`.
     idle_cv: Condvar,
@@ -450,44 +431,6 @@ impl Shared {
     /// (a worker's task boundary), if the clock can tell it without a second reading.
     fn now_at(&self, at: Instant) -> f64 {
         nanos_at(&*self.clock, at)
-    }
-
-    /// The pool's lock, with every arrival moved from the inbox into the scheduler: whoever
-    /// looks at or decides from the scheduler's state takes it this way.
-    fn lock_drained(&self) -> MutexGuard<'_, State> {
-        let mut st = self.lock();
-        self.drain(&mut st);
-        st
-    }
-
-    /// Move the inbox's arrivals into the scheduler (the caller holds the state lock).
-    fn drain(&self, st: &mut State) {
-        if !self.inbox.pending() {
-            return;
-        }
-        let mut batch = std::mem::take(&mut st.arrivals);
-        {
-            let mut items = self.inbox.lock();
-            self.inbox.take(&mut items, &mut batch);
-        }
-        for a in batch.drain(..) {
-            enqueue_arrival(st, a);
-        }
-        st.arrivals = batch;
-    }
-
-    /// [`drain`](Shared::drain) while the caller holds the inbox's lock too (the locked
-    /// submit, which renews the inbox's bounds from the counts that follow).
-    fn drain_holding(&self, st: &mut State, items: &mut Items) {
-        if !self.inbox.pending() {
-            return;
-        }
-        let mut batch = std::mem::take(&mut st.arrivals);
-        self.inbox.take(items, &mut batch);
-        for a in batch.drain(..) {
-            enqueue_arrival(st, a);
-        }
-        st.arrivals = batch;
     }
 
     /// Wake `wait_idle` callers if the pool just became idle.
@@ -604,7 +547,6 @@ impl PoolBuilder {
         let (sched, clock) = self.common.build("workers", "max_queued", initial)?;
         let workers = sched.workers();
         let (requires_cost, name) = (sched.requires_cost(), sched.name());
-        let inbox_ok = sched.enqueue_checks_only_the_request();
         let shared = Arc::new(Shared {
             state: CachePadded(Mutex::new(State {
                 sched,
@@ -613,15 +555,12 @@ impl PoolBuilder {
                 errors: 0,
                 retrying: 0,
                 running: (0..workers).map(|_| CachePadded(None)).collect(),
+                idle: 0,
                 waking: 0,
                 idle_waiters: 0,
                 phase: Phase::Open,
                 stats: Stats::new("pool"),
-                arrivals: Vec::new(),
             })),
-            inbox: CachePadded(Inbox::new()),
-            idle: AtomicUsize::new(0),
-            inbox_ok,
             work: Condvar::new(),
             idle_cv: Condvar::new(),
             stop: Mutex::new((false, clock.now() + self.refresh.unwrap_or_default())),
@@ -773,78 +712,35 @@ impl FairPool {
         }
         let (job, rx) = oneshot::task(task);
         let shared = &self.shared;
-        // Read before any lock, which workers wait for: the scheduler keeps its own time
+        // Read before the lock, which workers wait for: the scheduler keeps its own time
         // monotone, so a reading a moment older than another thread's is fine.
         let now = shared.now();
-        let job = Job {
-            task: job,
-            submitted: now,
-            stat: 0, // set once the scheduler accepted it (a refused tenant gets no entry)
-        };
-        let handle = TaskHandle {
-            rx,
-            pool: Arc::downgrade(shared),
-        };
-        // A task of unknown cost that the scheduler cannot refuse goes through the inbox.
-        let job = if cost.is_none() && shared.inbox_ok {
-            let arrival = Arrival { tenant, class, job };
-            match shared
-                .inbox
-                .push(arrival, shared.max_queued, shared.max_queued_per_tenant)
-            {
-                Ok(()) => {
-                    // The other half of the wake-up protocol (`Shared::idle`).
-                    if shared.idle.load(Ordering::SeqCst) > 0 {
-                        let mut st = shared.lock_drained();
-                        let wake = shared.idle.load(Ordering::SeqCst) > st.waking;
-                        if wake {
-                            st.waking += 1;
-                        }
-                        drop(st);
-                        if wake {
-                            shared.work.notify_one();
-                        }
-                    }
-                    return Ok(handle);
-                }
-                Err(Refused::Closed(a)) => {
-                    drop(a); // user code (the closure's captures), outside every lock
-                    return Err(SubmitError::ShutDown);
-                }
-                Err(Refused::Count(a)) => a.job,
-            }
-        } else {
-            job
-        };
-        // The locked path: a known cost (the scheduler may refuse it), a scheduler that may
-        // refuse any task, or a queue near its cap. Lock order: state, then inbox.
         let mut st = shared.lock();
-        let mut items = shared.inbox.lock();
-        shared.drain_holding(&mut st, &mut items);
-        if st.phase != Phase::Open || items.is_closed() {
-            drop((items, st));
+        if st.phase != Phase::Open {
+            drop(st);
             return Err(SubmitError::ShutDown);
         }
-        let stat = st.stats.lookup(tenant);
-        let tenant_queued = stat.map_or(0, |i| st.stats.at(i).m.queued);
-        // The counts are exact now (the inbox is empty): renew its bounds.
-        items.renew(tenant, tenant_queued, st.sched.queued());
         if st.sched.queued() >= shared.max_queued {
             st.stats.get(tenant).rejected();
-            drop((items, st));
+            drop(st);
             return Err(SubmitError::QueueFull {
                 limit: shared.max_queued,
             });
         }
-        if tenant_queued >= shared.max_queued_per_tenant {
+        let stat = st.stats.lookup(tenant);
+        if stat.map_or(0, |i| st.stats.at(i).m.queued) >= shared.max_queued_per_tenant {
             st.stats.get(tenant).rejected();
-            drop((items, st));
+            drop(st);
             return Err(SubmitError::TenantQueueFull {
                 tenant,
                 limit: shared.max_queued_per_tenant,
             });
         }
-        let key = st.put_job(job);
+        let key = st.put_job(Job {
+            task: job,
+            submitted: now,
+            stat: 0, // set once the scheduler accepted it (a refused tenant gets no entry)
+        });
         let mut req = Request::new(tenant, class, key);
         if let Some(c) = cost {
             req = req.with_cost(c);
@@ -853,20 +749,17 @@ impl FairPool {
             Ok(t) => t,
             Err(e) => {
                 let job = st.take_job(key);
-                drop((items, st));
+                drop(st);
                 drop(job); // user code runs outside the pool's lock
                 return Err(SubmitError::Scheduler(e));
             }
         };
-        items.accepted(tenant);
-        drop(items);
         let stat = stat.unwrap_or_else(|| st.stats.slot(tenant));
         st.stats.at(stat).enqueued();
         if let Some(Some(job)) = st.jobs.get_mut(key as usize) {
             job.stat = stat;
-            job.task.set_ticket(ticket);
         }
-        let wake = shared.idle.load(Ordering::SeqCst) > st.waking;
+        let wake = st.idle > st.waking;
         if wake {
             st.waking += 1;
         }
@@ -874,7 +767,11 @@ impl FairPool {
         if wake {
             shared.work.notify_one();
         }
-        Ok(handle)
+        Ok(TaskHandle {
+            rx,
+            ticket,
+            pool: Arc::downgrade(shared),
+        })
     }
 
     /// Set a tenant's weight φ (its share is proportional to it; default 1).
@@ -883,7 +780,7 @@ impl FairPool {
         tenant: impl Into<TenantId>,
         weight: f64,
     ) -> Result<(), fairlane_core::Error> {
-        let mut st = self.shared.lock_drained();
+        let mut st = self.shared.lock();
         let now = self.shared.now();
         st.sched.set_weight(tenant.into(), weight, now)
     }
@@ -892,22 +789,22 @@ impl FairPool {
     /// start tag (nanoseconds of cost per unit weight), which refresh and retroactive charging
     /// move.
     pub fn tenant(&self, tenant: impl Into<TenantId>) -> Option<TenantView> {
-        self.shared.lock_drained().sched.tenant(tenant.into())
+        self.shared.lock().sched.tenant(tenant.into())
     }
 
     /// Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).
     pub fn metrics(&self) -> MetricsSnapshot {
-        self.shared.lock_drained().stats.snapshot()
+        self.shared.lock().stats.snapshot()
     }
 
     /// Tasks queued now.
     pub fn queued(&self) -> usize {
-        self.shared.lock_drained().sched.queued()
+        self.shared.lock().sched.queued()
     }
 
     /// Tasks running now.
     pub fn running(&self) -> usize {
-        self.shared.lock_drained().sched.running()
+        self.shared.lock().sched.running()
     }
 
     /// Number of worker threads.
@@ -923,7 +820,7 @@ impl FairPool {
     /// Scheduler calls that failed so far (each was logged to stderr). Zero unless the
     /// scheduler has a bug or refused a report.
     pub fn scheduler_errors(&self) -> u64 {
-        self.shared.lock_drained().errors
+        self.shared.lock().errors
     }
 
     /// How task costs are measured.
@@ -940,7 +837,7 @@ impl FairPool {
         if WORKER_OF.with(|w| w.get()) == me {
             return;
         }
-        let mut st = self.shared.lock_drained();
+        let mut st = self.shared.lock();
         while st.sched.queued() + st.sched.running() > 0 {
             st.idle_waiters += 1;
             st = self
@@ -949,7 +846,6 @@ impl FairPool {
                 .wait(st)
                 .unwrap_or_else(|e| e.into_inner());
             st.idle_waiters -= 1;
-            self.shared.drain(&mut st);
         }
     }
 
@@ -957,10 +853,8 @@ impl FairPool {
     /// Returns once they have stopped (called from one of the pool's own tasks, it only
     /// starts the shutdown). Calling it again is harmless.
     pub fn shutdown(&self) {
-        // Closed first, so every task accepted into the inbox is drained below or by a worker.
-        self.shared.inbox.close();
         {
-            let mut st = self.shared.lock_drained();
+            let mut st = self.shared.lock();
             if st.phase == Phase::Open {
                 st.phase = Phase::Draining;
             }
@@ -975,9 +869,8 @@ impl FairPool {
     /// resolves to [`TaskError::NotRun`]).
     pub fn shutdown_now(&self) -> Vec<PendingTask> {
         let mut pending = Vec::new();
-        self.shared.inbox.close();
         {
-            let mut st = self.shared.lock_drained();
+            let mut st = self.shared.lock();
             st.phase = Phase::Stopping;
             let mut now = self.shared.now();
             // The seam has no "list the queue", so empty it through dequeue and settle each
@@ -1041,30 +934,6 @@ impl Drop for FairPool {
     }
 }
 
-/// Enqueue a task from the inbox at its submission time.
-fn enqueue_arrival(st: &mut State, a: Arrival) {
-    let Arrival { tenant, class, job } = a;
-    let submitted = job.submitted;
-    let key = st.put_job(job);
-    match st.sched.enqueue(Request::new(tenant, class, key), submitted) {
-        Ok(ticket) => {
-            let stat = st.stats.slot(tenant);
-            st.stats.at(stat).enqueued();
-            if let Some(Some(job)) = st.jobs.get_mut(key as usize) {
-                job.stat = stat;
-                job.task.set_ticket(ticket);
-            }
-        }
-        Err(e) => {
-            // Only a scheduler that broke `enqueue_checks_only_the_request`'s promise gets
-            // here: counted and logged, and the handle resolves `NotRun`. The job is dropped
-            // under the lock (its captures' drop is user code) on this path only.
-            st.sched_error("a task the inbox accepted", e);
-            drop(st.take_job(key));
-        }
-    }
-}
-
 /// A task taken off the queue for one worker.
 struct Started {
     ticket: Ticket,
@@ -1115,7 +984,6 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             None => {
                 let mut st = shared.lock();
                 loop {
-                    shared.drain(&mut st);
                     let now = shared.now();
                     match st.sched.dequeue(w, now) {
                         Ok(Decision::Run(d)) => {
@@ -1129,12 +997,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                             if st.phase == Phase::Stopping {
                                 return;
                             }
-                            // The worker's half of the wake-up protocol (`Shared::idle`).
-                            shared.idle.fetch_add(1, Ordering::SeqCst);
-                            if shared.inbox.pending() {
-                                shared.idle.fetch_sub(1, Ordering::SeqCst);
-                                continue;
-                            }
+                            st.idle += 1;
                             st.retrying += 1;
                             // ∞ or a time not after now: at the next event (no spin);
                             // a clock that is not real wakes the workers when it moves.
@@ -1150,7 +1013,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                                 shared.work.wait(st).unwrap_or_else(|e| e.into_inner())
                             };
                             st.retrying -= 1;
-                            shared.idle.fetch_sub(1, Ordering::SeqCst);
+                            st.idle -= 1;
                             st.waking = st.waking.saturating_sub(1);
                         }
                         r @ (Ok(Decision::Empty) | Err(_)) => {
@@ -1160,14 +1023,9 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
                             if st.phase != Phase::Open {
                                 return;
                             }
-                            // The worker's half of the wake-up protocol (`Shared::idle`).
-                            shared.idle.fetch_add(1, Ordering::SeqCst);
-                            if shared.inbox.pending() {
-                                shared.idle.fetch_sub(1, Ordering::SeqCst);
-                                continue;
-                            }
+                            st.idle += 1;
                             st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
-                            shared.idle.fetch_sub(1, Ordering::SeqCst);
+                            st.idle -= 1;
                             // Woken by a submit, another notification or spuriously: either
                             // way one pending wake-up is used up (an undercount only costs
                             // a spare wake-up later; an overcount cannot arise).
@@ -1195,8 +1053,6 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             let used = meter.boundary(ended);
             let following = meter.current();
             let mut st = shared.lock();
-            // Arrivals first, at their submission times: the dequeue below must see them.
-            shared.drain(&mut st);
             let reported = st.running[w].take().map_or(0.0, |r| r.reported);
             let used = used.max(reported);
             let now = shared.now_at(ended);
