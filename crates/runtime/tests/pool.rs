@@ -317,6 +317,10 @@ fn a_queued_task_can_be_cancelled_a_running_one_cannot() {
     assert!(h.cancel());
     assert!(!h.cancel(), "cancelling twice finds nothing");
     assert_eq!(pool.queued(), 1);
+    // Per-tenant `queued` is the scheduler's count: the cancelled task left it.
+    let m = pool.metrics();
+    assert_eq!(m.tenant(1u64).unwrap().queued, 0);
+    assert_eq!(m.tenant(2u64).unwrap().queued, 1);
     release.send(()).unwrap();
     assert_eq!(other.join().unwrap(), 7);
     assert!(matches!(h.join(), Err(TaskError::Cancelled)));
