@@ -2,9 +2,14 @@
 //! `fairlane-proxy` binary both call [`run`]. SIGTERM / SIGINT drain and stop; SIGHUP
 //! re-reads the file and reloads.
 //!
-//! `FAIRLANE_PROXY_THREADS=N` sets the runtime's worker threads (default: one per core);
-//! `0` runs everything on one thread (tokio's current-thread runtime: ≈ 5 % less CPU per
-//! request on the 2-core benchmark machine, but one core at most).
+//! Threads: with `listen.workers = "per-core"` (the default) or a number, client connections
+//! run on that many single-threaded runtimes of the proxy's own, and the accept loop, the
+//! admin listener and the signals on one more single-threaded runtime (the main thread).
+//! With `"shared"`, everything runs on one tokio work-stealing runtime, one thread per core.
+//!
+//! `FAIRLANE_PROXY_THREADS=N` overrides the thread count: N ≥ 1 is the number of worker
+//! runtimes (or, with `"shared"`, of the work-stealing runtime's threads); `0` runs
+//! everything on the main thread (tokio's current-thread runtime, one core at most).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,7 +34,7 @@ pub fn check(config_path: &Path) -> ExitCode {
 /// Load the config, start the proxy, and serve until a signal stops it. Exit code 2 for a
 /// bad config, 1 for a start-up failure.
 pub fn run(config_path: &Path) -> ExitCode {
-    let config = match ProxyConfig::from_file(config_path) {
+    let mut config = match ProxyConfig::from_file(config_path) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("fairlane proxy: {e}");
@@ -48,15 +53,28 @@ pub fn run(config_path: &Path) -> ExitCode {
             }
         },
     };
-    let rt = match threads {
-        Some(0) => tokio::runtime::Builder::new_current_thread()
+    use crate::config::Workers;
+    let shared = config.listen.workers == Workers::Shared;
+    match threads {
+        Some(0) => config.listen.workers = Workers::Shared,
+        Some(n) if !shared => config.listen.workers = Workers::Count(n),
+        _ => {}
+    }
+    if let Err(e) = config.validate() {
+        eprintln!("fairlane proxy: FAIRLANE_PROXY_THREADS: {e}");
+        return ExitCode::from(2);
+    }
+    let rt = match (threads, shared) {
+        // Everything on this thread, or only the accept loop, admin and signals (the
+        // connections have runtimes of their own).
+        (Some(0), _) | (_, false) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
-        Some(n) => tokio::runtime::Builder::new_multi_thread()
+        (Some(n), true) => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(n)
             .enable_all()
             .build(),
-        None => tokio::runtime::Builder::new_multi_thread()
+        (None, true) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build(),
     };
