@@ -925,6 +925,35 @@ mod tests {
     }
 
     #[test]
+    fn listen_workers_is_a_name_or_a_count() {
+        assert_eq!(with("").unwrap().listen.workers, Workers::PerCore);
+        for (text, want) in [
+            ("\"per-core\"", Workers::PerCore),
+            ("\"shared\"", Workers::Shared),
+            ("3", Workers::Count(3)),
+        ] {
+            let c = with(&format!("[listen]\nworkers = {text}")).unwrap();
+            assert_eq!(c.listen.workers, want, "{text}");
+            // It survives a round trip through TOML.
+            let again = toml::to_string(&c).unwrap();
+            assert_eq!(
+                ProxyConfig::from_toml_str(&again).unwrap().listen.workers,
+                want
+            );
+        }
+        assert!(Workers::PerCore.runtimes().unwrap() >= 1);
+        assert_eq!(Workers::Count(3).runtimes(), Some(3));
+        assert_eq!(Workers::Shared.runtimes(), None);
+        for bad in ["0", "-2", "100000", "\"percore\"", "true", "1.5"] {
+            let e = with(&format!("[listen]\nworkers = {bad}")).unwrap_err();
+            assert!(e.to_string().contains("listen.workers"), "{bad}: {e}");
+        }
+        let mut c = with("").unwrap();
+        c.listen.workers = Workers::Count(0);
+        assert_eq!(c.validate().unwrap_err().field, "listen.workers");
+    }
+
+    #[test]
     fn weights_outside_the_range_are_refused() {
         for w in [
             "1e-320", "0.0", "-1.0", "1e-7", "1e300", "2e6", "nan", "inf",
