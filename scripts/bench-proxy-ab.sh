@@ -92,3 +92,9 @@ if [ "${OPEN_RATE:-2000}" != 0 ]; then
   echo "median p50: A $(med < "$W/oa") us, B $(med < "$W/ob") us"
   uptime
 fi
+# How the proxies spread their connections over worker runtimes (listen.workers), from their
+# exit logs.
+kill -TERM "$pa" "$pb" 2>/dev/null || true
+wait "$pa" "$pb" 2>/dev/null || true
+grep -h "per worker runtime" "$W/a.log" | sed 's/^/A: /' || true
+grep -h "per worker runtime" "$W/b.log" | sed 's/^/B: /' || true

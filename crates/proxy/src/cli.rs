@@ -107,9 +107,19 @@ async fn serve(config: ProxyConfig, path: PathBuf) -> ExitCode {
         fds.map_or(String::new(), |n| format!("; open-files limit {n}")),
     );
     let handle = proxy.handle();
+    let counts = proxy.handle();
     let signals = tokio::spawn(async move { watch_signals(handle, path).await });
     proxy.run().await;
     signals.abort();
+    let per_worker: Vec<u64> = counts
+        .worker_connections()
+        .iter()
+        .map(|w| w.accepted)
+        .collect();
+    if !per_worker.is_empty() {
+        // How evenly the accept loop spread the connections (issue 19).
+        eprintln!("fairlane proxy: connections per worker runtime: {per_worker:?}");
+    }
     eprintln!("fairlane proxy: stopped");
     ExitCode::SUCCESS
 }

@@ -68,4 +68,4 @@ pub mod upstream;
 mod workers;
 
 pub use config::{ConfigError, ProxyConfig};
-pub use server::{Proxy, ProxyHandle};
+pub use server::{Proxy, ProxyHandle, WorkerConnections};

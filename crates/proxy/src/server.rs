@@ -619,13 +619,16 @@ impl ProxyHandle {
         self.inner.status()
     }
 
-    /// Client connections open now on each worker runtime (`listen.workers`), in worker
-    /// order; empty when connections run on the caller's runtime (`"shared"`).
-    pub fn worker_connections(&self) -> Vec<usize> {
+    /// Client connections on each worker runtime (`listen.workers`), in worker order;
+    /// empty when connections run on the caller's runtime (`"shared"`).
+    pub fn worker_connections(&self) -> Vec<WorkerConnections> {
         self.inner
             .worker_loads
             .iter()
-            .map(|l| l.live.load(Relaxed))
+            .map(|l| WorkerConnections {
+                open: l.live.load(Relaxed),
+                accepted: l.accepted.load(Relaxed),
+            })
             .collect()
     }
 
@@ -641,6 +644,15 @@ impl ProxyHandle {
             .position(|n| n == name)
             .map(|i| TenantId(i as u64))
     }
+}
+
+/// One worker runtime's client connections ([`ProxyHandle::worker_connections`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerConnections {
+    /// Open now.
+    pub open: usize,
+    /// Handed to it since the start.
+    pub accepted: u64,
 }
 
 /// Aborts a task when dropped.

@@ -88,7 +88,10 @@ async fn connections_spread_evenly_and_the_workers_stop_with_run() {
     })
     .await;
     // Least-loaded hand-off: 64 over 3 runtimes is 22 + 21 + 21, unlike SO_REUSEPORT's hash.
-    let mut spread = p.handle.worker_connections();
+    let open_now = |h: &fairlane_proxy::ProxyHandle| -> Vec<usize> {
+        h.worker_connections().iter().map(|w| w.open).collect()
+    };
+    let mut spread = open_now(&p.handle);
     spread.sort();
     assert_eq!(spread, vec![21, 21, 22]);
     assert_eq!(worker_threads(), before + 3);
@@ -102,12 +105,19 @@ async fn connections_spread_evenly_and_the_workers_stop_with_run() {
     let handle = p.handle.clone();
     eventually(STEP, "54 connections left", || {
         let h = handle.clone();
-        async move { h.worker_connections().iter().sum::<usize>() == 54 }
+        async move { h.worker_connections().iter().map(|w| w.open).sum::<usize>() == 54 }
     })
     .await;
     conns.extend(open(p.addr, 10).await);
-    let spread = p.handle.worker_connections();
+    let spread = open_now(&p.handle);
     assert_eq!(spread.iter().sum::<usize>(), 64);
+    let accepted: u64 = p
+        .handle
+        .worker_connections()
+        .iter()
+        .map(|w| w.accepted)
+        .sum();
+    assert_eq!(accepted, 74, "64 + the 10 that replaced the closed ones");
     let (lo, hi) = (spread.iter().min().unwrap(), spread.iter().max().unwrap());
     assert!(hi - lo <= 10, "refilled where there was room: {spread:?}");
     // A graceful shutdown closes the idle keep-alive connections on every runtime, `run`
