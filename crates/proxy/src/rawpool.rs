@@ -46,8 +46,11 @@ pub(crate) struct RawPool {
     /// One stack per worker runtime (`listen.workers`; one when shared), picked by
     /// [`crate::workers::index`]: a socket is registered with the reactor of the runtime
     /// that opened it, and used from another one every readiness event would cross threads.
-    idle: Box<[Mutex<Vec<(TcpStream, Instant)>>]>,
+    idle: Box<[IdleStack]>,
 }
+
+/// Idle sockets, most recently returned last, with when each was returned.
+type IdleStack = Mutex<Vec<(TcpStream, Instant)>>;
 
 impl RawPool {
     /// A pool for `authority` (host:port; port 80 if none).
@@ -69,7 +72,7 @@ impl RawPool {
     }
 
     /// This runtime's stack of idle sockets (off the workers: the first).
-    fn stack(&self) -> &Mutex<Vec<(TcpStream, Instant)>> {
+    fn stack(&self) -> &IdleStack {
         &self.idle[crate::workers::index() % self.idle.len()]
     }
 
