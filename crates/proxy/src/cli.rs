@@ -53,13 +53,8 @@ pub fn run(config_path: &Path) -> ExitCode {
             }
         },
     };
-    use crate::config::Workers;
-    let shared = config.listen.workers == Workers::Shared;
-    match threads {
-        Some(0) => config.listen.workers = Workers::Shared,
-        Some(n) if !shared => config.listen.workers = Workers::Count(n),
-        _ => {}
-    }
+    let shared = config.listen.workers == crate::config::Workers::Shared;
+    with_threads(&mut config, threads);
     if let Err(e) = config.validate() {
         eprintln!("fairlane proxy: FAIRLANE_PROXY_THREADS: {e}");
         return ExitCode::from(2);
@@ -85,10 +80,23 @@ pub fn run(config_path: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(serve(config, config_path.to_path_buf()))
+    rt.block_on(serve(config, config_path.to_path_buf(), threads))
 }
 
-async fn serve(config: ProxyConfig, path: PathBuf) -> ExitCode {
+/// `FAIRLANE_PROXY_THREADS` applied to `listen.workers` (at start and on every reload, so a
+/// reload does not see it as a change).
+fn with_threads(config: &mut ProxyConfig, threads: Option<usize>) {
+    use crate::config::Workers;
+    match threads {
+        Some(0) => config.listen.workers = Workers::Shared,
+        Some(n) if config.listen.workers != Workers::Shared => {
+            config.listen.workers = Workers::Count(n)
+        }
+        _ => {}
+    }
+}
+
+async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> ExitCode {
     let fds = crate::server::raise_fd_limit();
     let proxy = match Proxy::bind(config.clone()).await {
         Ok(p) => p,
@@ -108,7 +116,7 @@ async fn serve(config: ProxyConfig, path: PathBuf) -> ExitCode {
     );
     let handle = proxy.handle();
     let counts = proxy.handle();
-    let signals = tokio::spawn(async move { watch_signals(handle, path).await });
+    let signals = tokio::spawn(async move { watch_signals(handle, path, threads).await });
     proxy.run().await;
     signals.abort();
     let per_worker: Vec<u64> = counts
@@ -125,7 +133,7 @@ async fn serve(config: ProxyConfig, path: PathBuf) -> ExitCode {
 }
 
 #[cfg(unix)]
-async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf) {
+async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf, threads: Option<usize>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -140,7 +148,11 @@ async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf) {
             _ = term.recv() => { eprintln!("fairlane proxy: SIGTERM, draining"); handle.shutdown(); }
             _ = int.recv() => { eprintln!("fairlane proxy: SIGINT, draining"); handle.shutdown(); }
             _ = hup.recv() => {
-                match ProxyConfig::from_file(&path).and_then(|c| handle.reload(c)) {
+                let reloaded = ProxyConfig::from_file(&path).and_then(|mut c| {
+                    with_threads(&mut c, threads);
+                    handle.reload(c)
+                });
+                match reloaded {
                     Ok(warnings) => {
                         eprintln!("fairlane proxy: SIGHUP, reloaded {}", path.display());
                         for w in warnings {
@@ -155,7 +167,7 @@ async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf) {
 }
 
 #[cfg(not(unix))]
-async fn watch_signals(handle: crate::ProxyHandle, _path: PathBuf) {
+async fn watch_signals(handle: crate::ProxyHandle, _path: PathBuf, _threads: Option<usize>) {
     let _ = tokio::signal::ctrl_c().await;
     handle.shutdown();
 }
