@@ -9,8 +9,10 @@
 #    (cd /tmp/base && cargo build --release -p fairlane-proxy --bins) and pass
 #    /tmp/base/target/release/fairlane-proxy target/release/fairlane-proxy)
 #
-# Env: NO_BUILD=1 (use target/release/examples as they are), ROUNDS (default 4 per binary), SECS (default 10), CONNS (default 64). Loopback only;
-# ports 18100-18104.
+# Env: NO_BUILD=1 (use target/release/examples as they are), ROUNDS (default 4 per binary), SECS (default 10), CONNS (default 64),
+# A_LISTEN / B_LISTEN (extra `[listen]` lines for A's / B's config, e.g. B_LISTEN='workers = "shared"' to compare
+# two settings of one binary: scripts/bench-proxy-ab.sh target/release/fairlane-proxy target/release/fairlane-proxy).
+# Loopback only; ports 18100-18104.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 A=${1:?base proxy binary}
@@ -32,6 +34,7 @@ conf() {
 [listen]
 addr = "127.0.0.1:$1"
 admin = "127.0.0.1:$2"
+$3
 [upstream]
 addr = "127.0.0.1:18100"
 [scheduler]
@@ -45,8 +48,8 @@ name = "bench"
 keys = ["kb"]
 TOML
 }
-conf 18101 18102 > "$W/a.toml"
-conf 18103 18104 > "$W/b.toml"
+conf 18101 18102 "${A_LISTEN:-}" > "$W/a.toml"
+conf 18103 18104 "${B_LISTEN:-}" > "$W/b.toml"
 "$A" --config "$W/a.toml" 2>"$W/a.log" & pids+=($!); pa=$!
 "$B" --config "$W/b.toml" 2>"$W/b.log" & pids+=($!); pb=$!
 sleep 1
@@ -75,3 +78,23 @@ awk "BEGIN{printf \"mean: A %.0f req/s, B %.0f req/s, B/A %.3f\n\", $sa / $ROUND
 awk "BEGIN{printf \"proxy CPU per request: A %.1f us, B %.1f us, B/A %.3f\n\", $cpa / $tck / $na * 1e6, $cpb / $tck / $nb * 1e6, ($cpb / $nb) / ($cpa / $na)}"
 echo "median of the per-round B/A ratios: $(printf '%s\n' "${ratios[@]}" | sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.3f", m}')"
 uptime
+# Latency at moderate load (bench-proxy.sh's open-loop round), A/B alternating; OPEN_RATE=0 skips it.
+if [ "${OPEN_RATE:-2000}" != 0 ]; then
+  p50() { sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p'; }
+  med() { sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.0f", m * 1000}'; }
+  : > "$W/oa"; : > "$W/ob"
+  echo "== open loop, ${OPEN_RATE:-2000} req/s, ${SECS} s per round"
+  for r in $(seq "$ROUNDS"); do
+    a=$($T/examples/loadgen open 127.0.0.1:18101 / "${OPEN_RATE:-2000}" "$SECS" kb); echo "$a" | p50 >> "$W/oa"
+    b=$($T/examples/loadgen open 127.0.0.1:18103 / "${OPEN_RATE:-2000}" "$SECS" kb); echo "$b" | p50 >> "$W/ob"
+    echo "round $r: A p50 $(tail -1 "$W/oa") ms, B p50 $(tail -1 "$W/ob") ms"
+  done
+  echo "median p50: A $(med < "$W/oa") us, B $(med < "$W/ob") us"
+  uptime
+fi
+# How the proxies spread their connections over worker runtimes (listen.workers), from their
+# exit logs.
+kill -TERM "$pa" "$pb" 2>/dev/null || true
+wait "$pa" "$pb" 2>/dev/null || true
+grep -h "per worker runtime" "$W/a.log" | sed 's/^/A: /' || true
+grep -h "per worker runtime" "$W/b.log" | sed 's/^/B: /' || true

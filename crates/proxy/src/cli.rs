@@ -2,9 +2,14 @@
 //! `fairlane-proxy` binary both call [`run`]. SIGTERM / SIGINT drain and stop; SIGHUP
 //! re-reads the file and reloads.
 //!
-//! `FAIRLANE_PROXY_THREADS=N` sets the runtime's worker threads (default: one per core);
-//! `0` runs everything on one thread (tokio's current-thread runtime: ≈ 5 % less CPU per
-//! request on the 2-core benchmark machine, but one core at most).
+//! Threads: with `listen.workers = "per-core"` (the default) or a number, client connections
+//! run on that many single-threaded runtimes of the proxy's own, and the accept loop, the
+//! admin listener and the signals on one more single-threaded runtime (the main thread).
+//! With `"shared"`, everything runs on one tokio work-stealing runtime, one thread per core.
+//!
+//! `FAIRLANE_PROXY_THREADS=N` overrides the thread count: N ≥ 1 is the number of worker
+//! runtimes (or, with `"shared"`, of the work-stealing runtime's threads); `0` runs
+//! everything on the main thread (tokio's current-thread runtime, one core at most).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -29,7 +34,7 @@ pub fn check(config_path: &Path) -> ExitCode {
 /// Load the config, start the proxy, and serve until a signal stops it. Exit code 2 for a
 /// bad config, 1 for a start-up failure.
 pub fn run(config_path: &Path) -> ExitCode {
-    let config = match ProxyConfig::from_file(config_path) {
+    let mut config = match ProxyConfig::from_file(config_path) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("fairlane proxy: {e}");
@@ -48,15 +53,23 @@ pub fn run(config_path: &Path) -> ExitCode {
             }
         },
     };
-    let rt = match threads {
-        Some(0) => tokio::runtime::Builder::new_current_thread()
+    let shared = config.listen.workers == crate::config::Workers::Shared;
+    with_threads(&mut config, threads);
+    if let Err(e) = config.validate() {
+        eprintln!("fairlane proxy: FAIRLANE_PROXY_THREADS: {e}");
+        return ExitCode::from(2);
+    }
+    let rt = match (threads, shared) {
+        // Everything on this thread, or only the accept loop, admin and signals (the
+        // connections have runtimes of their own).
+        (Some(0), _) | (_, false) => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
-        Some(n) => tokio::runtime::Builder::new_multi_thread()
+        (Some(n), true) => tokio::runtime::Builder::new_multi_thread()
             .worker_threads(n)
             .enable_all()
             .build(),
-        None => tokio::runtime::Builder::new_multi_thread()
+        (None, true) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build(),
     };
@@ -67,10 +80,23 @@ pub fn run(config_path: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    rt.block_on(serve(config, config_path.to_path_buf()))
+    rt.block_on(serve(config, config_path.to_path_buf(), threads))
 }
 
-async fn serve(config: ProxyConfig, path: PathBuf) -> ExitCode {
+/// `FAIRLANE_PROXY_THREADS` applied to `listen.workers` (at start and on every reload, so a
+/// reload does not see it as a change).
+fn with_threads(config: &mut ProxyConfig, threads: Option<usize>) {
+    use crate::config::Workers;
+    match threads {
+        Some(0) => config.listen.workers = Workers::Shared,
+        Some(n) if config.listen.workers != Workers::Shared => {
+            config.listen.workers = Workers::Count(n)
+        }
+        _ => {}
+    }
+}
+
+async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> ExitCode {
     let fds = crate::server::raise_fd_limit();
     let proxy = match Proxy::bind(config.clone()).await {
         Ok(p) => p,
@@ -89,15 +115,25 @@ async fn serve(config: ProxyConfig, path: PathBuf) -> ExitCode {
         fds.map_or(String::new(), |n| format!("; open-files limit {n}")),
     );
     let handle = proxy.handle();
-    let signals = tokio::spawn(async move { watch_signals(handle, path).await });
+    let counts = proxy.handle();
+    let signals = tokio::spawn(async move { watch_signals(handle, path, threads).await });
     proxy.run().await;
     signals.abort();
+    let per_worker: Vec<u64> = counts
+        .worker_connections()
+        .iter()
+        .map(|w| w.accepted)
+        .collect();
+    if !per_worker.is_empty() {
+        // How evenly the accept loop spread the connections (issue 19).
+        eprintln!("fairlane proxy: connections per worker runtime: {per_worker:?}");
+    }
     eprintln!("fairlane proxy: stopped");
     ExitCode::SUCCESS
 }
 
 #[cfg(unix)]
-async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf) {
+async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf, threads: Option<usize>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -112,7 +148,11 @@ async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf) {
             _ = term.recv() => { eprintln!("fairlane proxy: SIGTERM, draining"); handle.shutdown(); }
             _ = int.recv() => { eprintln!("fairlane proxy: SIGINT, draining"); handle.shutdown(); }
             _ = hup.recv() => {
-                match ProxyConfig::from_file(&path).and_then(|c| handle.reload(c)) {
+                let reloaded = ProxyConfig::from_file(&path).and_then(|mut c| {
+                    with_threads(&mut c, threads);
+                    handle.reload(c)
+                });
+                match reloaded {
                     Ok(warnings) => {
                         eprintln!("fairlane proxy: SIGHUP, reloaded {}", path.display());
                         for w in warnings {
@@ -127,7 +167,7 @@ async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf) {
 }
 
 #[cfg(not(unix))]
-async fn watch_signals(handle: crate::ProxyHandle, _path: PathBuf) {
+async fn watch_signals(handle: crate::ProxyHandle, _path: PathBuf, _threads: Option<usize>) {
     let _ = tokio::signal::ctrl_c().await;
     handle.shutdown();
 }

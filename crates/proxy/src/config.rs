@@ -117,7 +117,86 @@ pub struct Listen {
     /// either way.
     #[serde(default = "default_http1")]
     pub http1: String,
+    /// How client connections are spread over threads (issue 19): `"per-core"`, one
+    /// single-threaded runtime per core (nginx's workers); a number, that many such runtimes;
+    /// or `"shared"`, every connection on the runtime that calls [`crate::Proxy::run`]
+    /// (tokio's work-stealing pool in the binary). Default `"per-core"`.
+    #[serde(default)]
+    pub workers: Workers,
 }
+
+/// `listen.workers`: the threads client connections run on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Workers {
+    /// One single-threaded runtime per core (`std::thread::available_parallelism`).
+    #[default]
+    PerCore,
+    /// This many single-threaded runtimes (at least 1).
+    Count(usize),
+    /// No runtimes of the proxy's own: connections run on the caller's runtime.
+    Shared,
+}
+
+impl Workers {
+    /// How many single-threaded runtimes this asks for (`None`: shared).
+    pub fn runtimes(self) -> Option<usize> {
+        match self {
+            Workers::PerCore => Some(
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1),
+            ),
+            Workers::Count(n) => Some(n),
+            Workers::Shared => None,
+        }
+    }
+}
+
+impl Serialize for Workers {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Workers::PerCore => s.serialize_str("per-core"),
+            Workers::Shared => s.serialize_str("shared"),
+            Workers::Count(n) => s.serialize_u64(*n as u64),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Workers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Workers;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("listen.workers: \"per-core\", \"shared\" or a number of runtimes ≥ 1")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Workers, E> {
+                match v {
+                    "per-core" => Ok(Workers::PerCore),
+                    "shared" => Ok(Workers::Shared),
+                    _ => Err(E::custom(format!(
+                        "listen.workers: {v:?} is not \"per-core\", \"shared\" or a number of runtimes"
+                    ))),
+                }
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Workers, E> {
+                match usize::try_from(v) {
+                    Ok(n) if (1..=MAX_WORKERS).contains(&n) => Ok(Workers::Count(n)),
+                    _ => Err(E::custom(format!(
+                        "listen.workers: {v} runtimes; expected 1 to {MAX_WORKERS}"
+                    ))),
+                }
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Workers, E> {
+                self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The most runtimes `listen.workers` may ask for (a typo guard: each is a thread).
+pub const MAX_WORKERS: usize = 1024;
 
 fn default_http1() -> String {
     "own".to_string()
@@ -130,6 +209,7 @@ impl Default for Listen {
             admin: default_admin(),
             http2: true,
             http1: default_http1(),
+            workers: Workers::default(),
         }
     }
 }
@@ -565,6 +645,16 @@ impl ProxyConfig {
                 format!("{:?} is not \"own\" or \"hyper\"", self.listen.http1),
             ));
         }
+        if let Workers::Count(n) = self.listen.workers {
+            if !(1..=MAX_WORKERS).contains(&n) {
+                return Err(ConfigError::new(
+                    "listen.workers",
+                    format!(
+                        "{n} runtimes; expected 1 to {MAX_WORKERS}, \"per-core\" or \"shared\""
+                    ),
+                ));
+            }
+        }
         self.upstream_authority()?;
         if self.upstream.connect_timeout_ms == 0 {
             return Err(ConfigError::new(
@@ -832,6 +922,35 @@ mod tests {
 
     fn with(rest: &str) -> Result<ProxyConfig, ConfigError> {
         ProxyConfig::from_toml_str(&format!("[upstream]\naddr = \"127.0.0.1:1\"\n{rest}"))
+    }
+
+    #[test]
+    fn listen_workers_is_a_name_or_a_count() {
+        assert_eq!(with("").unwrap().listen.workers, Workers::PerCore);
+        for (text, want) in [
+            ("\"per-core\"", Workers::PerCore),
+            ("\"shared\"", Workers::Shared),
+            ("3", Workers::Count(3)),
+        ] {
+            let c = with(&format!("[listen]\nworkers = {text}")).unwrap();
+            assert_eq!(c.listen.workers, want, "{text}");
+            // It survives a round trip through TOML.
+            let again = toml::to_string(&c).unwrap();
+            assert_eq!(
+                ProxyConfig::from_toml_str(&again).unwrap().listen.workers,
+                want
+            );
+        }
+        assert!(Workers::PerCore.runtimes().unwrap() >= 1);
+        assert_eq!(Workers::Count(3).runtimes(), Some(3));
+        assert_eq!(Workers::Shared.runtimes(), None);
+        for bad in ["0", "-2", "100000", "\"percore\"", "true", "1.5"] {
+            let e = with(&format!("[listen]\nworkers = {bad}")).unwrap_err();
+            assert!(e.to_string().contains("listen.workers"), "{bad}: {e}");
+        }
+        let mut c = with("").unwrap();
+        c.listen.workers = Workers::Count(0);
+        assert_eq!(c.validate().unwrap_err().field, "listen.workers");
     }
 
     #[test]

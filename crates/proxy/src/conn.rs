@@ -419,6 +419,15 @@ pub(crate) struct ServeOptions {
     pub http2: bool,
 }
 
+/// An accepted client socket: still registered with the accepting runtime's reactor, or
+/// taken off it to be registered by the worker runtime that serves it (`listen.workers`).
+pub(crate) enum Accepted {
+    /// Served on the runtime that accepted it.
+    Tokio(TcpStream),
+    /// Registered with the serving task's runtime when the task starts.
+    Std(std::net::TcpStream),
+}
+
 /// What the own HTTP/1 path (`listen.http1 = "own"`) needs to serve a connection.
 pub(crate) struct Own {
     /// The proxy's shared state.
@@ -449,7 +458,7 @@ pub(crate) struct Own {
 #[allow(clippy::manual_async_fn)] // see above: the async fn form is larger
 #[allow(clippy::too_many_arguments)] // moved once into the task; a struct would be one more copy
 pub(crate) fn serve<S, B>(
-    stream: TcpStream,
+    stream: Accepted,
     service: S,
     opts: ServeOptions,
     watcher: hyper_util::server::graceful::Watcher,
@@ -473,6 +482,13 @@ where
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     async move {
         'serve: {
+            let stream = match stream {
+                Accepted::Tokio(s) => s,
+                Accepted::Std(s) => match TcpStream::from_std(s) {
+                    Ok(s) => s,
+                    Err(_) => break 'serve,
+                },
+            };
             let peek = async {
                 let mut first = [0u8; 24];
                 let n = stream.peek(&mut first).await?;

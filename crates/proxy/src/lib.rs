@@ -16,6 +16,8 @@
 //! * [`cluster`] — `[cluster]`: fair shares of one upstream across instances via Redis.
 //! * `pool` — keep-alive HTTP/1.1 connections to the upstream.
 //! * [`server`] — the listeners, graceful shutdown and reload.
+//! * `workers` — `listen.workers`: one single-threaded runtime per core (nginx's workers),
+//!   each accepted connection handed to the one with the fewest.
 //! * [`upstream`], [`loadgen`] — a small delay server and load generator used by the tests,
 //!   the benchmarks and the deployment example.
 //!
@@ -63,6 +65,7 @@ mod rawreq;
 pub mod server;
 pub mod tenant;
 pub mod upstream;
+mod workers;
 
 pub use config::{ConfigError, ProxyConfig};
-pub use server::{Proxy, ProxyHandle};
+pub use server::{Proxy, ProxyHandle, WorkerConnections};

@@ -41,9 +41,16 @@ pub(crate) struct RawPool {
     authority: Authority,
     connect_timeout: Duration,
     idle_timeout: Duration,
+    /// Idle sockets kept per stack.
     max_idle: usize,
-    idle: Mutex<Vec<(TcpStream, Instant)>>,
+    /// One stack per worker runtime (`listen.workers`; one when shared), picked by
+    /// [`crate::workers::index`]: a socket is registered with the reactor of the runtime
+    /// that opened it, and used from another one every readiness event would cross threads.
+    idle: Box<[IdleStack]>,
 }
+
+/// Idle sockets, most recently returned last, with when each was returned.
+type IdleStack = Mutex<Vec<(TcpStream, Instant)>>;
 
 impl RawPool {
     /// A pool for `authority` (host:port; port 80 if none).
@@ -52,18 +59,25 @@ impl RawPool {
         connect_timeout: Duration,
         idle_timeout: Duration,
         max_idle: usize,
+        stacks: usize,
     ) -> RawPool {
+        let stacks = stacks.max(1);
         RawPool {
             authority,
             connect_timeout,
             idle_timeout,
-            max_idle,
-            idle: Mutex::new(Vec::new()),
+            max_idle: max_idle.div_ceil(stacks),
+            idle: (0..stacks).map(|_| Mutex::new(Vec::new())).collect(),
         }
     }
 
+    /// This runtime's stack of idle sockets (off the workers: the first).
+    fn stack(&self) -> &IdleStack {
+        &self.idle[crate::workers::index() % self.idle.len()]
+    }
+
     fn checkout(&self) -> Option<TcpStream> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
         while let Some((s, since)) = idle.pop() {
             if since.elapsed() <= self.idle_timeout {
                 return Some(s);
@@ -73,7 +87,7 @@ impl RawPool {
     }
 
     fn put(&self, s: TcpStream) {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.max_idle {
             idle.push((s, Instant::now()));
         }

@@ -105,6 +105,8 @@ pub(crate) struct Inner {
     pub(crate) admin_conns: ConnTable,
     /// Slots held by responses streaming past the buffer, per tenant.
     pub(crate) streaming: StreamSlots,
+    /// Connections per worker runtime (`listen.workers`; empty when shared).
+    pub(crate) worker_loads: crate::workers::Loads,
 }
 
 impl Inner {
@@ -175,6 +177,9 @@ fn settings(config: ProxyConfig, registry: &mut Registry) -> Result<Settings, Co
                 Duration::from_millis(config.upstream.connect_timeout_ms),
                 Duration::from_secs(30),
                 config.scheduler.depth.max(64) * 2,
+                // One idle stack per worker runtime: a socket stays with the reactor that
+                // registered it.
+                config.listen.workers.runtimes().unwrap_or(1),
             ))
         }),
         identifier,
@@ -282,6 +287,10 @@ impl Proxy {
         let max_conns = max_connections(&config);
         let conns = ConnTable::new(max_conns, config.limits.max_connections_per_ip);
         let admin_conns = ConnTable::new(config.limits.admin_connections, 0);
+        let worker_loads: crate::workers::Loads =
+            (0..config.listen.workers.runtimes().unwrap_or(0))
+                .map(|_| crate::workers::Load::default())
+                .collect();
         let settings = settings(config, &mut registry)?;
         let listener = TcpListener::bind(addr)
             .await
@@ -312,6 +321,7 @@ impl Proxy {
                 conns,
                 admin_conns,
                 streaming: StreamSlots::default(),
+                worker_loads,
             }),
             listener,
             admin,
@@ -365,6 +375,18 @@ impl Proxy {
                 );
             })
         };
+        // `listen.workers`: connections go to single-threaded runtimes of their own; if they
+        // cannot be started, to the caller's runtime (said once).
+        let workers = match inner.worker_loads.len() {
+            0 => None,
+            n => match crate::workers::Workers::start(n) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    eprintln!("fairlane-proxy: listen.workers: cannot start {n} runtimes ({e}); serving on the caller's runtime");
+                    None
+                }
+            },
+        };
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut shutdown = inner.shutdown.subscribe();
         let http2 = inner.settings().config.listen.http2;
@@ -402,6 +424,24 @@ impl Proxy {
                 continue;
             };
             let _ = stream.set_nodelay(true);
+            // Per-core: the socket leaves this runtime's reactor and is registered again
+            // by the worker's (`conn::Accepted::Std`).
+            let (stream, worker) = match &workers {
+                None => (crate::conn::Accepted::Tokio(stream), None),
+                Some(_) => match stream.into_std() {
+                    Ok(s) => {
+                        let i = crate::workers::least_loaded(&inner.worker_loads);
+                        let load = &inner.worker_loads[i];
+                        load.live.fetch_add(1, Relaxed);
+                        load.accepted.fetch_add(1, Relaxed);
+                        (crate::conn::Accepted::Std(s), Some(i))
+                    }
+                    Err(_) => {
+                        inner.conns.remove(&state);
+                        continue;
+                    }
+                },
+            };
             inner.metrics.accepted.fetch_add(1, Relaxed);
             let settings = inner.settings();
             let limits = &settings.config.limits;
@@ -442,7 +482,7 @@ impl Proxy {
             // with no wrapper around it: a future moved into an async block is stored twice
             // in the task (rust-lang/rust#62958), and this one is most of a connection's
             // memory (issue 19). hyper is set up once the client has sent its first bytes.
-            tokio::spawn(crate::conn::serve(
+            let task = crate::conn::serve(
                 stream,
                 service,
                 opts,
@@ -453,8 +493,15 @@ impl Proxy {
                 move |state| {
                     counted.conns.remove(state);
                     counted.metrics.connections.fetch_sub(1, Relaxed);
+                    if let Some(i) = worker {
+                        counted.worker_loads[i].live.fetch_sub(1, Relaxed);
+                    }
                 },
-            ));
+            );
+            match (&workers, worker) {
+                (Some(w), Some(i)) => w.spawn(i, task),
+                _ => drop(tokio::spawn(task)),
+            }
         }
         drop(listener);
         let grace = Duration::from_millis(inner.settings().config.limits.shutdown_grace_ms);
@@ -474,6 +521,10 @@ impl Proxy {
         depth_task.abort();
         sweep_task.abort();
         admin_task.abort();
+        // What is still on the workers after the hard stop's deadline is dropped with them.
+        if let Some(w) = workers {
+            w.stop().await;
+        }
     }
 }
 
@@ -494,6 +545,7 @@ impl ProxyHandle {
             || o.listen.admin != n.listen.admin
             || o.listen.http2 != n.listen.http2
             || o.listen.http1 != n.listen.http1
+            || o.listen.workers != n.listen.workers
         {
             warnings.push("listen: changes need a restart; kept the old listeners".to_string());
         }
@@ -567,6 +619,19 @@ impl ProxyHandle {
         self.inner.status()
     }
 
+    /// Client connections on each worker runtime (`listen.workers`), in worker order;
+    /// empty when connections run on the caller's runtime (`"shared"`).
+    pub fn worker_connections(&self) -> Vec<WorkerConnections> {
+        self.inner
+            .worker_loads
+            .iter()
+            .map(|l| WorkerConnections {
+                open: l.live.load(Relaxed),
+                accepted: l.accepted.load(Relaxed),
+            })
+            .collect()
+    }
+
     /// The id a tenant name has (for tests and tools).
     pub fn tenant_id(&self, name: &str) -> Option<TenantId> {
         let reg = self
@@ -579,6 +644,15 @@ impl ProxyHandle {
             .position(|n| n == name)
             .map(|i| TenantId(i as u64))
     }
+}
+
+/// One worker runtime's client connections ([`ProxyHandle::worker_connections`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerConnections {
+    /// Open now.
+    pub open: usize,
+    /// Handed to it since the start.
+    pub accepted: u64,
 }
 
 /// Aborts a task when dropped.
