@@ -5,11 +5,12 @@
 //! 504).
 
 use std::collections::{HashMap, VecDeque};
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,6 +19,8 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use tokio::sync::watch;
+use tokio::time::Sleep;
 
 use crate::gate::{Permit, Reject};
 use crate::metrics::{CostPolicy, Reason, Ticket};
@@ -440,7 +443,7 @@ pub(crate) async fn handle(
         Box::pin(read_body(body, max, limit)).await
     };
     match read {
-        Ok(body) => dispatch(&inner, admitted, body, &peer).await,
+        Ok(body) => dispatch(&inner, admitted, body, &peer, None).await,
         Err(f) => body_fault(&inner, admitted, f),
     }
 }
@@ -638,12 +641,87 @@ pub(crate) fn body_fault(inner: &Inner, a: Admitted<'_>, fault: BodyFault) -> Re
     rejected(inner, &a.stats, reason, msg)
 }
 
-/// Queue an admitted request (with its whole body) for a slot, then forward it.
+/// What ends a request's wait and its upstream exchange early: the queue and upstream
+/// timeouts (one timer, re-armed) and the proxy's hard stop.
+///
+/// The own HTTP/1 path keeps one for each connection (issue 19): its timer is re-armed with
+/// [`Sleep::reset`] and its hard-stop waiter stays registered, so a request makes no timer
+/// entry and registers no waiter. While the timer is still in the wheel from the previous
+/// request, moving its deadline later is an atomic compare-and-swap; the wheel files it
+/// again when the old deadline passes. hyper's path makes one per request
+/// ([`dispatch`] with `None`).
+pub(crate) struct Bounds<'a> {
+    /// The queue timeout while the request waits for a slot, then the upstream timeout.
+    pub timer: Pin<&'a mut Sleep>,
+    /// Resolves once the proxy hard-stops.
+    pub hard_stop: HardStop<'a>,
+}
+
+/// The proxy's hard stop (`Inner::hard_stop`) as one task watches it. Its waiter is
+/// registered by the first poll and stays registered while this lives; later polls from the
+/// same task read the watch's version (one atomic load) rather than lock the waiter list, as
+/// polling a registered `Notified` does. Ready for good once the stop has come.
+pub(crate) struct HardStop<'a> {
+    /// A receiver that never marks a value seen: its version changes only with a send.
+    seen: &'a watch::Receiver<bool>,
+    /// The waiter: `wait_for(true)` on another receiver of the same watch.
+    wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
+    /// The waker `wait` was registered with, once it was polled.
+    waker: Option<Waker>,
+    stopped: bool,
+}
+
+impl<'a> HardStop<'a> {
+    /// Watch for the hard stop: `seen` a receiver of `Inner::hard_stop`, `wait` a future
+    /// over another one that resolves when its value is (or becomes) true.
+    pub fn new(
+        seen: &'a watch::Receiver<bool>,
+        wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
+    ) -> Self {
+        HardStop {
+            seen,
+            wait,
+            waker: None,
+            stopped: false,
+        }
+    }
+
+    /// Ready once the proxy has hard-stopped (and on every poll after).
+    pub fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.stopped {
+            return Poll::Ready(());
+        }
+        // Registered with this task's waker and nothing sent since: nothing to do.
+        if let Some(w) = &self.waker {
+            if w.will_wake(cx.waker()) && matches!(self.seen.has_changed(), Ok(false)) {
+                return Poll::Pending;
+            }
+        }
+        match self.wait.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.stopped = true;
+                self.waker = None;
+                Poll::Ready(())
+            }
+            Poll::Pending => {
+                if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    self.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Queue an admitted request (with its whole body) for a slot, then forward it. `bounds`:
+/// the connection's timer and hard-stop watch (own path); `None` makes them for this
+/// request.
 pub(crate) async fn dispatch(
     inner: &Arc<Inner>,
     a: Admitted<'_>,
     body: Bytes,
     peer: &Peer,
+    mut bounds: Option<&mut Bounds<'_>>,
 ) -> Response<ProxyBody> {
     let Admitted {
         settings,
@@ -679,10 +757,24 @@ pub(crate) async fn dispatch(
     let queue_timeout = std::time::Duration::from_millis(limits.queue_timeout_ms);
     let permit = match granted_or_wait(waiting) {
         Ok(p) => p,
-        Err(waiting) => match tokio::time::timeout(queue_timeout, waiting).await {
+        Err(waiting) => match match bounds.as_mut() {
+            Some(b) => {
+                b.timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + queue_timeout);
+                tokio::select! {
+                    biased;
+                    r = waiting => Ok(r),
+                    _ = b.timer.as_mut() => Err(()),
+                }
+            }
+            None => tokio::time::timeout(queue_timeout, waiting)
+                .await
+                .map_err(|_| ()),
+        } {
             Ok(Ok(p)) => p,
             Ok(Err(_)) => return rejected(inner, &stats, Reason::Shutdown, "shutting down"),
-            Err(_) => {
+            Err(()) => {
                 return rejected(
                     inner,
                     &stats,
@@ -697,10 +789,52 @@ pub(crate) async fn dispatch(
     // Boxed: only what a request needs while it waits for its slot is stored in the future
     // that a queued request keeps allocated; the upstream exchange's state is allocated once
     // the gate has admitted it (issue 19, memory per queued connection).
-    Box::pin(forward(
-        inner, settings, head, body, peer, tenant, stats, permit, arrival,
-    ))
-    .await
+    let deadline = tokio::time::Instant::now() + settings.config.upstream_timeout();
+    let sent = Sent {
+        inner,
+        settings,
+        head,
+        body,
+        peer,
+        tenant,
+        stats,
+        permit,
+        arrival,
+    };
+    match bounds {
+        Some(b) => Box::pin(forward(sent, deadline, b)).await,
+        None => Box::pin(forward_alone(sent, deadline)).await,
+    }
+}
+
+/// What [`dispatch`] hands [`forward`]: an admitted request holding its slot.
+struct Sent<'a> {
+    inner: &'a Arc<Inner>,
+    settings: &'a Settings,
+    head: Head,
+    body: Bytes,
+    peer: &'a Peer,
+    tenant: TenantId,
+    stats: Ticket,
+    permit: Permit,
+    arrival: Instant,
+}
+
+/// [`forward`] with a timer and a hard-stop watch of its own (hyper's path).
+async fn forward_alone(sent: Sent<'_>, deadline: tokio::time::Instant) -> Response<ProxyBody> {
+    let timer = tokio::time::sleep_until(deadline);
+    tokio::pin!(timer);
+    let seen = sent.inner.hard_stop.subscribe();
+    let mut rx = seen.clone();
+    let wait = async move {
+        let _ = rx.wait_for(|&stop| stop).await;
+    };
+    tokio::pin!(wait);
+    let mut bounds = Bounds {
+        timer,
+        hard_stop: HardStop::new(&seen, wait),
+    };
+    forward(sent, deadline, &mut bounds).await
 }
 
 /// The permit if the gate granted the slot at once, or the wait for it. Apart from `handle`
@@ -709,38 +843,45 @@ fn granted_or_wait(mut waiting: crate::gate::Waiting) -> Result<Permit, crate::g
     waiting.granted().ok_or(waiting)
 }
 
-/// Send a request the gate has admitted upstream and turn the answer into the response.
-#[allow(clippy::too_many_arguments)] // the state `handle` hands over, moved once
+/// Send a request the gate has admitted upstream (within `deadline`, the upstream timeout)
+/// and turn the answer into the response.
 async fn forward(
-    inner: &Arc<Inner>,
-    settings: &Settings,
-    head: Head,
-    body: Bytes,
-    peer: &Peer,
-    tenant: TenantId,
-    stats: Ticket,
-    permit: Permit,
-    arrival: Instant,
+    sent: Sent<'_>,
+    deadline: tokio::time::Instant,
+    bounds: &mut Bounds<'_>,
 ) -> Response<ProxyBody> {
+    let Sent {
+        inner,
+        settings,
+        head,
+        body,
+        peer,
+        tenant,
+        stats,
+        permit,
+        arrival,
+    } = sent;
     let limits = &settings.config.limits;
     // An own-path client's request came raw: its response head goes back raw too.
     let raw_client = matches!(head, Head::Raw(_));
 
-    // Not boxed: this future is allocated only once the request is admitted (`handle`).
-    let call = tokio::time::timeout(
-        settings.config.upstream_timeout(),
-        send_upstream(settings, head, body, peer, tenant),
-    );
-    let mut hard_stop = inner.hard_stop.subscribe();
+    if bounds.timer.deadline() != deadline {
+        bounds.timer.as_mut().reset(deadline);
+    }
+    // Not boxed: this future is allocated only once the request is admitted (`dispatch`).
+    let call = send_upstream(settings, head, body, peer, tenant);
+    let hard_stop = &mut bounds.hard_stop;
     let result = tokio::select! {
         biased; // no random branch order: one fewer RNG draw per request
-        r = call => r,
-        _ = hard_stop.wait_for(|&stop| stop) => {
+        r = call => Ok(r),
+        // The order `tokio::time::timeout` polls in: the call first, then the timer.
+        _ = bounds.timer.as_mut() => Err(()),
+        _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {
             return rejected(inner, &stats, Reason::Shutdown, "shutting down");
         }
     };
     let (head, body, conn) = match result {
-        Err(_) => return rejected(inner, &stats, Reason::UpstreamTimeout, "upstream timed out"),
+        Err(()) => return rejected(inner, &stats, Reason::UpstreamTimeout, "upstream timed out"),
         Ok(Err(Reason::UpstreamConnect)) => {
             return rejected(
                 inner,
@@ -803,7 +944,7 @@ async fn forward(
             let next = tokio::select! {
                 biased;
                 f = body.frame() => f,
-                _ = hard_stop.wait_for(|&stop| stop) => {
+                _ = poll_fn(|cx| bounds.hard_stop.poll_stopped(cx)) => {
                     return rejected(inner, &stats, Reason::Shutdown, "shutting down");
                 }
             };

@@ -89,8 +89,23 @@ pub(crate) async fn serve(
     tokio::pin!(stop);
     // The client-gone check's timer, one per connection and re-armed per request (see
     // `client_gone`). Not in the timer wheel until a request first arms it.
-    let gone_timer = tokio::time::sleep_until(tokio::time::Instant::now() + FAR);
+    let far = tokio::time::Instant::now() + FAR;
+    let gone_timer = tokio::time::sleep_until(far);
     tokio::pin!(gone_timer);
+    // The queue and upstream timeouts' timer and the hard-stop watch, also kept for the
+    // connection's lifetime (see `forward::Bounds`).
+    let bounds_timer = tokio::time::sleep_until(far);
+    tokio::pin!(bounds_timer);
+    let hard_seen = inner.hard_stop.subscribe();
+    let mut hard_rx = hard_seen.clone();
+    let hard_wait = async move {
+        let _ = hard_rx.wait_for(|&stop| stop).await;
+    };
+    tokio::pin!(hard_wait);
+    let mut bounds = forward::Bounds {
+        timer: bounds_timer,
+        hard_stop: forward::HardStop::new(&hard_seen, hard_wait),
+    };
     loop {
         if buf.is_empty() {
             // Idle: no buffer held. The first request's bytes are known to be there.
@@ -116,6 +131,7 @@ pub(crate) async fn serve(
             shutdown,
             stop.as_mut(),
             gone_timer.as_mut(),
+            &mut bounds,
         ))
         .await;
         match next {
@@ -140,6 +156,7 @@ async fn request(
     shutdown: &watch::Receiver<bool>,
     mut stop: Pin<&mut impl Future<Output = ()>>,
     gone_timer: Pin<&mut Sleep>,
+    bounds: &mut forward::Bounds<'_>,
 ) -> Next {
     // The head, within the header timeout of its first byte.
     let deadline = tokio::time::Instant::now() + opts.header_timeout;
@@ -217,7 +234,7 @@ async fn request(
                     }
                     tokio::select! {
                         biased;
-                        r = forward::dispatch(inner, admitted, body, peer) => r,
+                        r = forward::dispatch(inner, admitted, body, peer, Some(bounds)) => r,
                         // The client went away: dropping the request cancels it (queued
                         // or in flight), as hyper's path does.
                         _ = client_gone(stream, pipelined, gone_timer) => return Next::Close,
