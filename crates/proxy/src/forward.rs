@@ -644,12 +644,10 @@ pub(crate) fn body_fault(inner: &Inner, a: Admitted<'_>, fault: BodyFault) -> Re
 /// What ends a request's wait and its upstream exchange early: the queue and upstream
 /// timeouts (one timer, re-armed) and the proxy's hard stop.
 ///
-/// The own HTTP/1 path keeps one for each connection (issue 19): its timer is re-armed with
-/// [`Sleep::reset`] and its hard-stop waiter stays registered, so a request makes no timer
-/// entry and registers no waiter. While the timer is still in the wheel from the previous
-/// request, moving its deadline later is an atomic compare-and-swap; the wheel files it
-/// again when the old deadline passes. hyper's path makes one per request
-/// ([`dispatch`] with `None`).
+/// The own HTTP/1 path keeps one for each connection (issue 19): its timer stays in the
+/// wheel across requests and is moved on only when it fires early ([`arm`], [`poll_due`]),
+/// and its hard-stop waiter stays registered, so a request makes no timer entry and
+/// registers no waiter. hyper's path makes one per request ([`dispatch`] with `None`).
 pub(crate) struct Bounds<'a> {
     /// The queue timeout while the request waits for a slot, then the upstream timeout.
     pub timer: Pin<&'a mut Sleep>,
@@ -759,13 +757,12 @@ pub(crate) async fn dispatch(
         Ok(p) => p,
         Err(waiting) => match match bounds.as_mut() {
             Some(b) => {
-                b.timer
-                    .as_mut()
-                    .reset(tokio::time::Instant::now() + queue_timeout);
+                let due = tokio::time::Instant::now() + queue_timeout;
+                arm(b.timer.as_mut(), due);
                 tokio::select! {
                     biased;
                     r = waiting => Ok(r),
-                    _ = b.timer.as_mut() => Err(()),
+                    _ = poll_fn(|cx| poll_due(b.timer.as_mut(), due, cx)) => Err(()),
                 }
             }
             None => tokio::time::timeout(queue_timeout, waiting)
@@ -804,6 +801,34 @@ pub(crate) async fn dispatch(
     match bounds {
         Some(b) => Box::pin(forward(sent, deadline, b)).await,
         None => Box::pin(forward_alone(sent, deadline)).await,
+    }
+}
+
+/// Make `timer` fire no later than `due`. A timer still armed for an earlier deadline (the
+/// connection's previous request) is left as it is, and [`poll_due`] moves it on when it
+/// fires: `Sleep::reset` clones the runtime handle (an atomic increment and decrement on a
+/// count every worker thread shares), so a reset per request costs about what a new
+/// `Sleep` does (issue 19). A connection's timer is then reset about once per timeout,
+/// not once per request.
+fn arm(timer: Pin<&mut Sleep>, due: tokio::time::Instant) {
+    if timer.is_elapsed() || timer.deadline() > due {
+        timer.reset(due);
+    }
+}
+
+/// Ready once `due` has passed, with `timer` [`arm`]ed for it: when it fires for an earlier
+/// deadline, it is reset to `due`.
+fn poll_due(
+    mut timer: Pin<&mut Sleep>,
+    due: tokio::time::Instant,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    loop {
+        std::task::ready!(timer.as_mut().poll(cx));
+        if timer.deadline() >= due {
+            return Poll::Ready(());
+        }
+        timer.as_mut().reset(due);
     }
 }
 
@@ -865,9 +890,7 @@ async fn forward(
     // An own-path client's request came raw: its response head goes back raw too.
     let raw_client = matches!(head, Head::Raw(_));
 
-    if bounds.timer.deadline() != deadline {
-        bounds.timer.as_mut().reset(deadline);
-    }
+    arm(bounds.timer.as_mut(), deadline);
     // Not boxed: this future is allocated only once the request is admitted (`dispatch`).
     let call = send_upstream(settings, head, body, peer, tenant);
     let hard_stop = &mut bounds.hard_stop;
@@ -875,7 +898,7 @@ async fn forward(
         biased; // no random branch order: one fewer RNG draw per request
         r = call => Ok(r),
         // The order `tokio::time::timeout` polls in: the call first, then the timer.
-        _ = bounds.timer.as_mut() => Err(()),
+        _ = poll_fn(|cx| poll_due(bounds.timer.as_mut(), deadline, cx)) => Err(()),
         _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {
             return rejected(inner, &stats, Reason::Shutdown, "shutting down");
         }

@@ -29,9 +29,9 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Response, StatusCode, Version};
 use http_body::Body;
 use http_body_util::BodyExt;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::Sleep;
 
 use crate::conn::{ActiveGuard, ConnState, ServeOptions};
 use crate::forward::{self, BodyFault, Peer, ProxyBody, ReqHead};
@@ -46,10 +46,7 @@ const MAX_HEAD: usize = 8192 + 4096 * 100;
 /// Gathered response bytes are written once they reach this size.
 const WRITE_CHUNK: usize = 64 * 1024;
 
-/// How long a request runs before the own path starts watching for its client going away.
-const GONE_CHECK_AFTER: Duration = Duration::from_millis(2);
-
-/// A deadline no connection reaches: the client-gone timer's before its first request.
+/// A deadline no connection reaches: the connection's timer's before its first request.
 const FAR: Duration = Duration::from_secs(86_400 * 365);
 
 /// What a connection does after a request.
@@ -87,14 +84,10 @@ pub(crate) async fn serve(
         }
     };
     tokio::pin!(stop);
-    // The client-gone check's timer, one per connection and re-armed per request (see
-    // `client_gone`). Not in the timer wheel until a request first arms it.
-    let far = tokio::time::Instant::now() + FAR;
-    let gone_timer = tokio::time::sleep_until(far);
-    tokio::pin!(gone_timer);
     // The queue and upstream timeouts' timer and the hard-stop watch, also kept for the
-    // connection's lifetime (see `forward::Bounds`).
-    let bounds_timer = tokio::time::sleep_until(far);
+    // connection's lifetime (see `forward::Bounds`). The timer is not in the wheel until a
+    // request first arms it.
+    let bounds_timer = tokio::time::sleep_until(tokio::time::Instant::now() + FAR);
     tokio::pin!(bounds_timer);
     let hard_seen = inner.hard_stop.subscribe();
     let mut hard_rx = hard_seen.clone();
@@ -130,7 +123,6 @@ pub(crate) async fn serve(
             state,
             shutdown,
             stop.as_mut(),
-            gone_timer.as_mut(),
             &mut bounds,
         ))
         .await;
@@ -155,7 +147,6 @@ async fn request(
     state: &Arc<ConnState>,
     shutdown: &watch::Receiver<bool>,
     mut stop: Pin<&mut impl Future<Output = ()>>,
-    gone_timer: Pin<&mut Sleep>,
     bounds: &mut forward::Bounds<'_>,
 ) -> Next {
     // The head, within the header timeout of its first byte.
@@ -189,7 +180,7 @@ async fn request(
             if buf.capacity() < 1024 {
                 buf.reserve(4096);
             }
-            match stream.try_read_buf(buf) {
+            match try_read(stream, buf) {
                 Ok(0) => return Next::Close,
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -237,7 +228,7 @@ async fn request(
                         r = forward::dispatch(inner, admitted, body, peer, Some(bounds)) => r,
                         // The client went away: dropping the request cancels it (queued
                         // or in flight), as hyper's path does.
-                        _ = client_gone(stream, pipelined, gone_timer) => return Next::Close,
+                        _ = client_gone(stream, pipelined) => return Next::Close,
                     }
                 }
             }
@@ -333,10 +324,38 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>, want: usize) -> io::Re
     }
     loop {
         stream.readable().await?;
-        match stream.try_read_buf(buf) {
+        match try_read(stream, buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             r => return r,
         }
+    }
+}
+
+/// Read what the socket has into `buf`'s spare room (which must not be empty), without
+/// waiting; `Ok(0)` at end of stream.
+///
+/// A short read (fewer bytes than there was room for) drained the socket, so tokio's read
+/// readiness is cleared then, as its own `poll_read` does and `try_read_buf` does not
+/// (issue 19): the next wait for the socket to be readable (the idle wait, the client-gone
+/// check) then waits for new bytes or the client's FIN instead of returning at once and
+/// costing a read that fails with `EAGAIN`. Race-free as tokio's is: the clear is skipped if
+/// a readiness event came in after the read, the socket is edge-triggered, so bytes arriving
+/// later raise a new event, and a FIN (read-closed) is never cleared.
+fn try_read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let room = buf.capacity() - buf.len();
+    let mut got = None;
+    let r = stream.try_io(Interest::READABLE, || {
+        let n = stream.try_read_buf(buf)?;
+        got = Some(n);
+        if 0 < n && n < room {
+            Err(io::ErrorKind::WouldBlock.into())
+        } else {
+            Ok(n)
+        }
+    });
+    match got {
+        Some(n) => Ok(n),
+        None => r,
     }
 }
 
@@ -391,24 +410,17 @@ async fn read_body(
     }
 }
 
-/// Resolves when the client has closed its connection (or it failed), checked from
-/// [`GONE_CHECK_AFTER`] on. Pending for ever once
-/// the client sends more (a pipelined request: it is read after this one is answered).
+/// Resolves when the client has closed its connection (or it failed). Pending for ever
+/// once the client sends more (a pipelined request: it is read after this one is answered).
 ///
-/// `timer` is the connection's, re-armed here: while it is still in the wheel from the
-/// previous request (answered within `GONE_CHECK_AFTER`), moving its deadline later is an
-/// atomic store, and the wheel re-files it when the old deadline passes. A new `Sleep` per
-/// request cost a runtime-handle lookup, a wheel insert and a removal each (issue 19).
-async fn client_gone(stream: &TcpStream, pipelined: bool, mut timer: Pin<&mut Sleep>) {
+/// No timer (issue 19): the request's bytes were read with [`try_read`], which leaves the
+/// socket's read readiness cleared when they drained it, so the peek waits for the client's
+/// next bytes or its FIN rather than failing with `EAGAIN` at once. Only when the last read
+/// filled the buffer is the readiness stale, and then one peek finds out.
+async fn client_gone(stream: &TcpStream, pipelined: bool) {
     if pipelined {
         return std::future::pending().await;
     }
-    // Not at once: the socket still reads as ready from the request just read, so a peek
-    // now is a wasted syscall (EAGAIN) on every request; most answers come sooner than this.
-    timer
-        .as_mut()
-        .reset(tokio::time::Instant::now() + GONE_CHECK_AFTER);
-    timer.await;
     let mut b = [0u8; 1];
     match stream.peek(&mut b).await {
         Ok(0) | Err(_) => {}
