@@ -431,7 +431,13 @@ pub(crate) async fn handle(
     // Split at once, and `req` never borrowed: a borrowed local keeps its place in this
     // future across every await, and a queued request keeps this future (issue 19).
     let (parts, body) = req.into_parts();
-    let admitted = match admit(&inner, &settings, ReqHead::Parts(parts), &peer, arrival) {
+    let admitted = match admit(
+        &inner,
+        &settings,
+        ReqHead::Parts(Box::new(parts)),
+        &peer,
+        arrival,
+    ) {
         Ok(a) => a,
         Err(r) => return r,
     };
@@ -450,8 +456,10 @@ pub(crate) async fn handle(
 
 /// A request head as it reaches [`admit`].
 pub(crate) enum ReqHead {
-    /// As `http` parts: hyper's path, and own-path heads the `http` types must read.
-    Parts(http::request::Parts),
+    /// As `http` parts: hyper's path, and own-path heads the `http` types must read. Boxed:
+    /// every future that holds a head would otherwise be sized for this rarer form, and
+    /// moved (copied) whole on the own path's every request (issue 19).
+    Parts(Box<http::request::Parts>),
     /// As the own path's client sent it (issue 19: no `HeaderMap` built).
     Raw(crate::rawreq::RawRequest),
 }
@@ -460,7 +468,7 @@ pub(crate) enum ReqHead {
 enum Head {
     /// `http` parts, with the target checked to be a path.
     Parts {
-        parts: http::request::Parts,
+        parts: Box<http::request::Parts>,
         pq: http::uri::PathAndQuery,
     },
     /// Raw (its target is a path by construction).
@@ -469,8 +477,8 @@ enum Head {
 
 /// A response head from the upstream.
 enum UpHead {
-    /// Parsed by hyper's client.
-    Parts(http::response::Parts),
+    /// Parsed by hyper's client (boxed, as `ReqHead::Parts`).
+    Parts(Box<http::response::Parts>),
     /// As the upstream sent it (the own path's upstream side).
     Raw(crate::rawpool::RespHead),
 }
@@ -940,7 +948,7 @@ async fn forward(
     let (parts, raw_head) = match head {
         UpHead::Parts(mut p) => {
             strip_hop_by_hop(&mut p.headers);
-            (p, None)
+            (*p, None)
         }
         // Written to the client from the upstream's own lines (`h1conn`).
         UpHead::Raw(r) if raw_client => {
@@ -1065,7 +1073,7 @@ async fn send_upstream(
         Some(Some(v)) => Some(v),
         _ => None,
     };
-    let (mut parts, pq) = match (head, &settings.raw_pool) {
+    match (head, &settings.raw_pool) {
         (Head::Raw(r), Some(raw)) => {
             // Straight from the client's lines (issue 19).
             let mut out = Vec::with_capacity(512 + body.len());
@@ -1077,10 +1085,27 @@ async fn send_upstream(
                 body.len(),
             );
             out.extend_from_slice(&body);
-            return send_raw(raw, &out, *r.method() == http::Method::HEAD).await;
+            let head_method = *r.method() == http::Method::HEAD;
+            drop((r, body));
+            send_raw(raw, &out, head_method).await
         }
+        // Boxed: hyper's client future is most of this one's size, and the own path's
+        // futures (moved whole at every call) would otherwise be sized for it (issue 19).
+        (head, _) => Box::pin(send_generic(settings, head, body, peer, tenant_value)).await,
+    }
+}
+
+/// [`send_upstream`] from `http` parts, or on hyper's client.
+async fn send_generic(
+    settings: &Settings,
+    head: Head,
+    body: Bytes,
+    peer: &Peer,
+    tenant_value: Option<&HeaderValue>,
+) -> Result<(UpHead, UpBody, Option<Conn>), Reason> {
+    let (mut parts, pq) = match head {
         // A reload switched `listen.http1`: the generic way.
-        (Head::Raw(r), None) => {
+        Head::Raw(r) => {
             let parts = r.to_parts();
             let pq = parts
                 .uri
@@ -1089,7 +1114,7 @@ async fn send_upstream(
                 .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
             (parts, pq)
         }
-        (Head::Parts { parts, pq }, _) => (parts, pq),
+        Head::Parts { parts, pq } => (*parts, pq),
     };
     // Origin form (the pool's connections all go to the one upstream).
     parts.uri = Uri::from(pq);
@@ -1117,7 +1142,7 @@ async fn send_upstream(
         return match settings.pool.send(req).await {
             Ok((resp, conn)) => {
                 let (p, b) = resp.into_parts();
-                Ok((UpHead::Parts(p), UpBody::Hyper(b), Some(conn)))
+                Ok((UpHead::Parts(Box::new(p)), UpBody::Hyper(b), Some(conn)))
             }
             Err(UpstreamError::Connect(_)) => Err(Reason::UpstreamConnect),
             Err(UpstreamError::Http(_)) => Err(Reason::UpstreamError),

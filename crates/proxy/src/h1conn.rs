@@ -157,18 +157,11 @@ async fn request(
                 Ok(Some(p)) => break p,
                 Ok(None) => {}
                 Err(e) => {
-                    let _ = write_response(
-                        stream,
-                        plain(
-                            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST),
-                            &e.to_string(),
-                        ),
-                        false,
-                        false,
-                        false,
-                        opts.send_timeout,
-                    )
-                    .await;
+                    let answer = answer_bytes(plain(
+                        StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST),
+                        &e.to_string(),
+                    ));
+                    let _ = write_all(stream, &answer, opts.send_timeout).await;
                     return Next::Close;
                 }
             }
@@ -244,15 +237,11 @@ async fn request(
             _ => keep_alive = false,
         }
     }
-    let written = write_response(
-        stream,
-        resp,
-        info.head_method,
-        http10,
-        keep_alive,
-        opts.send_timeout,
-    )
-    .await;
+    // The head built here, not in a future: see `response_head`.
+    let (parts, mut body) = resp.into_parts();
+    let head = response_head(&parts, &mut body, info.head_method, http10, keep_alive);
+    drop(parts);
+    let written = write_response(stream, &mut body, head, opts.send_timeout).await;
     drop(guard);
     match written {
         Ok(true) => Next::KeepAlive,
@@ -308,7 +297,7 @@ fn parse_head_in<'b>(
         }
     }
     let parts = b.body(()).map_err(|_| bad)?.into_parts().0;
-    Ok(Some((ReqHead::Parts(parts), info, http10)))
+    Ok(Some((ReqHead::Parts(Box::new(parts)), info, http10)))
 }
 
 /// Read what the socket has into `buf` (room for at least `want` more bytes, 4 KiB if 0);
@@ -466,20 +455,30 @@ fn hex(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// Write a response: its head, then its body framed by its `Content-Length`, its exact
-/// size, chunked (HTTP/1.1) or by closing (HTTP/1.0). `Ok(keep_alive)`: whether the
-/// connection may carry another request.
-async fn write_response(
-    stream: &TcpStream,
-    resp: Response<ProxyBody>,
+/// A response's head as it goes out, and how its body is framed.
+struct OutHead {
+    /// The head's bytes; the body's are gathered after them.
+    out: Vec<u8>,
+    /// No body goes out (HEAD, 1xx, 204, 304).
+    bodiless: bool,
+    /// The body goes out chunked.
+    chunked: bool,
+    /// The connection may carry another request.
+    keep_alive: bool,
+}
+
+/// The head of `resp` for this client, its body framed by its `Content-Length`, its exact
+/// size, chunked (HTTP/1.1) or by closing (HTTP/1.0). Apart from [`write_response`] so that
+/// no future holds the whole `Response` (issue 19: futures are copied whole when made).
+fn response_head(
+    parts: &http::response::Parts,
+    body: &mut ProxyBody,
     head_method: bool,
     http10: bool,
     mut keep_alive: bool,
-    send_timeout: Duration,
-) -> io::Result<bool> {
-    let (parts, mut body) = resp.into_parts();
+) -> OutHead {
     // The upstream's head kept as it came (issue 19): its lines are written as they are.
-    let raw = match &mut body {
+    let raw = match body {
         ProxyBody::Upstream(m) => m.take_raw_head(),
         ProxyBody::Full(_) => None,
     };
@@ -545,11 +544,34 @@ async fn write_response(
         out.extend_from_slice(b"connection: keep-alive\r\n");
     }
     out.extend_from_slice(b"\r\n");
+    OutHead {
+        out,
+        bodiless,
+        chunked,
+        keep_alive,
+    }
+}
+
+/// Write a response: `head` (from [`response_head`]), then `body`, which is left empty
+/// (dropped: its slot freed) before the last write. `Ok(keep_alive)`: whether the
+/// connection may carry another request.
+async fn write_response(
+    stream: &TcpStream,
+    body: &mut ProxyBody,
+    head: OutHead,
+    send_timeout: Duration,
+) -> io::Result<bool> {
+    let OutHead {
+        mut out,
+        bodiless,
+        chunked,
+        keep_alive,
+    } = head;
     if !bodiless {
         loop {
             // What is ready goes out in one write with the head; when the body has nothing
             // ready (a streamed response), what is gathered is written first.
-            let ready = poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx))).await;
+            let ready = poll_fn(|cx| Poll::Ready(Pin::new(&mut *body).poll_frame(cx))).await;
             let frame = match ready {
                 Poll::Ready(f) => f,
                 Poll::Pending => {
@@ -589,9 +611,20 @@ async fn write_response(
             out.extend_from_slice(b"0\r\n\r\n");
         }
     }
-    drop(body);
+    *body = ProxyBody::Full(None);
     write_all(stream, &out, send_timeout).await?;
     Ok(keep_alive)
+}
+
+/// The bytes of one of the own path's small answers (its body is whole), closing the
+/// connection: written with one `write_all`, so no future holds a `Response`.
+fn answer_bytes(resp: Response<ProxyBody>) -> Vec<u8> {
+    let (parts, mut body) = resp.into_parts();
+    let mut out = response_head(&parts, &mut body, false, false, false).out;
+    if let ProxyBody::Full(Some(b)) = body {
+        out.extend_from_slice(&b);
+    }
+    out
 }
 
 /// Append an upstream response's end-to-end header lines as they came: without hop-by-hop
