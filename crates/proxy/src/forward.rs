@@ -900,11 +900,12 @@ async fn forward(
 
     arm(bounds.timer.as_mut(), deadline);
     // Not boxed: this future is allocated only once the request is admitted (`dispatch`).
-    let call = send_upstream(settings, head, body, peer, tenant);
+    // Pinned where it is made: `select!` would move (copy) it into its own tuple.
+    let mut call = std::pin::pin!(send_upstream(settings, head, body, peer, tenant));
     let hard_stop = &mut bounds.hard_stop;
     let result = tokio::select! {
         biased; // no random branch order: one fewer RNG draw per request
-        r = call => Ok(r),
+        r = call.as_mut() => Ok(r),
         // The order `tokio::time::timeout` polls in: the call first, then the timer.
         _ = poll_fn(|cx| poll_due(bounds.timer.as_mut(), deadline, cx)) => Err(()),
         _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {

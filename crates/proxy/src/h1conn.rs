@@ -216,9 +216,17 @@ async fn request(
                         // Nothing buffered: a queued request holds no read buffer.
                         *buf = Vec::new();
                     }
+                    // Pinned where it is made: `select!` would move (copy) it.
+                    let mut dispatch = std::pin::pin!(forward::dispatch(
+                        inner,
+                        admitted,
+                        body,
+                        peer,
+                        Some(bounds)
+                    ));
                     tokio::select! {
                         biased;
-                        r = forward::dispatch(inner, admitted, body, peer, Some(bounds)) => r,
+                        r = dispatch.as_mut() => r,
                         // The client went away: dropping the request cancels it (queued
                         // or in flight), as hyper's path does.
                         _ = client_gone(stream, pipelined) => return Next::Close,
