@@ -5,11 +5,12 @@
 //! 504).
 
 use std::collections::{HashMap, VecDeque};
+use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -18,6 +19,8 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use tokio::sync::watch;
+use tokio::time::Sleep;
 
 use crate::gate::{Permit, Reject};
 use crate::metrics::{CostPolicy, Reason, Ticket};
@@ -428,7 +431,13 @@ pub(crate) async fn handle(
     // Split at once, and `req` never borrowed: a borrowed local keeps its place in this
     // future across every await, and a queued request keeps this future (issue 19).
     let (parts, body) = req.into_parts();
-    let admitted = match admit(&inner, &settings, ReqHead::Parts(parts), &peer, arrival) {
+    let admitted = match admit(
+        &inner,
+        &settings,
+        ReqHead::Parts(Box::new(parts)),
+        &peer,
+        arrival,
+    ) {
         Ok(a) => a,
         Err(r) => return r,
     };
@@ -440,15 +449,17 @@ pub(crate) async fn handle(
         Box::pin(read_body(body, max, limit)).await
     };
     match read {
-        Ok(body) => dispatch(&inner, admitted, body, &peer).await,
+        Ok(body) => dispatch(&inner, admitted, body, &peer, None).await,
         Err(f) => body_fault(&inner, admitted, f),
     }
 }
 
 /// A request head as it reaches [`admit`].
 pub(crate) enum ReqHead {
-    /// As `http` parts: hyper's path, and own-path heads the `http` types must read.
-    Parts(http::request::Parts),
+    /// As `http` parts: hyper's path, and own-path heads the `http` types must read. Boxed:
+    /// every future that holds a head would otherwise be sized for this rarer form, and
+    /// moved (copied) whole on the own path's every request (issue 19).
+    Parts(Box<http::request::Parts>),
     /// As the own path's client sent it (issue 19: no `HeaderMap` built).
     Raw(crate::rawreq::RawRequest),
 }
@@ -457,7 +468,7 @@ pub(crate) enum ReqHead {
 enum Head {
     /// `http` parts, with the target checked to be a path.
     Parts {
-        parts: http::request::Parts,
+        parts: Box<http::request::Parts>,
         pq: http::uri::PathAndQuery,
     },
     /// Raw (its target is a path by construction).
@@ -466,8 +477,8 @@ enum Head {
 
 /// A response head from the upstream.
 enum UpHead {
-    /// Parsed by hyper's client.
-    Parts(http::response::Parts),
+    /// Parsed by hyper's client (boxed, as `ReqHead::Parts`).
+    Parts(Box<http::response::Parts>),
     /// As the upstream sent it (the own path's upstream side).
     Raw(crate::rawpool::RespHead),
 }
@@ -638,12 +649,85 @@ pub(crate) fn body_fault(inner: &Inner, a: Admitted<'_>, fault: BodyFault) -> Re
     rejected(inner, &a.stats, reason, msg)
 }
 
-/// Queue an admitted request (with its whole body) for a slot, then forward it.
+/// What ends a request's wait and its upstream exchange early: the queue and upstream
+/// timeouts (one timer, re-armed) and the proxy's hard stop.
+///
+/// The own HTTP/1 path keeps one for each connection (issue 19): its timer stays in the
+/// wheel across requests and is moved on only when it fires early ([`arm`], [`poll_due`]),
+/// and its hard-stop waiter stays registered, so a request makes no timer entry and
+/// registers no waiter. hyper's path makes one per request ([`dispatch`] with `None`).
+pub(crate) struct Bounds<'a> {
+    /// The queue timeout while the request waits for a slot, then the upstream timeout.
+    pub timer: Pin<&'a mut Sleep>,
+    /// Resolves once the proxy hard-stops.
+    pub hard_stop: HardStop<'a>,
+}
+
+/// The proxy's hard stop (`Inner::hard_stop`) as one task watches it. Its waiter is
+/// registered by the first poll and stays registered while this lives; later polls from the
+/// same task read the watch's version (one atomic load) rather than lock the waiter list, as
+/// polling a registered `Notified` does. Ready for good once the stop has come.
+pub(crate) struct HardStop<'a> {
+    /// A receiver that never marks a value seen: its version changes only with a send.
+    seen: &'a watch::Receiver<bool>,
+    /// The waiter: `wait_for(true)` on another receiver of the same watch.
+    wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
+    /// The waker `wait` was registered with, once it was polled.
+    waker: Option<Waker>,
+    stopped: bool,
+}
+
+impl<'a> HardStop<'a> {
+    /// Watch for the hard stop: `seen` a receiver of `Inner::hard_stop`, `wait` a future
+    /// over another one that resolves when its value is (or becomes) true.
+    pub fn new(
+        seen: &'a watch::Receiver<bool>,
+        wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
+    ) -> Self {
+        HardStop {
+            seen,
+            wait,
+            waker: None,
+            stopped: false,
+        }
+    }
+
+    /// Ready once the proxy has hard-stopped (and on every poll after).
+    pub fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.stopped {
+            return Poll::Ready(());
+        }
+        // Registered with this task's waker and nothing sent since: nothing to do.
+        if let Some(w) = &self.waker {
+            if w.will_wake(cx.waker()) && matches!(self.seen.has_changed(), Ok(false)) {
+                return Poll::Pending;
+            }
+        }
+        match self.wait.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.stopped = true;
+                self.waker = None;
+                Poll::Ready(())
+            }
+            Poll::Pending => {
+                if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    self.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Queue an admitted request (with its whole body) for a slot, then forward it. `bounds`:
+/// the connection's timer and hard-stop watch (own path); `None` makes them for this
+/// request.
 pub(crate) async fn dispatch(
     inner: &Arc<Inner>,
     a: Admitted<'_>,
     body: Bytes,
     peer: &Peer,
+    mut bounds: Option<&mut Bounds<'_>>,
 ) -> Response<ProxyBody> {
     let Admitted {
         settings,
@@ -679,10 +763,23 @@ pub(crate) async fn dispatch(
     let queue_timeout = std::time::Duration::from_millis(limits.queue_timeout_ms);
     let permit = match granted_or_wait(waiting) {
         Ok(p) => p,
-        Err(waiting) => match tokio::time::timeout(queue_timeout, waiting).await {
+        Err(waiting) => match match bounds.as_mut() {
+            Some(b) => {
+                let due = tokio::time::Instant::now() + queue_timeout;
+                arm(b.timer.as_mut(), due);
+                tokio::select! {
+                    biased;
+                    r = waiting => Ok(r),
+                    _ = poll_fn(|cx| poll_due(b.timer.as_mut(), due, cx)) => Err(()),
+                }
+            }
+            None => tokio::time::timeout(queue_timeout, waiting)
+                .await
+                .map_err(|_| ()),
+        } {
             Ok(Ok(p)) => p,
             Ok(Err(_)) => return rejected(inner, &stats, Reason::Shutdown, "shutting down"),
-            Err(_) => {
+            Err(()) => {
                 return rejected(
                     inner,
                     &stats,
@@ -692,15 +789,89 @@ pub(crate) async fn dispatch(
             }
         },
     };
-    stats.wait.record(arrival.elapsed().as_secs_f64());
+    // One clock reading for the wait and the upstream deadline (issue 19: ≈ 8 a request).
+    let now = Instant::now();
+    stats
+        .wait
+        .record(now.saturating_duration_since(arrival).as_secs_f64());
     stats.dispatched();
     // Boxed: only what a request needs while it waits for its slot is stored in the future
     // that a queued request keeps allocated; the upstream exchange's state is allocated once
     // the gate has admitted it (issue 19, memory per queued connection).
-    Box::pin(forward(
-        inner, settings, head, body, peer, tenant, stats, permit, arrival,
-    ))
-    .await
+    let deadline = tokio::time::Instant::from_std(now) + settings.config.upstream_timeout();
+    let sent = Sent {
+        inner,
+        settings,
+        head,
+        body,
+        peer,
+        tenant,
+        stats,
+        permit,
+        arrival,
+    };
+    match bounds {
+        Some(b) => Box::pin(forward(sent, deadline, b)).await,
+        None => Box::pin(forward_alone(sent, deadline)).await,
+    }
+}
+
+/// Make `timer` fire no later than `due`. A timer still armed for an earlier deadline (the
+/// connection's previous request) is left as it is, and [`poll_due`] moves it on when it
+/// fires: `Sleep::reset` clones the runtime handle (an atomic increment and decrement on a
+/// count every worker thread shares), so a reset per request costs about what a new
+/// `Sleep` does (issue 19). A connection's timer is then reset about once per timeout,
+/// not once per request.
+fn arm(timer: Pin<&mut Sleep>, due: tokio::time::Instant) {
+    if timer.is_elapsed() || timer.deadline() > due {
+        timer.reset(due);
+    }
+}
+
+/// Ready once `due` has passed, with `timer` [`arm`]ed for it: when it fires for an earlier
+/// deadline, it is reset to `due`.
+fn poll_due(
+    mut timer: Pin<&mut Sleep>,
+    due: tokio::time::Instant,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    loop {
+        std::task::ready!(timer.as_mut().poll(cx));
+        if timer.deadline() >= due {
+            return Poll::Ready(());
+        }
+        timer.as_mut().reset(due);
+    }
+}
+
+/// What [`dispatch`] hands [`forward`]: an admitted request holding its slot.
+struct Sent<'a> {
+    inner: &'a Arc<Inner>,
+    settings: &'a Settings,
+    head: Head,
+    body: Bytes,
+    peer: &'a Peer,
+    tenant: TenantId,
+    stats: Ticket,
+    permit: Permit,
+    arrival: Instant,
+}
+
+/// [`forward`] with a timer and a hard-stop watch of its own (hyper's path).
+async fn forward_alone(sent: Sent<'_>, deadline: tokio::time::Instant) -> Response<ProxyBody> {
+    let timer = tokio::time::sleep_until(deadline);
+    tokio::pin!(timer);
+    let seen = sent.inner.hard_stop.subscribe();
+    let mut rx = seen.clone();
+    let wait = async move {
+        let _ = rx.wait_for(|&stop| stop).await;
+    };
+    tokio::pin!(wait);
+    let mut bounds = Bounds {
+        timer,
+        hard_stop: HardStop::new(&seen, wait),
+    };
+    forward(sent, deadline, &mut bounds).await
 }
 
 /// The permit if the gate granted the slot at once, or the wait for it. Apart from `handle`
@@ -709,38 +880,44 @@ fn granted_or_wait(mut waiting: crate::gate::Waiting) -> Result<Permit, crate::g
     waiting.granted().ok_or(waiting)
 }
 
-/// Send a request the gate has admitted upstream and turn the answer into the response.
-#[allow(clippy::too_many_arguments)] // the state `handle` hands over, moved once
+/// Send a request the gate has admitted upstream (within `deadline`, the upstream timeout)
+/// and turn the answer into the response.
 async fn forward(
-    inner: &Arc<Inner>,
-    settings: &Settings,
-    head: Head,
-    body: Bytes,
-    peer: &Peer,
-    tenant: TenantId,
-    stats: Ticket,
-    permit: Permit,
-    arrival: Instant,
+    sent: Sent<'_>,
+    deadline: tokio::time::Instant,
+    bounds: &mut Bounds<'_>,
 ) -> Response<ProxyBody> {
+    let Sent {
+        inner,
+        settings,
+        head,
+        body,
+        peer,
+        tenant,
+        stats,
+        permit,
+        arrival,
+    } = sent;
     let limits = &settings.config.limits;
     // An own-path client's request came raw: its response head goes back raw too.
     let raw_client = matches!(head, Head::Raw(_));
 
-    // Not boxed: this future is allocated only once the request is admitted (`handle`).
-    let call = tokio::time::timeout(
-        settings.config.upstream_timeout(),
-        send_upstream(settings, head, body, peer, tenant),
-    );
-    let mut hard_stop = inner.hard_stop.subscribe();
+    arm(bounds.timer.as_mut(), deadline);
+    // Not boxed: this future is allocated only once the request is admitted (`dispatch`).
+    // Pinned where it is made: `select!` would move (copy) it into its own tuple.
+    let mut call = std::pin::pin!(send_upstream(settings, head, body, peer, tenant));
+    let hard_stop = &mut bounds.hard_stop;
     let result = tokio::select! {
         biased; // no random branch order: one fewer RNG draw per request
-        r = call => r,
-        _ = hard_stop.wait_for(|&stop| stop) => {
+        r = call.as_mut() => Ok(r),
+        // The order `tokio::time::timeout` polls in: the call first, then the timer.
+        _ = poll_fn(|cx| poll_due(bounds.timer.as_mut(), deadline, cx)) => Err(()),
+        _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {
             return rejected(inner, &stats, Reason::Shutdown, "shutting down");
         }
     };
     let (head, body, conn) = match result {
-        Err(_) => return rejected(inner, &stats, Reason::UpstreamTimeout, "upstream timed out"),
+        Err(()) => return rejected(inner, &stats, Reason::UpstreamTimeout, "upstream timed out"),
         Ok(Err(Reason::UpstreamConnect)) => {
             return rejected(
                 inner,
@@ -776,7 +953,7 @@ async fn forward(
     let (parts, raw_head) = match head {
         UpHead::Parts(mut p) => {
             strip_hop_by_hop(&mut p.headers);
-            (p, None)
+            (*p, None)
         }
         // Written to the client from the upstream's own lines (`h1conn`).
         UpHead::Raw(r) if raw_client => {
@@ -803,7 +980,7 @@ async fn forward(
             let next = tokio::select! {
                 biased;
                 f = body.frame() => f,
-                _ = hard_stop.wait_for(|&stop| stop) => {
+                _ = poll_fn(|cx| bounds.hard_stop.poll_stopped(cx)) => {
                     return rejected(inner, &stats, Reason::Shutdown, "shutting down");
                 }
             };
@@ -901,7 +1078,7 @@ async fn send_upstream(
         Some(Some(v)) => Some(v),
         _ => None,
     };
-    let (mut parts, pq) = match (head, &settings.raw_pool) {
+    match (head, &settings.raw_pool) {
         (Head::Raw(r), Some(raw)) => {
             // Straight from the client's lines (issue 19).
             let mut out = Vec::with_capacity(512 + body.len());
@@ -913,10 +1090,27 @@ async fn send_upstream(
                 body.len(),
             );
             out.extend_from_slice(&body);
-            return send_raw(raw, &out, *r.method() == http::Method::HEAD).await;
+            let head_method = *r.method() == http::Method::HEAD;
+            drop((r, body));
+            send_raw(raw, &out, head_method).await
         }
+        // Boxed: hyper's client future is most of this one's size, and the own path's
+        // futures (moved whole at every call) would otherwise be sized for it (issue 19).
+        (head, _) => Box::pin(send_generic(settings, head, body, peer, tenant_value)).await,
+    }
+}
+
+/// [`send_upstream`] from `http` parts, or on hyper's client.
+async fn send_generic(
+    settings: &Settings,
+    head: Head,
+    body: Bytes,
+    peer: &Peer,
+    tenant_value: Option<&HeaderValue>,
+) -> Result<(UpHead, UpBody, Option<Conn>), Reason> {
+    let (mut parts, pq) = match head {
         // A reload switched `listen.http1`: the generic way.
-        (Head::Raw(r), None) => {
+        Head::Raw(r) => {
             let parts = r.to_parts();
             let pq = parts
                 .uri
@@ -925,7 +1119,7 @@ async fn send_upstream(
                 .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
             (parts, pq)
         }
-        (Head::Parts { parts, pq }, _) => (parts, pq),
+        Head::Parts { parts, pq } => (*parts, pq),
     };
     // Origin form (the pool's connections all go to the one upstream).
     parts.uri = Uri::from(pq);
@@ -953,7 +1147,7 @@ async fn send_upstream(
         return match settings.pool.send(req).await {
             Ok((resp, conn)) => {
                 let (p, b) = resp.into_parts();
-                Ok((UpHead::Parts(p), UpBody::Hyper(b), Some(conn)))
+                Ok((UpHead::Parts(Box::new(p)), UpBody::Hyper(b), Some(conn)))
             }
             Err(UpstreamError::Connect(_)) => Err(Reason::UpstreamConnect),
             Err(UpstreamError::Http(_)) => Err(Reason::UpstreamError),

@@ -29,9 +29,9 @@ use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Response, StatusCode, Version};
 use http_body::Body;
 use http_body_util::BodyExt;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
-use tokio::time::Sleep;
 
 use crate::conn::{ActiveGuard, ConnState, ServeOptions};
 use crate::forward::{self, BodyFault, Peer, ProxyBody, ReqHead};
@@ -46,10 +46,7 @@ const MAX_HEAD: usize = 8192 + 4096 * 100;
 /// Gathered response bytes are written once they reach this size.
 const WRITE_CHUNK: usize = 64 * 1024;
 
-/// How long a request runs before the own path starts watching for its client going away.
-const GONE_CHECK_AFTER: Duration = Duration::from_millis(2);
-
-/// A deadline no connection reaches: the client-gone timer's before its first request.
+/// A deadline no connection reaches: the connection's timer's before its first request.
 const FAR: Duration = Duration::from_secs(86_400 * 365);
 
 /// What a connection does after a request.
@@ -87,10 +84,21 @@ pub(crate) async fn serve(
         }
     };
     tokio::pin!(stop);
-    // The client-gone check's timer, one per connection and re-armed per request (see
-    // `client_gone`). Not in the timer wheel until a request first arms it.
-    let gone_timer = tokio::time::sleep_until(tokio::time::Instant::now() + FAR);
-    tokio::pin!(gone_timer);
+    // The queue and upstream timeouts' timer and the hard-stop watch, also kept for the
+    // connection's lifetime (see `forward::Bounds`). The timer is not in the wheel until a
+    // request first arms it.
+    let bounds_timer = tokio::time::sleep_until(tokio::time::Instant::now() + FAR);
+    tokio::pin!(bounds_timer);
+    let hard_seen = inner.hard_stop.subscribe();
+    let mut hard_rx = hard_seen.clone();
+    let hard_wait = async move {
+        let _ = hard_rx.wait_for(|&stop| stop).await;
+    };
+    tokio::pin!(hard_wait);
+    let mut bounds = forward::Bounds {
+        timer: bounds_timer,
+        hard_stop: forward::HardStop::new(&hard_seen, hard_wait),
+    };
     loop {
         if buf.is_empty() {
             // Idle: no buffer held. The first request's bytes are known to be there.
@@ -115,7 +123,7 @@ pub(crate) async fn serve(
             state,
             shutdown,
             stop.as_mut(),
-            gone_timer.as_mut(),
+            &mut bounds,
         ))
         .await;
         match next {
@@ -139,7 +147,7 @@ async fn request(
     state: &Arc<ConnState>,
     shutdown: &watch::Receiver<bool>,
     mut stop: Pin<&mut impl Future<Output = ()>>,
-    gone_timer: Pin<&mut Sleep>,
+    bounds: &mut forward::Bounds<'_>,
 ) -> Next {
     // The head, within the header timeout of its first byte.
     let deadline = tokio::time::Instant::now() + opts.header_timeout;
@@ -149,18 +157,11 @@ async fn request(
                 Ok(Some(p)) => break p,
                 Ok(None) => {}
                 Err(e) => {
-                    let _ = write_response(
-                        stream,
-                        plain(
-                            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST),
-                            &e.to_string(),
-                        ),
-                        false,
-                        false,
-                        false,
-                        opts.send_timeout,
-                    )
-                    .await;
+                    let answer = answer_bytes(plain(
+                        StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST),
+                        &e.to_string(),
+                    ));
+                    let _ = write_all(stream, &answer, opts.send_timeout).await;
                     return Next::Close;
                 }
             }
@@ -172,7 +173,7 @@ async fn request(
             if buf.capacity() < 1024 {
                 buf.reserve(4096);
             }
-            match stream.try_read_buf(buf) {
+            match try_read(stream, buf) {
                 Ok(0) => return Next::Close,
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -215,12 +216,20 @@ async fn request(
                         // Nothing buffered: a queued request holds no read buffer.
                         *buf = Vec::new();
                     }
+                    // Pinned where it is made: `select!` would move (copy) it.
+                    let mut dispatch = std::pin::pin!(forward::dispatch(
+                        inner,
+                        admitted,
+                        body,
+                        peer,
+                        Some(bounds)
+                    ));
                     tokio::select! {
                         biased;
-                        r = forward::dispatch(inner, admitted, body, peer) => r,
+                        r = dispatch.as_mut() => r,
                         // The client went away: dropping the request cancels it (queued
                         // or in flight), as hyper's path does.
-                        _ = client_gone(stream, pipelined, gone_timer) => return Next::Close,
+                        _ = client_gone(stream, pipelined) => return Next::Close,
                     }
                 }
             }
@@ -236,15 +245,11 @@ async fn request(
             _ => keep_alive = false,
         }
     }
-    let written = write_response(
-        stream,
-        resp,
-        info.head_method,
-        http10,
-        keep_alive,
-        opts.send_timeout,
-    )
-    .await;
+    // The head built here, not in a future: see `response_head`.
+    let (parts, mut body) = resp.into_parts();
+    let head = response_head(&parts, &mut body, info.head_method, http10, keep_alive);
+    drop(parts);
+    let written = write_response(stream, &mut body, head, opts.send_timeout).await;
     drop(guard);
     match written {
         Ok(true) => Next::KeepAlive,
@@ -300,7 +305,7 @@ fn parse_head_in<'b>(
         }
     }
     let parts = b.body(()).map_err(|_| bad)?.into_parts().0;
-    Ok(Some((ReqHead::Parts(parts), info, http10)))
+    Ok(Some((ReqHead::Parts(Box::new(parts)), info, http10)))
 }
 
 /// Read what the socket has into `buf` (room for at least `want` more bytes, 4 KiB if 0);
@@ -316,10 +321,38 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>, want: usize) -> io::Re
     }
     loop {
         stream.readable().await?;
-        match stream.try_read_buf(buf) {
+        match try_read(stream, buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             r => return r,
         }
+    }
+}
+
+/// Read what the socket has into `buf`'s spare room (which must not be empty), without
+/// waiting; `Ok(0)` at end of stream.
+///
+/// A short read (fewer bytes than there was room for) drained the socket, so tokio's read
+/// readiness is cleared then, as its own `poll_read` does and `try_read_buf` does not
+/// (issue 19): the next wait for the socket to be readable (the idle wait, the client-gone
+/// check) then waits for new bytes or the client's FIN instead of returning at once and
+/// costing a read that fails with `EAGAIN`. Race-free as tokio's is: the clear is skipped if
+/// a readiness event came in after the read, the socket is edge-triggered, so bytes arriving
+/// later raise a new event, and a FIN (read-closed) is never cleared.
+fn try_read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let room = buf.capacity() - buf.len();
+    let mut got = None;
+    let r = stream.try_io(Interest::READABLE, || {
+        let n = stream.try_read_buf(buf)?;
+        got = Some(n);
+        if 0 < n && n < room {
+            Err(io::ErrorKind::WouldBlock.into())
+        } else {
+            Ok(n)
+        }
+    });
+    match got {
+        Some(n) => Ok(n),
+        None => r,
     }
 }
 
@@ -374,24 +407,17 @@ async fn read_body(
     }
 }
 
-/// Resolves when the client has closed its connection (or it failed), checked from
-/// [`GONE_CHECK_AFTER`] on. Pending for ever once
-/// the client sends more (a pipelined request: it is read after this one is answered).
+/// Resolves when the client has closed its connection (or it failed). Pending for ever
+/// once the client sends more (a pipelined request: it is read after this one is answered).
 ///
-/// `timer` is the connection's, re-armed here: while it is still in the wheel from the
-/// previous request (answered within `GONE_CHECK_AFTER`), moving its deadline later is an
-/// atomic store, and the wheel re-files it when the old deadline passes. A new `Sleep` per
-/// request cost a runtime-handle lookup, a wheel insert and a removal each (issue 19).
-async fn client_gone(stream: &TcpStream, pipelined: bool, mut timer: Pin<&mut Sleep>) {
+/// No timer (issue 19): the request's bytes were read with [`try_read`], which leaves the
+/// socket's read readiness cleared when they drained it, so the peek waits for the client's
+/// next bytes or its FIN rather than failing with `EAGAIN` at once. Only when the last read
+/// filled the buffer is the readiness stale, and then one peek finds out.
+async fn client_gone(stream: &TcpStream, pipelined: bool) {
     if pipelined {
         return std::future::pending().await;
     }
-    // Not at once: the socket still reads as ready from the request just read, so a peek
-    // now is a wasted syscall (EAGAIN) on every request; most answers come sooner than this.
-    timer
-        .as_mut()
-        .reset(tokio::time::Instant::now() + GONE_CHECK_AFTER);
-    timer.await;
     let mut b = [0u8; 1];
     match stream.peek(&mut b).await {
         Ok(0) | Err(_) => {}
@@ -437,20 +463,30 @@ fn hex(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(s.as_bytes());
 }
 
-/// Write a response: its head, then its body framed by its `Content-Length`, its exact
-/// size, chunked (HTTP/1.1) or by closing (HTTP/1.0). `Ok(keep_alive)`: whether the
-/// connection may carry another request.
-async fn write_response(
-    stream: &TcpStream,
-    resp: Response<ProxyBody>,
+/// A response's head as it goes out, and how its body is framed.
+struct OutHead {
+    /// The head's bytes; the body's are gathered after them.
+    out: Vec<u8>,
+    /// No body goes out (HEAD, 1xx, 204, 304).
+    bodiless: bool,
+    /// The body goes out chunked.
+    chunked: bool,
+    /// The connection may carry another request.
+    keep_alive: bool,
+}
+
+/// The head of `resp` for this client, its body framed by its `Content-Length`, its exact
+/// size, chunked (HTTP/1.1) or by closing (HTTP/1.0). Apart from [`write_response`] so that
+/// no future holds the whole `Response` (issue 19: futures are copied whole when made).
+fn response_head(
+    parts: &http::response::Parts,
+    body: &mut ProxyBody,
     head_method: bool,
     http10: bool,
     mut keep_alive: bool,
-    send_timeout: Duration,
-) -> io::Result<bool> {
-    let (parts, mut body) = resp.into_parts();
+) -> OutHead {
     // The upstream's head kept as it came (issue 19): its lines are written as they are.
-    let raw = match &mut body {
+    let raw = match body {
         ProxyBody::Upstream(m) => m.take_raw_head(),
         ProxyBody::Full(_) => None,
     };
@@ -516,11 +552,34 @@ async fn write_response(
         out.extend_from_slice(b"connection: keep-alive\r\n");
     }
     out.extend_from_slice(b"\r\n");
+    OutHead {
+        out,
+        bodiless,
+        chunked,
+        keep_alive,
+    }
+}
+
+/// Write a response: `head` (from [`response_head`]), then `body`, which is left empty
+/// (dropped: its slot freed) before the last write. `Ok(keep_alive)`: whether the
+/// connection may carry another request.
+async fn write_response(
+    stream: &TcpStream,
+    body: &mut ProxyBody,
+    head: OutHead,
+    send_timeout: Duration,
+) -> io::Result<bool> {
+    let OutHead {
+        mut out,
+        bodiless,
+        chunked,
+        keep_alive,
+    } = head;
     if !bodiless {
         loop {
             // What is ready goes out in one write with the head; when the body has nothing
             // ready (a streamed response), what is gathered is written first.
-            let ready = poll_fn(|cx| Poll::Ready(Pin::new(&mut body).poll_frame(cx))).await;
+            let ready = poll_fn(|cx| Poll::Ready(Pin::new(&mut *body).poll_frame(cx))).await;
             let frame = match ready {
                 Poll::Ready(f) => f,
                 Poll::Pending => {
@@ -560,9 +619,20 @@ async fn write_response(
             out.extend_from_slice(b"0\r\n\r\n");
         }
     }
-    drop(body);
+    *body = ProxyBody::Full(None);
     write_all(stream, &out, send_timeout).await?;
     Ok(keep_alive)
+}
+
+/// The bytes of one of the own path's small answers (its body is whole), closing the
+/// connection: written with one `write_all`, so no future holds a `Response`.
+fn answer_bytes(resp: Response<ProxyBody>) -> Vec<u8> {
+    let (parts, mut body) = resp.into_parts();
+    let mut out = response_head(&parts, &mut body, false, false, false).out;
+    if let ProxyBody::Full(Some(b)) = body {
+        out.extend_from_slice(&b);
+    }
+    out
 }
 
 /// Append an upstream response's end-to-end header lines as they came: without hop-by-hop
