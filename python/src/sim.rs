@@ -147,9 +147,8 @@ pub fn run_spec(
             }
             _ => spec.run(jobs, max_events, &mut |_| {}).map_err(|e| match e {
                 fairlane_sim::AnyError::Spec(e) => (true, e.file, e.field, e.message),
-                fairlane_sim::AnyError::Run(e) => {
-                    (false, String::new(), String::new(), e.to_string())
-                }
+                // A run error, or a kind added later: reported as a run failure.
+                e => (false, String::new(), String::new(), e.to_string()),
             })?,
         };
         Ok(match &runs {
