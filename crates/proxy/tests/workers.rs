@@ -65,6 +65,18 @@ async fn get_on(s: &mut TcpStream) -> u16 {
     }
 }
 
+/// Every connection reads end-of-stream (or an error: reset) within `STEP`.
+async fn expect_closed(conns: &mut [TcpStream], why: &str) {
+    for s in conns {
+        let mut b = [0u8; 1];
+        let n = tokio::time::timeout(STEP, s.read(&mut b))
+            .await
+            .expect("closed within STEP")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "{why}");
+    }
+}
+
 async fn open(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
     let mut conns = Vec::new();
     for _ in 0..n {
@@ -128,14 +140,7 @@ async fn connections_spread_evenly_and_the_workers_stop_with_run() {
         .expect("run returns")
         .unwrap();
     assert_eq!(worker_threads(), before, "worker threads left behind");
-    for s in &mut conns {
-        let mut b = [0u8; 1];
-        let n = tokio::time::timeout(STEP, s.read(&mut b))
-            .await
-            .expect("closed within STEP")
-            .unwrap_or(0);
-        assert_eq!(n, 0, "connection closed by the drain");
-    }
+    expect_closed(&mut conns, "connection closed by the drain").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,14 +166,7 @@ async fn dropping_run_stops_the_workers() {
     p.task.abort();
     let _ = p.task.await;
     // The runtimes were told to end: their connections are dropped, so the sockets close.
-    for s in &mut conns {
-        let mut b = [0u8; 1];
-        let n = tokio::time::timeout(STEP, s.read(&mut b))
-            .await
-            .expect("closed within STEP")
-            .unwrap_or(0);
-        assert_eq!(n, 0);
-    }
+    expect_closed(&mut conns, "connection dropped with its runtime").await;
     // Dropped, `run` cannot join them: they end on their own.
     eventually(STEP, "no worker threads left", || async {
         worker_threads() == 0
