@@ -2,7 +2,10 @@
 # fairlane-proxy against nginx proxy_pass, same upstream, same run (docs/benchmarks.md).
 # Needs nginx: FAIRLANE_BENCH_DEPS=1 scripts/test-deps.sh. Loopback only; ports 18000-18095.
 # Env: SECS (per round, default 10), ROUNDS (alternating rounds, default 2), CONNS (64), RATE
-# (open loop, 2000), THROUGHPUT_ONLY=1 (skip the 10k-connection and [cluster] parts).
+# (open loop, 2000), THROUGHPUT_ONLY=1 (skip the 10k-connection and [cluster] parts),
+# LATENCY_ONLY=1 (skip the closed-loop rounds), PROFILE=1 (after the open-loop rounds, where
+# nginx's and the proxy's time per request goes: scheduler counters and, when perf can trace,
+# user and system-call time; see scripts/latency-spans.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-10}
@@ -121,6 +124,7 @@ row() { # name port key pids
   echo "$v" >> "$W/$1"
   cpu[$1]=$(( ${cpu[$1]:-0} + t1 - t0 )); reqs[$1]=$(awk "BEGIN{print ${reqs[$1]:-0} + $v * $SECS}")
 }
+if [ "${LATENCY_ONLY:-0}" != 1 ]; then
 echo "== throughput: closed loop, $CONNS connections, ${SECS} s each, ${ROUNDS} rounds alternating; $(uptime | sed 's/.*load/load/')"
 : > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/raw"; : > "$W/proxy"; : > "$W/hyper"
 for round in $(seq "$ROUNDS"); do
@@ -135,19 +139,61 @@ n=$(median < "$W/nginx")
 us() { awk "BEGIN{printf \"%.1f\", ${cpu[$1]} / $(getconf CLK_TCK) / ${reqs[$1]} * 1e6}"; }
 echo "medians (req/s): direct $(median < "$W/direct"), nginx $n, bare hyper $(median < "$W/bare"), raw $(median < "$W/raw"), fairlane-proxy $(median < "$W/proxy"), fairlane-proxy on hyper $(median < "$W/hyper"); raw/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/raw") / $n}"), fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/proxy") / $n}"), bare/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/bare") / $n}"), fairlane-on-hyper/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/hyper") / $n}")"
 echo "server CPU per request (us): nginx $(us nginx), bare hyper $(us bare), raw $(us raw), fairlane-proxy $(us proxy), fairlane-proxy on hyper $(us hyper); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(us proxy) / $(us nginx)}"); $(uptime | sed 's/.*load/load/')"
+fi
 echo "== latency at moderate load: open loop ${RATE:-2000} req/s, ${SECS} s, ${ROUNDS} rounds alternating"
 : > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/raw"; : > "$W/proxy"; : > "$W/hyper"
+# One open-loop row: name, port, key. Every other round runs the rows in reverse order, so no
+# program always follows the same one (the p50s of back-to-back runs are not independent).
+orow() {
+  local l; l=$(lg open "127.0.0.1:$2" / "${RATE:-2000}" "$SECS" ${3:-})
+  printf '%-16s %s\n' "$1:" "$l"; echo "$l" | p50 >> "$W/$1"
+}
+rows=("direct 18000" "nginx 18090 kb" "bare 18092 kb" "raw 18093 kb" "proxy 18080 kb" "hyper 18094 kb")
 for round in $(seq "$ROUNDS"); do
-  l=$(lg open 127.0.0.1:18000 / "${RATE:-2000}" "$SECS"); echo "upstream direct: $l"; echo "$l" | p50 >> "$W/direct"
-  l=$(lg open 127.0.0.1:18090 / "${RATE:-2000}" "$SECS" kb); echo "nginx:           $l"; echo "$l" | p50 >> "$W/nginx"
-  l=$(lg open 127.0.0.1:18092 / "${RATE:-2000}" "$SECS" kb); echo "bare hyper:      $l"; echo "$l" | p50 >> "$W/bare"
-  l=$(lg open 127.0.0.1:18093 / "${RATE:-2000}" "$SECS" kb); echo "raw:             $l"; echo "$l" | p50 >> "$W/raw"
-  l=$(lg open 127.0.0.1:18080 / "${RATE:-2000}" "$SECS" kb); echo "fairlane-proxy:  $l"; echo "$l" | p50 >> "$W/proxy"
-  l=$(lg open 127.0.0.1:18094 / "${RATE:-2000}" "$SECS" kb); echo "proxy on hyper:  $l"; echo "$l" | p50 >> "$W/hyper"
+  if [ $((round % 2)) = 1 ]; then order=(0 1 2 3 4 5); else order=(5 4 3 2 1 0); fi
+  for k in "${order[@]}"; do orow ${rows[$k]}; done
 done
+# Per round, the proxy's p50 minus nginx's (µs): the pairs, not only the medians.
+paste -d' ' "$W/proxy" "$W/nginx" | awk '{d = $1 - $2; s = s " " (d > 0 ? "+" : "") d; if (d < 0) lo++; else if (d > 0) hi++; else eq++}
+  END {printf "proxy p50 minus nginx p50 per round (us):%s; proxy lower in %d, equal in %d, higher in %d\n", s, lo, eq, hi}'
+echo "median of those differences (us): $(paste -d' ' "$W/proxy" "$W/nginx" | awk '{print $1 - $2}' | median)"
 d=$(median < "$W/direct")
 echo "median p50 (us) and added over direct: direct $d, nginx $(median < "$W/nginx") (+$(( $(median < "$W/nginx") - d ))), bare hyper $(median < "$W/bare") (+$(( $(median < "$W/bare") - d ))), raw $(median < "$W/raw") (+$(( $(median < "$W/raw") - d ))), fairlane-proxy $(median < "$W/proxy") (+$(( $(median < "$W/proxy") - d ))), proxy on hyper $(median < "$W/hyper") (+$(( $(median < "$W/hyper") - d )))"
-[ "${THROUGHPUT_ONLY:-0}" = 1 ] && exit 0
+if [ "${PROFILE:-0}" = 1 ]; then
+  # Where each server's time per request goes at this rate. From the kernel's own per-thread
+  # counters (/proc/<pid>/task/*/schedstat: time on a CPU, time runnable but waiting for one,
+  # time slices), no tracing: alternating nginx and the proxy, reverse order every other round.
+  snap() { local p; for p in $1; do cat /proc/"$p"/task/*/schedstat; done | awk '{a += $1; b += $2; c += $3} END {print a, b, c}'; }
+  echo "== where the time goes at ${RATE:-2000} req/s: the servers' threads per request (schedstat), ${ROUNDS} rounds"
+  srow() { # name port pids
+    local a b l n
+    a=$(snap "$3"); l=$(lg open "127.0.0.1:$2" / "${RATE:-2000}" "$SECS" kb); b=$(snap "$3")
+    n=$(echo "$l" | sed -n 's/.*answered \([0-9]*\).*/\1/p')
+    echo "$1: p50 $(echo "$l" | p50) us; $(echo "$a $b $n" | awk '{printf "on a CPU %.1f us, runnable but waiting %.1f us, time slices %.2f per request", ($4 - $1) / $7 / 1e3, ($5 - $2) / $7 / 1e3, ($6 - $3) / $7}')"
+  }
+  for round in $(seq "$ROUNDS"); do
+    if [ $((round % 2)) = 1 ]; then srow nginx 18090 "$nginx_pids"; srow fairlane-proxy 18080 "$proxy_pid"
+    else srow fairlane-proxy 18080 "$proxy_pid"; srow nginx 18090 "$nginx_pids"; fi
+  done
+  # User time and time in system calls per request, from a 1 s trace of each server's system
+  # calls and switches (needs perf and the right to trace: root, or perf_event_paranoid <= 1).
+  if command -v perf >/dev/null && perf record -q -e raw_syscalls:sys_enter -o "$W/probe.data" -- true >/dev/null 2>&1; then
+    echo "== user and system-call time per request (perf trace of 1 s at ${RATE:-2000} req/s; tracing adds a few us per call to both)"
+    ng="nginx 18090 $(echo "$nginx_pids" | tr ' ' ',' | sed 's/,$//')" px="fairlane-proxy 18080 $proxy_pid"
+    for round in $(seq "$ROUNDS"); do for s in "$ng" "$px"; do
+      [ $((round % 2)) = 1 ] || { [ "$s" = "$ng" ] && s=$px || s=$ng; }
+      set -- $s
+      lg open "127.0.0.1:$2" / "${RATE:-2000}" 4 kb > /dev/null & lgp=$!
+      sleep 1.5
+      perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -e sched:sched_switch -p "$3" -o "$W/$1.data" -- sleep 1 >/dev/null 2>&1
+      wait $lgp
+      perf script -i "$W/$1.data" 2>/dev/null | python3 scripts/latency-spans.py "$1" "${RATE:-2000}"
+    done; done
+  else
+    echo "(perf cannot trace system calls here: the user/system-call split is skipped)"
+  fi
+fi
+[ "${THROUGHPUT_ONLY:-0}" = 1 ] || [ "${LATENCY_ONLY:-0}" = 1 ] && exit 0
 echo "== 10,000 concurrent client connections, ${SECS} s"
 lg closed 127.0.0.1:18080 / 10000 "$SECS" kb > "$W/10k.txt" &
 lgpid=$!
