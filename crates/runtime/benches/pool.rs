@@ -22,7 +22,8 @@
 //! decisions" and "FairPool's own features", the loop also runs a ladder of minimal pools,
 //! each a few dozen lines below ([`LockedPool`]), on the same batches of the same boxed
 //! closures with the same counter-based batch end as the crossbeam baseline, alternated in
-//! the same rounds (after the FairPool presets; `POOL_FLOOR=0` leaves them out):
+//! the same rounds (after the FairPool presets; `POOL_FLOOR=0` leaves them out,
+//! `POOL_FLOOR='locked FIFO,locked 2dfqe'` runs only those):
 //!
 //! * `locked FIFO`: the textbook pool, `Mutex<VecDeque<Job>>` + `Condvar`, n workers. Its gap
 //!   to crossbeam is the price of one lock-protected shared queue that the submitting thread
@@ -618,8 +619,16 @@ fn interleaved() {
         .filter(|p| !p.is_empty())
         .map(|p| (p.as_str(), fair_pool(p)))
         .collect();
-    let rungs = match std::env::var("POOL_FLOOR") {
+    // `POOL_FLOOR`: unset or `1` every rung, `0` none, else a comma-separated list of rungs.
+    let rungs: Vec<(&str, Rung)> = match std::env::var("POOL_FLOOR") {
         Ok(v) if v == "0" => Vec::new(),
+        Ok(v) if v != "1" => {
+            let keep: Vec<&str> = v.split(',').map(str::trim).collect();
+            floor_rungs()
+                .into_iter()
+                .filter(|(name, _)| keep.contains(name))
+                .collect()
+        }
         _ => floor_rungs(),
     };
     let mut t_rung: Vec<Vec<Duration>> = vec![Vec::new(); rungs.len()];
