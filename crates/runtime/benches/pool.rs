@@ -45,18 +45,27 @@
 //!   section when a task returns; charged as the rung before. No handles, no stats, no caps,
 //!   no cancel, no panic catching, no refresh thread. Its gap to `locked fifo metered` is
 //!   2DFQᴱ's decisions; FairPool `2dfqe`'s gap to it is FairPool's own features.
-//! * `locked 2dfqe cpu`: the same, but reading the thread CPU clock at every task boundary
+//! * `locked 2dfqe stats`: `locked 2dfqe` plus FairPool's per-tenant statistics and caps, as
+//!   FairPool keeps them under its lock (`stats.rs` is crate-private, so [`TenantTable`]
+//!   redoes it on the public `TenantMetrics` and `Histogram`): at submission the two queue
+//!   limits and a hash lookup of the tenant's index, `queued += 1`; at dispatch the wait
+//!   histogram and counters; at completion the cost histogram and counters. Its gap to
+//!   `locked 2dfqe` is the statistics; FairPool `2dfqe`'s gap to it is the rest of FairPool
+//!   (task handles and their result cells, panic catching, `wait_idle`, the running-task
+//!   table and the refresh thread).
+//! * `locked 2dfqe cpu`: `locked 2dfqe`, but reading the thread CPU clock at every task boundary
 //!   (what thread-CPU charging costs without the hybrid meter). Not on the ladder.
 //!
 //! After the rows the loop prints the ladder: each rung's CPU per task and its increase over
 //! the rung before it (crossbeam → `locked FIFO` → `locked fifo seam` → `locked fifo metered`
-//! → `locked 2dfqe` → FairPool `2dfqe`).
+//! → `locked 2dfqe` → `locked 2dfqe stats` → FairPool `2dfqe`).
 //!
 //! `POOL_TASK_US=0` runs every rung with empty tasks: each pool's own cost per task.
 
 #![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -64,7 +73,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, BenchmarkId, Criterion, Throughput};
 use fairlane_core::{BoxedScheduler, Config, Decision, Dispatch, Request, Ticket};
-use fairlane_runtime::FairPool;
+use fairlane_runtime::{FairPool, TenantMetrics};
 
 const WORKERS: usize = 2;
 const TENANTS: usize = 100;
@@ -190,37 +199,107 @@ impl Queue for VecDeque<Job> {
     fn complete(&mut self, _token: (), _cost: f64, _now: f64) {}
 }
 
-/// Rungs 2–4: a core scheduler behind the seam, built as FairPool builds a preset; its
-/// payloads are keys into a slab of jobs, as FairPool's (`State::put_job`/`take_job`).
+/// Rungs 2–5: a core scheduler behind the seam, built as FairPool builds a preset; its
+/// payloads are keys into a slab of queued jobs, as FairPool's (`State::put_job`/`take_job`;
+/// like FairPool's `Job`, an entry carries its submission time and its tenant's stats index).
 struct Seam {
     sched: BoxedScheduler,
-    jobs: Vec<Option<Job>>,
+    jobs: Vec<Option<Queued>>,
     free: Vec<u32>,
+    /// The `stats` rung's per-tenant counters and histograms.
+    stats: Option<TenantTable>,
+}
+
+struct Queued {
+    job: Job,
+    submitted: f64,
+    stat: u32,
+}
+
+/// FairPool's default queue limits (`PoolBuilder`): checked, as FairPool checks them.
+const MAX_QUEUED: usize = 100_000;
+const MAX_QUEUED_PER_TENANT: usize = 10_000;
+
+/// FairPool's per-tenant statistics (`stats.rs`, crate-private) on its public parts: a dense
+/// table of [`TenantMetrics`] (the real [`Histogram`](fairlane_runtime::Histogram)s) reached
+/// by a hash lookup at submission and by index afterwards, updated as `TenantStats`'
+/// `enqueued`, `started` and `finished` update it, under the pool's lock.
+#[derive(Default)]
+struct TenantTable {
+    index: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    tenants: Vec<TenantMetrics>,
+}
+
+/// `stats.rs`'s `IdHasher` (FxHash's step).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
 }
 
 impl Seam {
-    fn new(preset: &str) -> Self {
+    fn new(preset: &str, stats: bool) -> Self {
         // FairPool's default initial estimate (1 ms in ns), as `PoolBuilder::build` passes it.
         let config = Config::for_executor(preset, WORKERS, 1e6, true).unwrap();
         Seam {
             sched: config.build::<u64>().unwrap(),
             jobs: Vec::new(),
             free: Vec::new(),
+            stats: stats.then(TenantTable::default),
         }
     }
 }
 
 impl Queue for Seam {
-    type Token = Ticket;
+    /// The ticket and the tenant's stats index.
+    type Token = (Ticket, u32);
     const TIMED: bool = true;
     fn push(&mut self, tenant: u64, job: Job, now: f64) {
+        // FairPool's submit: the caps, then the tenant's index (looked up once, by hash).
+        let stat = match &mut self.stats {
+            None => 0,
+            Some(t) => {
+                assert!(self.sched.queued() < MAX_QUEUED, "queue full");
+                let i = match t.index.get(&tenant) {
+                    Some(&i) => i,
+                    None => {
+                        t.tenants.push(TenantMetrics {
+                            tenant,
+                            ..TenantMetrics::default()
+                        });
+                        t.index.insert(tenant, t.tenants.len() as u32 - 1);
+                        t.tenants.len() as u32 - 1
+                    }
+                };
+                let m = &mut t.tenants[i as usize];
+                assert!(m.queued < MAX_QUEUED_PER_TENANT, "tenant queue full");
+                m.queued += 1;
+                i
+            }
+        };
+        let entry = Queued {
+            job,
+            submitted: now,
+            stat,
+        };
         let key = match self.free.pop() {
             Some(i) => {
-                self.jobs[i as usize] = Some(job);
+                self.jobs[i as usize] = Some(entry);
                 u64::from(i)
             }
             None => {
-                self.jobs.push(Some(job));
+                self.jobs.push(Some(entry));
                 (self.jobs.len() - 1) as u64
             }
         };
@@ -228,22 +307,35 @@ impl Queue for Seam {
             .enqueue(Request::new(tenant, 0u32, key), now)
             .unwrap();
     }
-    fn pop(&mut self, w: usize, now: f64) -> Option<(Ticket, Job)> {
+    fn pop(&mut self, w: usize, now: f64) -> Option<((Ticket, u32), Job)> {
         match self.sched.dequeue(w, now).unwrap() {
             Decision::Run(Dispatch {
                 ticket, request, ..
             }) => {
-                let job = self.jobs[request.payload as usize].take().unwrap();
+                let q = self.jobs[request.payload as usize].take().unwrap();
                 self.free.push(request.payload as u32);
-                Some((ticket, job))
+                if let Some(t) = &mut self.stats {
+                    let m = &mut t.tenants[q.stat as usize];
+                    m.queued = m.queued.saturating_sub(1);
+                    m.running += 1;
+                    m.wait.record((now - q.submitted).max(0.0) as u64);
+                }
+                Some(((ticket, q.stat), q.job))
             }
             Decision::Empty => None,
             // Only LDF reservations ask to retry; the presets here never do.
             Decision::RetryAt(t) => panic!("{} asked to retry at {t}", self.sched.name()),
         }
     }
-    fn complete(&mut self, ticket: Ticket, cost: f64, now: f64) {
+    fn complete(&mut self, (ticket, stat): (Ticket, u32), cost: f64, now: f64) {
         self.sched.complete(ticket, cost, now).unwrap();
+        if let Some(t) = &mut self.stats {
+            let m = &mut t.tenants[stat as usize];
+            m.running = m.running.saturating_sub(1);
+            m.completed += 1;
+            m.cost_total += cost;
+            m.cost.record_f64(cost);
+        }
     }
 }
 
@@ -497,16 +589,19 @@ impl Rung {
 }
 
 fn floor_rungs() -> Vec<(&'static str, Rung)> {
-    let seam = |preset, charge| Rung::Seam(LockedPool::new(WORKERS, Seam::new(preset), charge));
+    let seam = |preset, charge, stats| {
+        Rung::Seam(LockedPool::new(WORKERS, Seam::new(preset, stats), charge))
+    };
     vec![
         (
             "locked FIFO",
             Rung::Fifo(LockedPool::new(WORKERS, VecDeque::new(), Charge::None)),
         ),
-        ("locked fifo seam", seam("fifo", Charge::None)),
-        ("locked fifo metered", seam("fifo", Charge::Hybrid)),
-        ("locked 2dfqe", seam("2dfqe", Charge::Hybrid)),
-        ("locked 2dfqe cpu", seam("2dfqe", Charge::CpuEach)),
+        ("locked fifo seam", seam("fifo", Charge::None, false)),
+        ("locked fifo metered", seam("fifo", Charge::Hybrid, false)),
+        ("locked 2dfqe", seam("2dfqe", Charge::Hybrid, false)),
+        ("locked 2dfqe stats", seam("2dfqe", Charge::Hybrid, true)),
+        ("locked 2dfqe cpu", seam("2dfqe", Charge::CpuEach, false)),
     ]
 }
 
@@ -717,6 +812,7 @@ fn interleaved() {
         "locked fifo seam",
         "locked fifo metered",
         "locked 2dfqe",
+        "locked 2dfqe stats",
         "FairPool 2dfqe",
     ];
     let steps: Vec<(&str, f64)> = ladder
