@@ -35,6 +35,15 @@ pub struct Histogram {
     max: u64,
 }
 
+/// `v` rounded to a whole unit as [`Histogram::record_f64`] records it (NaN and negatives: 0).
+pub(crate) fn whole(v: f64) -> u64 {
+    if v.is_finite() && v > 0.0 {
+        v.round().min(u64::MAX as f64) as u64
+    } else {
+        0
+    }
+}
+
 fn index(v: u64) -> usize {
     if v < SUB {
         return v as usize;
@@ -82,12 +91,7 @@ impl Histogram {
 
     /// Record a non-negative float, rounded to a whole unit (NaN and negatives count as 0).
     pub fn record_f64(&mut self, v: f64) {
-        let v = if v.is_finite() && v > 0.0 {
-            v.round().min(u64::MAX as f64) as u64
-        } else {
-            0
-        };
-        self.record(v);
+        self.record(whole(v));
     }
 
     /// Add every value of `other`.
