@@ -35,15 +35,6 @@ pub struct Histogram {
     max: u64,
 }
 
-/// `v` rounded to a whole unit as [`Histogram::record_f64`] records it (NaN and negatives: 0).
-pub(crate) fn whole(v: f64) -> u64 {
-    if v.is_finite() && v > 0.0 {
-        v.round().min(u64::MAX as f64) as u64
-    } else {
-        0
-    }
-}
-
 fn index(v: u64) -> usize {
     if v < SUB {
         return v as usize;
@@ -91,7 +82,12 @@ impl Histogram {
 
     /// Record a non-negative float, rounded to a whole unit (NaN and negatives count as 0).
     pub fn record_f64(&mut self, v: f64) {
-        self.record(whole(v));
+        let v = if v.is_finite() && v > 0.0 {
+            v.round().min(u64::MAX as f64) as u64
+        } else {
+            0
+        };
+        self.record(v);
     }
 
     /// Add every value of `other`.

@@ -559,7 +559,7 @@ impl PoolBuilder {
                 waking: 0,
                 idle_waiters: 0,
                 phase: Phase::Open,
-                stats: Stats::new("pool").with_worker_logs(workers),
+                stats: Stats::new("pool"),
             })),
             work: Condvar::new(),
             idle_cv: Condvar::new(),
@@ -794,9 +794,7 @@ impl FairPool {
 
     /// Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).
     pub fn metrics(&self) -> MetricsSnapshot {
-        let mut st = self.shared.lock();
-        st.stats.fold();
-        st.stats.snapshot()
+        self.shared.lock().stats.snapshot()
     }
 
     /// Tasks queued now.
@@ -962,7 +960,8 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
         return None;
     };
     st.stats
-        .started_by(w, payload.stat, (now - payload.submitted).max(0.0) as u64);
+        .at(payload.stat)
+        .started((now - payload.submitted).max(0.0) as u64);
     *st.running[w] = Some(Running {
         ticket,
         meter,
@@ -1060,7 +1059,7 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
             if let Err(e) = st.sched.complete(ticket, used, now) {
                 st.sched_error("a completion", e);
             }
-            st.stats.finished_by(w, stat, used, panicked);
+            st.stats.at(stat).finished(used, panicked);
             if st.retrying > 0 {
                 shared.work.notify_all(); // the completion may have opened a window
             }

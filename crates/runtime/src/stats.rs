@@ -113,26 +113,7 @@ pub(crate) struct Stats {
     tenants: Vec<TenantStats>,
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     label: std::sync::Arc<str>,
-    /// One log per pool worker of histogram values recorded but not yet folded into the
-    /// tenants' histograms ([`Stats::started_by`], [`Stats::fold`]); empty for the gate.
-    logs: Vec<Log>,
 }
-
-/// How many deferred histogram values a worker's log holds before it is folded.
-const LOG_CAP: usize = 2048;
-
-/// A histogram value waiting in a worker's log: a tenant's wait (`cost == false`) or cost.
-#[derive(Clone, Copy)]
-struct Deferred {
-    stat: u32,
-    cost: bool,
-    value: u64,
-}
-
-/// A worker's log, on cache lines of its own (each worker appends to its own on every task).
-#[repr(align(128))]
-#[derive(Default)]
-struct Log(Vec<Deferred>);
 
 impl Stats {
     /// `label` names the executor in exported metrics (the `executor` label).
@@ -141,63 +122,6 @@ impl Stats {
             index: HashMap::default(),
             tenants: Vec::new(),
             label: label.into(),
-            logs: Vec::new(),
-        }
-    }
-
-    /// Give each of `workers` pool workers a log, so [`started_by`](Stats::started_by) and
-    /// [`finished_by`](Stats::finished_by) can defer their histogram records.
-    ///
-    /// Why: a tenant's tasks alternate between the workers, so recording a value touches a
-    /// histogram bucket the other worker wrote last (a cross-core cache-line transfer, under
-    /// the pool's lock, on every task: ≈ 0.15 µs per task on the bench, docs/benchmarks.md).
-    /// Appending to a worker's own log is a sequential write; folding a full log records
-    /// its values together, while the lines they touch stay in this core's cache.
-    pub fn with_worker_logs(mut self, workers: usize) -> Self {
-        self.logs = (0..workers)
-            .map(|_| Log(Vec::with_capacity(LOG_CAP)))
-            .collect();
-        self
-    }
-
-    /// Worker `w` starts tenant `i`'s request after waiting `wait_ns`: the counters now, the
-    /// wait histogram at the next [`fold`](Stats::fold) (every value is in it by then).
-    pub fn started_by(&mut self, w: usize, i: u32, wait_ns: u64) {
-        self.tenants[i as usize].start_counts(wait_ns);
-        self.defer(w, i, false, wait_ns);
-    }
-
-    /// Worker `w` finished tenant `i`'s request having cost `cost`: the counters now, the
-    /// cost histogram at the next [`fold`](Stats::fold).
-    pub fn finished_by(&mut self, w: usize, i: u32, cost: f64, panicked: bool) {
-        self.tenants[i as usize].finish_counts(cost, panicked);
-        self.defer(w, i, true, crate::histogram::whole(cost));
-    }
-
-    fn defer(&mut self, w: usize, stat: u32, cost: bool, value: u64) {
-        let Some(log) = self.logs.get_mut(w) else {
-            // No log for this worker: record at once.
-            let m = &mut self.tenants[stat as usize].m;
-            if cost { &mut m.cost } else { &mut m.wait }.record(value);
-            return;
-        };
-        log.0.push(Deferred { stat, cost, value });
-        if log.0.len() >= LOG_CAP {
-            Self::fold_log(&mut self.tenants, &mut log.0);
-        }
-    }
-
-    /// Record every deferred value in its histogram (before anything reads them).
-    pub fn fold(&mut self) {
-        for log in &mut self.logs {
-            Self::fold_log(&mut self.tenants, &mut log.0);
-        }
-    }
-
-    fn fold_log(tenants: &mut [TenantStats], log: &mut Vec<Deferred>) {
-        for d in log.drain(..) {
-            let m = &mut tenants[d.stat as usize].m;
-            if d.cost { &mut m.cost } else { &mut m.wait }.record(d.value);
         }
     }
 
@@ -234,13 +158,7 @@ impl Stats {
         &mut self.tenants[i as usize]
     }
 
-    /// Every tenant's metrics. Deferred histogram values must be folded first
-    /// ([`fold`](Stats::fold)); a debug build checks that they were.
     pub fn snapshot(&self) -> MetricsSnapshot {
-        debug_assert!(
-            self.logs.iter().all(|l| l.0.is_empty()),
-            "snapshot before fold"
-        );
         let mut tenants: Vec<TenantMetrics> = self.tenants.iter().map(|t| t.m.clone()).collect();
         tenants.sort_by_key(|t| t.tenant);
         MetricsSnapshot { tenants }
@@ -272,15 +190,9 @@ impl TenantStats {
 
     /// A request started after waiting `wait_ns`.
     pub fn started(&mut self, wait_ns: u64) {
-        self.start_counts(wait_ns);
-        self.m.wait.record(wait_ns);
-    }
-
-    /// [`started`](TenantStats::started) but for the wait histogram (the caller defers it).
-    fn start_counts(&mut self, wait_ns: u64) {
-        let _ = wait_ns; // exported below with the `metrics` feature
         self.m.queued = self.m.queued.saturating_sub(1);
         self.m.running += 1;
+        self.m.wait.record(wait_ns);
         #[cfg(feature = "metrics")]
         {
             self.exported.queued.decrement(1.0);
@@ -291,15 +203,10 @@ impl TenantStats {
 
     /// A running request finished having cost `cost`.
     pub fn finished(&mut self, cost: f64, panicked: bool) {
-        self.finish_counts(cost, panicked);
-        self.m.cost.record_f64(cost);
-    }
-
-    /// [`finished`](TenantStats::finished) but for the cost histogram (the caller defers it).
-    fn finish_counts(&mut self, cost: f64, panicked: bool) {
         self.m.running = self.m.running.saturating_sub(1);
         self.m.completed += 1;
         self.m.cost_total += cost;
+        self.m.cost.record_f64(cost);
         if panicked {
             self.m.panicked += 1;
         }
