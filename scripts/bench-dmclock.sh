@@ -19,7 +19,12 @@
 #   ALGS    fairlane presets                      (default: "wfq sfq 2dfq"; sfq = SFQ(D), D = 1)
 #   OUT     where the peer binary and raw lines go (default: target/bench-dmclock)
 #
-# Example: ROUNDS=5 DMC=~/src/dmclock scripts/bench-dmclock.sh
+# Example: ROUNDS=15 DMC=~/src/dmclock scripts/bench-dmclock.sh
+#
+# Use 15 rounds or more on a shared VM: the project's machine has phases, seconds long, in
+# which both programs run about 2x slower (dmclock 115 <-> 229 ns, fairlane WFQ 41 <-> 77 ns
+# at 10 clients, pinned or not; docs/benchmarks.md, sitting 6). With 5 rounds one program
+# can land in the slow phase more often than the other and the ratio of medians halves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
