@@ -187,7 +187,8 @@ if [ "${PROFILE:-0}" = 1 ]; then
       sleep 1.5
       perf record -q -e raw_syscalls:sys_enter -e raw_syscalls:sys_exit -e sched:sched_switch -p "$3" -o "$W/$1.data" -- sleep 1 >/dev/null 2>&1
       wait $lgp
-      perf script -i "$W/$1.data" 2>/dev/null | python3 scripts/latency-spans.py "$1" "${RATE:-2000}"
+      # A failed recording is reported by latency-spans.py and does not end the run.
+      perf script -i "$W/$1.data" 2>/dev/null | python3 scripts/latency-spans.py "$1" "${RATE:-2000}" || true
     done; done
   else
     echo "(perf cannot trace system calls here: the user/system-call split is skipped)"

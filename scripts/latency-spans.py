@@ -42,7 +42,7 @@ def main():
         last_t = t
         prev = last.get(tid)
         if event == "sched:sched_switch":
-            if prev and rest.startswith(f"prev_comm=") and f"prev_pid={tid} " in rest:
+            if prev and rest.startswith("prev_comm=") and f"prev_pid={tid} " in rest:
                 last[tid] = (prev[0], prev[1], prev[2], True)
             continue
         nr_m = NR.search(rest)
