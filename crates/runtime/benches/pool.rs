@@ -56,6 +56,10 @@
 //! * `locked 2dfqe cpu`: `locked 2dfqe`, but reading the thread CPU clock at every task boundary
 //!   (what thread-CPU charging costs without the hybrid meter). Not on the ladder.
 //!
+//! The meter rules, the statistics and the slab here are copies of crate-private FairPool code
+//! (`meter.rs`, `stats.rs`, `pool.rs`'s `put_job`), named where they stand: when those change,
+//! change the copies too, or the ladder stops describing FairPool.
+//!
 //! After the rows the loop prints the ladder: each rung's CPU per task and its increase over
 //! the rung before it (crossbeam → `locked FIFO` → `locked fifo seam` → `locked fifo metered`
 //! → `locked 2dfqe` → `locked 2dfqe stats` → FairPool `2dfqe`).
