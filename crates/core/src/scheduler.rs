@@ -1,6 +1,7 @@
 //! The scheduling seam: the one interface every executor drives (DESIGN.md, "the life of a
 //! request").
 
+use crate::levels::LevelView;
 use crate::types::{Decision, Error, Request, TenantId, Ticket};
 
 /// A fair scheduler behind the seam
@@ -108,6 +109,12 @@ pub trait Inspect {
     /// The system virtual time, for schedulers that keep one.
     fn virtual_time(&self) -> Option<f64> {
         None
+    }
+
+    /// The priority levels, by id ([`LevelScheduler`](crate::levels::LevelScheduler));
+    /// empty for a scheduler without levels.
+    fn levels(&self) -> Vec<LevelView<'_>> {
+        Vec::new()
     }
 }
 
