@@ -134,7 +134,8 @@ pub(crate) struct Routed<T> {
 struct Level<T> {
     name: String,
     sched: Box<dyn Scheduler<Routed<T>> + Send>,
-    /// Its fair scheduler's workers: `max(1, current)`.
+    /// Its fair scheduler's workers: `max(1, current)` (ServerCL for an exempt level, whose
+    /// seats are the executor's workers).
     seat_limit: usize,
     flows: Flows,
     seats: Seats,
@@ -388,17 +389,31 @@ impl<T: Send + 'static> LevelScheduler<T> {
         Ok(e)
     }
 
-    /// Try to start a request of level `i` on one of its seats: the dispatch, or the time to
-    /// ask again (its fair scheduler's `RetryAt`; ∞ when it has no seat free).
-    fn start(&mut self, i: usize, now: f64) -> Result<Result<Dispatch<T>, f64>, Error> {
+    /// Try to start a request of level `i` on one of its seats (an exempt level's seat is
+    /// the executor's `worker`): the dispatch, or the time to ask again (its fair scheduler's
+    /// `RetryAt`; ∞ when it has no seat free).
+    fn start(
+        &mut self,
+        i: usize,
+        worker: usize,
+        now: f64,
+    ) -> Result<Result<Dispatch<T>, f64>, Error> {
+        let exempt = self.states[i].exempt;
         let level = &mut self.levels[i];
-        let Some(seat) = level.seats.take(level.seat_limit) else {
-            return Ok(Err(f64::INFINITY));
+        let seat = if exempt {
+            worker
+        } else {
+            let Some(seat) = level.seats.take(level.seat_limit) else {
+                return Ok(Err(f64::INFINITY));
+            };
+            seat
         };
         let d = match level.sched.dequeue(seat, now)? {
             Decision::Run(d) => d,
             other => {
-                level.seats.release(seat);
+                if !exempt {
+                    level.seats.release(seat);
+                }
                 return Ok(Err(match other {
                     Decision::RetryAt(t) => t,
                     _ => f64::INFINITY,
@@ -556,7 +571,7 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
                 held = true;
                 continue;
             }
-            match self.start(i, now)? {
+            match self.start(i, worker, now)? {
                 Ok(d) => return Ok(Decision::Run(d)),
                 Err(t) => retry = retry.min(t),
             }
@@ -586,8 +601,10 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             let tenant = level.flows.flow(e.flow).map_or(TenantId(0), |f| f.tenant);
             outer_error(err, Some(ticket), tenant)
         })?;
-        level.seats.release(e.seat as usize);
         let st = &mut self.states[i];
+        if !st.exempt {
+            level.seats.release(e.seat as usize);
+        }
         st.running -= 1;
         st.demand_changed(now);
         self.running -= 1;
