@@ -243,7 +243,10 @@ impl Sharing {
 /// s.enqueue(Request::new(9u64, 0u32, "api").at_level(high), 0.0).unwrap();
 /// let views = s.levels();
 /// assert_eq!((views[1].nominal, views[2].nominal), (3, 1)); // 3:1 of 4 seats
+/// // Levels under their limits go in configuration order: the high level first.
 /// let d = s.dequeue(0, 0.0).unwrap().run().unwrap();
+/// assert_eq!((d.request.payload, d.request.level), ("api", high));
+/// let d = s.dequeue(1, 0.0).unwrap().run().unwrap();
 /// assert_eq!((d.request.payload, d.request.level), ("batch", LevelId(2)));
 /// ```
 #[derive(Clone, Debug, PartialEq)]
