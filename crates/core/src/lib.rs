@@ -65,5 +65,6 @@ pub use estimate::{CostEstimator, EstimatorKind};
 pub use scheduler::{Admin, BoxedScheduler, Inspect, Scheduler, TenantView};
 pub use tags::Charging;
 pub use types::{
-    ClassId, Decision, Dispatch, Error, LevelId, Request, TenantId, Ticket, MAX_WEIGHT, MIN_WEIGHT,
+    ClassId, Decision, Dispatch, Error, LevelFieldError, LevelId, Request, TenantId, Ticket,
+    MAX_WEIGHT, MIN_WEIGHT,
 };

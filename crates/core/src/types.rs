@@ -254,28 +254,49 @@ pub enum Error {
         reason: String,
     },
     /// A priority level's configuration value outside its allowed range
-    /// ([`LevelsConfig`](crate::levels::LevelsConfig)): `levels[index].field`.
-    InvalidLevel {
-        /// The level's index in the configuration's list.
-        index: usize,
-        /// Its name.
-        name: String,
-        /// The field.
-        field: &'static str,
-        /// What is allowed, and what was given.
-        reason: String,
-    },
+    /// ([`LevelsConfig`](crate::levels::LevelsConfig)): `levels[index].field` (boxed: the
+    /// hot path's results stay small).
+    InvalidLevel(Box<LevelFieldError>),
     /// A request for a priority level the scheduler does not have.
     UnknownLevel(LevelId),
-    /// A priority level's queue is at its `queue_limit`: the request was not queued.
+    /// A priority level's queue is at its `queue_limit`: the request was not queued (its
+    /// name is in [`Inspect::levels`](crate::Inspect::levels)).
     LevelFull {
         /// The level.
         level: LevelId,
-        /// Its name.
-        name: String,
         /// Its queue limit.
         limit: usize,
     },
+}
+
+/// Which field of which priority level is wrong ([`Error::InvalidLevel`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelFieldError {
+    /// The level's index in the configuration's list.
+    pub index: usize,
+    /// Its name.
+    pub name: String,
+    /// The field.
+    pub field: &'static str,
+    /// What is allowed, and what was given.
+    pub reason: String,
+}
+
+impl Error {
+    /// `levels[index].field` of the level `name` is wrong.
+    pub(crate) fn invalid_level(
+        index: usize,
+        name: &str,
+        field: &'static str,
+        reason: String,
+    ) -> Self {
+        Error::InvalidLevel(Box::new(LevelFieldError {
+            index,
+            name: name.to_string(),
+            field,
+            reason,
+        }))
+    }
 }
 
 impl fmt::Display for Error {
@@ -323,16 +344,15 @@ impl fmt::Display for Error {
             Error::TenantBusy(t) => write!(f, "{t} still has queued or running requests"),
             Error::UnknownTenant(t) => write!(f, "{t} is unknown"),
             Error::InvalidConfig { field, reason } => write!(f, "invalid {field}: {reason}"),
-            Error::InvalidLevel {
-                index,
-                name,
-                field,
-                reason,
-            } => write!(f, "invalid levels[{index}] ({name:?}).{field}: {reason}"),
-            Error::UnknownLevel(level) => write!(f, "{level} does not exist"),
-            Error::LevelFull { level, name, limit } => write!(
+            Error::InvalidLevel(e) => write!(
                 f,
-                "priority level {name:?} ({level}) is full: {limit} requests queued"
+                "invalid levels[{}] ({:?}).{}: {}",
+                e.index, e.name, e.field, e.reason
+            ),
+            Error::UnknownLevel(level) => write!(f, "{level} does not exist"),
+            Error::LevelFull { level, limit } => write!(
+                f,
+                "priority {level} is full: {limit} requests queued (its queue_limit)"
             ),
         }
     }

@@ -103,12 +103,7 @@ impl LevelConfig {
     /// Check every field; the error names `levels[index].field`.
     pub fn check(&self, index: usize) -> Result<(), Error> {
         let bad = |field: &'static str, reason: String| {
-            Err(Error::InvalidLevel {
-                index,
-                name: self.name.clone(),
-                field,
-                reason,
-            })
+            Err(Error::invalid_level(index, &self.name, field, reason))
         };
         let percent = |p: f64| p.is_finite() && (0.0..=100.0).contains(&p);
         if self.name.trim().is_empty() {
@@ -123,7 +118,7 @@ impl LevelConfig {
                 ),
             );
         }
-        if !self.exempt && !(self.shares.is_finite() && self.shares > 0.0) {
+        if !(self.exempt || self.shares.is_finite() && self.shares > 0.0) {
             return bad(
                 "shares",
                 format!("must be finite and > 0, got {}", self.shares),
@@ -219,7 +214,7 @@ impl Sharing {
                 period,
                 early_reclaim,
             } => Box::new(Borrowing::new(period, early_reclaim)),
-            Sharing::Strict => Box::new(Strict::default()),
+            Sharing::Strict => Box::new(Strict),
         }
     }
 }
@@ -313,15 +308,25 @@ impl LevelsConfig {
     /// Check everything but the fair schedulers (checked as they are built): each level,
     /// unique names, the catch-all, the sharing, and ServerCL against the levels.
     pub fn check(&self) -> Result<usize, Error> {
+        if self.levels.len() > super::MAX_LEVELS {
+            return Err(Error::InvalidConfig {
+                field: "levels",
+                reason: format!(
+                    "at most {} levels, got {}",
+                    super::MAX_LEVELS,
+                    self.levels.len()
+                ),
+            });
+        }
         for (i, l) in self.levels.iter().enumerate() {
             l.check(i)?;
             if let Some(j) = self.levels[..i].iter().position(|o| o.name == l.name) {
-                return Err(Error::InvalidLevel {
-                    index: i,
-                    name: l.name.clone(),
-                    field: "name",
-                    reason: format!("levels[{j}] has the same name"),
-                });
+                return Err(Error::invalid_level(
+                    i,
+                    &l.name,
+                    "name",
+                    format!("levels[{j}] has the same name"),
+                ));
             }
         }
         let catch_all = self.catch_all_index()?;
@@ -344,12 +349,12 @@ impl LevelsConfig {
             });
         };
         if self.levels[i].exempt {
-            return Err(Error::InvalidLevel {
-                index: i,
-                name: self.levels[i].name.clone(),
-                field: "exempt",
-                reason: "the catch-all level cannot be exempt".into(),
-            });
+            return Err(Error::invalid_level(
+                i,
+                &self.levels[i].name,
+                "exempt",
+                "the catch-all level cannot be exempt".into(),
+            ));
         }
         Ok(i)
     }

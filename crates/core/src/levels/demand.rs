@@ -25,7 +25,7 @@ pub struct DemandStats {
 #[derive(Clone, Debug)]
 pub(crate) struct Demand {
     value: f64,
-    /// When `value` last changed (−∞: never observed).
+    /// When `value` last changed (−∞: not [`start`](Demand::start)ed).
     since: f64,
     /// When the current period began.
     start: f64,
@@ -51,28 +51,32 @@ impl Default for Demand {
 }
 
 impl Demand {
-    fn accrue(&mut self, now: f64) {
-        if !self.since.is_finite() {
-            (self.since, self.start) = (now, now);
-        } else if now > self.since {
-            let dt = now - self.since;
-            self.sum += self.value * dt;
-            self.sum2 += self.value * self.value * dt;
-            self.since = now;
-        }
+    /// Observation begins at `now` (the scheduler's first call).
+    pub fn start(&mut self, now: f64) {
+        (self.since, self.start) = (now, now);
     }
 
-    /// The demand became `seats` at `now`.
+    /// Integrate up to `now`, which is at or after the last change (the scheduler's time
+    /// never goes back).
     #[inline]
-    pub fn set(&mut self, seats: usize, now: f64) {
+    fn accrue(&mut self, now: f64) {
+        let dt = now - self.since;
+        self.sum += self.value * dt;
+        self.sum2 += self.value * self.value * dt;
+        self.since = now;
+    }
+
+    /// The demand moved by `delta` seats at `now` (after [`start`](Demand::start)).
+    #[inline]
+    pub fn add(&mut self, delta: f64, now: f64) {
         self.accrue(now);
-        self.value = seats as f64;
+        self.value += delta;
         self.high = self.high.max(self.value);
     }
 
     /// End the period at `now` (adjustment period `period`) and start the next one.
     pub fn close(&mut self, now: f64, period: f64) -> DemandStats {
-        if !now.is_finite() {
+        if !(now.is_finite() && self.since.is_finite()) {
             return self.last; // before the first call: nothing observed yet
         }
         self.accrue(now);
@@ -103,9 +107,9 @@ mod tests {
     #[test]
     fn integrates_between_changes() {
         let mut d = Demand::default();
-        d.set(0, 0.0);
-        d.set(4, 2.0); // 0 on [0, 2), 4 on [2, 4), 2 on [4, 10)
-        d.set(2, 4.0);
+        d.start(0.0);
+        d.add(4.0, 2.0); // 0 on [0, 2), 4 on [2, 4), 2 on [4, 10)
+        d.add(-2.0, 4.0);
         let s = d.close(10.0, 10.0);
         assert!((s.average - 2.0).abs() < 1e-12, "{s:?}"); // (0·2 + 4·2 + 2·6) / 10
         let var = (0.0 * 2.0 + 16.0 * 2.0 + 4.0 * 6.0) / 10.0 - 4.0;
@@ -125,7 +129,9 @@ mod tests {
     #[test]
     fn a_closed_instant_keeps_the_smoothed_figure() {
         let mut d = Demand::default();
-        d.set(3, 5.0);
+        assert_eq!(d.close(5.0, 10.0), DemandStats::default()); // not started
+        d.start(5.0);
+        d.add(3.0, 5.0);
         let s = d.close(5.0, 10.0);
         assert_eq!((s.high_watermark, s.smoothed), (3.0, 0.0));
         assert_eq!(d.close(f64::NEG_INFINITY, 10.0), s);

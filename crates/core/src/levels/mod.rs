@@ -38,9 +38,7 @@ mod sharing;
 
 use crate::config::check_worker;
 use crate::scheduler::{check_target, Admin, Inspect, Scheduler, TenantView};
-use crate::types::{
-    check_cost, check_weight, Decision, Dispatch, Error, LevelId, Request, TenantId, Ticket,
-};
+use crate::types::{check_weight, Decision, Dispatch, Error, LevelId, Request, TenantId, Ticket};
 use crate::util::FxHashMap;
 use alloc::{apportion, Limits};
 use flows::{Flow, Flows, Seats};
@@ -125,10 +123,37 @@ impl LevelView<'_> {
     }
 }
 
-/// What a level's fair scheduler carries for each request: the outer slot and the payload.
+/// What a level's fair scheduler carries for each request: its flow and the payload. A
+/// dispatch reads the flow from the slot the fair scheduler reads anyway, not from the (by
+/// then cold) flow table.
 pub(crate) struct Routed<T> {
-    slot: u32,
+    flow: Flow,
     payload: T,
+}
+
+/// Bits of a ticket's slot number that are the level's fair scheduler's slot; the bits above
+/// are the level. A ticket is the level's fair scheduler's ticket with the level in it: no
+/// table between them, and the fair scheduler checks it as it checks its own.
+const SLOT_BITS: u32 = 24;
+
+/// The most levels a configuration may have (the ticket bits above [`SLOT_BITS`]).
+pub const MAX_LEVELS: usize = 1 << (32 - SLOT_BITS);
+
+/// The most requests one level may hold queued and running at once.
+pub const MAX_LEVEL_REQUESTS: usize = 1 << SLOT_BITS;
+
+/// The caller's ticket for level `i`'s fair scheduler's ticket `inner`.
+#[inline]
+fn outer_ticket(i: usize, inner: Ticket) -> Ticket {
+    Ticket::new(((i as u32) << SLOT_BITS) | inner.slot(), inner.generation())
+}
+
+/// The level and the level's fair scheduler's ticket behind a caller's ticket.
+#[inline]
+fn inner_ticket(ticket: Ticket) -> (usize, Ticket) {
+    let slot = ticket.slot();
+    let inner = Ticket::new(slot & (MAX_LEVEL_REQUESTS as u32 - 1), ticket.generation());
+    ((slot >> SLOT_BITS) as usize, inner)
 }
 
 struct Level<T> {
@@ -139,27 +164,11 @@ struct Level<T> {
     seat_limit: usize,
     flows: Flows,
     seats: Seats,
+    /// The seat of each running request, by its fair scheduler's slot.
+    seat_of: Vec<u32>,
     queue_limit: Option<usize>,
     queue_timeout: Option<f64>,
     requires_cost: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Free,
-    Queued,
-    Running,
-}
-
-/// One request, from enqueue to completion.
-#[derive(Clone, Copy, Debug)]
-struct Entry {
-    generation: u32,
-    state: State,
-    level: u32,
-    flow: u32,
-    seat: u32,
-    inner: Ticket,
 }
 
 /// A tenant's settings and its flows, `(level, flow)`.
@@ -181,8 +190,6 @@ pub struct LevelScheduler<T> {
     non_exempt: usize,
     server: usize,
     sharing: Box<dyn Policy>,
-    entries: Vec<Entry>,
-    free_entries: Vec<u32>,
     tenants: FxHashMap<TenantId, TenantEntry>,
     /// The weight of a tenant never given one (the catch-all level's default).
     default_weight: f64,
@@ -222,12 +229,9 @@ impl<T: Send + 'static> LevelScheduler<T> {
         for (index, (l, st)) in config.levels.iter().zip(&states).enumerate() {
             let seat_limit = st.current.max(1);
             let inner = l.scheduler.unwrap_or(config.scheduler).workers(seat_limit);
-            let sched = inner.build().map_err(|e| Error::InvalidLevel {
-                index,
-                name: l.name.clone(),
-                field: "scheduler",
-                reason: e.to_string(),
-            })?;
+            let sched = inner
+                .build()
+                .map_err(|e| Error::invalid_level(index, &l.name, "scheduler", e.to_string()))?;
             levels.push(Level {
                 name: l.name.clone(),
                 requires_cost: sched.requires_cost(),
@@ -235,6 +239,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
                 seat_limit,
                 flows: Flows::default(),
                 seats: Seats::default(),
+                seat_of: Vec::new(),
                 queue_limit: l.queue_limit,
                 queue_timeout: l.queue_timeout,
             });
@@ -249,8 +254,6 @@ impl<T: Send + 'static> LevelScheduler<T> {
             catch_all,
             server,
             sharing,
-            entries: Vec::new(),
-            free_entries: Vec::new(),
             tenants: FxHashMap::default(),
             default_weight: config.levels[catch_all]
                 .scheduler
@@ -268,6 +271,11 @@ impl<T: Send + 'static> LevelScheduler<T> {
             return Err(Error::InvalidTime(now));
         }
         if now > self.now {
+            if self.now == f64::NEG_INFINITY {
+                for st in &mut self.states {
+                    st.demand.start(now); // the first call: demand is observed from here
+                }
+            }
             self.now = now;
         }
         Ok(self.now)
@@ -317,7 +325,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
         });
         if let Err(e) = set {
             self.drop_flow(i, f);
-            return Err(outer_error(e, None, flow.tenant));
+            return Err(tenant_error(e, flow.tenant));
         }
         Ok((f, true))
     }
@@ -338,60 +346,10 @@ impl<T: Send + 'static> LevelScheduler<T> {
         }
     }
 
-    fn alloc_entry(&mut self, level: usize, flow: u32) -> u32 {
-        let fresh = Entry {
-            generation: 0,
-            state: State::Queued,
-            level: level as u32,
-            flow,
-            seat: u32::MAX,
-            inner: Ticket(0),
-        };
-        match self.free_entries.pop() {
-            Some(slot) => {
-                let e = &mut self.entries[slot as usize];
-                *e = Entry {
-                    generation: e.generation,
-                    ..fresh
-                };
-                slot
-            }
-            None => {
-                self.entries.push(fresh);
-                (self.entries.len() - 1) as u32
-            }
-        }
-    }
-
-    fn free_entry(&mut self, slot: u32) {
-        let e = &mut self.entries[slot as usize];
-        e.state = State::Free;
-        e.generation = e.generation.wrapping_add(1);
-        self.free_entries.push(slot);
-    }
-
-    /// The live entry behind an outer ticket.
-    #[inline]
-    fn entry(&self, ticket: Ticket) -> Result<Entry, Error> {
-        self.entries
-            .get(ticket.slot() as usize)
-            .filter(|e| e.generation == ticket.generation() && e.state != State::Free)
-            .copied()
-            .ok_or(Error::UnknownTicket(ticket))
-    }
-
-    #[inline]
-    fn running_entry(&self, ticket: Ticket) -> Result<Entry, Error> {
-        let e = self.entry(ticket)?;
-        if e.state != State::Running {
-            return Err(Error::NotRunning(ticket));
-        }
-        Ok(e)
-    }
-
     /// Try to start a request of level `i` on one of its seats (an exempt level's seat is
     /// the executor's `worker`): the dispatch, or the time to ask again (its fair scheduler's
     /// `RetryAt`; ∞ when it has no seat free).
+    #[inline]
     fn start(
         &mut self,
         i: usize,
@@ -420,22 +378,19 @@ impl<T: Send + 'static> LevelScheduler<T> {
                 }));
             }
         };
-        let Routed { slot, payload } = d.request.payload;
-        let e = &mut self.entries[slot as usize];
-        e.state = State::Running;
-        e.seat = seat as u32;
-        e.inner = d.ticket;
-        let flow = level
-            .flows
-            .flow(e.flow)
-            .expect("a flow with a queued request is known");
+        let Routed { flow, payload } = d.request.payload;
+        let slot = d.ticket.slot() as usize;
+        if level.seat_of.len() <= slot {
+            level.seat_of.resize(slot + 1, 0);
+        }
+        level.seat_of[slot] = seat as u32;
         let st = &mut self.states[i];
         st.queued -= 1;
         st.running += 1;
         self.queued -= 1;
         self.running += 1;
         Ok(Ok(Dispatch {
-            ticket: Ticket::new(slot, e.generation),
+            ticket: outer_ticket(i, d.ticket),
             request: Request {
                 tenant: flow.tenant,
                 class: d.request.class,
@@ -473,23 +428,29 @@ fn set_limits(states: &mut [LevelState], server: usize) {
     }
 }
 
-/// An error of a level's fair scheduler in the caller's terms: the outer ticket, the tenant
-/// rather than the flow id.
-fn outer_error(e: Error, ticket: Option<Ticket>, tenant: TenantId) -> Error {
-    match (e, ticket) {
-        (Error::UnknownTicket(_), Some(t)) => Error::UnknownTicket(t),
-        (Error::NotRunning(_), Some(t)) => Error::NotRunning(t),
-        (Error::AlreadyRunning(_), Some(t)) => Error::AlreadyRunning(t),
-        (Error::UsageDecreased { before, now, .. }, Some(ticket)) => Error::UsageDecreased {
+/// An error of a level's fair scheduler about a ticket, in the caller's ticket.
+fn ticket_error(e: Error, ticket: Ticket) -> Error {
+    match e {
+        Error::UnknownTicket(_) => Error::UnknownTicket(ticket),
+        Error::NotRunning(_) => Error::NotRunning(ticket),
+        Error::AlreadyRunning(_) => Error::AlreadyRunning(ticket),
+        Error::UsageDecreased { before, now, .. } => Error::UsageDecreased {
             ticket,
             before,
             now,
         },
-        (Error::InvalidWeight { value, .. }, _) => Error::InvalidWeight { tenant, value },
-        (Error::CostRequired { class, .. }, _) => Error::CostRequired { tenant, class },
-        (Error::TenantBusy(_), _) => Error::TenantBusy(tenant),
-        (Error::UnknownTenant(_), _) => Error::UnknownTenant(tenant),
-        (e, _) => e,
+        e => e,
+    }
+}
+
+/// An error of a level's fair scheduler about a flow, in the caller's tenant.
+fn tenant_error(e: Error, tenant: TenantId) -> Error {
+    match e {
+        Error::InvalidWeight { value, .. } => Error::InvalidWeight { tenant, value },
+        Error::CostRequired { class, .. } => Error::CostRequired { tenant, class },
+        Error::TenantBusy(_) => Error::TenantBusy(tenant),
+        Error::UnknownTenant(_) => Error::UnknownTenant(tenant),
+        e => e,
     }
 }
 
@@ -497,9 +458,6 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.observe(now)?;
         let i = self.resolve(request.level)?;
-        if let Some(c) = request.cost {
-            check_cost("cost", c)?;
-        }
         let (tenant, class) = (request.tenant, request.class);
         let level = &self.levels[i];
         if request.cost.is_none() && level.requires_cost {
@@ -508,7 +466,6 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
         if let Some(limit) = level.queue_limit.filter(|&l| self.states[i].queued >= l) {
             return Err(Error::LevelFull {
                 level: LevelId(i as u32),
-                name: level.name.clone(),
                 limit,
             });
         }
@@ -517,37 +474,39 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             distinguisher: request.distinguisher,
         };
         let (f, created) = self.flow(i, flow, now)?;
-        let slot = self.alloc_entry(i, f);
         let inner = Request {
             tenant: TenantId(u64::from(f)),
             class,
             cost: request.cost,
             payload: Routed {
-                slot,
+                flow,
                 payload: request.payload,
             },
             level: LevelId::CATCH_ALL,
             distinguisher: 0,
         };
-        match self.levels[i].sched.enqueue(inner, now) {
+        let level = &mut self.levels[i];
+        let t = match level.sched.enqueue(inner, now) {
+            Ok(t) if (t.slot() as usize) < MAX_LEVEL_REQUESTS => t,
             Ok(t) => {
-                let e = &mut self.entries[slot as usize];
-                e.inner = t;
-                let ticket = Ticket::new(slot, e.generation);
-                let st = &mut self.states[i];
-                st.queued += 1;
-                st.demand_changed(now);
-                self.queued += 1;
-                Ok(ticket)
+                let _ = level.sched.cancel(t, now);
+                return Err(Error::LevelFull {
+                    level: LevelId(i as u32),
+                    limit: MAX_LEVEL_REQUESTS,
+                });
             }
             Err(e) => {
-                self.free_entry(slot);
                 if created {
                     self.drop_flow(i, f);
                 }
-                Err(outer_error(e, None, tenant))
+                return Err(tenant_error(e, tenant));
             }
-        }
+        };
+        let st = &mut self.states[i];
+        st.queued += 1;
+        st.demand_moved(1.0, now);
+        self.queued += 1;
+        Ok(outer_ticket(i, t))
     }
 
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
@@ -556,10 +515,13 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
         if self.queued == 0 {
             return Ok(Decision::Empty);
         }
-        if self.sharing.prepare(&mut self.states, self.server, now) {
+        let free = self.server.saturating_sub(self.running);
+        if self
+            .sharing
+            .prepare(&mut self.states, self.server, now, free)
+        {
             self.sync_workers()?;
         }
-        let free = self.server.saturating_sub(self.running);
         let (mut retry, mut held) = (f64::INFINITY, false);
         for k in 0..self.order.len() {
             let i = self.order[k];
@@ -567,7 +529,7 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             if st.queued == 0 {
                 continue;
             }
-            if !st.exempt && (free == 0 || !self.sharing.admits(&self.states, i, free)) {
+            if !st.exempt && (free == 0 || st.running >= st.open) {
                 held = true;
                 continue;
             }
@@ -584,60 +546,52 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
 
     fn progress(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
         let now = self.observe(now)?;
-        let e = self.running_entry(ticket)?;
-        let level = &mut self.levels[e.level as usize];
-        level.sched.progress(e.inner, used, now).map_err(|err| {
-            let tenant = level.flows.flow(e.flow).map_or(TenantId(0), |f| f.tenant);
-            outer_error(err, Some(ticket), tenant)
-        })
+        let (i, inner) = inner_ticket(ticket);
+        let level = self.levels.get_mut(i).ok_or(Error::UnknownTicket(ticket))?;
+        level
+            .sched
+            .progress(inner, used, now)
+            .map_err(|e| ticket_error(e, ticket))
     }
 
     fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
         let now = self.observe(now)?;
-        let e = self.running_entry(ticket)?;
-        let i = e.level as usize;
-        let level = &mut self.levels[i];
-        level.sched.complete(e.inner, used, now).map_err(|err| {
-            let tenant = level.flows.flow(e.flow).map_or(TenantId(0), |f| f.tenant);
-            outer_error(err, Some(ticket), tenant)
-        })?;
+        let (i, inner) = inner_ticket(ticket);
+        let level = self.levels.get_mut(i).ok_or(Error::UnknownTicket(ticket))?;
+        level
+            .sched
+            .complete(inner, used, now)
+            .map_err(|e| ticket_error(e, ticket))?;
         let st = &mut self.states[i];
         if !st.exempt {
-            level.seats.release(e.seat as usize);
+            level
+                .seats
+                .release(level.seat_of[inner.slot() as usize] as usize);
         }
         st.running -= 1;
-        st.demand_changed(now);
+        st.demand_moved(-1.0, now);
         self.running -= 1;
-        self.free_entry(ticket.slot());
         Ok(())
     }
 
     fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error> {
         let now = self.observe(now)?;
-        let e = self.entry(ticket)?;
-        if e.state == State::Running {
-            return Err(Error::AlreadyRunning(ticket));
-        }
-        let i = e.level as usize;
-        let level = &mut self.levels[i];
-        let flow = level
-            .flows
-            .flow(e.flow)
-            .expect("a flow with a queued request is known");
+        let (i, inner) = inner_ticket(ticket);
+        let level = self.levels.get_mut(i).ok_or(Error::UnknownTicket(ticket))?;
         let r = level
             .sched
-            .cancel(e.inner, now)
-            .map_err(|err| outer_error(err, Some(ticket), flow.tenant))?;
+            .cancel(inner, now)
+            .map_err(|e| ticket_error(e, ticket))?;
+        let Routed { flow, payload } = r.payload;
         let st = &mut self.states[i];
         st.queued -= 1;
-        st.demand_changed(now);
+        st.demand_moved(-1.0, now);
         self.queued -= 1;
-        self.free_entry(ticket.slot());
         Ok(Request {
             tenant: flow.tenant,
             class: r.class,
             cost: r.cost,
-            payload: r.payload.payload,
+            payload,
             level: LevelId(i as u32),
             distinguisher: flow.distinguisher,
         })
@@ -667,7 +621,7 @@ impl<T: Send + 'static> Admin for LevelScheduler<T> {
             self.levels[i as usize]
                 .sched
                 .set_weight(inner, weight, now)
-                .map_err(|e| outer_error(e, None, tenant))?;
+                .map_err(|e| tenant_error(e, tenant))?;
         }
         Ok(())
     }
@@ -683,7 +637,7 @@ impl<T: Send + 'static> Admin for LevelScheduler<T> {
             self.levels[i as usize]
                 .sched
                 .set_target(inner, target, now)
-                .map_err(|e| outer_error(e, None, tenant))?;
+                .map_err(|e| tenant_error(e, tenant))?;
         }
         Ok(())
     }

@@ -22,16 +22,19 @@ pub(crate) struct LevelState {
     /// The seats the level may hold now (APF's CurrentCL; the cap in strict bands; ServerCL
     /// for an exempt level).
     pub current: usize,
+    /// For the dispatch being decided: the level may start a request while `running < open`
+    /// (set by [`Sharing::prepare`]).
+    pub open: usize,
     pub queued: usize,
     pub running: usize,
     pub demand: Demand,
 }
 
 impl LevelState {
-    /// Queued or running changed at `now`.
+    /// A request arrived (+1) or left (−1) at `now`: its seat demand moved.
     #[inline]
-    pub fn demand_changed(&mut self, now: f64) {
-        self.demand.set(self.queued + self.running, now);
+    pub fn demand_moved(&mut self, delta: f64, now: f64) {
+        self.demand.add(delta, now);
     }
 }
 
@@ -41,15 +44,12 @@ pub(crate) trait Sharing: Send {
     /// `limits` are already set), at `now` (−∞ before the first call).
     fn reset(&mut self, levels: &mut [LevelState], server: usize, now: f64);
 
-    /// Before a dispatch decision at `now`. Returns whether any `current` changed.
-    fn prepare(&mut self, levels: &mut [LevelState], server: usize, now: f64) -> bool;
+    /// Before a dispatch decision at `now`, `free` workers being free: set every
+    /// non-exempt level's `open`. Returns whether any `current` changed.
+    fn prepare(&mut self, levels: &mut [LevelState], server: usize, now: f64, free: usize) -> bool;
 
-    /// Whether non-exempt level `i` may start one more request, `free` workers being free
-    /// (at least one). Called after [`prepare`](Sharing::prepare).
-    fn admits(&self, levels: &[LevelState], i: usize, free: usize) -> bool;
-
-    /// The earliest time a level refused by [`admits`](Sharing::admits) may be admitted
-    /// without a completion (∞: only after one).
+    /// The earliest time a level held back by its `open` may start a request without a
+    /// completion (∞: only after one).
     fn retry_at(&self) -> f64;
 
     /// `"borrowing"` or `"strict"`.
@@ -63,6 +63,8 @@ pub(crate) struct Borrowing {
     pub early_reclaim: bool,
     /// The next adjustment (`None` before the first call).
     next: Option<f64>,
+    /// Whether some level lends seats (`current < nominal`): only then can one be short.
+    lending: bool,
 }
 
 impl Borrowing {
@@ -71,6 +73,7 @@ impl Borrowing {
             period,
             early_reclaim,
             next: None,
+            lending: false,
         }
     }
 
@@ -101,9 +104,12 @@ impl Borrowing {
             std::cmp::Ordering::Equal
         });
         let mut changed = false;
+        self.lending = false;
         for (k, &i) in open.iter().enumerate() {
-            changed |= levels[i].current != current[k];
-            levels[i].current = current[k];
+            let l = &mut levels[i];
+            changed |= l.current != current[k];
+            (l.current, l.open) = (current[k], current[k]);
+            self.lending |= l.current < l.limits.nominal;
         }
         if now.is_finite() {
             self.next = Some(now + self.period);
@@ -117,7 +123,10 @@ impl Sharing for Borrowing {
         self.adjust(levels, server, now);
     }
 
-    fn prepare(&mut self, levels: &mut [LevelState], server: usize, now: f64) -> bool {
+    /// `open` is the current limit (set at each adjustment); adjust when the period is due,
+    /// or, with early reclaim, when a lender has requests it may not start.
+    #[inline]
+    fn prepare(&mut self, levels: &mut [LevelState], server: usize, now: f64, _: usize) -> bool {
         let due = match self.next {
             None => {
                 self.next = Some(now + self.period);
@@ -125,20 +134,13 @@ impl Sharing for Borrowing {
             }
             Some(t) => now >= t,
         };
-        let starved = || {
-            levels.iter().any(|l| {
-                !l.exempt && l.queued > 0 && l.running >= l.current && l.current < l.limits.nominal
-            })
+        let short = |l: &LevelState| {
+            l.current < l.limits.nominal && l.queued > 0 && l.running >= l.current && !l.exempt
         };
-        if due || (self.early_reclaim && starved()) {
+        if due || (self.early_reclaim && self.lending && levels.iter().any(short)) {
             return self.adjust(levels, server, now);
         }
         false
-    }
-
-    #[inline]
-    fn admits(&self, levels: &[LevelState], i: usize, _free: usize) -> bool {
-        levels[i].running < levels[i].current
     }
 
     fn retry_at(&self) -> f64 {
@@ -152,11 +154,16 @@ impl Sharing for Borrowing {
 
 /// Strict bands with the starvation guard: a level's guaranteed part (`nominal − lendable`)
 /// is held for it while it has demand for it.
-#[derive(Debug, Default)]
-pub(crate) struct Strict {
-    /// Per level: guaranteed seats it has demand for and does not hold.
-    unmet: Vec<usize>,
-    unmet_total: usize,
+#[derive(Debug)]
+pub(crate) struct Strict;
+
+/// Guaranteed seats level `l` has demand for and does not hold.
+fn unmet(l: &LevelState) -> usize {
+    if l.exempt {
+        0
+    } else {
+        l.limits.min.saturating_sub(l.running).min(l.queued)
+    }
 }
 
 impl Sharing for Strict {
@@ -166,27 +173,15 @@ impl Sharing for Strict {
         }
     }
 
-    fn prepare(&mut self, levels: &mut [LevelState], _server: usize, _now: f64) -> bool {
-        self.unmet.clear();
-        self.unmet.extend(levels.iter().map(|l| {
-            let short = l.limits.min.saturating_sub(l.running);
-            if l.exempt {
-                0
-            } else {
-                short.min(l.queued)
-            }
-        }));
-        self.unmet_total = self.unmet.iter().sum();
+    /// A level is open up to its cap when it is below its guaranteed part, or when the free
+    /// workers leave one for each guaranteed seat another level waits for; else closed.
+    fn prepare(&mut self, levels: &mut [LevelState], _: usize, _: f64, free: usize) -> bool {
+        let total: usize = levels.iter().map(unmet).sum();
+        for l in levels.iter_mut() {
+            let guarded = l.running < l.limits.min || free > total - unmet(l);
+            l.open = if guarded { l.current } else { 0 };
+        }
         false
-    }
-
-    /// Below its cap, and either below its guaranteed part or leaving every other level's
-    /// unmet guaranteed demand a free worker each.
-    #[inline]
-    fn admits(&self, levels: &[LevelState], i: usize, free: usize) -> bool {
-        let l = &levels[i];
-        l.running < l.current
-            && (l.running < l.limits.min || free > self.unmet_total - self.unmet[i])
     }
 
     fn retry_at(&self) -> f64 {
