@@ -20,7 +20,7 @@
 use std::collections::BTreeMap;
 
 use fairlane_core::levels::{LevelConfig, LevelView, LevelsConfig, Sharing};
-use fairlane_core::{Config, Decision, LevelId, Request, Scheduler, TenantId, Ticket};
+use fairlane_core::{Config, Decision, Error, LevelId, Request, Scheduler, TenantId, Ticket};
 use proptest::prelude::*;
 
 const PRESETS: [&str; 8] = ["fifo", "drr", "sfq", "wfq", "wf2q", "2dfq", "2dfqe", "wfqe"];
@@ -114,6 +114,10 @@ enum Op {
         tenant: u8,
         w: u8,
     },
+    /// A reload: new shares and percentages for the same levels.
+    Reload {
+        seed: u64,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -126,6 +130,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0u8..12).prop_map(|dt| Op::Advance { dt }),
         1 => (-3i8..4).prop_map(|delta| Op::Workers { delta }),
         1 => (0u8..6, 1u8..5).prop_map(|(tenant, w)| Op::Weight { tenant, w }),
+        1 => any::<u64>().prop_map(|seed| Op::Reload { seed }),
     ]
 }
 
@@ -162,6 +167,7 @@ struct Running {
 
 struct Harness {
     s: Box<dyn Scheduler<u32> + Send>,
+    spec: Spec,
     shadows: Vec<Shadow>,
     sharing: Sharing,
     server: usize,
@@ -235,6 +241,7 @@ impl Harness {
         let server = s.workers();
         Harness {
             s,
+            spec: spec.clone(),
             shadows,
             sharing: spec.sharing,
             server,
@@ -275,6 +282,7 @@ impl Harness {
                 Ok(())
             }
             Op::Workers { delta } => self.workers(delta),
+            Op::Reload { seed } => self.reload(seed),
             Op::Weight { tenant, w } => {
                 let (t, w) = (u64::from(tenant), f64::from(w));
                 self.s.set_weight(TenantId(t), w, self.now).unwrap();
@@ -438,6 +446,30 @@ impl Harness {
         Ok(())
     }
 
+    /// New shares, percentages and borrowing limits for the same levels (the same fair
+    /// schedulers): accepted, nothing queued or running lost.
+    fn reload(&mut self, seed: u64) -> Result<(), TestCaseError> {
+        let mut x = seed;
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for l in &mut self.spec.levels {
+            l.0 = 1 + next(19) as u8;
+            l.1 = next(101) as u8;
+            l.2 = (next(3) > 0).then(|| next(101) as u8);
+        }
+        let mut config = self.spec.config();
+        config.scheduler = config.scheduler.workers(self.server);
+        let (queued, running) = (self.s.queued(), self.s.running());
+        self.s.set_levels(&config).unwrap();
+        prop_assert_eq!((self.s.queued(), self.s.running()), (queued, running));
+        self.sync();
+        Ok(())
+    }
+
     fn workers(&mut self, delta: i8) -> Result<(), TestCaseError> {
         let n = (self.server as i64 + i64::from(delta)).max(1) as usize;
         let levels = non_exempt(&self.s.levels()).count();
@@ -567,4 +599,138 @@ fn no_levels_is_the_flat_scheduler() {
             assert_eq!(x.map(|d| d.request.payload), y.map(|d| d.request.payload));
         }
     }
+}
+
+fn reload_base() -> LevelsConfig {
+    LevelsConfig::new(Config::preset("wfq").unwrap().workers(4))
+        .level(LevelConfig::new("high", 1.0))
+        .level(LevelConfig::new("batch", 1.0))
+        .level(LevelConfig::new("catch-all", 2.0))
+}
+
+/// A reload keeps every request and every level's id; a new level gets the next id; an idle
+/// level left out is retired (gone from the views, refused by id), and comes back under its
+/// old id when named again.
+#[test]
+fn a_reload_keeps_requests_and_ids() {
+    let mut s = reload_base().build::<u32>().unwrap();
+    for i in 0..6u32 {
+        let level = LevelId(i % 3);
+        s.enqueue(
+            Request::new(u64::from(i), 0u32, i)
+                .with_cost(1.0)
+                .at_level(level),
+            0.0,
+        )
+        .unwrap();
+    }
+    let d = s.dequeue(0, 0.0).unwrap().run().unwrap();
+    // New shares and a new level: all six requests stay.
+    let mut c = reload_base().level(LevelConfig::new("new", 4.0));
+    c.levels[0].shares = 3.0;
+    s.set_levels(&c).unwrap();
+    assert_eq!((s.queued(), s.running()), (5, 1));
+    let v = s.levels();
+    let names: Vec<(u32, &str, usize)> = v.iter().map(|l| (l.id.0, l.name, l.nominal)).collect();
+    assert_eq!(
+        names,
+        [
+            (0, "high", 1),
+            (1, "batch", 1),
+            (2, "catch-all", 1),
+            (3, "new", 1)
+        ]
+    );
+    s.complete(d.ticket, 1.0, 1.0).unwrap(); // a ticket from before the reload
+                                             // Leave "batch" out while it has requests: refused, nothing changed.
+    let without_batch = |c: &LevelsConfig| {
+        let mut c = c.clone();
+        c.levels.retain(|l| l.name != "batch");
+        c
+    };
+    let e = s.set_levels(&without_batch(&c)).unwrap_err();
+    assert!(e.to_string().contains("\"batch\" still has"), "{e}");
+    assert_eq!(s.levels().len(), 4);
+    // Drain it, then retire it.
+    let mut left = Vec::new();
+    for w in 0..4 {
+        if let Some(d) = s.dequeue(w, 1.0).unwrap().run() {
+            left.push(d);
+        }
+    }
+    while let Some(d) = left.pop() {
+        s.complete(d.ticket, 1.0, 2.0).unwrap();
+        if let Some(d) = s.dequeue(0, 2.0).unwrap().run() {
+            left.push(d);
+        }
+    }
+    assert_eq!(s.queued() + s.running(), 0);
+    s.set_levels(&without_batch(&c)).unwrap();
+    assert!(s.levels().iter().all(|l| l.name != "batch"));
+    let r = Request::new(1u64, 0u32, 9)
+        .with_cost(1.0)
+        .at_level(LevelId(1));
+    assert_eq!(
+        s.enqueue(r, 3.0).unwrap_err(),
+        Error::UnknownLevel(LevelId(1))
+    );
+    // Named again (even with another fair scheduler, as it is idle): back as level 1.
+    let mut again = c.clone();
+    again.levels[1].scheduler = Some(Config::preset("fifo").unwrap());
+    s.set_levels(&again).unwrap();
+    let v = s.levels();
+    let batch = v.iter().find(|l| l.name == "batch").unwrap();
+    assert_eq!((batch.id, batch.scheduler), (LevelId(1), "fifo"));
+}
+
+/// A reload may not change a level's fair scheduler or exemption while it exists (they
+/// change at restart), nor add levels that do not fit ServerCL; a scheduler without levels
+/// refuses levels. Each refusal changes nothing.
+#[test]
+fn a_reload_refuses_what_changes_at_restart() {
+    let mut s = reload_base().build::<u32>().unwrap();
+    let mut c = reload_base();
+    c.levels[1].scheduler = Some(Config::preset("drr").unwrap());
+    let e = s.set_levels(&c).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidLevel(l) if l.index == 1 && l.field == "scheduler"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("changes at restart"), "{e}");
+    let c = reload_base().level(LevelConfig::exempt("high"));
+    assert!(s.set_levels(&c).is_err()); // a duplicate name
+    let mut c = reload_base();
+    c.levels[0] = LevelConfig::exempt("high");
+    let e = s.set_levels(&c).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidLevel(l) if l.field == "exempt"),
+        "{e}"
+    );
+    let c = (0..3).fold(reload_base(), |c, i| {
+        c.level(LevelConfig::new(format!("x{i}"), 1.0))
+    });
+    let e = s.set_levels(&c).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidConfig {
+                field: "workers",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(s.levels().len(), 3);
+    let mut flat = Config::preset("wfq").unwrap().build::<u32>().unwrap();
+    let e = flat.set_levels(&reload_base()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::InvalidConfig {
+                field: "levels",
+                ..
+            }
+        ),
+        "{e}"
+    );
 }

@@ -32,10 +32,12 @@
 //!
 //! Priority levels (`fairlane_core::levels`):
 //! * `levels preset=<name> workers=<n> [period=<t>] [early=<true|false>] [strict]
-//!   [catch_all=<name>]`: start a configuration (ServerCL = `workers`, each level's fair
+//!   [catch_all=<name>]`: start a configuration (`levels reload preset=<name>`: one for the
+//!   running scheduler, which keeps its queue) (ServerCL = `workers`, each level's fair
 //!   scheduler the preset, APF's borrowing adjusted every `period` or strict bands);
 //! * `level name=<n> [shares=<s>] [lendable=<%>] [borrow=<%>] [exempt] [queue=<n>]
-//!   [preset=<name>]`: add a level below the others; `build`: build it;
+//!   [preset=<name>]`: add a level below the others; `build`: build it; `reload`: give it
+//!   to the running scheduler instead (a reload: queued requests stay);
 //! * `enqueue … level=<name> [flow=<d>]`: at a level, in flow (tenant, d); `dequeue` then
 //!   prints the level too;
 //! * `show`: one line per level: nominal, lendable, borrowing limit, min, max, current
@@ -382,6 +384,11 @@ impl Scenario {
                 .transpose()
         };
         match cmd {
+            "levels" if kv.contains_key("reload") => {
+                let s = self.sched.as_ref().ok_or("levels reload needs a scheduler")?;
+                let base = preset(kv)?.ok_or("missing preset=")?;
+                self.pending = Some(LevelsConfig::new(base.workers(s.workers())));
+            }
             "levels" => {
                 *self = Scenario::new();
                 let base = preset(kv)?.ok_or("missing preset=")?;
@@ -425,6 +432,11 @@ impl Scenario {
                 self.sched = Some(c.build().map_err(err)?);
                 let n = self.s()?.workers();
                 self.workers = (0..n).map(|_| None).collect();
+                return Ok(Some(self.show()));
+            }
+            "reload" => {
+                let c = self.pending.take().ok_or("reload needs levels … first")?;
+                self.s()?.set_levels(&c).map_err(err)?;
                 return Ok(Some(self.show()));
             }
             "show" => return Ok(Some(self.show())),

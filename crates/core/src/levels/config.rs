@@ -306,8 +306,16 @@ impl LevelsConfig {
     }
 
     /// Check everything but the fair schedulers (checked as they are built): each level,
-    /// unique names, the catch-all, the sharing, and ServerCL against the levels.
+    /// unique names, the catch-all, the sharing, and ServerCL against the levels. Returns the
+    /// catch-all's index.
     pub fn check(&self) -> Result<usize, Error> {
+        let catch_all = self.check_levels()?;
+        check_server(self.scheduler.workers, self.non_exempt())?;
+        Ok(catch_all)
+    }
+
+    /// [`check`](LevelsConfig::check) without ServerCL (a reload keeps the executor's).
+    pub(crate) fn check_levels(&self) -> Result<usize, Error> {
         if self.levels.len() > super::MAX_LEVELS {
             return Err(Error::InvalidConfig {
                 field: "levels",
@@ -331,8 +339,12 @@ impl LevelsConfig {
         }
         let catch_all = self.catch_all_index()?;
         self.sharing.check()?;
-        check_server(self.scheduler.workers, self.non_exempt())?;
         Ok(catch_all)
+    }
+
+    /// The fair scheduler of level `l` (its own or the default), workers aside.
+    pub(crate) fn scheduler_of(&self, l: &LevelConfig) -> Config {
+        l.scheduler.unwrap_or(self.scheduler).workers(1)
     }
 
     fn catch_all_index(&self) -> Result<usize, Error> {

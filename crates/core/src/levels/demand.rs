@@ -56,6 +56,11 @@ impl Demand {
         (self.since, self.start) = (now, now);
     }
 
+    /// Whether [`start`](Demand::start) was called.
+    pub fn started(&self) -> bool {
+        self.since.is_finite()
+    }
+
     /// Integrate up to `now`, which is at or after the last change (the scheduler's time
     /// never goes back).
     #[inline]

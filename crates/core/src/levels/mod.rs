@@ -36,7 +36,7 @@ mod demand;
 mod flows;
 mod sharing;
 
-use crate::config::check_worker;
+use crate::config::{check_worker, Config};
 use crate::scheduler::{check_target, Admin, Inspect, Scheduler, TenantView};
 use crate::types::{check_weight, Decision, Dispatch, Error, LevelId, Request, TenantId, Ticket};
 use crate::util::FxHashMap;
@@ -158,6 +158,8 @@ fn inner_ticket(ticket: Ticket) -> (usize, Ticket) {
 
 struct Level<T> {
     name: String,
+    /// Its fair scheduler's configuration, workers aside.
+    config: Config,
     sched: Box<dyn Scheduler<Routed<T>> + Send>,
     /// Its fair scheduler's workers: `max(1, current)` (ServerCL for an exempt level, whose
     /// seats are the executor's workers).
@@ -169,6 +171,14 @@ struct Level<T> {
     queue_limit: Option<usize>,
     queue_timeout: Option<f64>,
     requires_cost: bool,
+}
+
+impl<T> Level<T> {
+    /// What a reload may not change, as it is.
+    fn describe(&self, exempt: bool) -> String {
+        let exempt = if exempt { "exempt, " } else { "" };
+        format!("{exempt}under {}", self.config.name())
+    }
 }
 
 /// A tenant's settings and its flows, `(level, flow)`.
@@ -190,6 +200,7 @@ pub struct LevelScheduler<T> {
     non_exempt: usize,
     server: usize,
     sharing: Box<dyn Policy>,
+    sharing_config: Sharing,
     tenants: FxHashMap<TenantId, TenantEntry>,
     /// The weight of a tenant never given one (the catch-all level's default).
     default_weight: f64,
@@ -201,68 +212,167 @@ pub struct LevelScheduler<T> {
 impl<T: Send + 'static> LevelScheduler<T> {
     /// The scheduler a (non-empty) configuration describes.
     pub fn new(config: &LevelsConfig) -> Result<Self, Error> {
-        let catch_all = config.check()?;
-        if config.levels.is_empty() {
-            return Err(Error::InvalidConfig {
-                field: "levels",
-                reason: "a level scheduler needs levels (LevelsConfig::build gives the plain \
-                         scheduler without)"
-                    .into(),
-            });
-        }
-        let server = config.scheduler.workers;
-        let mut states: Vec<LevelState> = config
-            .levels
-            .iter()
-            .map(|l| LevelState {
-                exempt: l.exempt,
-                shares: l.shares,
-                lendable_percent: l.lendable_percent,
-                borrowing_limit_percent: l.borrowing_limit_percent,
-                ..LevelState::default()
-            })
-            .collect();
-        set_limits(&mut states, server);
-        let mut sharing = config.sharing.policy();
-        sharing.reset(&mut states, server, f64::NEG_INFINITY);
-        let mut levels = Vec::with_capacity(states.len());
-        for (index, (l, st)) in config.levels.iter().zip(&states).enumerate() {
-            let seat_limit = st.current.max(1);
-            let inner = l.scheduler.unwrap_or(config.scheduler).workers(seat_limit);
-            let sched = inner
-                .build()
-                .map_err(|e| Error::invalid_level(index, &l.name, "scheduler", e.to_string()))?;
-            levels.push(Level {
-                name: l.name.clone(),
-                requires_cost: sched.requires_cost(),
-                sched,
-                seat_limit,
-                flows: Flows::default(),
-                seats: Seats::default(),
-                seat_of: Vec::new(),
-                queue_limit: l.queue_limit,
-                queue_timeout: l.queue_timeout,
-            });
-        }
-        let mut order: Vec<usize> = (0..states.len()).filter(|&i| states[i].exempt).collect();
-        order.extend((0..states.len()).filter(|&i| !states[i].exempt));
-        Ok(LevelScheduler {
-            levels,
-            non_exempt: config.non_exempt(),
-            states,
-            order,
-            catch_all,
-            server,
-            sharing,
+        let mut s = LevelScheduler {
+            levels: Vec::new(),
+            states: Vec::new(),
+            order: Vec::new(),
+            catch_all: 0,
+            non_exempt: 0,
+            server: config.scheduler.workers,
+            sharing: config.sharing.policy(),
+            sharing_config: config.sharing,
             tenants: FxHashMap::default(),
-            default_weight: config.levels[catch_all]
-                .scheduler
-                .unwrap_or(config.scheduler)
-                .default_weight,
+            default_weight: 1.0,
             now: f64::NEG_INFINITY,
             queued: 0,
             running: 0,
-        })
+        };
+        s.configure(config)?;
+        Ok(s)
+    }
+
+    /// Take a new configuration, keeping every queued and running request (a reload).
+    /// Levels are matched by name: a level keeps its id, its queue and its flows while its
+    /// shares, percentages, queue limit and timeout change; a new name is a new level; a
+    /// level left out must have nothing queued or running, and is retired (its id stays
+    /// taken; naming it again revives it). ServerCL stays the scheduler's workers. Refused,
+    /// changing nothing: a level whose fair scheduler or exemption changes (they change at
+    /// restart, as APF's do), and everything [`LevelsConfig::check`] refuses.
+    pub fn reconfigure(&mut self, config: &LevelsConfig) -> Result<(), Error> {
+        self.configure(config)
+    }
+
+    fn configure(&mut self, config: &LevelsConfig) -> Result<(), Error> {
+        let catch_all = config.check_levels()?;
+        config::check_server(self.server, config.non_exempt())?;
+        let plan = self.plan(config)?;
+        let mut built = Vec::new();
+        for (k, l) in config.levels.iter().enumerate() {
+            if plan[k].1 {
+                let sched = config
+                    .scheduler_of(l)
+                    .build()
+                    .map_err(|e| Error::invalid_level(k, &l.name, "scheduler", e.to_string()))?;
+                built.push(Some(sched));
+            } else {
+                built.push(None);
+            }
+        }
+        let kept: Vec<usize> = plan.iter().map(|p| p.0).collect();
+        for (i, st) in self.states.iter_mut().enumerate() {
+            st.retired |= !kept.contains(&i);
+        }
+        for ((l, &(i, _)), sched) in config.levels.iter().zip(&plan).zip(built) {
+            self.apply(config, l, i, sched);
+        }
+        let exempt = |k: &usize| config.levels[*k].exempt;
+        let mut order: Vec<usize> = (0..kept.len()).filter(exempt).map(|k| kept[k]).collect();
+        order.extend((0..kept.len()).filter(|k| !exempt(k)).map(|k| kept[k]));
+        self.order = order;
+        self.catch_all = kept[catch_all];
+        self.non_exempt = config.non_exempt();
+        self.default_weight = config
+            .scheduler_of(&config.levels[catch_all])
+            .default_weight;
+        if config.sharing != self.sharing_config {
+            (self.sharing, self.sharing_config) = (config.sharing.policy(), config.sharing);
+        }
+        set_limits(&mut self.states, self.server);
+        self.sharing.reset(&mut self.states, self.server, self.now);
+        self.sync_workers()
+    }
+
+    /// For each level of `config`: its id, and whether its fair scheduler is to be built (a
+    /// new or revived level). Refuses what a reload may not change.
+    fn plan(&self, config: &LevelsConfig) -> Result<Vec<(usize, bool)>, Error> {
+        let mut plan = Vec::with_capacity(config.levels.len());
+        let mut next = self.levels.len();
+        for (k, l) in config.levels.iter().enumerate() {
+            let Some(i) = self.levels.iter().position(|x| x.name == l.name) else {
+                plan.push((next, true));
+                next += 1;
+                continue;
+            };
+            let (st, old) = (&self.states[i], &self.levels[i]);
+            let idle = st.queued + st.running == 0;
+            let same = old.config == config.scheduler_of(l) && st.exempt == l.exempt;
+            if !same && !(st.retired && idle) {
+                let field = if st.exempt == l.exempt {
+                    "scheduler"
+                } else {
+                    "exempt"
+                };
+                let reason = format!("changes at restart (it is {})", old.describe(st.exempt));
+                return Err(Error::invalid_level(k, &l.name, field, reason));
+            }
+            plan.push((i, !same));
+        }
+        if next > MAX_LEVELS {
+            return Err(Error::InvalidConfig {
+                field: "levels",
+                reason: format!("at most {MAX_LEVELS} levels, retired ones included"),
+            });
+        }
+        let gone = (0..self.levels.len()).filter(|i| !plan.iter().any(|p| p.0 == *i));
+        for i in gone {
+            let st = &self.states[i];
+            if st.queued + st.running > 0 {
+                return Err(Error::InvalidConfig {
+                    field: "levels",
+                    reason: format!(
+                        "level {:?} still has {} requests queued and {} running: keep it \
+                         until they are done",
+                        self.levels[i].name, st.queued, st.running
+                    ),
+                });
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Give level `i` (new at the end, or existing) the settings of `l`, with a freshly built
+    /// fair scheduler when it is new or revived.
+    fn apply(
+        &mut self,
+        config: &LevelsConfig,
+        l: &LevelConfig,
+        i: usize,
+        sched: Option<Box<dyn Scheduler<Routed<T>> + Send>>,
+    ) {
+        if i == self.levels.len() {
+            self.states.push(LevelState::default());
+            let sched = sched.expect("a new level's scheduler is built");
+            self.levels.push(Level {
+                name: l.name.clone(),
+                config: config.scheduler_of(l),
+                requires_cost: sched.requires_cost(),
+                sched,
+                seat_limit: 1,
+                flows: Flows::default(),
+                seats: Seats::default(),
+                seat_of: Vec::new(),
+                queue_limit: None,
+                queue_timeout: None,
+            });
+        } else if let Some(sched) = sched {
+            let level = &mut self.levels[i];
+            (level.config, level.requires_cost) = (config.scheduler_of(l), sched.requires_cost());
+            (level.sched, level.seat_limit, level.flows) = (sched, 1, Flows::default());
+            for (_, entry) in self.tenants.iter_mut() {
+                entry.flows.retain(|&(lv, _)| lv as usize != i);
+            }
+        }
+        let level = &mut self.levels[i];
+        (level.queue_limit, level.queue_timeout) = (l.queue_limit, l.queue_timeout);
+        let st = &mut self.states[i];
+        st.exempt = l.exempt;
+        st.retired = false;
+        st.shares = l.shares;
+        st.lendable_percent = l.lendable_percent;
+        st.borrowing_limit_percent = l.borrowing_limit_percent;
+        if self.now.is_finite() && !st.demand_started() {
+            st.demand.start(self.now);
+        }
     }
 
     #[inline]
@@ -287,7 +397,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
             return Ok(self.catch_all);
         }
         match level.0 as usize {
-            i if i < self.levels.len() => Ok(i),
+            i if i < self.levels.len() && !self.states[i].retired => Ok(i),
             _ => Err(Error::UnknownLevel(level)),
         }
     }
@@ -409,12 +519,14 @@ impl<T: Send + 'static> LevelScheduler<T> {
 fn set_limits(states: &mut [LevelState], server: usize) {
     let shares: Vec<f64> = states
         .iter()
-        .filter(|s| !s.exempt)
+        .filter(|s| s.shares_seats())
         .map(|s| s.shares)
         .collect();
     let mut nominal = apportion(server, &shares).into_iter();
     for st in states.iter_mut() {
-        if st.exempt {
+        if st.retired {
+            (st.limits, st.current, st.open) = (Limits::default(), 0, 0);
+        } else if st.exempt {
             st.limits = Limits {
                 borrowing: server,
                 max: server,
@@ -599,6 +711,11 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
 }
 
 impl<T: Send + 'static> Admin for LevelScheduler<T> {
+    /// [`LevelScheduler::reconfigure`].
+    fn set_levels(&mut self, levels: &LevelsConfig) -> Result<(), Error> {
+        self.reconfigure(levels)
+    }
+
     /// Change ServerCL: the nominal parts and limits are recomputed (and, with borrowing,
     /// the current limits adjusted at once). It must stay at least the number of non-exempt
     /// levels.
@@ -719,6 +836,7 @@ impl<T: Send + 'static> Inspect for LevelScheduler<T> {
     fn levels(&self) -> Vec<LevelView<'_>> {
         let sharing = self.sharing.name();
         (self.levels.iter().zip(&self.states).enumerate())
+            .filter(|(_, (_, st))| !st.retired)
             .map(|(i, (l, st))| LevelView {
                 id: LevelId(i as u32),
                 name: &l.name,

@@ -15,6 +15,9 @@ use super::demand::Demand;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LevelState {
     pub exempt: bool,
+    /// Gone from the configuration (it had nothing queued or running): no seats, no requests;
+    /// its id stays taken, and a reload naming it again revives it.
+    pub retired: bool,
     pub shares: f64,
     pub lendable_percent: f64,
     pub borrowing_limit_percent: Option<f64>,
@@ -31,6 +34,16 @@ pub(crate) struct LevelState {
 }
 
 impl LevelState {
+    /// Whether the level takes part in sharing ServerCL: neither exempt nor retired.
+    #[inline]
+    pub fn shares_seats(&self) -> bool {
+        !(self.exempt || self.retired)
+    }
+    /// Whether its seat demand is observed (the scheduler has seen a time).
+    pub fn demand_started(&self) -> bool {
+        self.demand.started()
+    }
+
     /// A request arrived (+1) or left (−1) at `now`: its seat demand moved.
     #[inline]
     pub fn demand_moved(&mut self, delta: f64, now: f64) {
@@ -82,7 +95,9 @@ impl Borrowing {
     /// target `max(lower, smoothed demand)`; ServerCL is allocated as `p · target` clamped to
     /// the bounds, then rounded by largest remainder so that the limits sum to ServerCL.
     fn adjust(&mut self, levels: &mut [LevelState], server: usize, now: f64) -> bool {
-        let open: Vec<usize> = (0..levels.len()).filter(|&i| !levels[i].exempt).collect();
+        let open: Vec<usize> = (0..levels.len())
+            .filter(|&i| levels[i].shares_seats())
+            .collect();
         let mut items = Vec::with_capacity(open.len());
         let (mut lower, mut upper) = (Vec::new(), Vec::new());
         for &i in &open {
@@ -135,7 +150,10 @@ impl Sharing for Borrowing {
             Some(t) => now >= t,
         };
         let short = |l: &LevelState| {
-            l.current < l.limits.nominal && l.queued > 0 && l.running >= l.current && !l.exempt
+            l.current < l.limits.nominal
+                && l.queued > 0
+                && l.running >= l.current
+                && l.shares_seats()
         };
         if due || (self.early_reclaim && self.lending && levels.iter().any(short)) {
             return self.adjust(levels, server, now);
@@ -159,7 +177,7 @@ pub(crate) struct Strict;
 
 /// Guaranteed seats level `l` has demand for and does not hold.
 fn unmet(l: &LevelState) -> usize {
-    if l.exempt {
+    if !l.shares_seats() {
         0
     } else {
         l.limits.min.saturating_sub(l.running).min(l.queued)
@@ -168,7 +186,7 @@ fn unmet(l: &LevelState) -> usize {
 
 impl Sharing for Strict {
     fn reset(&mut self, levels: &mut [LevelState], server: usize, _now: f64) {
-        for l in levels.iter_mut().filter(|l| !l.exempt) {
+        for l in levels.iter_mut().filter(|l| l.shares_seats()) {
             l.current = l.limits.max.min(server);
         }
     }
