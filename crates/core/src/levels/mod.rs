@@ -296,7 +296,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
             let (st, old) = (&self.states[i], &self.levels[i]);
             let idle = st.queued + st.running == 0;
             let same = old.config == config.scheduler_of(l) && st.exempt == l.exempt;
-            if !same && !(st.retired && idle) {
+            if !(same || st.retired && idle) {
                 let field = if st.exempt == l.exempt {
                     "scheduler"
                 } else {
