@@ -30,7 +30,10 @@ use criterion::{black_box, criterion_group, Criterion};
 use fairlane_core::levels::{LevelConfig, LevelsConfig};
 use fairlane_core::{Config, Decision, LevelId, Request, Scheduler, Ticket};
 
-const WORKERS: usize = 32;
+#[path = "support/mixed.rs"]
+mod mixed;
+use mixed::WORKERS;
+
 const TENANTS: u64 = 1_000;
 const LEVELS: u64 = 4;
 const ROUNDS: usize = 3;
@@ -43,12 +46,7 @@ type Run = (String, &'static str, usize);
 static SAMPLES: Mutex<BTreeMap<Run, Vec<f64>>> = Mutex::new(BTreeMap::new());
 
 fn cost(tenant: u64, i: u64) -> f64 {
-    let jitter = (tenant.wrapping_mul(2654435761) ^ i.wrapping_mul(40503)) % 100;
-    if tenant.is_multiple_of(2) {
-        1.0 + jitter as f64 / 1000.0
-    } else {
-        1000.0 + jitter as f64
-    }
+    mixed::cost(tenant as usize, i)
 }
 
 struct Cycle {

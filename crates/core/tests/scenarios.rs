@@ -385,7 +385,10 @@ impl Scenario {
         };
         match cmd {
             "levels" if kv.contains_key("reload") => {
-                let s = self.sched.as_ref().ok_or("levels reload needs a scheduler")?;
+                let s = self
+                    .sched
+                    .as_ref()
+                    .ok_or("levels reload needs a scheduler")?;
                 let base = preset(kv)?.ok_or("missing preset=")?;
                 self.pending = Some(LevelsConfig::new(base.workers(s.workers())));
             }

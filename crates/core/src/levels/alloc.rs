@@ -249,7 +249,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(super::super::proptest_cases(512))]
+        #![proptest_config(crate::reserve::proptest_cases(512))]
 
         /// Exact sum, a seat each when there are enough, within one seat of the quota
         /// (before the floor of one moves seats), and monotone in the shares.

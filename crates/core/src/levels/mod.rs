@@ -47,16 +47,6 @@ use sharing::{LevelState, Sharing as Policy};
 pub use config::{LevelConfig, LevelsConfig, Sharing, APF_PERIOD_SECONDS, MAX_SHARES};
 pub use demand::{DemandStats, SMOOTHING};
 
-/// `cases` proptest cases, or `PROPTEST_CASES` when it is set.
-#[cfg(test)]
-fn proptest_cases(cases: u32) -> proptest::test_runner::Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    proptest::test_runner::Config::with_cases(cases)
-}
-
 /// One priority level as an executor's metrics and debug dumps see it (APF's
 /// `/debug/api_priority_and_fairness/dump_priority_levels` and its seat metrics).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -440,6 +430,22 @@ impl<T: Send + 'static> LevelScheduler<T> {
         Ok((f, true))
     }
 
+    /// `f(its level's fair scheduler, the flow)` for every flow of `tenant`.
+    fn each_flow(
+        &mut self,
+        tenant: TenantId,
+        mut f: impl FnMut(&mut dyn Scheduler<Routed<T>>, TenantId) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let Some(entry) = self.tenants.get(&tenant) else {
+            return Ok(());
+        };
+        for &(i, flow) in &entry.flows {
+            let sched = self.levels[i as usize].sched.as_mut();
+            f(sched, TenantId(u64::from(flow))).map_err(|e| tenant_error(e, tenant))?;
+        }
+        Ok(())
+    }
+
     /// Forget flow `f` of level `i` (it has nothing queued or running).
     fn drop_flow(&mut self, i: usize, f: u32) {
         let level = &mut self.levels[i];
@@ -731,32 +737,16 @@ impl<T: Send + 'static> Admin for LevelScheduler<T> {
     fn set_weight(&mut self, tenant: TenantId, weight: f64, now: f64) -> Result<(), Error> {
         let now = self.observe(now)?;
         check_weight(tenant, weight)?;
-        let entry = self.tenants.entry(tenant).or_default();
-        entry.weight = Some(weight);
-        for &(i, f) in &entry.flows {
-            let inner = TenantId(u64::from(f));
-            self.levels[i as usize]
-                .sched
-                .set_weight(inner, weight, now)
-                .map_err(|e| tenant_error(e, tenant))?;
-        }
-        Ok(())
+        self.tenants.entry(tenant).or_default().weight = Some(weight);
+        self.each_flow(tenant, |s, flow| s.set_weight(flow, weight, now))
     }
 
     /// The target of every flow of the tenant, in every level (and of its flows to come).
     fn set_target(&mut self, tenant: TenantId, target: Option<f64>, now: f64) -> Result<(), Error> {
         let now = self.observe(now)?;
         check_target(target)?;
-        let entry = self.tenants.entry(tenant).or_default();
-        entry.target = target;
-        for &(i, f) in &entry.flows {
-            let inner = TenantId(u64::from(f));
-            self.levels[i as usize]
-                .sched
-                .set_target(inner, target, now)
-                .map_err(|e| tenant_error(e, tenant))?;
-        }
-        Ok(())
+        self.tenants.entry(tenant).or_default().target = target;
+        self.each_flow(tenant, |s, flow| s.set_target(flow, target, now))
     }
 
     /// Forget a tenant and all its flows; refused while any of them has a request.
