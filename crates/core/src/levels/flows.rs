@@ -98,13 +98,18 @@ pub(crate) struct Seats {
 }
 
 impl Seats {
-    /// Take the lowest free seat below `below`.
-    #[inline]
-    pub fn take(&mut self, below: usize) -> Option<usize> {
+    /// Make room for seats below `below`.
+    pub fn reserve(&mut self, below: usize) {
         let words = below.div_ceil(64);
         if self.busy.len() < words {
             self.busy.resize(words, 0);
         }
+    }
+
+    /// Take the lowest free seat below `below` (at most what was [`reserve`](Seats::reserve)d).
+    #[inline]
+    pub fn take(&mut self, below: usize) -> Option<usize> {
+        let words = below.div_ceil(64).min(self.busy.len());
         for (w, word) in self.busy[..words].iter_mut().enumerate() {
             let seat = w * 64 + word.trailing_ones() as usize;
             if seat < below && word.trailing_ones() < 64 {
@@ -168,6 +173,8 @@ mod tests {
     #[test]
     fn seats_are_the_lowest_free_below_the_bound() {
         let mut s = Seats::default();
+        assert_eq!(s.take(2), None); // nothing reserved
+        s.reserve(130);
         assert_eq!(s.take(0), None);
         assert_eq!((s.take(2), s.take(2), s.take(2)), (Some(0), Some(1), None));
         s.release(0);

@@ -30,6 +30,11 @@
 //! * **Borrowing** only moves at an adjustment; a dispatch held back by a level's limit
 //!   answers [`Decision::RetryAt`] the next adjustment time, as every executor already honours.
 
+/// `docs/priority-levels.md`'s example, compiled and run as a doctest.
+#[doc = include_str!("../../../../docs/priority-levels.md")]
+#[cfg(doctest)]
+pub struct PriorityLevelsDoctest;
+
 mod alloc;
 mod config;
 mod demand;
@@ -191,6 +196,8 @@ pub struct LevelScheduler<T> {
     server: usize,
     sharing: Box<dyn Policy>,
     sharing_config: Sharing,
+    /// `sharing.prepare_at()`, cached: the hot path skips the call before it.
+    prepare_at: f64,
     tenants: FxHashMap<TenantId, TenantEntry>,
     /// The weight of a tenant never given one (the catch-all level's default).
     default_weight: f64,
@@ -211,6 +218,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
             server: config.scheduler.workers,
             sharing: config.sharing.policy(),
             sharing_config: config.sharing,
+            prepare_at: f64::NEG_INFINITY,
             tenants: FxHashMap::default(),
             default_weight: 1.0,
             now: f64::NEG_INFINITY,
@@ -269,6 +277,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
         }
         set_limits(&mut self.states, self.server);
         self.sharing.reset(&mut self.states, self.server, self.now);
+        self.prepare_at = self.sharing.prepare_at();
         self.sync_workers()
     }
 
@@ -332,6 +341,8 @@ impl<T: Send + 'static> LevelScheduler<T> {
         if i == self.levels.len() {
             self.states.push(LevelState::default());
             let sched = sched.expect("a new level's scheduler is built");
+            let mut seats = Seats::default();
+            seats.reserve(1);
             self.levels.push(Level {
                 name: l.name.clone(),
                 config: config.scheduler_of(l),
@@ -339,7 +350,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
                 sched,
                 seat_limit: 1,
                 flows: Flows::default(),
-                seats: Seats::default(),
+                seats,
                 seat_of: Vec::new(),
                 queue_limit: None,
                 queue_timeout: None,
@@ -399,18 +410,17 @@ impl<T: Send + 'static> LevelScheduler<T> {
             if want != l.seat_limit {
                 l.sched.set_workers(want)?;
                 l.seat_limit = want;
+                l.seats.reserve(want);
             }
         }
         Ok(())
     }
 
-    /// The flow `(tenant, distinguisher)` of level `i`, created (with the tenant's weight
-    /// and target) if new; whether it was created.
-    fn flow(&mut self, i: usize, flow: Flow, now: f64) -> Result<(u32, bool), Error> {
+    /// Create the flow `(tenant, distinguisher)` of level `i`, with the tenant's weight and
+    /// target.
+    #[cold]
+    fn new_flow(&mut self, i: usize, flow: Flow, now: f64) -> Result<u32, Error> {
         let level = &mut self.levels[i];
-        if let Some(f) = level.flows.get(flow.tenant, flow.distinguisher) {
-            return Ok((f, false));
-        }
         let f = level.flows.insert(flow);
         let entry = self.tenants.entry(flow.tenant).or_default();
         entry.flows.push((i as u32, f));
@@ -427,7 +437,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
             self.drop_flow(i, f);
             return Err(tenant_error(e, flow.tenant));
         }
-        Ok((f, true))
+        Ok(f)
     }
 
     /// `f(its level's fair scheduler, the flow)` for every flow of `tenant`.
@@ -463,22 +473,23 @@ impl<T: Send + 'static> LevelScheduler<T> {
     }
 
     /// Try to start a request of level `i` on one of its seats (an exempt level's seat is
-    /// the executor's `worker`): the dispatch, or the time to ask again (its fair scheduler's
-    /// `RetryAt`; ∞ when it has no seat free).
+    /// the executor's `worker`): the dispatch, or `None` with `retry` lowered to when to ask
+    /// again (its fair scheduler's `RetryAt`; ∞ when it has no seat free).
     #[inline]
     fn start(
         &mut self,
         i: usize,
         worker: usize,
         now: f64,
-    ) -> Result<Result<Dispatch<T>, f64>, Error> {
+        retry: &mut f64,
+    ) -> Result<Option<Dispatch<T>>, Error> {
         let exempt = self.states[i].exempt;
         let level = &mut self.levels[i];
         let seat = if exempt {
             worker
         } else {
             let Some(seat) = level.seats.take(level.seat_limit) else {
-                return Ok(Err(f64::INFINITY));
+                return Ok(None);
             };
             seat
         };
@@ -488,10 +499,10 @@ impl<T: Send + 'static> LevelScheduler<T> {
                 if !exempt {
                     level.seats.release(seat);
                 }
-                return Ok(Err(match other {
-                    Decision::RetryAt(t) => t,
-                    _ => f64::INFINITY,
-                }));
+                if let Decision::RetryAt(t) = other {
+                    *retry = retry.min(t);
+                }
+                return Ok(None);
             }
         };
         let Routed { flow, payload } = d.request.payload;
@@ -505,7 +516,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
         st.running += 1;
         self.queued -= 1;
         self.running += 1;
-        Ok(Ok(Dispatch {
+        Ok(Some(Dispatch {
             ticket: outer_ticket(i, d.ticket),
             request: Request {
                 tenant: flow.tenant,
@@ -591,7 +602,10 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             tenant,
             distinguisher: request.distinguisher,
         };
-        let (f, created) = self.flow(i, flow, now)?;
+        let (f, created) = match self.levels[i].flows.get(tenant, flow.distinguisher) {
+            Some(f) => (f, false),
+            None => (self.new_flow(i, flow, now)?, true),
+        };
         let inner = Request {
             tenant: TenantId(u64::from(f)),
             class,
@@ -634,11 +648,14 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             return Ok(Decision::Empty);
         }
         let free = self.server.saturating_sub(self.running);
-        if self
-            .sharing
-            .prepare(&mut self.states, self.server, now, free)
-        {
-            self.sync_workers()?;
+        if now >= self.prepare_at {
+            let changed = self
+                .sharing
+                .prepare(&mut self.states, self.server, now, free);
+            self.prepare_at = self.sharing.prepare_at();
+            if changed {
+                self.sync_workers()?;
+            }
         }
         let (mut retry, mut held) = (f64::INFINITY, false);
         for k in 0..self.order.len() {
@@ -651,9 +668,8 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
                 held = true;
                 continue;
             }
-            match self.start(i, worker, now)? {
-                Ok(d) => return Ok(Decision::Run(d)),
-                Err(t) => retry = retry.min(t),
+            if let Some(d) = self.start(i, worker, now, &mut retry)? {
+                return Ok(Decision::Run(d));
             }
         }
         if held {
@@ -730,6 +746,7 @@ impl<T: Send + 'static> Admin for LevelScheduler<T> {
         self.server = server;
         set_limits(&mut self.states, server);
         self.sharing.reset(&mut self.states, server, self.now);
+        self.prepare_at = self.sharing.prepare_at();
         self.sync_workers()
     }
 

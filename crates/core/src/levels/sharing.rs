@@ -61,6 +61,10 @@ pub(crate) trait Sharing: Send {
     /// non-exempt level's `open`. Returns whether any `current` changed.
     fn prepare(&mut self, levels: &mut [LevelState], server: usize, now: f64, free: usize) -> bool;
 
+    /// From when on [`prepare`](Sharing::prepare) has work (−∞: before every decision); the
+    /// scheduler skips the call until then. Asked after every `reset` and `prepare`.
+    fn prepare_at(&self) -> f64;
+
     /// The earliest time a level held back by its `open` may start a request without a
     /// completion (∞: only after one).
     fn retry_at(&self) -> f64;
@@ -161,6 +165,13 @@ impl Sharing for Borrowing {
         false
     }
 
+    fn prepare_at(&self) -> f64 {
+        match self.next {
+            Some(t) if !(self.early_reclaim && self.lending) => t,
+            _ => f64::NEG_INFINITY,
+        }
+    }
+
     fn retry_at(&self) -> f64 {
         self.next.unwrap_or(f64::INFINITY)
     }
@@ -200,6 +211,10 @@ impl Sharing for Strict {
             l.open = if guarded { l.current } else { 0 };
         }
         false
+    }
+
+    fn prepare_at(&self) -> f64 {
+        f64::NEG_INFINITY // `open` depends on the free workers
     }
 
     fn retry_at(&self) -> f64 {
