@@ -24,7 +24,7 @@
 //!   requests like any other: the next free thread takes them. A gate or proxy that admits
 //!   exempt traffic outside ServerCL checks [`LevelView::exempt`] and does not enqueue it.
 //! * **Queue limits** are the scheduler's: an enqueue beyond one is refused with
-//!   [`Error::LevelFull`](crate::Error::LevelFull).
+//!   [`Error::LevelFull`].
 //! * **Queue timeouts** are the executor's (the core has no clock): a request queued longer
 //!   than [`LevelView::queue_timeout`] is cancelled and refused by the executor.
 //! * **Borrowing** only moves at an adjustment; a dispatch held back by a level's limit
@@ -131,7 +131,7 @@ pub(crate) struct Routed<T> {
 /// table between them, and the fair scheduler checks it as it checks its own.
 const SLOT_BITS: u32 = 24;
 
-/// The most levels a configuration may have (the ticket bits above [`SLOT_BITS`]).
+/// The most levels a configuration may have (the top 8 bits of a ticket's slot number).
 pub const MAX_LEVELS: usize = 1 << (32 - SLOT_BITS);
 
 /// The most requests one level may hold queued and running at once.
