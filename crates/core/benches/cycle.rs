@@ -19,17 +19,11 @@ use fairlane_core::{Config, Decision, Request, Scheduler, Ticket, VirtualClock};
 #[path = "../tests/support/naive.rs"]
 mod naive;
 
-const WORKERS: usize = 32;
-const SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
+#[path = "support/mixed.rs"]
+mod mixed;
+use mixed::{cost, WORKERS};
 
-fn cost(tenant: usize, i: u64) -> f64 {
-    let jitter = ((tenant as u64).wrapping_mul(2654435761) ^ i.wrapping_mul(40503)) % 100;
-    if tenant.is_multiple_of(2) {
-        1.0 + jitter as f64 / 1000.0
-    } else {
-        1000.0 + jitter as f64
-    }
-}
+const SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
 
 struct Fast {
     s: Box<dyn Scheduler<()> + Send>,

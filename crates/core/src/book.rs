@@ -395,6 +395,8 @@ impl<T> Book<T> {
             class: slot.class,
             cost: slot.cost,
             payload: slot.payload.take().expect("queued slot holds its payload"),
+            level: crate::types::LevelId::CATCH_ALL,
+            distinguisher: 0,
         };
         let ten = &mut self.tenants[t as usize];
         ten.queued -= 1;
@@ -468,6 +470,8 @@ impl<T> Book<T> {
             class: slot.class,
             cost: slot.cost,
             payload: slot.payload.take().expect("queued slot holds its payload"),
+            level: crate::types::LevelId::CATCH_ALL,
+            distinguisher: 0,
         };
         self.free_slots.push(ticket.slot());
         let ten = &mut self.tenants[t as usize];

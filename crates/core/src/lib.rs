@@ -44,6 +44,7 @@ mod edf;
 pub mod estimate;
 mod fifo;
 mod interposed;
+pub mod levels;
 mod queued;
 pub mod reserve;
 mod rw;
@@ -64,5 +65,6 @@ pub use estimate::{CostEstimator, EstimatorKind};
 pub use scheduler::{Admin, BoxedScheduler, Inspect, Scheduler, TenantView};
 pub use tags::Charging;
 pub use types::{
-    ClassId, Decision, Dispatch, Error, Request, TenantId, Ticket, MAX_WEIGHT, MIN_WEIGHT,
+    ClassId, Decision, Dispatch, Error, LevelFieldError, LevelId, Request, TenantId, Ticket,
+    MAX_WEIGHT, MIN_WEIGHT,
 };

@@ -1,6 +1,7 @@
 //! The scheduling seam: the one interface every executor drives (DESIGN.md, "the life of a
 //! request").
 
+use crate::levels::{LevelView, LevelsConfig};
 use crate::types::{Decision, Error, Request, TenantId, Ticket};
 
 /// A fair scheduler behind the seam
@@ -77,6 +78,17 @@ pub trait Admin {
 
     /// Forget a tenant that has nothing queued or running (its estimates too).
     fn remove_tenant(&mut self, tenant: TenantId) -> Result<(), Error>;
+
+    /// Take a new configuration of priority levels, keeping every queued and running request
+    /// (a reload; [`LevelScheduler::reconfigure`](crate::levels::LevelScheduler::reconfigure)).
+    /// A scheduler without levels refuses: levels, like the algorithm, come at restart.
+    fn set_levels(&mut self, levels: &LevelsConfig) -> Result<(), Error> {
+        let _ = levels;
+        Err(Error::InvalidConfig {
+            field: "levels",
+            reason: "this scheduler has no priority levels; they come with a restart".into(),
+        })
+    }
 }
 
 /// Introspection of a scheduler: read-only, for executors' set-up, metrics and dashboards.
@@ -108,6 +120,12 @@ pub trait Inspect {
     /// The system virtual time, for schedulers that keep one.
     fn virtual_time(&self) -> Option<f64> {
         None
+    }
+
+    /// The priority levels, by id ([`LevelScheduler`](crate::levels::LevelScheduler));
+    /// empty for a scheduler without levels.
+    fn levels(&self) -> Vec<LevelView<'_>> {
+        Vec::new()
     }
 }
 

@@ -12,6 +12,34 @@ pub struct TenantId(pub u64);
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClassId(pub u32);
 
+/// A priority level of a [`LevelScheduler`](crate::levels::LevelScheduler): its index in the
+/// [`LevelsConfig`](crate::levels::LevelsConfig)'s list, or [`LevelId::CATCH_ALL`]. Schedulers
+/// without levels ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LevelId(pub u32);
+
+impl LevelId {
+    /// The configuration's catch-all level, whatever its index: where [`Request::new`] sends a
+    /// request.
+    pub const CATCH_ALL: LevelId = LevelId(u32::MAX);
+}
+
+impl Default for LevelId {
+    fn default() -> Self {
+        LevelId::CATCH_ALL
+    }
+}
+
+impl fmt::Display for LevelId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if *self == LevelId::CATCH_ALL {
+            f.write_str("the catch-all level")
+        } else {
+            write!(f, "level {}", self.0)
+        }
+    }
+}
+
 impl From<u64> for TenantId {
     fn from(v: u64) -> Self {
         TenantId(v)
@@ -72,6 +100,14 @@ pub struct Request<T> {
     pub cost: Option<f64>,
     /// What the executor wants back at dispatch (a closure, a connection, an id, `()`).
     pub payload: T,
+    /// The priority level it belongs to ([`LevelId::CATCH_ALL`] unless set): read by a
+    /// [`LevelScheduler`](crate::levels::LevelScheduler), ignored (and handed back as the
+    /// catch-all) by schedulers without levels.
+    pub level: LevelId,
+    /// The flow distinguisher inside the level (APF's `distinguisherMethod`): the level's fair
+    /// scheduler shares among flows, and a request's flow is its tenant plus this value. 0 (the
+    /// default) is the tenant's own flow. Ignored, like `level`, without levels.
+    pub distinguisher: u64,
 }
 
 impl<T> Request<T> {
@@ -82,12 +118,26 @@ impl<T> Request<T> {
             class: class.into(),
             cost: None,
             payload,
+            level: LevelId::CATCH_ALL,
+            distinguisher: 0,
         }
     }
 
     /// The same request with a known cost.
     pub fn with_cost(mut self, cost: f64) -> Self {
         self.cost = Some(cost);
+        self
+    }
+
+    /// The same request at priority level `level`.
+    pub fn at_level(mut self, level: LevelId) -> Self {
+        self.level = level;
+        self
+    }
+
+    /// The same request in the flow `(tenant, distinguisher)` of its level.
+    pub fn distinguished(mut self, distinguisher: u64) -> Self {
+        self.distinguisher = distinguisher;
         self
     }
 }
@@ -203,6 +253,50 @@ pub enum Error {
         /// What is allowed, and what was given.
         reason: String,
     },
+    /// A priority level's configuration value outside its allowed range
+    /// ([`LevelsConfig`](crate::levels::LevelsConfig)): `levels[index].field` (boxed: the
+    /// hot path's results stay small).
+    InvalidLevel(Box<LevelFieldError>),
+    /// A request for a priority level the scheduler does not have.
+    UnknownLevel(LevelId),
+    /// A priority level's queue is at its `queue_limit`: the request was not queued (its
+    /// name is in [`Inspect::levels`](crate::Inspect::levels)).
+    LevelFull {
+        /// The level.
+        level: LevelId,
+        /// Its queue limit.
+        limit: usize,
+    },
+}
+
+/// Which field of which priority level is wrong ([`Error::InvalidLevel`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LevelFieldError {
+    /// The level's index in the configuration's list.
+    pub index: usize,
+    /// Its name.
+    pub name: String,
+    /// The field.
+    pub field: &'static str,
+    /// What is allowed, and what was given.
+    pub reason: String,
+}
+
+impl Error {
+    /// `levels[index].field` of the level `name` is wrong.
+    pub(crate) fn invalid_level(
+        index: usize,
+        name: &str,
+        field: &'static str,
+        reason: String,
+    ) -> Self {
+        Error::InvalidLevel(Box::new(LevelFieldError {
+            index,
+            name: name.to_string(),
+            field,
+            reason,
+        }))
+    }
 }
 
 impl fmt::Display for Error {
@@ -250,6 +344,16 @@ impl fmt::Display for Error {
             Error::TenantBusy(t) => write!(f, "{t} still has queued or running requests"),
             Error::UnknownTenant(t) => write!(f, "{t} is unknown"),
             Error::InvalidConfig { field, reason } => write!(f, "invalid {field}: {reason}"),
+            Error::InvalidLevel(e) => write!(
+                f,
+                "invalid levels[{}] ({:?}).{}: {}",
+                e.index, e.name, e.field, e.reason
+            ),
+            Error::UnknownLevel(level) => write!(f, "{level} does not exist"),
+            Error::LevelFull { level, limit } => write!(
+                f,
+                "priority {level} is full: {limit} requests queued (its queue_limit)"
+            ),
         }
     }
 }

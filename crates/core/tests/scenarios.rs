@@ -29,13 +29,30 @@
 //!   idle workers ask in worker order; prints one row per worker, one column per time unit
 //!   (the way the 2DFQ paper draws Fig. 5 and 6).
 //! * `print`: `now`, totals, the virtual time and each known tenant's view.
+//!
+//! Priority levels (`fairlane_core::levels`):
+//! * `levels preset=<name> workers=<n> [period=<t>] [early=<true|false>] [strict]
+//!   [catch_all=<name>]`: start a configuration (`levels reload preset=<name>`: one for the
+//!   running scheduler, which keeps its queue) (ServerCL = `workers`, each level's fair
+//!   scheduler the preset, APF's borrowing adjusted every `period` or strict bands);
+//! * `level name=<n> [shares=<s>] [lendable=<%>] [borrow=<%>] [exempt] [queue=<n>]
+//!   [preset=<name>]`: add a level below the others; `build`: build it; `reload`: give it
+//!   to the running scheduler instead (a reload: queued requests stay);
+//! * `enqueue … level=<name> [flow=<d>]`: at a level, in flow (tenant, d); `dequeue` then
+//!   prints the level too;
+//! * `show`: one line per level: nominal, lendable, borrowing limit, min, max, current
+//!   limit, seats in use, queued, lent and borrowed, and the last period's seat demand;
+//! * `run` also wakes its idle workers at a `retry at` time.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use fairlane_core::levels::{LevelConfig, LevelsConfig, Sharing};
 use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
-use fairlane_core::{Config, Decision, Request, Scheduler, TenantId, Ticket, VirtualClock};
+use fairlane_core::{
+    Config, Decision, LevelId, Request, Scheduler, TenantId, Ticket, VirtualClock,
+};
 
 struct Job {
     label: String,
@@ -52,6 +69,8 @@ struct Running {
 
 struct Scenario {
     sched: Option<Box<dyn Scheduler<Job> + Send>>,
+    /// A level configuration being written (`levels`, `level`) until `build`.
+    pending: Option<LevelsConfig>,
     reserve: Option<fairlane_core::reserve::ReserveScheduler<Job>>,
     now: f64,
     /// Dispatched, not completed: label → ticket.
@@ -102,6 +121,7 @@ impl Scenario {
     fn new() -> Self {
         Scenario {
             sched: None,
+            pending: None,
             reserve: None,
             now: 0.0,
             tickets: BTreeMap::new(),
@@ -134,6 +154,9 @@ impl Scenario {
         let tenant = || num(&kv, "tenant").map(|t| TenantId(t as u64));
         let label = || kv.get("label").cloned().ok_or("missing label=".to_string());
         let err = |e: fairlane_core::Error| e.to_string();
+        if let Some(out) = self.levels_command(&cmd, &kv)? {
+            return Ok(out);
+        }
         match cmd.as_str() {
             "init" => {
                 *self = Scenario::new(); // a fresh scheduler, time 0, nothing run
@@ -196,6 +219,8 @@ impl Scenario {
                 let class = opt(&kv, "class")?.unwrap_or(0.0) as u32;
                 let cost = opt(&kv, "cost")?;
                 let truth = opt(&kv, "true")?.or(cost).unwrap_or(1.0);
+                let level = self.level_id(&kv)?;
+                let flow = opt(&kv, "flow")?.unwrap_or(0.0) as u64;
                 let mut out = Vec::new();
                 for l in label()?.split(',') {
                     let mut req = Request::new(
@@ -209,6 +234,7 @@ impl Scenario {
                     if let Some(c) = cost {
                         req = req.with_cost(c);
                     }
+                    req = req.at_level(level).distinguished(flow);
                     let ticket = self.s()?.enqueue(req, now).map_err(err)?;
                     self.queued.insert(l.to_string(), ticket);
                     out.push(l.to_string());
@@ -255,9 +281,15 @@ impl Scenario {
                 let l = d.request.payload.label.clone();
                 self.queued.remove(&l);
                 self.tickets.insert(l.clone(), d.ticket);
+                let level = self.view().and_then(|s| {
+                    let views = s.levels();
+                    let v = views.get(d.request.level.0 as usize)?;
+                    Some(format!(" level={}", v.name))
+                });
                 format!(
-                    "run {l} tenant={} charged={}",
+                    "run {l} tenant={}{} charged={}",
                     d.request.tenant.0,
+                    level.unwrap_or_default(),
                     fmt(d.charged)
                 )
             }
@@ -269,12 +301,20 @@ impl Scenario {
 
     fn run(&mut self, until: f64) -> Result<String, String> {
         loop {
-            for w in 0..self.workers.len() {
+            let mut retry = f64::INFINITY;
+            let asking = self.s()?.workers().min(self.workers.len());
+            for w in 0..asking {
                 if self.workers[w].is_some() {
                     continue;
                 }
                 let now = self.now;
-                if let Decision::Run(d) = self.s()?.dequeue(w, now).map_err(|e| e.to_string())? {
+                let d = self.s()?.dequeue(w, now).map_err(|e| e.to_string())?;
+                if let Decision::RetryAt(t) = d {
+                    if t > now {
+                        retry = retry.min(t);
+                    }
+                }
+                if let Decision::Run(d) = d {
                     let l = d.request.payload.label.clone();
                     self.queued.remove(&l);
                     let cost = d.request.payload.cost;
@@ -292,7 +332,7 @@ impl Scenario {
                 .iter()
                 .flatten()
                 .map(|r| r.end)
-                .fold(f64::INFINITY, f64::min);
+                .fold(retry, f64::min);
             if next.is_nan() || next > until {
                 break;
             }
@@ -328,6 +368,129 @@ impl Scenario {
             let _ = writeln!(out, "W{w}: {}", cells.join(" ").trim_end());
         }
         Ok(out.trim_end().to_string())
+    }
+
+    /// The commands of priority levels (`levels`, `level`, `build`, `show`); `None` for the
+    /// others.
+    fn levels_command(
+        &mut self,
+        cmd: &str,
+        kv: &BTreeMap<String, String>,
+    ) -> Result<Option<String>, String> {
+        let err = |e: fairlane_core::Error| e.to_string();
+        let preset = |kv: &BTreeMap<String, String>| -> Result<Option<Config>, String> {
+            kv.get("preset")
+                .map(|p| Config::preset(p).map_err(err))
+                .transpose()
+        };
+        match cmd {
+            "levels" if kv.contains_key("reload") => {
+                let s = self
+                    .sched
+                    .as_ref()
+                    .ok_or("levels reload needs a scheduler")?;
+                let base = preset(kv)?.ok_or("missing preset=")?;
+                self.pending = Some(LevelsConfig::new(base.workers(s.workers())));
+            }
+            "levels" => {
+                *self = Scenario::new();
+                let base = preset(kv)?.ok_or("missing preset=")?;
+                let mut c = LevelsConfig::new(base.workers(num(kv, "workers")? as usize));
+                if let Some(period) = opt(kv, "period")? {
+                    c = c.adjust_period(period);
+                }
+                if let Some(early) = kv.get("early") {
+                    let early_reclaim = early == "true";
+                    if let Sharing::Borrowing { period, .. } = c.sharing {
+                        c.sharing = Sharing::Borrowing {
+                            period,
+                            early_reclaim,
+                        };
+                    }
+                }
+                if kv.contains_key("strict") {
+                    c.sharing = Sharing::Strict;
+                }
+                if let Some(name) = kv.get("catch_all") {
+                    c = c.catch_all(name.clone());
+                }
+                self.pending = Some(c);
+            }
+            "level" => {
+                let name = kv.get("name").ok_or("missing name=")?.clone();
+                let mut l = if kv.contains_key("exempt") {
+                    LevelConfig::exempt(name)
+                } else {
+                    LevelConfig::new(name, num(kv, "shares")?)
+                };
+                l.lendable_percent = opt(kv, "lendable")?.unwrap_or(0.0);
+                l.borrowing_limit_percent = opt(kv, "borrow")?;
+                l.queue_limit = opt(kv, "queue")?.map(|q| q as usize);
+                l.scheduler = preset(kv)?;
+                let c = self.pending.take().ok_or("level needs levels … first")?;
+                self.pending = Some(c.level(l));
+            }
+            "build" => {
+                let c = self.pending.take().ok_or("build needs levels … first")?;
+                self.sched = Some(c.build().map_err(err)?);
+                let n = self.s()?.workers();
+                self.workers = (0..n).map(|_| None).collect();
+                return Ok(Some(self.show()));
+            }
+            "reload" => {
+                let c = self.pending.take().ok_or("reload needs levels … first")?;
+                self.s()?.set_levels(&c).map_err(err)?;
+                return Ok(Some(self.show()));
+            }
+            "show" => return Ok(Some(self.show())),
+            _ => return Ok(None),
+        }
+        Ok(Some("ok".into()))
+    }
+
+    /// The level named by `level=` ([`LevelId::CATCH_ALL`] without one).
+    fn level_id(&self, kv: &BTreeMap<String, String>) -> Result<LevelId, String> {
+        let Some(name) = kv.get("level") else {
+            return Ok(LevelId::CATCH_ALL);
+        };
+        let s = self.view().ok_or("no scheduler")?;
+        let views = s.levels();
+        let v = views.iter().find(|v| v.name == name.as_str());
+        Ok(v.ok_or(format!("no level {name:?}"))?.id)
+    }
+
+    fn show(&self) -> String {
+        let Some(s) = self.view() else {
+            return "no scheduler".into();
+        };
+        let mut out = format!("now={} ServerCL={}", fmt(self.now), s.workers());
+        for v in s.levels() {
+            let _ = write!(out, "\n{}: ", v.name);
+            if v.exempt {
+                let _ = write!(out, "exempt in_use={} queued={}", v.seats_in_use, v.queued);
+                continue;
+            }
+            let d = v.demand;
+            let _ = write!(
+                out,
+                "nominal={} lendable={} borrow={} min={} max={} current={} in_use={} queued={} \
+                 lent={} borrowed={} demand(avg={} hwm={} smoothed={})",
+                v.nominal,
+                v.lendable,
+                v.borrowing_limit,
+                v.min,
+                v.max,
+                v.current,
+                v.seats_in_use,
+                v.queued,
+                v.lent(),
+                v.borrowed(),
+                fmt(d.average),
+                fmt(d.high_watermark),
+                fmt(d.smoothed)
+            );
+        }
+        out
     }
 
     fn print(&self) -> String {

@@ -53,7 +53,7 @@ mod fast_tests;
 /// `cases` proptest cases, or `PROPTEST_CASES` when it is set (to run many more once, as
 /// before a commit: proptest's own env override does not reach an explicit `with_cases`).
 #[cfg(test)]
-fn proptest_cases(cases: u32) -> proptest::test_runner::Config {
+pub(crate) fn proptest_cases(cases: u32) -> proptest::test_runner::Config {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
