@@ -501,12 +501,15 @@ impl Meter {
         let m = &self.tenants[t];
         let cpu = m.usage.cpu(now, self.cores);
         let elapsed = now - m.usage.start;
+        let span = self.cores * m.usage.len;
+        // A delay below the noise of the interval's core-time reads as none, as in the
+        // records: a reading a few ulps into an interval would otherwise divide rounding by
+        // nearly nothing.
         let delay = if elapsed > 0.0 {
-            m.delay * 100.0 / (self.cores * elapsed)
+            denoise(m.delay, span) * 100.0 / (self.cores * elapsed)
         } else {
             0.0
         };
-        let span = self.cores * m.usage.len;
         let (cpu_eff, viol_cpu) = eff_viol(m.usage.consumed(now), m.delay, m.res, span);
         Some(MeterReading {
             cpu,
