@@ -147,7 +147,11 @@ pub(crate) struct Vtc<T> {
     lift: Lift,
     /// Per tenant index: the counter `c`.
     counter: Vec<f64>,
-    /// Backlogged tenants by `(counter, id)`.
+    /// Backlogged tenants by `(key, id)`, where a tenant's key is at most its counter: a
+    /// charge, the hot path (every generated token), only raises a counter and leaves the
+    /// key as it was; a refund lowers both. The smallest key whose counter equals it is the
+    /// smallest counter (every other counter is at least its own key, which is at least
+    /// this one, ties by id), so a query re-keys stale keys from the top until one holds.
     backlogged: IndexedHeap,
     last_left: LastLeft,
 }
@@ -181,20 +185,35 @@ impl<T> Vtc<T> {
     }
 
     /// Add `amount` (may be negative: a refund) to tenant `t`'s counter, divided by its
-    /// weight, and re-key it if it is backlogged.
+    /// weight. A backlogged tenant whose counter went down is re-keyed at once.
     #[inline]
     fn charge(&mut self, t: u32, amount: f64) {
         let ten = &self.book.tenants[t as usize];
         let c = &mut self.counter[t as usize];
-        *c = saturate(*c + amount / ten.weight);
-        if ten.queued > 0 {
+        let old = *c;
+        *c = saturate(old + amount / ten.weight);
+        if *c < old && ten.queued > 0 {
             self.backlogged.set(t, *c, ten.id.0);
+        }
+    }
+
+    /// The backlogged tenant with the smallest counter, and that counter.
+    #[inline]
+    fn smallest(&mut self) -> Option<(u32, f64)> {
+        loop {
+            let (t, key) = self.backlogged.peek()?;
+            let c = self.counter[t as usize];
+            if c == key {
+                return Some((t, c));
+            }
+            self.backlogged
+                .set(t, c, self.book.tenants[t as usize].id.0);
         }
     }
 
     /// Tenant `t` is becoming backlogged (it is not in the heap yet): Algorithm 2, lines 5–13.
     fn lift(&mut self, t: u32) {
-        let floor = match (self.lift, self.backlogged.peek()) {
+        let floor = match (self.lift, self.smallest()) {
             (Lift::Never, _) => None,
             (_, Some((_, min))) => Some(min),
             (Lift::Artifact, None) => None,
@@ -260,7 +279,7 @@ impl<T> Queue<T> for Vtc<T> {
     }
 
     fn pick(&mut self, _: usize, _: f64) -> Decision<T> {
-        let Some((t, _)) = self.backlogged.peek() else {
+        let Some((t, _)) = self.smallest() else {
             return Decision::Empty;
         };
         let (class, known) = self

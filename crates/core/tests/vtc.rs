@@ -21,9 +21,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use fairlane_core::{
-    Config, Decision, Error, Lift, Request, Scheduler, TenantId, Ticket, TokenCost,
-};
+use fairlane_core::{Config, Decision, Error, Lift, Request, TenantId, Ticket, TokenCost};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------------------
