@@ -24,6 +24,9 @@ use std::collections::{BTreeMap, VecDeque};
 use fairlane_core::{Config, Decision, Error, Lift, Request, TenantId, Ticket, TokenCost};
 use proptest::prelude::*;
 
+mod support;
+use support::Rng;
+
 // ---------------------------------------------------------------------------------------
 // The naive reference.
 
@@ -335,19 +338,9 @@ fn workload(weighted: bool) -> impl Strategy<Value = Workload> {
         })
 }
 
-/// SplitMix64 for the arrivals and lengths of one case.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn upto(&mut self, n: u64) -> u64 {
-        1 + self.next() % n
-    }
+/// A number in `1..=n`.
+fn upto(rng: &mut Rng, n: u64) -> u64 {
+    1 + rng.next() % n
 }
 
 /// The largest `max D − min D` over intervals in which both tenants of a pair were
@@ -398,7 +391,7 @@ fn worst_difference(w: &Workload, h: TokenCost) -> f64 {
         naive.tenant(i as u64).weight = wt;
     }
     let mut jobs: Vec<Job> = Vec::new();
-    let mut rng = Rng(w.seed);
+    let mut rng = Rng::new(w.seed);
     let mut service = vec![0.0; n];
     let mut waiting = vec![0usize; n];
     let mut running: Vec<(Ticket, Job, u64)> = Vec::new();
@@ -411,11 +404,11 @@ fn worst_difference(w: &Workload, h: TokenCost) -> f64 {
         let now = step as f64;
         for (f, &(_, p)) in w.tenants.iter().enumerate() {
             if rng.next() % 16 < u64::from(p) {
-                for _ in 0..rng.upto(3) {
+                for _ in 0..upto(&mut rng, 3) {
                     let job = Job {
                         tenant: f,
-                        input: rng.upto(w.max_input),
-                        output: rng.upto(w.max_output),
+                        input: upto(&mut rng, w.max_input),
+                        output: upto(&mut rng, w.max_output),
                     };
                     let cost = h.charge(job.input, 0);
                     let id = jobs.len() as u32;

@@ -62,9 +62,7 @@ use serde::Serialize;
 
 use crate::engine::SimError;
 use crate::events::{drive, DEFAULT_MAX_EVENTS};
-use meter::Meter;
 use model::LlmSim;
-use policy::Rpm;
 
 /// A workload's requests with its clients' weights and the length of its arrival window.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -221,17 +219,7 @@ pub fn simulate(
     }
     let scheduler = sched.name().to_string();
     let n = trace.weights.len();
-    let mut m = LlmSim::new(
-        *server,
-        opts.cost,
-        sched,
-        policy.disclosure,
-        policy.rpm.map(|l| Rpm::new(l, n)),
-        &trace.requests,
-        Meter::new(opts.cost, &trace.weights, opts.max_points),
-        opts.sample_every,
-        trace.window,
-    );
+    let mut m = LlmSim::new(trace, *server, policy, sched, opts);
     drive(&mut m, f64::INFINITY, opts.max_events, &mut |_| {})?;
     let max_input = trace.requests.iter().map(|r| r.input).max().unwrap_or(0);
     let names: Vec<String> = (0..n).map(|i| format!("client{i}")).collect();

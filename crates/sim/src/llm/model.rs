@@ -8,9 +8,10 @@ use std::collections::{BinaryHeap, VecDeque};
 use fairlane_core::{BoxedScheduler, Decision, Request, Ticket, TokenCost};
 
 use super::meter::Meter;
-use super::policy::{Disclosure, Rpm};
+use super::policy::{Disclosure, Policy, Rpm};
 use super::server::{peak_excess, Batching, Footprint, Server};
 use super::workload::LlmRequest;
+use super::{LlmOptions, Trace};
 use crate::engine::SimError;
 use crate::events::{EventQueue, Model};
 
@@ -100,27 +101,24 @@ pub(crate) struct LlmSim<'a> {
 }
 
 impl<'a> LlmSim<'a> {
-    #[allow(clippy::too_many_arguments)]
+    /// `policy` (its scheduler built as `sched`) on `trace` on `server`.
     pub fn new(
+        trace: &'a Trace,
         server: Server,
-        h: TokenCost,
+        policy: &Policy,
         sched: BoxedScheduler,
-        disclosure: Disclosure,
-        rpm: Option<Rpm>,
-        reqs: &'a [LlmRequest],
-        meter: Meter,
-        sample_every: f64,
-        window: f64,
+        opts: &LlmOptions,
     ) -> Self {
-        let clients = meter.weights.len();
+        let clients = trace.weights.len();
+        let reqs = &trace.requests[..];
         let mut m = LlmSim {
             q: EventQueue::default(),
             events: 0,
             server,
-            h,
+            h: opts.cost,
             sched,
-            disclosure,
-            rpm,
+            disclosure: policy.disclosure,
+            rpm: policy.rpm.map(|limit| Rpm::new(limit, clients)),
             reqs,
             next_arrival: 0,
             queued: vec![VecDeque::new(); clients],
@@ -136,8 +134,8 @@ impl<'a> LlmSim<'a> {
             epoch: 0,
             decodes: 0,
             no_fit: None,
-            meter,
-            sample_every,
+            meter: Meter::new(opts.cost, &trace.weights, opts.max_points),
+            sample_every: opts.sample_every,
             iterations: 0,
             prefill_iterations: 0,
             holds: 0,
@@ -148,8 +146,8 @@ impl<'a> LlmSim<'a> {
         if let Some(r) = reqs.first() {
             m.q.push(r.time, Ev::Arrive);
         }
-        m.q.push(window, Ev::Window);
-        m.q.push(sample_every, Ev::Sample);
+        m.q.push(trace.window, Ev::Window);
+        m.q.push(opts.sample_every, Ev::Sample);
         m
     }
 
