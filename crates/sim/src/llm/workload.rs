@@ -51,6 +51,27 @@ pub enum Mode {
     DistShift,
 }
 
+impl Mode {
+    /// The mode by `trace.py`'s name (`uniform`, `poisson`, `poisson-short-long`,
+    /// `poisson-short-long-2`, `increase`, `dist_shift`; hyphens or underscores).
+    pub fn by_name(name: &str) -> Result<Self, SimError> {
+        Ok(match name.replace('_', "-").as_str() {
+            "uniform" => Mode::Uniform,
+            "poisson" => Mode::Poisson,
+            "poisson-short-long" => Mode::PoissonShortLong,
+            "poisson-short-long-2" => Mode::PoissonShortLong2,
+            "increase" => Mode::Increase,
+            "dist-shift" => Mode::DistShift,
+            _ => {
+                return Err(SimError::spec(format!(
+                    "workload.mode: unknown mode {name:?}; known: uniform, poisson, \
+                     poisson-short-long, poisson-short-long-2, increase, dist_shift"
+                )))
+            }
+        })
+    }
+}
+
 /// A suite: `exp_suite.py`'s `BenchmarkConfig` for one workload, plus the clients' weights
 /// (the server's `--fair-weights`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -577,6 +598,14 @@ mod tests {
             .unwrap_err()
             .message
             .contains("known: overload"));
+        for (name, mode) in [
+            ("uniform", Mode::Uniform),
+            ("poisson-short-long-2", Mode::PoissonShortLong2),
+            ("dist_shift", Mode::DistShift),
+        ] {
+            assert_eq!(Mode::by_name(name).unwrap(), mode);
+        }
+        assert!(Mode::by_name("gamma").is_err());
         let e = Suite::overload().duration(f64::NAN).check().unwrap_err();
         assert!(e.message.contains("workload.duration"), "{e}");
         let mut s = Suite::overload();
