@@ -5,7 +5,9 @@
 //! stretched to `LLM_SPEED_SECONDS` (default 36,000 simulated seconds, about 16 million
 //! generated tokens), alternating VTC and FCFS for `LLM_SPEED_ROUNDS` rounds (default 3),
 //! and prints generated tokens per wall second for each run and the median per policy
-//! (about a minute on one core).
+//! (about 15 wall seconds on an idle core), with the process CPU seconds of each run where
+//! Linux's `/proc/self/stat` tells them (on a loaded machine wall time includes the time the
+//! run waited for a core).
 //!
 //! `cargo run --release -p fairlane-sim --example llm_speed -- suites` runs every suite of
 //! the paper's §5.2 (seed 42) under VTC, FCFS, LCF, RPM(20), WFQᴱ and 2DFQᴱ and prints, per
@@ -24,6 +26,17 @@ fn env(name: &str, default: f64) -> f64 {
         .unwrap_or(default)
 }
 
+/// User + system CPU seconds of this process, from `/proc/self/stat` (Linux; clock ticks of
+/// 1/100 s), if readable.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
 fn speed() {
     let seconds = env("LLM_SPEED_SECONDS", 36_000.0);
     let rounds = env("LLM_SPEED_ROUNDS", 3.0) as usize;
@@ -40,14 +53,18 @@ fn speed() {
     for round in 0..rounds {
         for (name, v) in rates.iter_mut() {
             let policy = Policy::by_name(name).unwrap();
-            let t = Instant::now();
+            let (t, cpu) = (Instant::now(), cpu_seconds());
             let r = simulate(&trace, &server, &policy, &opts).unwrap();
             let wall = t.elapsed().as_secs_f64();
+            let cpu = cpu.zip(cpu_seconds()).map(|(a, b)| b - a);
             let rate = r.generated_tokens as f64 / wall;
+            let per_cpu = cpu.map_or(String::new(), |c| {
+                format!(" ({c:.2} CPU s: {:.2e} per CPU s)", r.generated_tokens as f64 / c)
+            });
             println!(
                 "round {round} {name:5}: {} tokens generated, {} iterations, {:.0} simulated s \
-                 in {wall:.3} wall s: {:.2e} tokens/s",
-                r.generated_tokens, r.iterations, r.makespan, rate
+                 in {wall:.3} wall s: {rate:.2e} tokens/s{per_cpu}",
+                r.generated_tokens, r.iterations, r.makespan
             );
             v.push(rate);
         }
