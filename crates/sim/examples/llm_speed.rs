@@ -59,7 +59,10 @@ fn speed() {
             let cpu = cpu.zip(cpu_seconds()).map(|(a, b)| b - a);
             let rate = r.generated_tokens as f64 / wall;
             let per_cpu = cpu.map_or(String::new(), |c| {
-                format!(" ({c:.2} CPU s: {:.2e} per CPU s)", r.generated_tokens as f64 / c)
+                format!(
+                    " ({c:.2} CPU s: {:.2e} per CPU s)",
+                    r.generated_tokens as f64 / c
+                )
             });
             println!(
                 "round {round} {name:5}: {} tokens generated, {} iterations, {:.0} simulated s \
