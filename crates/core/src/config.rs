@@ -15,6 +15,7 @@ use crate::scheduler::Scheduler;
 use crate::select::{Eligible, MinFinish, Staggered};
 use crate::tags::{Charging, Clock, TagScheduler};
 use crate::types::{Error, TenantId};
+use crate::vtc::{Lift, Vtc};
 
 /// The scheduling algorithms of the core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -46,11 +47,15 @@ pub enum Algorithm {
     /// Earliest Deadline First on per-tenant response-time targets (Facade; Jin et al.'s
     /// baseline). Ignores weights.
     Edf,
+    /// The Virtual Token Counter (Sheng et al., OSDI '24): the backlogged tenant with the
+    /// smallest counter of service received; a tenant that becomes backlogged is lifted
+    /// ([`Config::lift`]).
+    Vtc,
 }
 
 impl Algorithm {
     /// Every algorithm, in a stable order.
-    pub const ALL: [Algorithm; 10] = [
+    pub const ALL: [Algorithm; 11] = [
         Algorithm::Fifo,
         Algorithm::Drr,
         Algorithm::Sfq,
@@ -61,6 +66,7 @@ impl Algorithm {
         Algorithm::Fsfq,
         Algorithm::Rw,
         Algorithm::Edf,
+        Algorithm::Vtc,
     ];
 
     /// The short name.
@@ -76,6 +82,7 @@ impl Algorithm {
             Algorithm::Fsfq => "fsfq",
             Algorithm::Rw => "rw",
             Algorithm::Edf => "edf",
+            Algorithm::Vtc => "vtc",
         }
     }
 }
@@ -87,9 +94,9 @@ impl fmt::Display for Algorithm {
 }
 
 /// The presets [`Config::preset`] accepts.
-pub const PRESETS: [&str; 14] = [
+pub const PRESETS: [&str; 17] = [
     "fifo", "drr", "sfq", "wfq", "wf2q", "2dfq", "wfqe", "wf2qe", "2dfqe", "drre", "minsfq",
-    "fsfq", "rw", "edf",
+    "fsfq", "rw", "edf", "vtc", "vtce", "lcf",
 ];
 
 /// The most workers (threads, issue slots, cores) a scheduler serves. 2DFQ keeps one
@@ -150,6 +157,8 @@ pub struct Config {
     /// RW(D)'s window per issue slot, in cost units: flow f may have
     /// `workers · window_unit · φ_f/Σφ` of cost outstanding. 1 when requests cost one unit.
     pub window_unit: f64,
+    /// VTC's counter lift (the paper's rule unless set).
+    pub lift: Lift,
 }
 
 impl Config {
@@ -164,6 +173,7 @@ impl Config {
             default_weight: 1.0,
             drr_quantum: None,
             window_unit: 1.0,
+            lift: Lift::Paper,
         }
     }
 
@@ -172,7 +182,10 @@ impl Config {
     /// α = 0.99), the 2DFQ paper's §6.2 configurations; `drre` (DRR with the EMA); and the
     /// interposed schedulers `minsfq`, `sfq` (SFQ(D)), `fsfq`, `rw` and `edf` with known
     /// costs (workers = the depth D). Estimated presets start unseen pairs at
-    /// an estimate of 1 cost unit; set [`Config::estimator`] to change it.
+    /// an estimate of 1 cost unit; set [`Config::estimator`] to change it. `vtc` is the
+    /// Virtual Token Counter (Sheng et al., OSDI '24), `vtce` VTC with the artifact's
+    /// length predictor (an EMA of 1/5 starting at 0, §4.4) and `lcf` the paper's Least
+    /// Counter First baseline (VTC without the lift); see the `vtc` module's unit convention.
     pub fn preset(name: &str) -> Result<Self, Error> {
         let ema = EstimatorKind::Ema {
             alpha: 0.99,
@@ -197,6 +210,12 @@ impl Config {
             "fsfq" => Config::new(Algorithm::Fsfq),
             "rw" => Config::new(Algorithm::Rw),
             "edf" => Config::new(Algorithm::Edf),
+            "vtc" => Config::new(Algorithm::Vtc),
+            "vtce" => Config::new(Algorithm::Vtc).estimator(EstimatorKind::Ema {
+                alpha: 0.8,
+                initial: 0.0,
+            }),
+            "lcf" => Config::new(Algorithm::Vtc).lift(Lift::Never),
             _ => {
                 return Err(Error::InvalidConfig {
                     field: "scheduler",
@@ -241,6 +260,11 @@ impl Config {
         self.window_unit = unit;
         self
     }
+    /// Set VTC's counter lift.
+    pub fn lift(mut self, lift: Lift) -> Self {
+        self.lift = lift;
+        self
+    }
 
     /// The one place an executor turns a preset name into a configuration (issue 15: the
     /// pool, the gate, the proxy and the simulator all come here).
@@ -252,7 +276,8 @@ impl Config {
     ///   request per issue slot (the paper's `n_f = D·φ_f/Σφ` requests).
     /// * `costs_known`: whether the executor can give costs up front. When it cannot (the
     ///   proxy), a known-cost preset gets an EMA estimator (α = 0.99) instead of refusing
-    ///   every request; FIFO and EDF never need costs and are left as they are.
+    ///   every request; FIFO, EDF and the VTC family never need costs and are left as they
+    ///   are.
     ///
     /// Whether the result needs costs up front is [`Config::requires_cost`] (or, once built,
     /// [`Scheduler::requires_cost`]).
@@ -291,19 +316,21 @@ impl Config {
             }
         };
         let c = match c.algorithm {
-            Algorithm::Fifo | Algorithm::Edf => c,
+            Algorithm::Fifo | Algorithm::Edf | Algorithm::Vtc => c,
             _ => c.estimator(estimator),
         };
         Ok(c.workers(workers).window_unit(initial))
     }
 
     /// Whether every request must carry its cost under this configuration: an oracle
-    /// estimator or the exact GPS clock, for an algorithm that charges by cost (FIFO and EDF
-    /// never need costs).
+    /// estimator or the exact GPS clock, for an algorithm that charges by cost (FIFO, EDF and
+    /// VTC never need costs).
     pub fn requires_cost(&self) -> bool {
-        !matches!(self.algorithm, Algorithm::Fifo | Algorithm::Edf)
-            && (self.estimator == EstimatorKind::Oracle
-                || matches!(self.clock, Some(VirtualClock::Gps { .. })))
+        !matches!(
+            self.algorithm,
+            Algorithm::Fifo | Algorithm::Edf | Algorithm::Vtc
+        ) && (self.estimator == EstimatorKind::Oracle
+            || matches!(self.clock, Some(VirtualClock::Gps { .. })))
     }
 
     /// The preset-style name of what this config builds (`"2dfqe"`, `"wfq"`, …).
@@ -328,6 +355,10 @@ impl Config {
             (Algorithm::Rw, false) => "rw",
             (Algorithm::Rw, true) => "rwe",
             (Algorithm::Edf, _) => "edf",
+            (Algorithm::Vtc, false) if self.lift == Lift::Never => "lcf",
+            (Algorithm::Vtc, true) if self.lift == Lift::Never => "lcfe",
+            (Algorithm::Vtc, false) => "vtc",
+            (Algorithm::Vtc, true) => "vtce",
         }
     }
 
@@ -375,6 +406,12 @@ impl Config {
                 ),
             });
         }
+        if self.algorithm == Algorithm::Vtc && self.clock.is_some() {
+            return Err(Error::InvalidConfig {
+                field: "clock",
+                reason: "vtc keeps counters, not a virtual time; leave the clock unset".into(),
+            });
+        }
         let name = self.name();
         let clock = |default| Clock::new(self.clock.unwrap_or(default));
         let (c, w) = (self.charging, self.default_weight);
@@ -407,6 +444,7 @@ impl Config {
             ))),
             Algorithm::Rw => Box::new(Queued(Rw::new(name, workers, self.window_unit, est, w))),
             Algorithm::Edf => Box::new(Queued(Edf::new(name, workers, est, w))),
+            Algorithm::Vtc => Box::new(Queued(Vtc::new(workers, est, w, self.lift))),
             Algorithm::Wfq => {
                 // Only the approximate clock asks for the smallest start tag.
                 let clock = clock(VirtualClock::Approximate)?;

@@ -10,7 +10,9 @@
 //! Algorithms ([`Algorithm`]): FIFO, DRR, WFQ over n workers (MSFQ), WF²Q over n
 //! workers, and 2DFQ (Mace et al., SIGCOMM '16 §4); and, in front of a black-box server with
 //! D issue slots (the workers), Min-SFQ(D), SFQ(D), FSFQ(D), Request Windows RW(D) and EDF
-//! (Jin, Chase & Kaur, SIGMETRICS '04), with an adaptive depth controller ([`depth`]). Each
+//! (Jin, Chase & Kaur, SIGMETRICS '04), with an adaptive depth controller ([`depth`]); and
+//! for LLM serving the Virtual Token Counter and its variants ([`vtc`]: Sheng et al.,
+//! OSDI '24), with the token cost function executors share ([`TokenCost`]). Each
 //! works with known costs or with a cost estimator ([`EstimatorKind`]: oracle, last value, EMA, pessimistic L_max) and retroactive
 //! and refresh charging ([`Charging`], §5). 2DFQ with the pessimistic estimator is 2DFQᴱ
 //! (Fig. 7). Virtual time is exact GPS ([`GpsClock`]) or an approximation ([`VirtualClock`]).
@@ -53,6 +55,7 @@ mod select;
 mod tags;
 mod types;
 mod util;
+pub mod vtc;
 
 /// The README's example, compiled and run as a doctest.
 #[doc = include_str!("../README.md")]
@@ -68,3 +71,4 @@ pub use types::{
     ClassId, Decision, Dispatch, Error, LevelFieldError, LevelId, Request, TenantId, Ticket,
     MAX_WEIGHT, MIN_WEIGHT,
 };
+pub use vtc::{Lift, TokenCost};

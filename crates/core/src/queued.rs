@@ -13,6 +13,7 @@ use crate::interposed::StartTag;
 use crate::rw::Rw;
 use crate::scheduler::{check_target, Admin, Inspect, Scheduler, TenantView};
 use crate::types::{check_weight, Decision, Error, Request, TenantId, Ticket};
+use crate::vtc::Vtc;
 
 /// The accessors every queue policy writes the same way, over its `book`, `est` and
 /// `workers` fields.
@@ -286,4 +287,4 @@ macro_rules! admin_inspect {
     )*};
 }
 
-admin_inspect!(Fifo, Drr, Edf, Rw, StartTag);
+admin_inspect!(Fifo, Drr, Edf, Rw, StartTag, Vtc);

@@ -20,6 +20,12 @@
 //!   scheduler; then `reserve tenant=<id> res=<%> max=<%>` sets a tenant's terms.
 //! * `weight tenant=<id> w=<φ>`, `target tenant=<id> t=<time>`, `workers n=<n>`.
 //! * `enqueue tenant=<id> [class=<c>] [cost=<c>] label=<l>[,<l>…]`: one request per label.
+//!   For the LLM schedulers (VTC), `input=<n>` instead of `cost=` makes a request with an
+//!   `n`-token prompt: its cost is `w_p·n` with the paper's token prices (`w_p = 1`,
+//!   `w_q = 2`, [`TokenCost::PAPER`]).
+//! * `generate label=<l>[,<l>…] [n=<k>]`: each running request generates `k` (default 1)
+//!   tokens and reports its cumulative cost `w_p·input + w_q·output` by `progress`; prints
+//!   what each reported. `finish label=<l>[,<l>…]` completes them with that cost.
 //! * `dequeue worker=<w>`: prints `run <label> tenant=<id> charged=<c>`, `empty` or
 //!   `retry at <t>` (`retry after next completion` for ∞).
 //! * `progress label=<l> used=<u>`, `complete label=<l> used=<u>`, `cancel label=<l>`.
@@ -51,7 +57,7 @@ use std::path::{Path, PathBuf};
 use fairlane_core::levels::{LevelConfig, LevelsConfig, Sharing};
 use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
 use fairlane_core::{
-    Config, Decision, LevelId, Request, Scheduler, TenantId, Ticket, VirtualClock,
+    Config, Decision, LevelId, Request, Scheduler, TenantId, Ticket, TokenCost, VirtualClock,
 };
 
 struct Job {
@@ -80,6 +86,8 @@ struct Scenario {
     workers: Vec<Option<Running>>,
     /// (worker, label, start, end) of everything `run` executed.
     log: Vec<(usize, String, f64, f64)>,
+    /// Requests made with `input=`: label → (prompt tokens, tokens generated so far).
+    tokens: BTreeMap<String, (u64, u64)>,
 }
 
 fn args(line: &str) -> (String, BTreeMap<String, String>) {
@@ -128,6 +136,7 @@ impl Scenario {
             queued: BTreeMap::new(),
             workers: Vec::new(),
             log: Vec::new(),
+            tokens: BTreeMap::new(),
         }
     }
 
@@ -217,7 +226,11 @@ impl Scenario {
             "enqueue" => {
                 let t = tenant()?;
                 let class = opt(&kv, "class")?.unwrap_or(0.0) as u32;
-                let cost = opt(&kv, "cost")?;
+                let input = opt(&kv, "input")?.map(|n| n as u64);
+                let cost = match input {
+                    Some(n) => Some(TokenCost::PAPER.charge(n, 0)),
+                    None => opt(&kv, "cost")?,
+                };
                 let truth = opt(&kv, "true")?.or(cost).unwrap_or(1.0);
                 let level = self.level_id(&kv)?;
                 let flow = opt(&kv, "flow")?.unwrap_or(0.0) as u64;
@@ -237,6 +250,9 @@ impl Scenario {
                     req = req.at_level(level).distinguished(flow);
                     let ticket = self.s()?.enqueue(req, now).map_err(err)?;
                     self.queued.insert(l.to_string(), ticket);
+                    if let Some(n) = input {
+                        self.tokens.insert(l.to_string(), (n, 0));
+                    }
                     out.push(l.to_string());
                 }
                 Ok(format!("queued {}", out.join(" ")))
@@ -264,6 +280,30 @@ impl Scenario {
                 self.s()?.cancel(ticket, now).map_err(err)?;
                 self.queued.remove(&l);
                 Ok(format!("cancelled {l}"))
+            }
+            "generate" | "finish" => {
+                let n = opt(&kv, "n")?.unwrap_or(1.0) as u64;
+                let mut out = Vec::new();
+                for l in label()?.split(',') {
+                    let ticket = *self.tickets.get(l).ok_or(format!("{l} is not running"))?;
+                    let (input, output) = self
+                        .tokens
+                        .get_mut(l)
+                        .ok_or(format!("{l} was not enqueued with input="))?;
+                    if cmd == "generate" {
+                        *output += n;
+                    }
+                    let used = TokenCost::PAPER.charge(*input, *output);
+                    let what = format!("{l} output={output} used={}", fmt(used));
+                    if cmd == "generate" {
+                        self.s()?.progress(ticket, used, now).map_err(err)?;
+                    } else {
+                        self.s()?.complete(ticket, used, now).map_err(err)?;
+                        self.tickets.remove(l);
+                    }
+                    out.push(what);
+                }
+                Ok(out.join("\n"))
             }
             "advance" => {
                 self.now += num(&kv, "by")?;

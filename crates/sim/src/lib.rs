@@ -41,6 +41,7 @@ pub mod dbreport;
 pub mod dbserver;
 pub mod engine;
 pub mod events;
+pub mod llm;
 pub mod metrics;
 pub mod production;
 pub mod report;
