@@ -217,6 +217,11 @@ pub struct Pool {
     /// `transaction` (default) or `session`.
     #[serde(default)]
     pub mode: Mode,
+    /// Server connections open at once, in use and idle, over all pools (default
+    /// 4 × `size`, at least `size`): at this cap the longest-idle connection of another
+    /// pool is closed to open one for a pool that has none idle.
+    #[serde(default)]
+    pub max_connections: Option<usize>,
 }
 
 impl Default for Pool {
@@ -224,12 +229,26 @@ impl Default for Pool {
         Pool {
             size: default_size(),
             mode: Mode::Transaction,
+            max_connections: None,
         }
     }
 }
 
 impl Pool {
+    /// `max_connections` in effect.
+    pub fn max_open(&self) -> usize {
+        self.max_connections.unwrap_or(4 * self.size)
+    }
+
     fn check(&self) -> Check {
+        if let Some(m) = self.max_connections {
+            if m < self.size {
+                return Err(ConfigError::new(
+                    "pool.max_connections",
+                    format!("must be ≥ pool.size = {}, got {m}", self.size),
+                ));
+            }
+        }
         if !(1..=fairlane_core::MAX_WORKERS).contains(&self.size) {
             return Err(ConfigError::new(
                 "pool.size",

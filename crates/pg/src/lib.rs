@@ -164,7 +164,7 @@ impl Pooler {
             .map(|u| (u.user.clone(), Verifier::new(&u.password)))
             .collect();
         let shared = Arc::new(Shared {
-            pools: Pools::new(config.pool.size, target),
+            pools: Pools::new(config.pool.max_open(), target),
             sched: Arc::new(sched),
             verifiers,
             cancels: Mutex::new(HashMap::new()),

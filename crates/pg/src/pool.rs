@@ -1,8 +1,8 @@
-//! The server connections: idle ones kept per (database, role), at most D open over all
-//! pools. A transaction holding one of the gate's D seats always finds a connection: its
-//! pool's most recently used idle one (checked for a server that closed it meanwhile), a new
-//! one while fewer than D are open, or a new one in place of the longest-idle connection
-//! of another pool.
+//! The server connections: idle ones kept per (database, role), at most
+//! `pool.max_connections` open over all pools (in use: at most D, the gate's seats). A
+//! transaction holding one of the D seats always finds a connection: its pool's most
+//! recently used idle one (checked for a server that closed it meanwhile), a new one below
+//! the cap, or a new one in place of the longest-idle connection of another pool.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,14 +23,14 @@ struct Idle {
 /// The pools of server connections.
 pub struct Pools {
     idle: Mutex<Idle>,
-    size: usize,
+    max_open: usize,
     target: Target,
 }
 
 impl std::fmt::Debug for Pools {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pools")
-            .field("size", &self.size)
+            .field("max_open", &self.max_open)
             .finish_non_exhaustive()
     }
 }
@@ -61,11 +61,11 @@ impl Drop for Leased {
 }
 
 impl Pools {
-    /// D connections at most, to `target`.
-    pub fn new(size: usize, target: Target) -> Arc<Pools> {
+    /// `max_open` connections at most (≥ the gate's seats), to `target`.
+    pub fn new(max_open: usize, target: Target) -> Arc<Pools> {
         Arc::new(Pools {
             idle: Mutex::new(Idle::default()),
-            size,
+            max_open,
             target,
         })
     }
@@ -110,7 +110,7 @@ impl Pools {
                     conn: Some(c),
                 });
             }
-            let evicted = if g.open >= self.size {
+            let evicted = if g.open >= self.max_open {
                 // The longest-idle connection of any pool gives its place.
                 let oldest = g
                     .by_key
@@ -121,7 +121,7 @@ impl Pools {
                     Some((_, k)) => g.by_key.get_mut(&k).map(|v| v.remove(0).1),
                     None => {
                         return Err(ConnectError::Io(std::io::Error::other(
-                            "all server connections are in use (more holders than pool.size)",
+                            "all server connections are in use (more holders than pool.max_connections)",
                         )))
                     }
                 }

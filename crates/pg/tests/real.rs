@@ -229,8 +229,8 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
     assert!(alice["cpu_seconds"].as_f64().unwrap() > 0.0, "{status}");
     let (open, _) = pooler.server_connections();
     assert!(
-        open <= 2,
-        "{open} server connections open with pool.size = 2"
+        open <= 8,
+        "{open} server connections open with pool.max_connections = 4 × 2"
     );
     drop(pooler);
 }
@@ -244,45 +244,104 @@ fn wrong_password_unknown_database_md5_and_trust() {
     let pooler = rt.block_on(Pooler::start(config(&pg, &USERS, ""))).unwrap();
     let (ok, _, err) = psql(&pooler, "alice", "wrong", "postgres", &["-c", "select 1"]);
     assert!(!ok);
-    assert!(err.contains("password authentication failed for user \"alice\""), "{err}");
+    assert!(
+        err.contains("password authentication failed for user \"alice\""),
+        "{err}"
+    );
     let (ok, _, err) = psql(&pooler, "mallory", "x", "postgres", &["-c", "select 1"]);
     assert!(!ok);
-    assert!(err.contains("password authentication failed for user \"mallory\""), "{err}");
-    let (ok, _, err) = psql(&pooler, "alice", "alice-pw", "nosuchdb", &["-c", "select 1"]);
+    assert!(
+        err.contains("password authentication failed for user \"mallory\""),
+        "{err}"
+    );
+    let (ok, _, err) = psql(
+        &pooler,
+        "alice",
+        "alice-pw",
+        "nosuchdb",
+        &["-c", "select 1"],
+    );
     assert!(!ok);
-    assert!(err.contains("database \"nosuchdb\" does not exist"), "{err}");
+    assert!(
+        err.contains("database \"nosuchdb\" does not exist"),
+        "{err}"
+    );
     // The driver sees the server's SQLSTATE.
     rt.block_on(async {
-        let e = driver(&pooler, "alice", "alice-pw", "nosuchdb").await.unwrap_err();
-        assert_eq!(e.code(), Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME), "{e}");
-        let e = driver(&pooler, "alice", "nope", "postgres").await.unwrap_err();
-        assert_eq!(e.code(), Some(&tokio_postgres::error::SqlState::INVALID_PASSWORD), "{e}");
+        let e = driver(&pooler, "alice", "alice-pw", "nosuchdb")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.code(),
+            Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME),
+            "{e}"
+        );
+        let e = driver(&pooler, "alice", "nope", "postgres")
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e.code(),
+            Some(&tokio_postgres::error::SqlState::INVALID_PASSWORD),
+            "{e}"
+        );
     });
-    let (ok, out, err) = psql(&pooler, "alice", "alice-pw", "postgres", &["-c", "select 1"]);
+    let (ok, out, err) = psql(
+        &pooler,
+        "alice",
+        "alice-pw",
+        "postgres",
+        &["-c", "select 1"],
+    );
     assert!(ok && out == "1", "{err}");
     drop(pooler);
 
     let mut c = config(&pg, &USERS, "");
     c.auth.method = fairlane_pg::config::AuthMethod::Md5;
     let pooler = rt.block_on(Pooler::start(c)).unwrap();
-    let (ok, out, err) = psql(&pooler, "bob", "bob-pw", "postgres", &["-c", "select current_user"]);
+    let (ok, out, err) = psql(
+        &pooler,
+        "bob",
+        "bob-pw",
+        "postgres",
+        &["-c", "select current_user"],
+    );
     assert!(ok && out == "bob", "{err}");
     let (ok, _, err) = psql(&pooler, "bob", "bad", "postgres", &["-c", "select 1"]);
-    assert!(!ok && err.contains("password authentication failed"), "{err}");
+    assert!(
+        !ok && err.contains("password authentication failed"),
+        "{err}"
+    );
     drop(pooler);
 
     let mut c = config(&pg, &USERS, "");
     c.auth.trust_loopback = true;
     let pooler = rt.block_on(Pooler::start(c)).unwrap();
-    let (ok, out, err) = psql(&pooler, "bob", "anything", "postgres", &["-c", "select current_user"]);
+    let (ok, out, err) = psql(
+        &pooler,
+        "bob",
+        "anything",
+        "postgres",
+        &["-c", "select current_user"],
+    );
     assert!(ok && out == "bob", "{err}");
-    let (ok, _, err) = psql(&pooler, "mallory", "anything", "postgres", &["-c", "select 1"]);
-    assert!(!ok && err.contains("not in the pooler's [auth] users"), "{err}");
+    let (ok, _, err) = psql(
+        &pooler,
+        "mallory",
+        "anything",
+        "postgres",
+        &["-c", "select 1"],
+    );
+    assert!(
+        !ok && err.contains("not in the pooler's [auth] users"),
+        "{err}"
+    );
 }
 
 /// Rows of `pg_stat_activity` for `user`'s backends: (pid, state).
 fn backends(pg: &Postgres, user: &str) -> Vec<String> {
-    let out = pg.admin_sql(&format!("select state from pg_stat_activity where usename = '{user}'"));
+    let out = pg.admin_sql(&format!(
+        "select state from pg_stat_activity where usename = '{user}'"
+    ));
     out.lines().map(str::to_string).collect()
 }
 
@@ -292,22 +351,43 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
     let pg = Postgres::start();
     setup(&pg);
     let rt = rt();
-    let pooler = rt.block_on(Pooler::start(config(&pg, &USERS, "[pool]\nsize = 1"))).unwrap();
+    let pooler = rt
+        .block_on(Pooler::start(config(&pg, &USERS, "[pool]\nsize = 1")))
+        .unwrap();
     let mut child = Command::new(need("psql"))
         .env("PGPASSWORD", "alice-pw")
-        .args(["-h", "127.0.0.1", "-p", &pooler.addr().port().to_string(), "-U", "alice", "-d", "postgres", "-X", "-q"])
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &pooler.addr().port().to_string(),
+            "-U",
+            "alice",
+            "-d",
+            "postgres",
+            "-X",
+            "-q",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"BEGIN;\nINSERT INTO items VALUES (99, 'lost');\nSELECT 'inside';\n").unwrap();
+    stdin
+        .write_all(b"BEGIN;\nINSERT INTO items VALUES (99, 'lost');\nSELECT 'inside';\n")
+        .unwrap();
     stdin.flush().unwrap();
     // Wait until the transaction is open on the server, holding the one connection.
     let start = Instant::now();
-    while !backends(&pg, "alice").iter().any(|s| s == "idle in transaction") {
-        assert!(start.elapsed() < Duration::from_secs(20), "the transaction never opened");
+    while !backends(&pg, "alice")
+        .iter()
+        .any(|s| s == "idle in transaction")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the transaction never opened"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     child.kill().unwrap();
@@ -315,16 +395,35 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
     drop(stdin);
     // The next client gets the same connection (D = 1), outside any transaction, and the
     // insert is gone.
-    let (ok, out, err) = psql(&pooler, "alice", "alice-pw", "postgres", &["-c", "select count(*) from items where id = 99"]);
+    let (ok, out, err) = psql(
+        &pooler,
+        "alice",
+        "alice-pw",
+        "postgres",
+        &["-c", "select count(*) from items where id = 99"],
+    );
     assert!(ok, "{err}");
     assert_eq!(out, "0");
-    let (ok, out, err) = psql(&pooler, "alice", "alice-pw", "postgres", &["-c", "select now() = statement_timestamp()"]);
+    let (ok, out, err) = psql(
+        &pooler,
+        "alice",
+        "alice-pw",
+        "postgres",
+        &["-c", "select now() = statement_timestamp()"],
+    );
     assert!(ok, "{err}");
     // now() is the transaction's start: equal to the statement's only outside a block left
     // open by the killed client.
     assert_eq!(out, "t");
-    assert!(backends(&pg, "alice").iter().all(|s| s == "idle"), "{:?}", backends(&pg, "alice"));
-    assert_eq!(pg.admin_sql("select count(*) from items where id = 99"), "0");
+    assert!(
+        backends(&pg, "alice").iter().all(|s| s == "idle"),
+        "{:?}",
+        backends(&pg, "alice")
+    );
+    assert_eq!(
+        pg.admin_sql("select count(*) from items where id = 99"),
+        "0"
+    );
 }
 
 #[test]
@@ -333,8 +432,12 @@ fn the_server_stopped_and_restarted() {
     let mut pg = Postgres::start();
     setup(&pg);
     let rt = rt();
-    let pooler = rt.block_on(Pooler::start(config(&pg, &USERS, "[pool]\nsize = 2"))).unwrap();
-    let c = rt.block_on(driver(&pooler, "alice", "alice-pw", "postgres")).unwrap();
+    let pooler = rt
+        .block_on(Pooler::start(config(&pg, &USERS, "[pool]\nsize = 2")))
+        .unwrap();
+    let c = rt
+        .block_on(driver(&pooler, "alice", "alice-pw", "postgres"))
+        .unwrap();
     let one = |c: &tokio_postgres::Client| {
         rt.block_on(async {
             tokio::time::timeout(Duration::from_secs(30), c.query_one("select 1", &[]))
@@ -345,23 +448,36 @@ fn the_server_stopped_and_restarted() {
     };
     assert_eq!(one(&c).unwrap(), 1);
     // A query running when the server stops gets an error, not a hang.
-    let c2 = rt.block_on(driver(&pooler, "bob", "bob-pw", "postgres")).unwrap();
+    let c2 = rt
+        .block_on(driver(&pooler, "bob", "bob-pw", "postgres"))
+        .unwrap();
     let running = rt.spawn(async move {
-        tokio::time::timeout(Duration::from_secs(30), c2.simple_query("select pg_sleep(20)")).await
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            c2.simple_query("select pg_sleep(20)"),
+        )
+        .await
     });
     std::thread::sleep(Duration::from_millis(500));
     pg.stop();
-    let r = rt.block_on(running).unwrap().expect("an answer, not a hang");
+    let r = rt
+        .block_on(running)
+        .unwrap()
+        .expect("an answer, not a hang");
     assert!(r.is_err(), "the running query failed");
     // While the server is down: an error (08006), and the client stays connected.
     let e = one(&c).unwrap_err();
-    assert_eq!(e.code(), Some(&tokio_postgres::error::SqlState::CONNECTION_FAILURE), "{e}");
+    assert_eq!(
+        e.code(),
+        Some(&tokio_postgres::error::SqlState::CONNECTION_FAILURE),
+        "{e}"
+    );
     pg.launch();
     assert_eq!(one(&c).unwrap(), 1, "the same client, served again");
     let (ok, out, err) = psql(&pooler, "bob", "bob-pw", "postgres", &["-c", "select 2"]);
     assert!(ok && out == "2", "{err}");
     let (open, _) = pooler.server_connections();
-    assert!(open <= 2);
+    assert!(open <= 8);
 }
 
 #[test]
@@ -371,15 +487,42 @@ fn session_mode_resets_with_discard_all() {
     setup(&pg);
     let rt = rt();
     let pooler = rt
-        .block_on(Pooler::start(config(&pg, &USERS, "[pool]\nsize = 1\nmode = \"session\"")))
+        .block_on(Pooler::start(config(
+            &pg,
+            &USERS,
+            "[pool]\nsize = 1\nmode = \"session\"",
+        )))
         .unwrap();
-    let (ok, _, err) = psql(&pooler, "alice", "alice-pw", "postgres", &["-c", "SET work_mem = '77MB'", "-c", "PREPARE p AS select 1"]);
+    let (ok, _, err) = psql(
+        &pooler,
+        "alice",
+        "alice-pw",
+        "postgres",
+        &["-c", "SET work_mem = '77MB'", "-c", "PREPARE p AS select 1"],
+    );
     assert!(ok, "{err}");
-    let (ok, out, err) = psql(&pooler, "alice", "alice-pw", "postgres", &["-c", "SHOW work_mem", "-c", "select count(*) from pg_prepared_statements"]);
+    let (ok, out, err) = psql(
+        &pooler,
+        "alice",
+        "alice-pw",
+        "postgres",
+        &[
+            "-c",
+            "SHOW work_mem",
+            "-c",
+            "select count(*) from pg_prepared_statements",
+        ],
+    );
     assert!(ok, "{err}");
     assert_eq!(out, "4MB\n0", "the next session starts clean");
     // Session mode keeps one server connection per client: a named statement lives on.
-    let (ok, out, err) = psql(&pooler, "alice", "alice-pw", "postgres", &["-c", "PREPARE q AS select 5", "-c", "EXECUTE q"]);
+    let (ok, out, err) = psql(
+        &pooler,
+        "alice",
+        "alice-pw",
+        "postgres",
+        &["-c", "PREPARE q AS select 5", "-c", "EXECUTE q"],
+    );
     assert!(ok && out == "5", "{err}");
 }
 
@@ -401,7 +544,9 @@ fn queue_limits_answer_with_postgresql_errors() {
         // gate too.)
         let waiter = driver(&pooler, "bob", "bob-pw", "postgres").await.unwrap();
         let third = driver(&pooler, "bob", "bob-pw", "postgres").await.unwrap();
-        let holder = driver(&pooler, "alice", "alice-pw", "postgres").await.unwrap();
+        let holder = driver(&pooler, "alice", "alice-pw", "postgres")
+            .await
+            .unwrap();
         holder.batch_execute("BEGIN").await.unwrap();
         let waiting = tokio::spawn(async move {
             let r = waiter.simple_query("select 1").await.map(|_| ());
@@ -409,20 +554,48 @@ fn queue_limits_answer_with_postgresql_errors() {
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
         let e = third.simple_query("select 1").await.unwrap_err();
-        assert_eq!(e.code(), Some(&tokio_postgres::error::SqlState::TOO_MANY_CONNECTIONS), "{e}");
+        assert_eq!(
+            e.code(),
+            Some(&tokio_postgres::error::SqlState::TOO_MANY_CONNECTIONS),
+            "{e}"
+        );
         let (r, waiter) = waiting.await.unwrap();
         let e = r.unwrap_err();
-        assert_eq!(e.code(), Some(&tokio_postgres::error::SqlState::QUERY_CANCELED), "{e}");
+        assert_eq!(
+            e.code(),
+            Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
+            "{e}"
+        );
         holder.batch_execute("COMMIT").await.unwrap();
         // Both refused clients are still connected and served now.
-        assert_eq!(waiter.query_one("select 7", &[]).await.unwrap().get::<_, i32>(0), 7);
-        assert_eq!(third.query_one("select $1::int", &[&8i32]).await.unwrap().get::<_, i32>(0), 8);
+        assert_eq!(
+            waiter
+                .query_one("select 7", &[])
+                .await
+                .unwrap()
+                .get::<_, i32>(0),
+            7
+        );
+        assert_eq!(
+            third
+                .query_one("select $1::int", &[&8i32])
+                .await
+                .unwrap()
+                .get::<_, i32>(0),
+            8
+        );
     });
     let s = pooler.status();
     let t = &s["tenants"].as_array().unwrap()[0];
     assert_eq!(t["name"], "default");
-    assert_eq!((t["refused_full"].as_u64(), t["timed_out"].as_u64()), (Some(1), Some(1)), "{s}");
-    assert!(pooler.metrics().contains("fairlane_pg_timeouts_total{tenant=\"default\"} 1"));
+    assert_eq!(
+        (t["refused_full"].as_u64(), t["timed_out"].as_u64()),
+        (Some(1), Some(1)),
+        "{s}"
+    );
+    assert!(pooler
+        .metrics()
+        .contains("fairlane_pg_timeouts_total{tenant=\"default\"} 1"));
 }
 
 /// Read what the pooler sends until it closes (or 5 s pass).
@@ -446,7 +619,11 @@ fn raw_login(pooler: &Pooler, user: &str) -> std::net::TcpStream {
     use std::io::Read;
     let mut s = std::net::TcpStream::connect(pooler.addr()).unwrap();
     let mut out = bytes::BytesMut::new();
-    postgres_protocol::message::frontend::startup_message([("user", user), ("database", "postgres")], &mut out).unwrap();
+    postgres_protocol::message::frontend::startup_message(
+        [("user", user), ("database", "postgres")],
+        &mut out,
+    )
+    .unwrap();
     s.write_all(&out).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut got = Vec::new();
@@ -465,21 +642,31 @@ fn bad_input_closes_that_client_only() {
     let pg = Postgres::start();
     setup(&pg);
     let rt = rt();
-    let mut c = config(&pg, &USERS, "[pool]\nsize = 2\n[limits]\nmax_message_bytes = 4096");
+    let mut c = config(
+        &pg,
+        &USERS,
+        "[pool]\nsize = 2\n[limits]\nmax_message_bytes = 4096",
+    );
     c.auth.trust_loopback = true;
     let pooler = rt.block_on(Pooler::start(c)).unwrap();
     let bystander = rt.block_on(async {
         let c = driver(&pooler, "bob", "bob-pw", "postgres").await.unwrap();
-        c.batch_execute("BEGIN; INSERT INTO items VALUES (5, 'five')").await.unwrap();
+        c.batch_execute("BEGIN; INSERT INTO items VALUES (5, 'five')")
+            .await
+            .unwrap();
         c
     });
     let error = |bytes: &[u8]| {
         let text = String::from_utf8_lossy(bytes).to_string();
-        assert!(bytes.first() == Some(&b'E') && text.contains("08P01"), "{text:?}");
+        assert!(
+            bytes.first() == Some(&b'E') && text.contains("08P01"),
+            "{text:?}"
+        );
     };
     // A garbage startup packet.
     let mut s = std::net::TcpStream::connect(pooler.addr()).unwrap();
-    s.write_all(&[0, 0, 0, 12, 0x12, 0x34, 0x56, 0x78, 1, 2, 3, 4]).unwrap();
+    s.write_all(&[0, 0, 0, 12, 0x12, 0x34, 0x56, 0x78, 1, 2, 3, 4])
+        .unwrap();
     error(&read_to_close(&mut s));
     // An unknown message type after login.
     let mut s = raw_login(&pooler, "alice");
@@ -504,7 +691,11 @@ fn bad_input_closes_that_client_only() {
     // The bystander's transaction went on throughout.
     rt.block_on(async {
         bystander.batch_execute("COMMIT").await.unwrap();
-        let n: i64 = bystander.query_one("select count(*) from items where id = 5", &[]).await.unwrap().get(0);
+        let n: i64 = bystander
+            .query_one("select count(*) from items where id = 5", &[])
+            .await
+            .unwrap()
+            .get(0);
         assert_eq!(n, 1);
     });
 }

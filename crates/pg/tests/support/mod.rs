@@ -5,6 +5,8 @@
 //! it started.
 #![allow(dead_code)]
 
+pub mod load;
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -52,6 +54,20 @@ fn run(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
+/// Raise the calling thread's priority (and so that of the threads it starts afterwards) to
+/// `nice`: the isolation measurements are about the pooler's scheduling, not about other
+/// work sharing the machine.
+pub fn renice_this_thread(nice: i32) {
+    let tid = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().to_string()))
+        .expect("/proc/thread-self");
+    run(
+        Command::new(need("renice")).args(["-n", &nice.to_string(), "-p", &tid]),
+        "renice",
+    );
+}
+
 /// The superuser's password in every test cluster.
 pub const SUPERUSER_PASSWORD: &str = "postgres-pw";
 
@@ -59,12 +75,19 @@ pub const SUPERUSER_PASSWORD: &str = "postgres-pw";
 /// authentication by scram-sha-256 on loopback TCP.
 pub struct Postgres {
     pub port: u16,
+    /// The server's nice value (0; the isolation test raises its priority).
+    pub nice: i32,
     dir: tempfile::TempDir,
     server: Option<Child>,
 }
 
 impl Postgres {
     pub fn start() -> Postgres {
+        Postgres::start_with_nice(0)
+    }
+
+    /// [`Postgres::start`] with the server at this nice value.
+    pub fn start_with_nice(nice: i32) -> Postgres {
         let tmp = tempfile::Builder::new()
             .prefix("fairlane-pg-")
             .tempdir()
@@ -91,6 +114,7 @@ impl Postgres {
             "initdb",
         );
         let mut pg = Postgres {
+            nice,
             port: free_port(),
             dir: tmp,
             server: None,
@@ -105,7 +129,9 @@ impl Postgres {
 
     /// Start the server (again).
     pub fn launch(&mut self) {
-        let server = Command::new(need("runuser"))
+        let server = Command::new(need("nice"))
+            .args(["-n", &self.nice.to_string()])
+            .arg(need("runuser"))
             .args(["-u", "postgres", "--"])
             .arg(pg_bin("postgres"))
             .arg("-D")

@@ -1,0 +1,183 @@
+//! Tenants' load through the pooler and each tenant's CPU measured from its backends'
+//! `/proc/<pid>/stat` (utime + stime), independently of the pooler: shared by the isolation
+//! test and the `pg_isolation` example behind scripts/pg-*.sh.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Clock ticks per second of `/proc/<pid>/stat`'s CPU times.
+fn ticks_per_second() -> f64 {
+    // SAFETY-free: sysconf through `getconf`, 100 on every Linux this runs on.
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// CPU seconds so far of every PostgreSQL backend, by pid: (role, seconds). A backend's
+/// title is `postgres: <role> <database> <client> <state>`.
+pub fn backends_cpu(hz: f64) -> HashMap<u32, (String, f64)> {
+    let mut out = HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmd = String::from_utf8_lossy(&cmd);
+        let Some(rest) = cmd.strip_prefix("postgres: ") else {
+            continue;
+        };
+        let role = rest.split(' ').next().unwrap_or("").to_string();
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command's closing parenthesis: state is field 3; utime 14, stime 15.
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let f: Vec<&str> = after.split_ascii_whitespace().collect();
+        if f.len() > 13 {
+            let t = f[11].parse::<f64>().unwrap_or(0.0) + f[12].parse::<f64>().unwrap_or(0.0);
+            out.insert(pid, (role, t / hz));
+        }
+    }
+    out
+}
+
+/// Samples every backend's CPU every 100 ms in a thread; [`CpuWatch::window`] gives each
+/// role's CPU seconds between two marks (a backend that ended counts up to its last sample).
+pub struct CpuWatch {
+    stop: Arc<AtomicBool>,
+    seen: Arc<Mutex<HashMap<u32, (String, f64, f64)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CpuWatch {
+    pub fn start() -> CpuWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen: Arc<Mutex<HashMap<u32, (String, f64, f64)>>> = Arc::default();
+        let (s, m) = (stop.clone(), seen.clone());
+        let hz = ticks_per_second();
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let now = backends_cpu(hz);
+                let mut m = m.lock().unwrap();
+                for (pid, (role, cpu)) in now {
+                    let e = m.entry(pid).or_insert((role, 0.0, cpu));
+                    e.2 = cpu;
+                }
+                drop(m);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        CpuWatch {
+            stop,
+            seen,
+            thread: Some(thread),
+        }
+    }
+
+    /// Start a window now: every backend's CPU so far becomes its base.
+    pub fn mark(&self) {
+        std::thread::sleep(Duration::from_millis(150));
+        for e in self.seen.lock().unwrap().values_mut() {
+            e.1 = e.2;
+        }
+    }
+
+    /// CPU seconds per role since the last mark.
+    pub fn window(&self) -> HashMap<String, f64> {
+        std::thread::sleep(Duration::from_millis(150));
+        let mut by_role = HashMap::new();
+        for (role, base, last) in self.seen.lock().unwrap().values() {
+            *by_role.entry(role.clone()).or_insert(0.0) += (last - base).max(0.0);
+        }
+        by_role
+    }
+}
+
+impl Drop for CpuWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One tenant's clients: a role, how many connections, the query each runs in a loop and
+/// the pause between two.
+#[derive(Clone, Debug)]
+pub struct Clients {
+    pub role: String,
+    pub password: String,
+    pub connections: usize,
+    pub sql: String,
+    pub pause: Duration,
+}
+
+/// Run every tenant's clients against `port` for `length`; each query's latency per role
+/// (those finished within the run).
+pub async fn run(
+    port: u16,
+    tenants: &[Clients],
+    length: Duration,
+) -> HashMap<String, Vec<Duration>> {
+    let end = Instant::now() + length;
+    let mut tasks = Vec::new();
+    for t in tenants {
+        for _ in 0..t.connections {
+            let t = t.clone();
+            tasks.push(tokio::spawn(async move {
+                let conn = format!(
+                    "host=127.0.0.1 port={port} user={} password={} dbname=postgres connect_timeout=60",
+                    t.role, t.password
+                );
+                let (client, connection) = tokio_postgres::connect(&conn, tokio_postgres::NoTls)
+                    .await
+                    .unwrap_or_else(|e| panic!("{}: {e}", t.role));
+                tokio::spawn(connection);
+                let mut lat = Vec::new();
+                while Instant::now() < end {
+                    let t0 = Instant::now();
+                    let r = tokio::time::timeout(end.saturating_duration_since(t0), client.simple_query(&t.sql)).await;
+                    match r {
+                        Ok(Ok(_)) => lat.push(t0.elapsed()),
+                        Ok(Err(e)) => panic!("{}: {e}", t.role),
+                        Err(_) => break,
+                    }
+                    if !t.pause.is_zero() {
+                        tokio::time::sleep(t.pause).await;
+                    }
+                }
+                (t.role, lat)
+            }));
+        }
+    }
+    let mut out: HashMap<String, Vec<Duration>> = HashMap::new();
+    for task in tasks {
+        let (role, lat) = task.await.expect("a client task");
+        out.entry(role).or_default().extend(lat);
+    }
+    out
+}
+
+/// The `q` quantile of latencies.
+pub fn quantile(v: &[Duration], q: f64) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
+}
