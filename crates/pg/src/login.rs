@@ -64,29 +64,7 @@ pub async fn login(
     mut stream: TcpStream,
     peer: SocketAddr,
 ) -> Result<Client, LoginEnd> {
-    let params = loop {
-        match wire::read_startup(&mut stream).await {
-            Ok(Startup::Encryption) => {
-                if stream.write_all(b"N").await.is_err() {
-                    return Err(LoginEnd::Done);
-                }
-            }
-            Ok(Startup::Cancel { pid, secret }) => {
-                shared.cancel(pid, secret).await;
-                return Err(LoginEnd::Done);
-            }
-            Ok(Startup::Params(p)) => break p,
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                return Err(fatal(
-                    &mut stream,
-                    "08P01",
-                    &format!("invalid startup packet: {e}"),
-                )
-                .await)
-            }
-            Err(_) => return Err(LoginEnd::Done),
-        }
-    };
+    let params = startup(shared, &mut stream).await?;
     let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     let Some(user) = get("user").filter(|u| !u.is_empty()) else {
         return Err(fatal(
@@ -171,6 +149,32 @@ pub async fn login(
         cancel_key,
         cancel,
     })
+}
+
+/// Read startup packets until the protocol 3.0 one: `N` to encryption requests, cancel
+/// requests served.
+async fn startup(
+    shared: &Arc<Shared>,
+    stream: &mut TcpStream,
+) -> Result<Vec<(String, String)>, LoginEnd> {
+    loop {
+        match wire::read_startup(stream).await {
+            Ok(Startup::Encryption) => {
+                if stream.write_all(b"N").await.is_err() {
+                    return Err(LoginEnd::Done);
+                }
+            }
+            Ok(Startup::Cancel { pid, secret }) => {
+                shared.cancel(pid, secret).await;
+                return Err(LoginEnd::Done);
+            }
+            Ok(Startup::Params(p)) => return Ok(p),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(fatal(stream, "08P01", &format!("invalid startup packet: {e}")).await)
+            }
+            Err(_) => return Err(LoginEnd::Done),
+        }
+    }
 }
 
 /// The parameters to greet the client with: the pool's, from its first server connection

@@ -15,53 +15,19 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use fairlane_pg::{PgConfig, Pooler};
-use support::load::{self, Clients, CpuWatch};
+use support::load::{self, clients, Clients, CpuWatch, HEAVY};
 use support::Postgres;
 
-/// ~30 ms of one core and nothing else (a PL/pgSQL loop: no tuplestore, no temp files).
-const HEAVY: &str = "do $$ begin for i in 1..5000000 loop end loop; end $$";
 const BULLIES: [&str; 4] = ["bully1", "bully2", "bully3", "bully4"];
 
-fn config(pg: &Postgres, algorithm: &str, res: (f64, f64)) -> PgConfig {
-    let reserves = algorithm == "ldf";
-    let (gold, silver) = if reserves {
-        (
-            format!("res = {0}\nmax = {0}", res.0),
-            format!("res = {0}\nmax = {0}", res.1),
-        )
-    } else {
-        (String::new(), String::new())
-    };
-    let mut users = vec!["gold", "silver", "light"];
-    users.extend(BULLIES);
-    let auth: Vec<String> = users
-        .iter()
-        .map(|u| format!("{{ user = \"{u}\", password = \"{u}-pw\" }}"))
-        .collect();
-    let mut text = format!(
-        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"\"\n[server]\nport = {}\ncores = 2\n\
-         [pool]\nsize = 2\nmax_connections = 24\n[scheduler]\nalgorithm = \"{algorithm}\"\n\
-         [auth]\nusers = [{}]\n\
-         [[tenant]]\nname = \"gold\"\nusers = [\"gold\"]\n{gold}\n\
-         [[tenant]]\nname = \"silver\"\nusers = [\"silver\"]\n{silver}\n\
-         [[tenant]]\nname = \"light\"\nusers = [\"light\"]\n",
-        pg.port,
-        auth.join(", ")
-    );
-    for b in BULLIES {
-        text.push_str(&format!("[[tenant]]\nname = \"{b}\"\nusers = [\"{b}\"]\n"));
-    }
-    PgConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
-}
-
-fn clients(role: &str, connections: usize, sql: &str, pause_ms: u64) -> Clients {
-    Clients {
-        role: role.into(),
-        password: format!("{role}-pw"),
-        connections,
-        sql: sql.into(),
-        pause: Duration::from_millis(pause_ms),
-    }
+fn config(pg: &Postgres, algorithm: &str, (gold, silver): (f64, f64)) -> PgConfig {
+    let mut tenants = vec![
+        ("gold".to_string(), gold),
+        ("silver".to_string(), silver),
+        ("light".to_string(), 0.0),
+    ];
+    tenants.extend(BULLIES.iter().map(|b| (b.to_string(), 0.0)));
+    load::tenants_config(pg.port, algorithm, &tenants)
 }
 
 /// Shares (% of 2 cores) per role over a run of `secs` seconds, and the latencies.

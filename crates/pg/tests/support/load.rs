@@ -95,6 +95,17 @@ impl CpuWatch {
         }
     }
 
+    /// CPU seconds per role since the last mark or lap, and a new mark (no waiting: for
+    /// per-second samples).
+    pub fn lap(&self) -> HashMap<String, f64> {
+        let mut by_role = HashMap::new();
+        for (role, base, last) in self.seen.lock().unwrap().values_mut() {
+            *by_role.entry(role.clone()).or_insert(0.0) += (*last - *base).max(0.0);
+            *base = *last;
+        }
+        by_role
+    }
+
     /// CPU seconds per role since the last mark.
     pub fn window(&self) -> HashMap<String, f64> {
         std::thread::sleep(Duration::from_millis(150));
@@ -133,6 +144,16 @@ pub async fn run(
     tenants: &[Clients],
     length: Duration,
 ) -> HashMap<String, Vec<Duration>> {
+    run_with(port, tenants, length, || {}).await
+}
+
+/// [`run`], calling `tick` about once a second meanwhile (from the caller's task).
+pub async fn run_with(
+    port: u16,
+    tenants: &[Clients],
+    length: Duration,
+    mut tick: impl FnMut(),
+) -> HashMap<String, Vec<Duration>> {
     let end = Instant::now() + length;
     let mut tasks = Vec::new();
     for t in tenants {
@@ -145,7 +166,7 @@ pub async fn run(
                 );
                 let (client, connection) = tokio_postgres::connect(&conn, tokio_postgres::NoTls)
                     .await
-                    .unwrap_or_else(|e| panic!("{}: {e}", t.role));
+                    .unwrap_or_else(|e| panic!("{}: {e:?}", t.role));
                 tokio::spawn(connection);
                 let mut lat = Vec::new();
                 while Instant::now() < end {
@@ -153,7 +174,7 @@ pub async fn run(
                     let r = tokio::time::timeout(end.saturating_duration_since(t0), client.simple_query(&t.sql)).await;
                     match r {
                         Ok(Ok(_)) => lat.push(t0.elapsed()),
-                        Ok(Err(e)) => panic!("{}: {e}", t.role),
+                        Ok(Err(e)) => panic!("{}: {e:?}", t.role),
                         Err(_) => break,
                     }
                     if !t.pause.is_zero() {
@@ -163,6 +184,12 @@ pub async fn run(
                 (t.role, lat)
             }));
         }
+    }
+    let mut next = Instant::now() + Duration::from_secs(1);
+    while next <= end {
+        tokio::time::sleep_until(next.into()).await;
+        tick();
+        next += Duration::from_secs(1);
     }
     let mut out: HashMap<String, Vec<Duration>> = HashMap::new();
     for task in tasks {
@@ -180,4 +207,48 @@ pub fn quantile(v: &[Duration], q: f64) -> Duration {
         return Duration::ZERO;
     }
     v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// A pooler config for the isolation experiments: D = 2 server connections on
+/// `server.cores = 2`, one tenant per role (password `<role>-pw`), ResCPU = MaxCPU = `res`
+/// for the tenants with one (only with a reservation policy; seeds/003 §6.2's set-up).
+pub fn tenants_config(
+    pg_port: u16,
+    algorithm: &str,
+    tenants: &[(String, f64)],
+) -> fairlane_pg::PgConfig {
+    let reserves = fairlane_pg::config::RESERVATION_POLICIES.contains(&algorithm);
+    let auth: Vec<String> = tenants
+        .iter()
+        .map(|(u, _)| format!("{{ user = \"{u}\", password = \"{u}-pw\" }}"))
+        .collect();
+    let mut text = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"\"\n[server]\nport = {pg_port}\ncores = 2\n\
+         [pool]\nsize = 2\nmax_connections = 40\n[scheduler]\nalgorithm = \"{algorithm}\"\n\
+         [auth]\nusers = [{}]\n",
+        auth.join(", ")
+    );
+    for (name, res) in tenants {
+        text.push_str(&format!(
+            "[[tenant]]\nname = \"{name}\"\nusers = [\"{name}\"]\n"
+        ));
+        if reserves && *res > 0.0 {
+            text.push_str(&format!("res = {res}\nmax = {res}\n"));
+        }
+    }
+    fairlane_pg::PgConfig::from_toml_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// ~30 ms of one core and nothing else (a PL/pgSQL loop: no tuplestore, no temp files).
+pub const HEAVY: &str = "do $$ begin for i in 1..5000000 loop end loop; end $$";
+
+/// `connections` clients of `role` running `sql` with `pause_ms` between two.
+pub fn clients(role: &str, connections: usize, sql: &str, pause_ms: u64) -> Clients {
+    Clients {
+        role: role.into(),
+        password: format!("{role}-pw"),
+        connections,
+        sql: sql.into(),
+        pause: Duration::from_millis(pause_ms),
+    }
 }
