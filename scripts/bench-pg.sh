@@ -73,7 +73,7 @@ logfile = $W/pgbouncer.log
 pidfile = $W/pgbouncer.pid
 EOT
 chown postgres "$W/userlist.txt" "$W/pgbouncer.ini"
-runuser -u postgres -- pgbouncer "$W/pgbouncer.ini" &
+runuser -u postgres -- pgbouncer "$W/pgbouncer.ini" >/dev/null 2>&1 &
 PIDS+=($!)
 sleep 1
 

@@ -132,11 +132,14 @@ fn label(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// One per-tenant series: name, type, help, and how to read it from a tenant's status.
+type Series<'a> = (&'a str, &'a str, &'a str, &'a dyn Fn(&Value) -> f64);
+
 /// `/metrics`.
 pub(crate) fn metrics(shared: &Shared) -> String {
     let s = status(shared);
     let mut o = String::new();
-    let series: [(&str, &str, &str, &dyn Fn(&Value) -> f64); 12] = [
+    let series: [Series; 12] = [
         ("transactions_total", "counter", "Transactions (sessions in session mode) served.", &|t| t["transactions"].as_f64().unwrap_or(0.0)),
         ("refused_total", "counter", "Refused with SQLSTATE 53300: a queue was full.", &|t| t["refused_full"].as_f64().unwrap_or(0.0)),
         ("timeouts_total", "counter", "Refused with SQLSTATE 57014 after limits.queue_timeout_ms.", &|t| t["timed_out"].as_f64().unwrap_or(0.0)),

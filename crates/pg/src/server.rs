@@ -241,10 +241,7 @@ impl ServerConn {
     /// administrator's `pg_terminate_backend`): then it must not be handed out.
     pub fn is_stale(&self) -> bool {
         let mut b = [0u8; 1];
-        match self.stream.try_read(&mut b) {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
-            _ => true,
-        }
+        !matches!(self.stream.try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 
     /// Run `sql` (one simple query) and read up to its ReadyForQuery; the transaction status

@@ -335,6 +335,26 @@ fn wrong_password_unknown_database_md5_and_trust() {
         !ok && err.contains("not in the pooler's [auth] users"),
         "{err}"
     );
+    // NOTICE and ParameterStatus pass through to the client.
+    use std::io::Read;
+    let mut s = raw_login(&pooler, "alice");
+    let mut out = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::query(
+        "SET application_name TO 'zz'; DO $$ BEGIN RAISE NOTICE 'hello from the server'; END $$",
+        &mut out,
+    )
+    .unwrap();
+    s.write_all(&out).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(&[b'Z', 0, 0, 0, 5, b'I']) {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.contains("application_name\0zz\0"), "{text:?}");
+    assert!(text.contains("hello from the server"), "{text:?}");
 }
 
 /// Rows of `pg_stat_activity` for `user`'s backends: (pid, state).

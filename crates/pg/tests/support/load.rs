@@ -56,16 +56,19 @@ pub fn backends_cpu(hz: f64) -> HashMap<u32, (String, f64)> {
 
 /// Samples every backend's CPU every 100 ms in a thread; [`CpuWatch::window`] gives each
 /// role's CPU seconds between two marks (a backend that ended counts up to its last sample).
+/// Per backend pid: its role, the CPU seconds at the last mark, the latest sample.
+type Seen = Arc<Mutex<HashMap<u32, (String, f64, f64)>>>;
+
 pub struct CpuWatch {
     stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<HashMap<u32, (String, f64, f64)>>>,
+    seen: Seen,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl CpuWatch {
     pub fn start() -> CpuWatch {
         let stop = Arc::new(AtomicBool::new(false));
-        let seen: Arc<Mutex<HashMap<u32, (String, f64, f64)>>> = Arc::default();
+        let seen: Seen = Arc::default();
         let (s, m) = (stop.clone(), seen.clone());
         let hz = ticks_per_second();
         let thread = std::thread::spawn(move || {
