@@ -12,10 +12,8 @@ mod support;
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::time::Duration;
 
-use fairlane_pg::Pooler;
-use support::load::{self, clients, tenants_config, Clients, CpuWatch, HEAVY};
+use support::load::{self, clients, tenants_config, Clients, CpuWatch, Outcome, HEAVY};
 use support::Postgres;
 
 fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
@@ -25,14 +23,6 @@ fn arg<T: std::str::FromStr>(i: usize, default: T) -> T {
         .unwrap_or(default)
 }
 
-/// Run `load` under `algorithm` with these tenants (name, ResCPU): each role's share (% of
-/// 2 cores) over the run, its per-second samples, and the latencies.
-struct Run {
-    shares: HashMap<String, f64>,
-    samples: HashMap<String, Vec<f64>>,
-    latencies: HashMap<String, Vec<Duration>>,
-}
-
 fn run(
     pg: &Postgres,
     watch: &CpuWatch,
@@ -40,45 +30,13 @@ fn run(
     tenants: &[(String, f64)],
     load: &[Clients],
     secs: u64,
-) -> Run {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let pooler = Pooler::start(tenants_config(pg.port, algorithm, tenants))
-            .await
-            .unwrap();
-        let port = pooler.addr().port();
-        load::run(port, load, Duration::from_millis(1500)).await;
-        watch.mark();
-        let t0 = std::time::Instant::now();
-        let mut samples: HashMap<String, Vec<f64>> = HashMap::new();
-        let mut last = std::time::Instant::now();
-        let latencies = load::run_with(port, load, Duration::from_secs(secs), || {
-            let dt = last.elapsed().as_secs_f64();
-            last = std::time::Instant::now();
-            for (role, cpu) in watch.lap() {
-                samples
-                    .entry(role)
-                    .or_default()
-                    .push(cpu * 100.0 / (2.0 * dt));
-            }
-        })
-        .await;
-        let wall = t0.elapsed().as_secs_f64();
-        let total: HashMap<String, f64> = samples
-            .iter()
-            .map(|(r, v)| (r.clone(), v.iter().sum::<f64>() / v.len().max(1) as f64))
-            .collect();
-        let _ = wall;
-        Run {
-            shares: total,
-            samples,
-            latencies,
-        }
-    })
+) -> Outcome {
+    load::measure(
+        tenants_config(pg.port, algorithm, tenants),
+        watch,
+        load,
+        secs,
+    )
 }
 
 fn mean_sd(v: &[f64]) -> (f64, f64) {
@@ -151,7 +109,7 @@ fn isolation(secs: u64) {
             r.shares["gold"], r.shares["silver"]
         );
     }
-    let dev = |r: &Run| {
+    let dev = |r: &Outcome| {
         (
             (r.shares["gold"] - rg).abs() / scale,
             (r.shares["silver"] - rs).abs() / scale,

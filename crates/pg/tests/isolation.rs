@@ -14,7 +14,7 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use fairlane_pg::{PgConfig, Pooler};
+use fairlane_pg::PgConfig;
 use support::load::{self, clients, Clients, CpuWatch, HEAVY};
 use support::Postgres;
 
@@ -38,28 +38,8 @@ fn run(
     tenants: &[Clients],
     secs: u64,
 ) -> (HashMap<String, f64>, HashMap<String, Vec<Duration>>) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let pooler = Pooler::start(config(pg, algorithm, res)).await.unwrap();
-        let port = pooler.addr().port();
-        // Warm up: every role's pool has its connections and the first interval passes.
-        load::run(port, tenants, Duration::from_millis(1500)).await;
-        watch.mark();
-        let t0 = std::time::Instant::now();
-        let lat = load::run(port, tenants, Duration::from_secs(secs)).await;
-        let cpu = watch.window();
-        let wall = t0.elapsed().as_secs_f64();
-        let shares = cpu
-            .into_iter()
-            .map(|(r, c)| (r, c * 100.0 / (2.0 * wall)))
-            .collect();
-        eprintln!("{algorithm}: pooler status {}", pooler.status()["tenants"]);
-        (shares, lat)
-    })
+    let o = load::measure(config(pg, algorithm, res), watch, tenants, secs);
+    (o.shares, o.latencies)
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fairlane_pg::Pooler;
-use support::{config, driver, need, psql, Postgres};
+use support::{config, driver, need, psql, psql_command, raw_login, Postgres};
 
 /// The tests take turns: each starts a server, and several at once crowd two cores.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -33,23 +33,42 @@ fn setup(pg: &Postgres) {
 
 const USERS: [(&str, &str); 2] = [("alice", "alice-pw"), ("bob", "bob-pw")];
 
+/// A test's server (with alice, bob, appdb and items), runtime and pooler, dropped in that
+/// order reversed: the pooler first, the server last, then the next test's turn.
+struct Env {
+    pooler: Pooler,
+    rt: tokio::runtime::Runtime,
+    pg: Postgres,
+    _turn: std::sync::MutexGuard<'static, ()>,
+}
+
+impl Env {
+    /// `extra`: config sections; `edit`: changes to the parsed config.
+    fn start(extra: &str, edit: impl FnOnce(&mut fairlane_pg::PgConfig)) -> Env {
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let pg = Postgres::start();
+        setup(&pg);
+        let rt = rt();
+        let mut c = config(&pg, &USERS, extra);
+        edit(&mut c);
+        let pooler = rt.block_on(Pooler::start(c)).unwrap();
+        Env {
+            pooler,
+            rt,
+            pg,
+            _turn: turn,
+        }
+    }
+}
+
 #[test]
 fn psql_pgbench_and_a_driver_through_the_pooler() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let pg = Postgres::start();
-    setup(&pg);
-    let rt = rt();
-    let pooler = rt
-        .block_on(Pooler::start(config(
-            &pg,
-            &USERS,
-            "[pool]\nsize = 2\n[scheduler]\nalgorithm = \"sfq\"",
-        )))
-        .unwrap();
+    let env = Env::start("[pool]\nsize = 2\n[scheduler]\nalgorithm = \"sfq\"", |_| {});
+    let (pooler, rt) = (&env.pooler, &env.rt);
 
     // Simple queries as the client's own role, on its database.
     let (ok, out, err) = psql(
-        &pooler,
+        pooler,
         "alice",
         "alice-pw",
         "appdb",
@@ -59,27 +78,14 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
     assert_eq!(out, "alice|appdb");
     // A transaction, then COPY in and out through psql.
     let (ok, _, err) = psql(
-        &pooler,
+        pooler,
         "alice",
         "alice-pw",
         "postgres",
         &["-c", "BEGIN; INSERT INTO items VALUES (1, 'one'); COMMIT;"],
     );
     assert!(ok, "{err}");
-    let mut child = Command::new(need("psql"))
-        .env("PGPASSWORD", "alice-pw")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &pooler.addr().port().to_string(),
-            "-U",
-            "alice",
-            "-d",
-            "postgres",
-            "-X",
-            "-q",
-        ])
+    let mut child = psql_command(pooler, "alice", "alice-pw", "postgres")
         .args(["-v", "ON_ERROR_STOP=1", "-c", "\\copy items from stdin"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -99,7 +105,7 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
         String::from_utf8_lossy(&out.stderr)
     );
     let (ok, out, err) = psql(
-        &pooler,
+        pooler,
         "bob",
         "bob-pw",
         "postgres",
@@ -114,7 +120,7 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
     rt.block_on(async {
         // The extended protocol with named statements (tokio-postgres prepares "s0", "s1", …),
         // used again in later transactions on whichever server connection they get.
-        let c = driver(&pooler, "bob", "bob-pw", "postgres").await.unwrap();
+        let c = driver(pooler, "bob", "bob-pw", "postgres").await.unwrap();
         let st = c
             .prepare("select name from items where id = $1")
             .await
@@ -123,7 +129,7 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
             let row = c.query_one(&st, &[&id]).await.unwrap();
             assert_eq!(row.get::<_, String>(0), name);
         }
-        let c2 = driver(&pooler, "alice", "alice-pw", "postgres")
+        let c2 = driver(pooler, "alice", "alice-pw", "postgres")
             .await
             .unwrap();
         let n: i64 = c2
@@ -133,7 +139,7 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
             .get(0);
         assert_eq!(n, 2);
         // A transaction with an error inside rolls back and the session goes on.
-        let mut c3 = driver(&pooler, "alice", "alice-pw", "postgres")
+        let mut c3 = driver(pooler, "alice", "alice-pw", "postgres")
             .await
             .unwrap();
         let tx = c3.transaction().await.unwrap();
@@ -232,35 +238,25 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
         open <= 8,
         "{open} server connections open with pool.max_connections = 4 × 2"
     );
-    drop(pooler);
 }
 
 #[test]
 fn wrong_password_unknown_database_md5_and_trust() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let pg = Postgres::start();
-    setup(&pg);
-    let rt = rt();
-    let pooler = rt.block_on(Pooler::start(config(&pg, &USERS, ""))).unwrap();
-    let (ok, _, err) = psql(&pooler, "alice", "wrong", "postgres", &["-c", "select 1"]);
+    let env = Env::start("", |_| {});
+    let (pooler, rt, pg) = (&env.pooler, &env.rt, &env.pg);
+    let (ok, _, err) = psql(pooler, "alice", "wrong", "postgres", &["-c", "select 1"]);
     assert!(!ok);
     assert!(
         err.contains("password authentication failed for user \"alice\""),
         "{err}"
     );
-    let (ok, _, err) = psql(&pooler, "mallory", "x", "postgres", &["-c", "select 1"]);
+    let (ok, _, err) = psql(pooler, "mallory", "x", "postgres", &["-c", "select 1"]);
     assert!(!ok);
     assert!(
         err.contains("password authentication failed for user \"mallory\""),
         "{err}"
     );
-    let (ok, _, err) = psql(
-        &pooler,
-        "alice",
-        "alice-pw",
-        "nosuchdb",
-        &["-c", "select 1"],
-    );
+    let (ok, _, err) = psql(pooler, "alice", "alice-pw", "nosuchdb", &["-c", "select 1"]);
     assert!(!ok);
     assert!(
         err.contains("database \"nosuchdb\" does not exist"),
@@ -268,7 +264,7 @@ fn wrong_password_unknown_database_md5_and_trust() {
     );
     // The driver sees the server's SQLSTATE.
     rt.block_on(async {
-        let e = driver(&pooler, "alice", "alice-pw", "nosuchdb")
+        let e = driver(pooler, "alice", "alice-pw", "nosuchdb")
             .await
             .unwrap_err();
         assert_eq!(
@@ -276,7 +272,7 @@ fn wrong_password_unknown_database_md5_and_trust() {
             Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME),
             "{e}"
         );
-        let e = driver(&pooler, "alice", "nope", "postgres")
+        let e = driver(pooler, "alice", "nope", "postgres")
             .await
             .unwrap_err();
         assert_eq!(
@@ -285,17 +281,10 @@ fn wrong_password_unknown_database_md5_and_trust() {
             "{e}"
         );
     });
-    let (ok, out, err) = psql(
-        &pooler,
-        "alice",
-        "alice-pw",
-        "postgres",
-        &["-c", "select 1"],
-    );
+    let (ok, out, err) = psql(pooler, "alice", "alice-pw", "postgres", &["-c", "select 1"]);
     assert!(ok && out == "1", "{err}");
-    drop(pooler);
 
-    let mut c = config(&pg, &USERS, "");
+    let mut c = config(pg, &USERS, "");
     c.auth.method = fairlane_pg::config::AuthMethod::Md5;
     let pooler = rt.block_on(Pooler::start(c)).unwrap();
     let (ok, out, err) = psql(
@@ -313,7 +302,7 @@ fn wrong_password_unknown_database_md5_and_trust() {
     );
     drop(pooler);
 
-    let mut c = config(&pg, &USERS, "");
+    let mut c = config(pg, &USERS, "");
     c.auth.trust_loopback = true;
     let pooler = rt.block_on(Pooler::start(c)).unwrap();
     let (ok, out, err) = psql(
@@ -336,8 +325,7 @@ fn wrong_password_unknown_database_md5_and_trust() {
         "{err}"
     );
     // NOTICE and ParameterStatus pass through to the client.
-    use std::io::Read;
-    let mut s = raw_login(&pooler, "alice");
+    let mut s = raw_login(pooler.addr(), "alice");
     let mut out = bytes::BytesMut::new();
     postgres_protocol::message::frontend::query(
         "SET application_name TO 'zz'; DO $$ BEGIN RAISE NOTICE 'hello from the server'; END $$",
@@ -345,13 +333,7 @@ fn wrong_password_unknown_database_md5_and_trust() {
     )
     .unwrap();
     s.write_all(&out).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !got.ends_with(&[b'Z', 0, 0, 0, 5, b'I']) {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "closed: {got:?}");
-        got.extend_from_slice(&buf[..n]);
-    }
+    let got = support::read_until_ready(&mut s);
     let text = String::from_utf8_lossy(&got);
     assert!(text.contains("application_name\0zz\0"), "{text:?}");
     assert!(text.contains("hello from the server"), "{text:?}");
@@ -367,27 +349,9 @@ fn backends(pg: &Postgres, user: &str) -> Vec<String> {
 
 #[test]
 fn a_client_killed_mid_transaction_is_rolled_back() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let pg = Postgres::start();
-    setup(&pg);
-    let rt = rt();
-    let pooler = rt
-        .block_on(Pooler::start(config(&pg, &USERS, "[pool]\nsize = 1")))
-        .unwrap();
-    let mut child = Command::new(need("psql"))
-        .env("PGPASSWORD", "alice-pw")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &pooler.addr().port().to_string(),
-            "-U",
-            "alice",
-            "-d",
-            "postgres",
-            "-X",
-            "-q",
-        ])
+    let env = Env::start("[pool]\nsize = 1", |_| {});
+    let (pooler, pg) = (&env.pooler, &env.pg);
+    let mut child = psql_command(pooler, "alice", "alice-pw", "postgres")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -400,7 +364,7 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
     stdin.flush().unwrap();
     // Wait until the transaction is open on the server, holding the one connection.
     let start = Instant::now();
-    while !backends(&pg, "alice")
+    while !backends(pg, "alice")
         .iter()
         .any(|s| s == "idle in transaction")
     {
@@ -416,7 +380,7 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
     // The next client gets the same connection (D = 1), outside any transaction, and the
     // insert is gone.
     let (ok, out, err) = psql(
-        &pooler,
+        pooler,
         "alice",
         "alice-pw",
         "postgres",
@@ -425,7 +389,7 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
     assert!(ok, "{err}");
     assert_eq!(out, "0");
     let (ok, out, err) = psql(
-        &pooler,
+        pooler,
         "alice",
         "alice-pw",
         "postgres",
@@ -436,9 +400,9 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
     // open by the killed client.
     assert_eq!(out, "t");
     assert!(
-        backends(&pg, "alice").iter().all(|s| s == "idle"),
+        backends(pg, "alice").iter().all(|s| s == "idle"),
         "{:?}",
-        backends(&pg, "alice")
+        backends(pg, "alice")
     );
     assert_eq!(
         pg.admin_sql("select count(*) from items where id = 99"),
@@ -448,13 +412,12 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
 
 #[test]
 fn the_server_stopped_and_restarted() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let mut pg = Postgres::start();
-    setup(&pg);
-    let rt = rt();
-    let pooler = rt
-        .block_on(Pooler::start(config(&pg, &USERS, "[pool]\nsize = 2")))
-        .unwrap();
+    let Env {
+        pooler,
+        rt,
+        mut pg,
+        _turn,
+    } = Env::start("[pool]\nsize = 2", |_| {});
     let c = rt
         .block_on(driver(&pooler, "alice", "alice-pw", "postgres"))
         .unwrap();
@@ -502,19 +465,10 @@ fn the_server_stopped_and_restarted() {
 
 #[test]
 fn session_mode_resets_with_discard_all() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let pg = Postgres::start();
-    setup(&pg);
-    let rt = rt();
-    let pooler = rt
-        .block_on(Pooler::start(config(
-            &pg,
-            &USERS,
-            "[pool]\nsize = 1\nmode = \"session\"",
-        )))
-        .unwrap();
+    let env = Env::start("[pool]\nsize = 1\nmode = \"session\"", |_| {});
+    let pooler = &env.pooler;
     let (ok, _, err) = psql(
-        &pooler,
+        pooler,
         "alice",
         "alice-pw",
         "postgres",
@@ -522,7 +476,7 @@ fn session_mode_resets_with_discard_all() {
     );
     assert!(ok, "{err}");
     let (ok, out, err) = psql(
-        &pooler,
+        pooler,
         "alice",
         "alice-pw",
         "postgres",
@@ -537,7 +491,7 @@ fn session_mode_resets_with_discard_all() {
     assert_eq!(out, "4MB\n0", "the next session starts clean");
     // Session mode keeps one server connection per client: a named statement lives on.
     let (ok, out, err) = psql(
-        &pooler,
+        pooler,
         "alice",
         "alice-pw",
         "postgres",
@@ -548,23 +502,17 @@ fn session_mode_resets_with_discard_all() {
 
 #[test]
 fn queue_limits_answer_with_postgresql_errors() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let pg = Postgres::start();
-    setup(&pg);
-    let rt = rt();
-    let pooler = rt
-        .block_on(Pooler::start(config(
-            &pg,
-            &USERS,
-            "[pool]\nsize = 1\n[limits]\nqueue_timeout_ms = 1500\nmax_waiting_per_tenant = 1",
-        )))
-        .unwrap();
+    let env = Env::start(
+        "[pool]\nsize = 1\n[limits]\nqueue_timeout_ms = 1500\nmax_waiting_per_tenant = 1",
+        |_| {},
+    );
+    let (pooler, rt) = (&env.pooler, &env.rt);
     rt.block_on(async {
         // (Logged in first: a pool's first login opens a server connection, through the
         // gate too.)
-        let waiter = driver(&pooler, "bob", "bob-pw", "postgres").await.unwrap();
-        let third = driver(&pooler, "bob", "bob-pw", "postgres").await.unwrap();
-        let holder = driver(&pooler, "alice", "alice-pw", "postgres")
+        let waiter = driver(pooler, "bob", "bob-pw", "postgres").await.unwrap();
+        let third = driver(pooler, "bob", "bob-pw", "postgres").await.unwrap();
+        let holder = driver(pooler, "alice", "alice-pw", "postgres")
             .await
             .unwrap();
         holder.batch_execute("BEGIN").await.unwrap();
@@ -633,44 +581,15 @@ fn read_to_close(s: &mut std::net::TcpStream) -> Vec<u8> {
     all
 }
 
-/// Log in over a raw socket (the pooler trusts loopback in this test); the stream after
-/// ReadyForQuery.
-fn raw_login(pooler: &Pooler, user: &str) -> std::net::TcpStream {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(pooler.addr()).unwrap();
-    let mut out = bytes::BytesMut::new();
-    postgres_protocol::message::frontend::startup_message(
-        [("user", user), ("database", "postgres")],
-        &mut out,
-    )
-    .unwrap();
-    s.write_all(&out).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !got.ends_with(&[b'Z', 0, 0, 0, 5, b'I']) {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "closed during login: {got:?}");
-        got.extend_from_slice(&buf[..n]);
-    }
-    s
-}
-
 #[test]
 fn bad_input_closes_that_client_only() {
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let pg = Postgres::start();
-    setup(&pg);
-    let rt = rt();
-    let mut c = config(
-        &pg,
-        &USERS,
+    let env = Env::start(
         "[pool]\nsize = 2\n[limits]\nmax_message_bytes = 4096",
+        |c| c.auth.trust_loopback = true,
     );
-    c.auth.trust_loopback = true;
-    let pooler = rt.block_on(Pooler::start(c)).unwrap();
+    let (pooler, rt) = (&env.pooler, &env.rt);
     let bystander = rt.block_on(async {
-        let c = driver(&pooler, "bob", "bob-pw", "postgres").await.unwrap();
+        let c = driver(pooler, "bob", "bob-pw", "postgres").await.unwrap();
         c.batch_execute("BEGIN; INSERT INTO items VALUES (5, 'five')")
             .await
             .unwrap();
@@ -689,18 +608,18 @@ fn bad_input_closes_that_client_only() {
         .unwrap();
     error(&read_to_close(&mut s));
     // An unknown message type after login.
-    let mut s = raw_login(&pooler, "alice");
+    let mut s = raw_login(pooler.addr(), "alice");
     s.write_all(&[b'z', 0, 0, 0, 4]).unwrap();
     error(&read_to_close(&mut s));
     // An oversized message, and a length below 4.
-    let mut s = raw_login(&pooler, "alice");
+    let mut s = raw_login(pooler.addr(), "alice");
     s.write_all(&[b'Q', 0x7f, 0xff, 0xff, 0xff]).unwrap();
     error(&read_to_close(&mut s));
-    let mut s = raw_login(&pooler, "alice");
+    let mut s = raw_login(pooler.addr(), "alice");
     s.write_all(&[b'Q', 0, 0, 0, 1]).unwrap();
     error(&read_to_close(&mut s));
     // A malformed Parse while holding a server connection (inside a transaction).
-    let mut s = raw_login(&pooler, "alice");
+    let mut s = raw_login(pooler.addr(), "alice");
     let mut out = bytes::BytesMut::new();
     postgres_protocol::message::frontend::query("BEGIN", &mut out).unwrap();
     s.write_all(&out).unwrap();

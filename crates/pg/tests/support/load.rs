@@ -255,3 +255,60 @@ pub fn clients(role: &str, connections: usize, sql: &str, pause_ms: u64) -> Clie
         pause: Duration::from_millis(pause_ms),
     }
 }
+
+/// What one run measured: per role its share of the 2 cores over the run (%), its
+/// per-second samples (%), and its queries' latencies.
+pub struct Outcome {
+    pub shares: HashMap<String, f64>,
+    pub samples: HashMap<String, Vec<f64>>,
+    pub latencies: HashMap<String, Vec<Duration>>,
+}
+
+/// Start a pooler with `config`, warm up for 1.5 s, then run `load` for `secs` seconds
+/// while `watch` samples the backends' CPU every second.
+pub fn measure(
+    config: fairlane_pg::PgConfig,
+    watch: &CpuWatch,
+    load: &[Clients],
+    secs: u64,
+) -> Outcome {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let pooler = fairlane_pg::Pooler::start(config).await.unwrap();
+        let port = pooler.addr().port();
+        run(port, load, Duration::from_millis(1500)).await;
+        watch.mark();
+        let t0 = Instant::now();
+        let mut last = Instant::now();
+        let mut samples: HashMap<String, Vec<f64>> = HashMap::new();
+        let mut totals: HashMap<String, f64> = HashMap::new();
+        let mut lap = |samples: &mut HashMap<String, Vec<f64>>| {
+            let dt = last.elapsed().as_secs_f64();
+            last = Instant::now();
+            for (role, cpu) in watch.lap() {
+                *totals.entry(role.clone()).or_insert(0.0) += cpu;
+                samples
+                    .entry(role)
+                    .or_default()
+                    .push(cpu * 100.0 / (2.0 * dt));
+            }
+        };
+        let latencies = run_with(port, load, Duration::from_secs(secs), || lap(&mut samples)).await;
+        std::thread::sleep(Duration::from_millis(150));
+        lap(&mut samples);
+        let wall = t0.elapsed().as_secs_f64();
+        let shares = totals
+            .into_iter()
+            .map(|(r, c)| (r, c * 100.0 / (2.0 * wall)))
+            .collect();
+        Outcome {
+            shares,
+            samples,
+            latencies,
+        }
+    })
+}

@@ -248,20 +248,8 @@ pub fn psql(
     db: &str,
     args: &[&str],
 ) -> (bool, String, String) {
-    let out = Command::new(need("psql"))
-        .env("PGPASSWORD", password)
-        .env("PGCONNECT_TIMEOUT", "20")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &pooler.addr().port().to_string(),
-            "-U",
-            user,
-            "-d",
-            db,
-        ])
-        .args(["-X", "-q", "-At", "-v", "ON_ERROR_STOP=1"])
+    let out = psql_command(pooler, user, password, db)
+        .args(["-At", "-v", "ON_ERROR_STOP=1"])
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -289,4 +277,44 @@ pub async fn driver(
         let _ = connection.await;
     });
     Ok(client)
+}
+
+/// Read until a ReadyForQuery (idle) ends what was read; what was read.
+pub fn read_until_ready(s: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(&[b'Z', 0, 0, 0, 5, b'I']) {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+    got
+}
+
+/// Log in over a raw socket (the pooler must trust loopback); the stream after
+/// ReadyForQuery.
+pub fn raw_login(addr: std::net::SocketAddr, user: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    let mut out = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::startup_message(
+        [("user", user), ("database", "postgres")],
+        &mut out,
+    )
+    .unwrap();
+    s.write_all(&out).unwrap();
+    read_until_ready(&mut s);
+    s
+}
+
+/// psql through the pooler as `user` on `db`, its arguments still to add.
+pub fn psql_command(pooler: &Pooler, user: &str, password: &str, db: &str) -> Command {
+    let mut c = Command::new(need("psql"));
+    c.env("PGPASSWORD", password)
+        .env("PGCONNECT_TIMEOUT", "20")
+        .args(["-h", "127.0.0.1", "-p", &pooler.addr().port().to_string()])
+        .args(["-U", user, "-d", db, "-X", "-q"]);
+    c
 }
