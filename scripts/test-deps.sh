@@ -19,6 +19,8 @@ for p in taskset chrt runuser prlimit; do command -v $p >/dev/null 2>&1 || [ -x 
 command -v make >/dev/null 2>&1 || missing+=(make)
 if [ "${FAIRLANE_BENCH_DEPS:-0}" = 1 ]; then
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+    # scripts/bench-pg.sh: fairlane pg beside PgBouncer.
+    command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test-deps: installing ${missing[*]}" >&2

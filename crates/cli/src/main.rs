@@ -12,6 +12,7 @@ use std::process::ExitCode;
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod demo;
+mod pg;
 mod proxy;
 mod reproduce;
 mod simulate;
@@ -33,6 +34,8 @@ enum Command {
     /// Demonstrations on real work.
     #[command(subcommand)]
     Demo(demo::DemoCommand),
+    /// PostgreSQL pooler with fair queueing and CPU reservations (docs/pg.md).
+    Pg(pg::PgArgs),
     /// Fair-scheduling HTTP proxy in front of a black-box server (docs/proxy.md).
     Proxy(proxy::ProxyArgs),
     /// Run the shipped reproductions and write an HTML report beside the papers' numbers.
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo(cmd) => demo::run(cmd),
+        Command::Pg(args) => pg::run(args),
         Command::Proxy(args) => proxy::run(args),
         Command::Reproduce(args) => reproduce::run(args),
         Command::Simulate(args) => simulate::run(args),

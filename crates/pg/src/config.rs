@@ -1,0 +1,690 @@
+//! `pg.toml`: the pooler's configuration, read and checked at start-up. Each section is a
+//! type that checks itself; every error names the file and the field
+//! (`pool.size`, `tenant[1].res`, `auth.users[0].password`) and says what is allowed.
+//!
+//! ```
+//! use fairlane_pg::PgConfig;
+//! let c = PgConfig::from_toml_str(r#"
+//!     [server]
+//!     port = 5432
+//!     [auth]
+//!     users = [{ user = "alice", password = "secret" }]
+//!     [[tenant]]
+//!     name = "gold"
+//!     users = ["alice"]
+//!     res = 30
+//! "#).unwrap();
+//! assert_eq!(c.pool.size, 8);
+//! let e = PgConfig::from_toml_str("[pool]\nsize = 0\n").unwrap_err();
+//! assert!(e.to_string().contains("pool.size"), "{e}");
+//! ```
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// A configuration error: the file (when there is one), the field, and what is wrong.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError {
+    /// The file the configuration came from.
+    pub file: Option<String>,
+    /// The field (`tenant[1].res`), or the key at a TOML syntax or type error.
+    pub field: String,
+    /// What is allowed and what was given.
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            file: None,
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{file}: ")?;
+        }
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+type Check = Result<(), ConfigError>;
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PgConfig {
+    /// Where clients and operators connect.
+    #[serde(default)]
+    pub listen: Listen,
+    /// The PostgreSQL server behind the pooler.
+    #[serde(default)]
+    pub server: Server,
+    /// Server connections.
+    #[serde(default)]
+    pub pool: Pool,
+    /// Which scheduler hands out the server connections.
+    #[serde(default)]
+    pub scheduler: SchedulerSection,
+    /// Queue caps, timeouts and sizes.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Who may log in, and how.
+    #[serde(default)]
+    pub auth: Auth,
+    /// The tenants, matched in order; a connection no tenant matches is the `default`
+    /// tenant (weight 1, no reservation).
+    #[serde(default, rename = "tenant")]
+    pub tenants: Vec<Tenant>,
+}
+
+/// `[listen]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    /// The clients' address (default `127.0.0.1:6432`; port 0 picks one).
+    #[serde(default = "default_addr")]
+    pub addr: String,
+    /// `/metrics`, `/status` and `/dashboard` (default `127.0.0.1:9187`; `""` for none).
+    #[serde(default = "default_admin")]
+    pub admin: String,
+}
+
+impl Default for Listen {
+    fn default() -> Self {
+        Listen {
+            addr: default_addr(),
+            admin: default_admin(),
+        }
+    }
+}
+
+impl Listen {
+    fn check(&self) -> Check {
+        parse_addr("listen.addr", &self.addr)?;
+        if !self.admin.is_empty() {
+            parse_addr("listen.admin", &self.admin)?;
+        }
+        Ok(())
+    }
+}
+
+/// How the CPU time of a transaction is measured.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Metering {
+    /// `schedstat` when the server's backends are visible in this host's `/proc`, else
+    /// `elapsed`.
+    #[default]
+    Auto,
+    /// The backend's CPU time from `/proc/<pid>/schedstat` (the server on this host).
+    Schedstat,
+    /// The time the server connection was held (a server on another host).
+    Elapsed,
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Server {
+    /// Host name or address (default `127.0.0.1`).
+    #[serde(default = "default_host")]
+    pub host: String,
+    /// Port (default 5432).
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// The server's cores: reservations are percentages of `cores × time` (default: this
+    /// host's count, right when the server runs here).
+    #[serde(default)]
+    pub cores: Option<usize>,
+    /// How a transaction's CPU is measured (default `auto`).
+    #[serde(default)]
+    pub metering: Metering,
+    /// Give up opening a server connection after this long (default 5000 ms).
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout_ms: u64,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Server {
+            host: default_host(),
+            port: default_port(),
+            cores: None,
+            metering: Metering::Auto,
+            connect_timeout_ms: default_connect_timeout(),
+        }
+    }
+}
+
+impl Server {
+    fn check(&self) -> Check {
+        if self.host.is_empty() {
+            return Err(ConfigError::new("server.host", "must not be empty"));
+        }
+        if self.port == 0 {
+            return Err(ConfigError::new("server.port", "must be 1 to 65535, got 0"));
+        }
+        if let Some(c) = self.cores {
+            if !(1..=fairlane_core::MAX_WORKERS).contains(&c) {
+                return Err(ConfigError::new(
+                    "server.cores",
+                    format!("must be 1 to {}, got {c}", fairlane_core::MAX_WORKERS),
+                ));
+            }
+        }
+        positive("server.connect_timeout_ms", self.connect_timeout_ms)
+    }
+
+    /// The cores reservations are percentages of.
+    pub fn cores(&self) -> usize {
+        self.cores.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+    }
+}
+
+/// Pool mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A server connection per transaction, handed back at ReadyForQuery idle.
+    #[default]
+    Transaction,
+    /// A server connection per client session, reset with `DISCARD ALL` afterwards.
+    Session,
+}
+
+/// `[pool]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pool {
+    /// D: server connections open at once over all (database, role) pools, and so in use at
+    /// once (default 8).
+    #[serde(default = "default_size")]
+    pub size: usize,
+    /// `transaction` (default) or `session`.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Server connections open at once, in use and idle, over all pools (default
+    /// 4 × `size`, at least `size`): at this cap the longest-idle connection of another
+    /// pool is closed to open one for a pool that has none idle.
+    #[serde(default)]
+    pub max_connections: Option<usize>,
+}
+
+impl Default for Pool {
+    fn default() -> Self {
+        Pool {
+            size: default_size(),
+            mode: Mode::Transaction,
+            max_connections: None,
+        }
+    }
+}
+
+impl Pool {
+    /// `max_connections` in effect.
+    pub fn max_open(&self) -> usize {
+        self.max_connections.unwrap_or(4 * self.size)
+    }
+
+    fn check(&self) -> Check {
+        if let Some(m) = self.max_connections {
+            if m < self.size {
+                return Err(ConfigError::new(
+                    "pool.max_connections",
+                    format!("must be ≥ pool.size = {}, got {m}", self.size),
+                ));
+            }
+        }
+        if !(1..=fairlane_core::MAX_WORKERS).contains(&self.size) {
+            return Err(ConfigError::new(
+                "pool.size",
+                format!(
+                    "must be 1 to {}, got {}",
+                    fairlane_core::MAX_WORKERS,
+                    self.size
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The algorithms `[scheduler] algorithm` accepts besides the core presets: LDF and the
+/// reservation baselines of seeds/003 §6 (`drr-res`, `edf-res`, `no-res`).
+pub const RESERVATION_POLICIES: [&str; 4] = ["ldf", "drr-res", "edf-res", "no-res"];
+
+/// `[scheduler]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSection {
+    /// A core preset (`sfq`, `wfqe`, `2dfqe`, `drr`, `fifo`, …) or a reservation policy:
+    /// `ldf` (default), `drr-res`, `edf-res`, `no-res`.
+    #[serde(default = "default_algorithm")]
+    pub algorithm: String,
+    /// The metering interval of the reservations (default 1000 ms).
+    #[serde(default = "default_interval")]
+    pub interval_ms: u64,
+    /// The estimate of a tenant's first transaction with a preset (default 1 ms of CPU).
+    #[serde(default = "default_initial_estimate")]
+    pub initial_estimate_ms: f64,
+}
+
+impl Default for SchedulerSection {
+    fn default() -> Self {
+        SchedulerSection {
+            algorithm: default_algorithm(),
+            interval_ms: default_interval(),
+            initial_estimate_ms: default_initial_estimate(),
+        }
+    }
+}
+
+impl SchedulerSection {
+    /// Whether `algorithm` is a reservation policy (LDF or a baseline of §6).
+    pub fn reserves(&self) -> bool {
+        RESERVATION_POLICIES.contains(&self.algorithm.as_str())
+    }
+
+    fn check(&self) -> Check {
+        if !self.reserves() {
+            fairlane_core::Config::preset(&self.algorithm).map_err(|e| {
+                ConfigError::new(
+                    "scheduler.algorithm",
+                    format!(
+                        "{e}; expected one of {} or {}",
+                        RESERVATION_POLICIES.join(", "),
+                        fairlane_core::PRESETS.join(", ")
+                    ),
+                )
+            })?;
+        }
+        positive("scheduler.interval_ms", self.interval_ms)?;
+        let e = self.initial_estimate_ms;
+        if !(e.is_finite() && e > 0.0) {
+            return Err(ConfigError::new(
+                "scheduler.initial_estimate_ms",
+                format!("must be finite and > 0, got {e}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `[limits]`.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Client connections open at once; more are refused with SQLSTATE 53300 (default 1000).
+    #[serde(default = "default_max_clients")]
+    pub max_clients: usize,
+    /// Transactions waiting for a server connection over all tenants before new ones are
+    /// refused with SQLSTATE 53300 (default 10000).
+    #[serde(default = "default_max_waiting")]
+    pub max_waiting: usize,
+    /// The same per tenant (default 1000).
+    #[serde(default = "default_max_waiting_per_tenant")]
+    pub max_waiting_per_tenant: usize,
+    /// A transaction that waited this long for a server connection is refused with SQLSTATE
+    /// 57014 (default 30000 ms).
+    #[serde(default = "default_queue_timeout")]
+    pub queue_timeout_ms: u64,
+    /// A client message longer than this closes the client (SQLSTATE 08P01; default 64 MiB).
+    #[serde(default = "default_max_message")]
+    pub max_message_bytes: usize,
+    /// A client must finish logging in within this long (default 15000 ms).
+    #[serde(default = "default_login_timeout")]
+    pub login_timeout_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_clients: default_max_clients(),
+            max_waiting: default_max_waiting(),
+            max_waiting_per_tenant: default_max_waiting_per_tenant(),
+            queue_timeout_ms: default_queue_timeout(),
+            max_message_bytes: default_max_message(),
+            login_timeout_ms: default_login_timeout(),
+        }
+    }
+}
+
+impl Limits {
+    fn check(&self) -> Check {
+        positive("limits.max_clients", self.max_clients as u64)?;
+        positive("limits.max_waiting", self.max_waiting as u64)?;
+        positive(
+            "limits.max_waiting_per_tenant",
+            self.max_waiting_per_tenant as u64,
+        )?;
+        positive("limits.queue_timeout_ms", self.queue_timeout_ms)?;
+        positive("limits.login_timeout_ms", self.login_timeout_ms)?;
+        if !(1024..=1 << 30).contains(&self.max_message_bytes) {
+            return Err(ConfigError::new(
+                "limits.max_message_bytes",
+                format!("must be 1024 to 2^30, got {}", self.max_message_bytes),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How clients prove who they are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub enum AuthMethod {
+    /// SCRAM-SHA-256 (RFC 5802/7677), PostgreSQL's default.
+    #[default]
+    #[serde(rename = "scram-sha-256")]
+    Scram,
+    /// PostgreSQL's md5 challenge.
+    #[serde(rename = "md5")]
+    Md5,
+}
+
+/// `[auth]`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Auth {
+    /// `scram-sha-256` (default) or `md5`.
+    #[serde(default)]
+    pub method: AuthMethod,
+    /// Let clients connecting from a loopback address in without a password (default false).
+    /// They still must be in `users`: the pooler logs in to the server with that password.
+    #[serde(default)]
+    pub trust_loopback: bool,
+    /// The users and their passwords, used both to check clients and to log in to the
+    /// server as the client's role.
+    #[serde(default)]
+    pub users: Vec<User>,
+}
+
+/// One `[auth] users` entry.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct User {
+    /// The role name.
+    pub user: String,
+    /// Its password (on the server too).
+    pub password: String,
+}
+
+impl Auth {
+    fn check(&self) -> Check {
+        let mut seen = std::collections::HashSet::new();
+        for (i, u) in self.users.iter().enumerate() {
+            if u.user.is_empty() || u.user.contains('\0') {
+                return Err(ConfigError::new(
+                    format!("auth.users[{i}].user"),
+                    "must be a non-empty name without NUL",
+                ));
+            }
+            if u.password.contains('\0') {
+                return Err(ConfigError::new(
+                    format!("auth.users[{i}].password"),
+                    "must not contain NUL",
+                ));
+            }
+            if !seen.insert(u.user.as_str()) {
+                return Err(ConfigError::new(
+                    format!("auth.users[{i}].user"),
+                    format!("{:?} is listed twice", u.user),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The password of `user`, if listed.
+    pub fn password(&self, user: &str) -> Option<&str> {
+        self.users
+            .iter()
+            .find(|u| u.user == user)
+            .map(|u| u.password.as_str())
+    }
+}
+
+/// `[[tenant]]`: a connection belongs to the first tenant whose non-empty lists all match
+/// (AND across lists, OR within one).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tenant {
+    /// Unique name (metrics label).
+    pub name: String,
+    /// Roles that belong to it (empty: any).
+    #[serde(default)]
+    pub users: Vec<String>,
+    /// Databases that belong to it (empty: any).
+    #[serde(default)]
+    pub databases: Vec<String>,
+    /// `application_name`s that belong to it (empty: any).
+    #[serde(default)]
+    pub application_names: Vec<String>,
+    /// Weight φ (default 1): its share with the fair-queueing presets, and of the surplus
+    /// under LDF (Eq. 5).
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// ResCPU, % of the server's CPU (`server.cores × time`; default 0: none). LDF and the
+    /// reservation baselines only.
+    #[serde(default)]
+    pub res: f64,
+    /// MaxCPU, % of the server's CPU (default 100).
+    #[serde(default = "hundred")]
+    pub max: f64,
+}
+
+impl Tenant {
+    /// Whether a connection of `user` on `database` named `app` belongs here.
+    pub fn matches(&self, user: &str, database: &str, app: &str) -> bool {
+        let ok = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
+        ok(&self.users, user) && ok(&self.databases, database) && ok(&self.application_names, app)
+    }
+
+    fn check(&self, i: usize) -> Check {
+        let field = |f: &str| format!("tenant[{i}].{f}");
+        if self.name.is_empty() {
+            return Err(ConfigError::new(field("name"), "must not be empty"));
+        }
+        let w = self.weight;
+        if !(fairlane_core::MIN_WEIGHT..=fairlane_core::MAX_WEIGHT).contains(&w) {
+            return Err(ConfigError::new(
+                field("weight"),
+                format!("must be in [1e-6, 1e6], got {w}"),
+            ));
+        }
+        if !(self.res.is_finite() && (0.0..=100.0).contains(&self.res)) {
+            return Err(ConfigError::new(
+                field("res"),
+                format!("must be in [0, 100] %, got {}", self.res),
+            ));
+        }
+        if !(self.max.is_finite() && self.max > 0.0 && self.max <= 100.0) {
+            return Err(ConfigError::new(
+                field("max"),
+                format!("must be in (0, 100] %, got {}", self.max),
+            ));
+        }
+        if self.max < self.res {
+            return Err(ConfigError::new(
+                field("max"),
+                format!("must be ≥ res = {}, got {}", self.res, self.max),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl PgConfig {
+    /// Read, parse and check a file; errors name it.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: Some(name.clone()),
+            field: "file".into(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        Self::from_toml_str(&text).map_err(|mut e| {
+            e.file = Some(name);
+            e
+        })
+    }
+
+    /// Parse and check TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self, ConfigError> {
+        let config: PgConfig = toml::from_str(text).map_err(|e| {
+            let field = e
+                .span()
+                .map(|s| key_at(text, s.start))
+                .unwrap_or_else(|| "toml".into());
+            ConfigError::new(field, e.message().trim().to_string())
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Check every section; the first problem is returned, naming its field.
+    pub fn validate(&self) -> Check {
+        self.listen.check()?;
+        self.server.check()?;
+        self.pool.check()?;
+        self.scheduler.check()?;
+        self.limits.check()?;
+        self.auth.check()?;
+        let mut names = std::collections::HashSet::new();
+        let mut reserved = 0.0;
+        for (i, t) in self.tenants.iter().enumerate() {
+            t.check(i)?;
+            if !names.insert(t.name.as_str()) || t.name == DEFAULT_TENANT {
+                return Err(ConfigError::new(
+                    format!("tenant[{i}].name"),
+                    format!(
+                        "{:?} is taken (names are unique; `default` is built in)",
+                        t.name
+                    ),
+                ));
+            }
+            if t.res > 0.0 && !self.scheduler.reserves() {
+                return Err(ConfigError::new(
+                    format!("tenant[{i}].res"),
+                    format!(
+                        "reservations need a reservation policy ({}), not scheduler.algorithm = {:?}",
+                        RESERVATION_POLICIES.join(", "),
+                        self.scheduler.algorithm
+                    ),
+                ));
+            }
+            reserved += t.res;
+        }
+        if reserved > 100.0 {
+            eprintln!(
+                "fairlane pg: the reservations add up to {reserved} % of the server: overbooked \
+                 (seeds/003 §6.3); violations are metered"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The tenant of connections no `[[tenant]]` matches.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// `section.key` for the key on the line holding byte `at` (a TOML error's span).
+fn key_at(text: &str, at: usize) -> String {
+    let at = at.min(text.len());
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next().unwrap_or("");
+    let key = line.split('=').next().unwrap_or("").trim();
+    let section = text[..line_start]
+        .lines()
+        .rev()
+        .find_map(|l| {
+            let l = l.trim();
+            l.starts_with('[')
+                .then(|| l.trim_matches(|c| c == '[' || c == ']').to_string())
+        })
+        .unwrap_or_default();
+    match (section.is_empty(), key.is_empty() || key.starts_with('[')) {
+        (_, true) if !key.is_empty() => key.trim_matches(|c| c == '[' || c == ']').to_string(),
+        (true, _) => key.to_string(),
+        (false, true) => section,
+        (false, false) => format!("{section}.{key}"),
+    }
+}
+
+fn parse_addr(field: &str, addr: &str) -> Result<SocketAddr, ConfigError> {
+    addr.parse()
+        .map_err(|_| ConfigError::new(field, format!("{addr:?} is not an ip:port address")))
+}
+
+fn positive(field: &str, v: u64) -> Check {
+    if v == 0 {
+        return Err(ConfigError::new(field, "must be at least 1, got 0"));
+    }
+    Ok(())
+}
+
+fn default_addr() -> String {
+    "127.0.0.1:6432".into()
+}
+fn default_admin() -> String {
+    "127.0.0.1:9187".into()
+}
+fn default_host() -> String {
+    "127.0.0.1".into()
+}
+fn default_port() -> u16 {
+    5432
+}
+fn default_connect_timeout() -> u64 {
+    5000
+}
+fn default_size() -> usize {
+    8
+}
+fn default_algorithm() -> String {
+    "ldf".into()
+}
+fn default_interval() -> u64 {
+    1000
+}
+fn default_initial_estimate() -> f64 {
+    1.0
+}
+fn default_max_clients() -> usize {
+    1000
+}
+fn default_max_waiting() -> usize {
+    10_000
+}
+fn default_max_waiting_per_tenant() -> usize {
+    1000
+}
+fn default_queue_timeout() -> u64 {
+    30_000
+}
+fn default_max_message() -> usize {
+    64 << 20
+}
+fn default_login_timeout() -> u64 {
+    15_000
+}
+fn one() -> f64 {
+    1.0
+}
+fn hundred() -> f64 {
+    100.0
+}

@@ -1,0 +1,172 @@
+//! The server connections: idle ones kept per (database, role), at most
+//! `pool.max_connections` open over all pools (in use: at most D, the gate's seats). A
+//! transaction holding one of the D seats always finds a connection: its pool's most
+//! recently used idle one (checked for a server that closed it meanwhile), a new one below
+//! the cap, or a new one in place of the longest-idle connection of another pool.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use crate::server::{ConnectError, PoolKey, ServerConn, Target};
+
+#[derive(Default)]
+struct Idle {
+    by_key: HashMap<PoolKey, Vec<(Instant, ServerConn)>>,
+    /// Connections open or being opened (idle + leased).
+    open: usize,
+    /// The parameters the server reported on each pool's first connection (what a client
+    /// is told at login).
+    welcome: HashMap<PoolKey, Vec<(String, String)>>,
+}
+
+/// The pools of server connections.
+pub struct Pools {
+    idle: Mutex<Idle>,
+    max_open: usize,
+    target: Target,
+}
+
+impl std::fmt::Debug for Pools {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pools")
+            .field("max_open", &self.max_open)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connection taken from the pools. Give it back with [`Pools::checkin`]; dropped, it
+/// is closed and its place freed.
+#[derive(Debug)]
+pub struct Leased {
+    pools: Arc<Pools>,
+    conn: Option<ServerConn>,
+}
+
+impl Leased {
+    /// The connection.
+    pub fn conn(&mut self) -> &mut ServerConn {
+        self.conn
+            .as_mut()
+            .expect("a leased connection is present until checked in")
+    }
+}
+
+impl Drop for Leased {
+    fn drop(&mut self) {
+        if self.conn.take().is_some() {
+            self.pools.lock().open -= 1;
+        }
+    }
+}
+
+impl Pools {
+    /// `max_open` connections at most (≥ the gate's seats), to `target`.
+    pub fn new(max_open: usize, target: Target) -> Arc<Pools> {
+        Arc::new(Pools {
+            idle: Mutex::new(Idle::default()),
+            max_open,
+            target,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Idle> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The server.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// (open, idle) connections now.
+    pub fn counts(&self) -> (usize, usize) {
+        let g = self.lock();
+        (g.open, g.by_key.values().map(Vec::len).sum())
+    }
+
+    /// The parameters a pool's first connection reported, if it had one.
+    pub fn welcome(&self, key: &PoolKey) -> Option<Vec<(String, String)>> {
+        self.lock().welcome.get(key).cloned()
+    }
+
+    /// A connection of pool `key` (the caller holds a seat). A new one logs in with
+    /// `password` and the client's tracked `params`.
+    pub async fn checkout(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        password: &str,
+        params: &[(String, String)],
+    ) -> Result<Leased, ConnectError> {
+        let evicted = {
+            let mut g = self.lock();
+            while let Some((_, c)) = g.by_key.get_mut(key).and_then(Vec::pop) {
+                if c.is_stale() {
+                    g.open -= 1;
+                    continue;
+                }
+                return Ok(Leased {
+                    pools: self.clone(),
+                    conn: Some(c),
+                });
+            }
+            let evicted = if g.open >= self.max_open {
+                // The longest-idle connection of any pool gives its place.
+                let oldest = g
+                    .by_key
+                    .iter()
+                    .filter_map(|(k, v)| v.first().map(|(t, _)| (*t, k.clone())))
+                    .min_by_key(|(t, _)| *t);
+                match oldest {
+                    Some((_, k)) => g.by_key.get_mut(&k).map(|v| v.remove(0).1),
+                    None => {
+                        return Err(ConnectError::Io(std::io::Error::other(
+                            "all server connections are in use (more holders than pool.max_connections)",
+                        )))
+                    }
+                }
+            } else {
+                g.open += 1;
+                None
+            };
+            evicted
+        };
+        if let Some(old) = evicted {
+            old.terminate().await;
+        }
+        match ServerConn::connect(&self.target, key.clone(), password, params).await {
+            Ok(c) => {
+                let mut g = self.lock();
+                g.welcome.entry(key.clone()).or_insert_with(|| {
+                    c.params
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect()
+                });
+                Ok(Leased {
+                    pools: self.clone(),
+                    conn: Some(c),
+                })
+            }
+            Err(e) => {
+                self.lock().open -= 1;
+                Err(e)
+            }
+        }
+    }
+
+    /// Give a connection back: idle in its pool, or closed if it is broken.
+    pub async fn checkin(&self, mut leased: Leased) {
+        let Some(c) = leased.conn.take() else { return };
+        if c.broken {
+            self.lock().open -= 1;
+            c.terminate().await;
+            return;
+        }
+        let mut g = self.lock();
+        g.by_key
+            .entry(c.key.clone())
+            .or_default()
+            .push((Instant::now(), c));
+    }
+}

@@ -1,0 +1,367 @@
+//! Which tenant's transaction gets the next server connection: a thin adapter over
+//! [`fairlane_runtime::FairGate`] (the workspace's one gate) with D seats, plus the tenants'
+//! table and seeds/003's metering.
+//!
+//! * A core preset (`sfq`, `wfqe`, `2dfqe`, `drr`, `fifo`, …) runs as the gate builds it,
+//!   with the tenants' weights.
+//! * `ldf` and the §6 baselines (`drr-res`, `edf-res`, `no-res`) run a
+//!   [`ReserveScheduler`](fairlane_core::reserve::ReserveScheduler) whose "cores" are the
+//!   D seats. Reservations are percentages of the *server's* cores (`server.cores`), so
+//!   each charged cost is the backend's CPU time × D / cores: then `CPU_i` as the scheduler
+//!   computes it, cost over `D × time`, is the tenant's share of `cores × time`.
+//! * The [`Meter`] is the paper's metering logic (§2.2, §3.5) fed with the same events,
+//!   independent of the policy: a transaction becomes ready when it asks for a connection,
+//!   runs while it holds one, and is charged its backend's CPU time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use fairlane_core::reserve::{Meter, MeterReading, Policy, Reservation, ReserveConfig};
+use fairlane_core::TenantId;
+use fairlane_runtime::{AcquireError, FairGate, Permit};
+
+use crate::config::{PgConfig, DEFAULT_TENANT};
+
+/// A tenant as the pooler knows it.
+#[derive(Clone, Debug)]
+pub struct TenantInfo {
+    /// Name (from `[[tenant]]`, or `default`).
+    pub name: String,
+    /// ResCPU (%).
+    pub res: f64,
+    /// MaxCPU (%).
+    pub max: f64,
+    /// Weight.
+    pub weight: f64,
+}
+
+/// Per-tenant counters the pooler keeps beside the gate's.
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    /// Transactions (sessions, in session mode) that held a server connection.
+    pub transactions: u64,
+    /// Refused because a queue was full (SQLSTATE 53300).
+    pub refused_full: u64,
+    /// Refused after `limits.queue_timeout_ms` (SQLSTATE 57014).
+    pub timed_out: u64,
+    /// Backend CPU charged, seconds.
+    pub cpu_seconds: f64,
+    /// Server connection time held, seconds.
+    pub held_seconds: f64,
+    /// Metering intervals closed with work in them, and those that violated the
+    /// reservation (`CPU_eff < ResCPU`).
+    pub intervals: u64,
+    /// See `intervals`.
+    pub violations: u64,
+    /// The last closed interval's reading.
+    pub last: Option<MeterReading>,
+}
+
+struct MeterState {
+    meter: Meter,
+    counters: Vec<Counters>,
+}
+
+/// Why a transaction got no server connection.
+#[derive(Debug, PartialEq)]
+pub enum Refusal {
+    /// A queue cap: SQLSTATE 53300.
+    Full(String),
+    /// Waited `limits.queue_timeout_ms`: SQLSTATE 57014.
+    Timeout(Duration),
+    /// The pooler is shutting down: SQLSTATE 57P01.
+    Closed,
+    /// The scheduler refused (a bug, logged by the gate): SQLSTATE XX000.
+    Internal(String),
+}
+
+/// The gate, the tenants and the meter.
+pub struct Scheduling {
+    gate: FairGate,
+    tenants: Vec<TenantInfo>,
+    by_name: HashMap<String, usize>,
+    meter: Mutex<MeterState>,
+    /// Scheduler cost per CPU nanosecond (D / cores with a reservation policy, else 1).
+    scale: f64,
+    queue_timeout: Duration,
+    epoch: Instant,
+    cores: usize,
+}
+
+impl std::fmt::Debug for Scheduling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduling")
+            .field("gate", &self.gate)
+            .finish_non_exhaustive()
+    }
+}
+
+fn policy(name: &str) -> Option<Policy> {
+    match name {
+        "ldf" => Some(Policy::ldf()),
+        "drr-res" => Some(Policy::drr()),
+        "edf-res" => Some(Policy::Edf),
+        "no-res" => Some(Policy::BestEffort),
+        _ => None,
+    }
+}
+
+impl Scheduling {
+    /// Build from a checked configuration.
+    pub fn new(config: &PgConfig) -> Result<Scheduling, String> {
+        let mut tenants: Vec<TenantInfo> = config
+            .tenants
+            .iter()
+            .map(|t| TenantInfo {
+                name: t.name.clone(),
+                res: t.res,
+                max: t.max,
+                weight: t.weight,
+            })
+            .collect();
+        tenants.push(TenantInfo {
+            name: DEFAULT_TENANT.into(),
+            res: 0.0,
+            max: 100.0,
+            weight: 1.0,
+        });
+        let d = config.pool.size;
+        let cores = config.server.cores();
+        let interval_ns = config.scheduler.interval_ms as f64 * 1e6;
+        let builder = FairGate::builder()
+            .seats(d)
+            .max_waiting(config.limits.max_waiting)
+            .max_waiting_per_tenant(config.limits.max_waiting_per_tenant)
+            .initial_estimate(config.scheduler.initial_estimate_ms * 1e6);
+        let (builder, scale) = match policy(&config.scheduler.algorithm) {
+            Some(p) => {
+                let mut s = ReserveConfig::new(p)
+                    .cores(d)
+                    .interval(interval_ns)
+                    .build::<u64>()
+                    .map_err(|e| format!("scheduler: {e}"))?;
+                for (i, t) in tenants.iter().enumerate() {
+                    let terms = Reservation::new(t.res, t.max).weight(t.weight);
+                    s.set_reservation(TenantId(i as u64), terms, 0.0)
+                        .map_err(|e| format!("tenant {:?}: {e}", t.name))?;
+                }
+                (builder.with_scheduler(Box::new(s)), d as f64 / cores as f64)
+            }
+            None => {
+                // Costs are measured after the fact: presets that know costs up front get
+                // an estimator (as the proxy's).
+                let c = fairlane_core::Config::for_executor(
+                    &config.scheduler.algorithm,
+                    d,
+                    config.scheduler.initial_estimate_ms * 1e6,
+                    false,
+                )
+                .map_err(|e| format!("scheduler: {e}"))?;
+                (builder.scheduler(c), 1.0)
+            }
+        };
+        let gate = builder.build().map_err(|e| format!("scheduler: {e}"))?;
+        if policy(&config.scheduler.algorithm).is_none() {
+            for (i, t) in tenants.iter().enumerate() {
+                gate.set_weight(TenantId(i as u64), t.weight)
+                    .map_err(|e| format!("tenant {:?}: weight: {e}", t.name))?;
+            }
+        }
+        let mut meter = Meter::new(cores);
+        for (i, t) in tenants.iter().enumerate() {
+            meter
+                .add_tenant(
+                    TenantId(i as u64),
+                    t.res,
+                    None,
+                    config.scheduler.interval_ms as f64 / 1e3,
+                    0.0,
+                )
+                .map_err(|e| format!("meter: {e}"))?;
+        }
+        let by_name = tenants
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        Ok(Scheduling {
+            gate,
+            meter: Mutex::new(MeterState {
+                meter,
+                counters: vec![Counters::default(); tenants.len()],
+            }),
+            tenants,
+            by_name,
+            scale,
+            queue_timeout: Duration::from_millis(config.limits.queue_timeout_ms),
+            epoch: Instant::now(),
+            cores,
+        })
+    }
+
+    /// The tenant of a connection (the first `[[tenant]]` that matches, else `default`).
+    pub fn classify(&self, config: &PgConfig, user: &str, database: &str, app: &str) -> usize {
+        config
+            .tenants
+            .iter()
+            .position(|t| t.matches(user, database, app))
+            .unwrap_or(self.tenants.len() - 1)
+    }
+
+    /// The tenants, by index.
+    pub fn tenants(&self) -> &[TenantInfo] {
+        &self.tenants
+    }
+
+    /// A tenant's index by name.
+    pub fn tenant_index(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The gate.
+    pub fn gate(&self) -> &FairGate {
+        &self.gate
+    }
+
+    /// The server's cores (what reservations are percentages of).
+    pub fn cores(&self) -> usize {
+        self.cores
+    }
+
+    fn now(&self) -> f64 {
+        self.epoch.elapsed().as_secs_f64()
+    }
+
+    fn meter(&self) -> MutexGuard<'_, MeterState> {
+        self.meter.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait fairly for one of the D seats.
+    pub async fn acquire(self: &Arc<Self>, tenant: usize) -> Result<Seat, Refusal> {
+        let id = TenantId(tenant as u64);
+        let waiting = match self.gate.join(id, 0u32) {
+            Ok(w) => w,
+            Err(e) => {
+                let mut m = self.meter();
+                return Err(match e {
+                    AcquireError::Closed => Refusal::Closed,
+                    AcquireError::Scheduler(e) => Refusal::Internal(e.to_string()),
+                    e => {
+                        m.counters[tenant].refused_full += 1;
+                        Refusal::Full(e.to_string())
+                    }
+                });
+            }
+        };
+        let now = self.now();
+        self.meter().meter.enqueued(tenant, now);
+        let result = tokio::time::timeout(self.queue_timeout, waiting).await;
+        let now = self.now();
+        let mut m = self.meter();
+        match result {
+            Ok(Ok(permit)) => {
+                m.meter.started(tenant, now);
+                Ok(Seat {
+                    sched: self.clone(),
+                    permit: Some(permit),
+                    tenant,
+                    start: now,
+                    since: Instant::now(),
+                })
+            }
+            Ok(Err(_)) => {
+                m.meter.cancelled(tenant, now);
+                Err(Refusal::Closed)
+            }
+            Err(_) => {
+                m.meter.cancelled(tenant, now);
+                m.counters[tenant].timed_out += 1;
+                Err(Refusal::Timeout(self.queue_timeout))
+            }
+        }
+    }
+
+    fn release(&self, tenant: usize, start: f64, held: Duration, cpu_ns: Option<u64>) {
+        let now = self.now();
+        let cpu = cpu_ns.map_or(held.as_secs_f64(), |n| n as f64 * 1e-9);
+        let mut m = self.meter();
+        m.meter.finished(tenant, start, cpu, now);
+        let c = &mut m.counters[tenant];
+        c.transactions += 1;
+        c.cpu_seconds += cpu;
+        c.held_seconds += held.as_secs_f64();
+        self.collect(&mut m);
+    }
+
+    /// Fold closed metering intervals into the counters.
+    fn collect(&self, m: &mut MeterState) {
+        for r in m.meter.take_records() {
+            let c = &mut m.counters[r.tenant.0 as usize];
+            c.intervals += 1;
+            c.violations += u64::from(r.violated && r.res_cpu > 0.0);
+            c.last = Some(MeterReading {
+                cpu: r.cpu,
+                delay: r.delay,
+                cpu_eff: r.cpu_eff,
+                viol_cpu: r.viol_cpu,
+            });
+        }
+    }
+
+    /// Every tenant's counters and the meter's reading of its current interval so far.
+    pub fn readings(&self) -> Vec<(Counters, Option<MeterReading>)> {
+        let now = self.now();
+        let mut m = self.meter();
+        m.meter.close_through(now);
+        self.collect(&mut m);
+        (0..self.tenants.len())
+            .map(|t| {
+                let r = m.meter.reading(t, now);
+                (m.counters[t].clone(), r)
+            })
+            .collect()
+    }
+}
+
+/// A held seat: the right to use one server connection. Finish it with the backend's CPU
+/// time ([`Seat::finish`]); dropped unfinished, it is charged the time held.
+pub struct Seat {
+    sched: Arc<Scheduling>,
+    permit: Option<Permit>,
+    tenant: usize,
+    start: f64,
+    since: Instant,
+}
+
+impl std::fmt::Debug for Seat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Seat")
+            .field("tenant", &self.tenant)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Seat {
+    /// Release, charging `cpu_ns` of backend CPU (`None`: the time held).
+    pub fn finish(mut self, cpu_ns: Option<u64>) {
+        self.release(cpu_ns);
+    }
+
+    fn release(&mut self, cpu_ns: Option<u64>) {
+        let Some(mut permit) = self.permit.take() else {
+            return;
+        };
+        let held = self.since.elapsed();
+        let cost = cpu_ns.map_or(held.as_nanos() as f64, |n| n as f64) * self.sched.scale;
+        permit.set_cost(cost);
+        self.sched.release(self.tenant, self.start, held, cpu_ns);
+        drop(permit);
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.release(None);
+    }
+}

@@ -1,0 +1,313 @@
+//! One connection to the PostgreSQL server, logged in as a client's role on its database
+//! with the password from `[auth] users` (so `current_user` is the client's), through
+//! `postgres-protocol`'s frontend messages and SCRAM client. It remembers the backend's
+//! process id and cancel key (BackendKeyData), the parameters the server reported, the
+//! statements prepared on it under the pooler's names, and reads the backend's CPU time from
+//! `/proc/<pid>/schedstat` when the server runs on this host.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
+use postgres_protocol::message::backend::Message;
+use postgres_protocol::message::frontend;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::wire::{self, Frames};
+
+/// A server connection's pool: (database, role).
+pub type PoolKey = (String, String);
+
+/// Why a server connection could not be opened.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The server refused: its ErrorResponse (SQLSTATE, message), passed to the client.
+    Refused {
+        /// SQLSTATE.
+        code: String,
+        /// The server's message.
+        message: String,
+    },
+    /// Network trouble or a protocol surprise (SQLSTATE 08006 to the client).
+    Io(io::Error),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::Refused { code, message } => write!(f, "{message} (SQLSTATE {code})"),
+            ConnectError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<io::Error> for ConnectError {
+    fn from(e: io::Error) -> Self {
+        ConnectError::Io(e)
+    }
+}
+
+/// A logged-in server connection.
+#[derive(Debug)]
+pub struct ServerConn {
+    /// The socket.
+    pub stream: TcpStream,
+    /// Buffered reading of the server's messages.
+    pub frames: Frames,
+    /// Its pool.
+    pub key: PoolKey,
+    /// Backend process id (BackendKeyData).
+    pub pid: i32,
+    /// Cancel key (BackendKeyData).
+    pub secret: i32,
+    /// Parameters as the server last reported them (ParameterStatus), or as the pooler set
+    /// them.
+    pub params: HashMap<String, String>,
+    /// Statements prepared under the pooler's names (`fl_…`).
+    pub prepared: HashSet<String>,
+    /// `/proc/<pid>/schedstat`, kept open (one `pread` per reading).
+    schedstat: Option<File>,
+    /// Set when the connection can no longer be trusted (an I/O error, a protocol surprise):
+    /// it is closed instead of returned to the pool.
+    pub broken: bool,
+}
+
+/// Where the server is and how to reach it.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// `host:port`.
+    pub addr: String,
+    /// Connect (and log in) within this long.
+    pub timeout: Duration,
+    /// Read backends' CPU from `/proc` (the server runs on this host).
+    pub schedstat: bool,
+}
+
+impl ServerConn {
+    /// Open and log in as `key.1` on `key.0` with `password`, passing `params` (the
+    /// tracked session parameters) in the startup packet.
+    pub async fn connect(
+        target: &Target,
+        key: PoolKey,
+        password: &str,
+        params: &[(String, String)],
+    ) -> Result<ServerConn, ConnectError> {
+        match tokio::time::timeout(target.timeout, Self::login(target, key, password, params)).await
+        {
+            Ok(r) => r,
+            Err(_) => Err(ConnectError::Io(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("no login to the server within {:?}", target.timeout),
+            ))),
+        }
+    }
+
+    async fn login(
+        target: &Target,
+        key: PoolKey,
+        password: &str,
+        params: &[(String, String)],
+    ) -> Result<ServerConn, ConnectError> {
+        let stream = TcpStream::connect(&target.addr).await?;
+        stream.set_nodelay(true)?;
+        let mut c = ServerConn {
+            stream,
+            frames: Frames::new(1 << 30),
+            key,
+            pid: 0,
+            secret: 0,
+            params: HashMap::new(),
+            prepared: HashSet::new(),
+            schedstat: None,
+            broken: false,
+        };
+        let mut out = BytesMut::new();
+        let mut startup: Vec<(&str, &str)> =
+            vec![("user", c.key.1.as_str()), ("database", c.key.0.as_str())];
+        startup.extend(params.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        frontend::startup_message(startup, &mut out)?;
+        c.stream.write_all(&out).await?;
+        c.authenticate(password).await?;
+        c.read_until_ready().await?;
+        if target.schedstat {
+            c.schedstat = File::open(format!("/proc/{}/schedstat", c.pid)).ok();
+        }
+        Ok(c)
+    }
+
+    async fn next_message(&mut self) -> Result<Message, ConnectError> {
+        let mut m = self.frames.next(&mut self.stream).await?.ok_or_else(|| {
+            io::Error::new(io::ErrorKind::UnexpectedEof, "server closed the connection")
+        })?;
+        if m[0] == b'E' {
+            let (code, message) = wire::error_fields(&m);
+            return Err(ConnectError::Refused { code, message });
+        }
+        Message::parse(&mut m)?
+            .ok_or_else(|| ConnectError::Io(wire::invalid("incomplete server message")))
+    }
+
+    async fn send(&mut self, out: &mut BytesMut) -> io::Result<()> {
+        self.stream.write_all(out).await?;
+        out.clear();
+        Ok(())
+    }
+
+    async fn authenticate(&mut self, password: &str) -> Result<(), ConnectError> {
+        let mut out = BytesMut::new();
+        let mut scram: Option<ScramSha256> = None;
+        loop {
+            match self.next_message().await? {
+                Message::AuthenticationOk => return Ok(()),
+                Message::AuthenticationCleartextPassword => {
+                    frontend::password_message(password.as_bytes(), &mut out)?;
+                }
+                Message::AuthenticationMd5Password(b) => {
+                    let hash = postgres_protocol::authentication::md5_hash(
+                        self.key.1.as_bytes(),
+                        password.as_bytes(),
+                        b.salt(),
+                    );
+                    frontend::password_message(hash.as_bytes(), &mut out)?;
+                }
+                Message::AuthenticationSasl(b) => {
+                    let mut mechs = b.mechanisms();
+                    let mut ok = false;
+                    while let Some(m) = fallible_next(&mut mechs)? {
+                        ok |= m == SCRAM_SHA_256;
+                    }
+                    if !ok {
+                        return Err(wire::invalid("the server offers no SCRAM-SHA-256").into());
+                    }
+                    let s = ScramSha256::new(password.as_bytes(), ChannelBinding::unsupported());
+                    frontend::sasl_initial_response(SCRAM_SHA_256, s.message(), &mut out)?;
+                    scram = Some(s);
+                }
+                Message::AuthenticationSaslContinue(b) => {
+                    let s = scram
+                        .as_mut()
+                        .ok_or_else(|| wire::invalid("SASL continue first"))?;
+                    s.update(b.data())?;
+                    frontend::sasl_response(s.message(), &mut out)?;
+                }
+                Message::AuthenticationSaslFinal(b) => {
+                    let s = scram
+                        .as_mut()
+                        .ok_or_else(|| wire::invalid("SASL final first"))?;
+                    s.finish(b.data())?;
+                }
+                _ => return Err(wire::invalid("unexpected message during authentication").into()),
+            }
+            if !out.is_empty() {
+                self.send(&mut out).await?;
+            }
+        }
+    }
+
+    async fn read_until_ready(&mut self) -> Result<(), ConnectError> {
+        loop {
+            match self.next_message().await? {
+                Message::BackendKeyData(k) => {
+                    self.pid = k.process_id();
+                    self.secret = k.secret_key();
+                }
+                Message::ParameterStatus(p) => {
+                    self.params
+                        .insert(p.name()?.to_string(), p.value()?.to_string());
+                }
+                Message::ReadyForQuery(_) => return Ok(()),
+                Message::NoticeResponse(_) => {}
+                _ => return Err(wire::invalid("unexpected message before ReadyForQuery").into()),
+            }
+        }
+    }
+
+    /// The backend's CPU time so far in nanoseconds (`/proc/<pid>/schedstat`'s first field),
+    /// if it is readable.
+    pub fn cpu_ns(&self) -> Option<u64> {
+        let f = self.schedstat.as_ref()?;
+        let mut buf = [0u8; 96];
+        let n = f.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.split_ascii_whitespace().next()?.parse().ok()
+    }
+
+    /// Whether the server closed or wrote to this idle connection (a restart, an
+    /// administrator's `pg_terminate_backend`): then it must not be handed out.
+    pub fn is_stale(&self) -> bool {
+        let mut b = [0u8; 1];
+        !matches!(self.stream.try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+    }
+
+    /// Run `sql` (one simple query) and read up to its ReadyForQuery; the transaction status
+    /// it ends in, or an error if it failed.
+    pub async fn exec(&mut self, sql: &str) -> Result<u8, ConnectError> {
+        let mut out = BytesMut::new();
+        frontend::query(sql, &mut out)?;
+        self.send(&mut out).await?;
+        let mut failed = None;
+        loop {
+            let m = self.frames.next(&mut self.stream).await?.ok_or_else(|| {
+                io::Error::new(io::ErrorKind::UnexpectedEof, "server closed the connection")
+            })?;
+            match m[0] {
+                b'E' => {
+                    let (code, message) = wire::error_fields(&m);
+                    failed = Some(ConnectError::Refused { code, message });
+                }
+                b'S' => self.note_parameter(&m),
+                b'Z' => {
+                    let status = *wire::body(&m).first().unwrap_or(&b'I');
+                    return match failed {
+                        Some(e) => Err(e),
+                        None => Ok(status),
+                    };
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Record a ParameterStatus message the server sent.
+    pub fn note_parameter(&mut self, m: &[u8]) {
+        let mut b = wire::body(m);
+        if let (Ok(k), Ok(v)) = (wire::cstr(&mut b), wire::cstr(&mut b)) {
+            self.params.insert(k, v);
+        }
+    }
+
+    /// Ask the server to cancel what backend `pid` runs (a new connection, as a client would).
+    pub async fn cancel(addr: &str, pid: i32, secret: i32) -> io::Result<()> {
+        let mut s = TcpStream::connect(addr).await?;
+        let mut out = BytesMut::new();
+        frontend::cancel_request(pid, secret, &mut out);
+        s.write_all(&out).await?;
+        // The server closes it when done; don't wait long.
+        let mut b = [0u8; 1];
+        let _ = tokio::time::timeout(
+            Duration::from_secs(1),
+            tokio::io::AsyncReadExt::read(&mut s, &mut b),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Say Terminate and close.
+    pub async fn terminate(mut self) {
+        let mut out = BytesMut::new();
+        frontend::terminate(&mut out);
+        let _ = tokio::time::timeout(Duration::from_millis(200), self.stream.write_all(&out)).await;
+    }
+}
+
+fn fallible_next<'a>(
+    it: &mut postgres_protocol::message::backend::SaslMechanisms<'a>,
+) -> io::Result<Option<&'a str>> {
+    use fallible_iterator::FallibleIterator;
+    it.next()
+}

@@ -1,0 +1,341 @@
+//! A logged-in client's life: wait for a message that needs the server, get a seat from the
+//! scheduler and a connection from the pools, relay until the transaction (transaction
+//! mode) or the session (session mode) ends, measure the backend's CPU, hand both back.
+//! Nothing is lost or leaked: a client that leaves mid-transaction has it rolled back (or
+//! the connection closed) before the connection is reused; a server connection that fails
+//! is dropped and its client told (SQLSTATE 08006), never left hanging.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::AsyncWriteExt;
+
+use crate::config::Mode;
+use crate::login::Client;
+use crate::pool::Leased;
+use crate::relay::{Relay, Step};
+use crate::sched::{Refusal, Seat};
+use crate::server::{ConnectError, ServerConn};
+use crate::wire::{self, Severity};
+use crate::Shared;
+
+/// The SQLSTATE and message of a refused seat.
+pub fn refusal_error(r: &Refusal) -> (String, String) {
+    match r {
+        Refusal::Full(why) => (
+            "53300".into(),
+            format!("too many transactions waiting: {why}"),
+        ),
+        Refusal::Timeout(t) => (
+            "57014".into(),
+            format!(
+                "canceling statement: no server connection within limits.queue_timeout_ms = {} ms",
+                t.as_millis()
+            ),
+        ),
+        Refusal::Closed => ("57P01".into(), "the pooler is shutting down".into()),
+        Refusal::Internal(why) => ("XX000".into(), format!("the scheduler refused: {why}")),
+    }
+}
+
+/// The SQLSTATE and message of a failed server login.
+pub fn connect_error(e: &ConnectError) -> (String, String) {
+    match e {
+        ConnectError::Refused { code, message } => (code.clone(), message.clone()),
+        ConnectError::Io(e) => ("08006".into(), format!("cannot connect to the server: {e}")),
+    }
+}
+
+/// How a relay ended.
+enum End {
+    /// The transaction ended idle (transaction mode): the connection goes back.
+    Idle,
+    /// The client left (Terminate, closed, or a protocol violation already answered).
+    ClientGone,
+    /// The server connection failed.
+    ServerGone(io::Error),
+}
+
+/// Serve a logged-in client until it leaves.
+pub async fn run(shared: &Arc<Shared>, mut client: Client) {
+    loop {
+        let first = match client.frames.next(&mut client.stream).await {
+            Ok(Some(m)) => m,
+            Ok(None) => return,
+            Err(e) => return violation(&mut client, &e).await,
+        };
+        match first[0] {
+            b'X' => return,
+            // Nothing to synchronize without a server connection.
+            b'S' => {
+                let mut out = BytesMut::new();
+                wire::ready(&mut out, b'I');
+                if client.stream.write_all(&out).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            b'H' => continue,
+            b'Q' | b'F' | b'P' | b'B' | b'D' | b'E' | b'C' => {}
+            t => {
+                let e = wire::invalid(format!("unexpected message type {:?}", t as char));
+                return violation(&mut client, &e).await;
+            }
+        }
+        let seat = match shared.sched.acquire(client.tenant).await {
+            Ok(s) => s,
+            Err(r) => {
+                if refuse(&mut client, &first, refusal_error(&r))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+        };
+        let password = shared
+            .config
+            .auth
+            .password(&client.key.1)
+            .unwrap_or_default()
+            .to_string();
+        let leased = match shared
+            .pools
+            .checkout(&client.key, &password, &client.state.params)
+            .await
+        {
+            Ok(l) => l,
+            Err(e) => {
+                seat.finish(None);
+                if refuse(&mut client, &first, connect_error(&e))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
+        };
+        if !serve(shared, &mut client, seat, leased, first).await {
+            return;
+        }
+    }
+}
+
+/// One holding of a server connection; whether the client stays.
+async fn serve(
+    shared: &Arc<Shared>,
+    client: &mut Client,
+    seat: Seat,
+    mut leased: Leased,
+    first: BytesMut,
+) -> bool {
+    let conn = leased.conn();
+    let cpu0 = conn.cpu_ns();
+    set_cancel(client, Some((conn.pid, conn.secret)));
+    let session = shared.config.pool.mode == Mode::Session;
+    let mut relay = Relay::default();
+    relay.sync_params(&client.state, conn);
+    let end = relay_loop(client, conn, &mut relay, first, session).await;
+    let stays = match end {
+        End::Idle => true,
+        End::ClientGone => {
+            if !reset(conn, &mut relay, &mut client.state, session).await {
+                conn.broken = true;
+            }
+            false
+        }
+        End::ServerGone(e) => {
+            conn.broken = true;
+            let mut out = std::mem::take(&mut relay.to_client);
+            wire::error(
+                &mut out,
+                Severity::Fatal,
+                "08006",
+                &format!("the server connection failed: {e}"),
+            );
+            let _ = client.stream.write_all(&out).await;
+            false
+        }
+    };
+    set_cancel(client, None);
+    let cpu = match (cpu0, conn.cpu_ns()) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    shared.pools.checkin(leased).await;
+    seat.finish(cpu);
+    stays
+}
+
+fn set_cancel(client: &Client, to: Option<(i32, i32)>) {
+    *client.cancel.lock().unwrap_or_else(|e| e.into_inner()) = to;
+}
+
+/// Relay until the connection may go back (transaction mode) or one side is gone.
+async fn relay_loop(
+    client: &mut Client,
+    conn: &mut ServerConn,
+    relay: &mut Relay,
+    first: BytesMut,
+    session: bool,
+) -> End {
+    let mut pending = Some(first);
+    loop {
+        while let Some(m) = pending
+            .take()
+            .map(Ok)
+            .or_else(|| client.frames.try_next().transpose())
+        {
+            let m = match m {
+                Ok(m) => m,
+                Err(e) => {
+                    violation(client, &e).await;
+                    return End::ClientGone;
+                }
+            };
+            match relay.client(&m, &mut client.state, conn) {
+                Ok(Step::More) => {}
+                Ok(Step::Terminate) => return End::ClientGone,
+                Err(e) => {
+                    violation(client, &e).await;
+                    return End::ClientGone;
+                }
+            }
+        }
+        if !relay.to_server.is_empty() {
+            if let Err(e) = conn.stream.write_all(&relay.to_server).await {
+                return End::ServerGone(e);
+            }
+            relay.to_server.clear();
+        }
+        if !relay.to_client.is_empty() {
+            if client.stream.write_all(&relay.to_client).await.is_err() {
+                return End::ClientGone;
+            }
+            relay.to_client.clear();
+        }
+        if !session && relay.idle() && !client.frames.has_partial() {
+            return End::Idle;
+        }
+        tokio::select! {
+            r = client.frames.fill(&mut client.stream) => match r {
+                Ok(true) => {}
+                Ok(false) | Err(_) => return End::ClientGone,
+            },
+            r = conn.frames.fill(&mut conn.stream) => match r {
+                Ok(true) => loop {
+                    match conn.frames.try_next() {
+                        Ok(Some(m)) => relay.server(&m, &mut client.state, conn),
+                        Ok(None) => break,
+                        Err(e) => return End::ServerGone(e),
+                    }
+                },
+                Ok(false) => return End::ServerGone(io::ErrorKind::UnexpectedEof.into()),
+                Err(e) => return End::ServerGone(e),
+            },
+        }
+    }
+}
+
+/// The client is gone while holding `conn`: finish what is outstanding, roll back an open
+/// transaction (and `DISCARD ALL` in session mode). Whether the connection is clean.
+async fn reset(
+    conn: &mut ServerConn,
+    relay: &mut Relay,
+    state: &mut crate::relay::ClientState,
+    session: bool,
+) -> bool {
+    if relay.copy_in {
+        return false;
+    }
+    if !relay.synced() {
+        relay.add_sync();
+    }
+    if conn.stream.write_all(&relay.to_server).await.is_err() {
+        return false;
+    }
+    relay.to_server.clear();
+    let drained = tokio::time::timeout(Duration::from_secs(2), async {
+        while relay.outstanding() {
+            match conn.frames.next(&mut conn.stream).await {
+                Ok(Some(m)) => {
+                    relay.server(&m, state, conn);
+                    relay.to_client.clear();
+                }
+                _ => return false,
+            }
+        }
+        true
+    })
+    .await;
+    if drained != Ok(true) || relay.copy_in {
+        return false;
+    }
+    let timeout = Duration::from_secs(5);
+    if relay.status != b'I'
+        && !matches!(
+            tokio::time::timeout(timeout, conn.exec("ROLLBACK")).await,
+            Ok(Ok(b'I'))
+        )
+    {
+        return false;
+    }
+    if session {
+        if !matches!(
+            tokio::time::timeout(timeout, conn.exec("DISCARD ALL")).await,
+            Ok(Ok(b'I'))
+        ) {
+            return false;
+        }
+        conn.prepared.clear();
+        // DISCARD ALL went back to the session's start-up values; the reported ones came
+        // back as ParameterStatus, the others must be set again.
+        conn.params.remove("extra_float_digits");
+    }
+    true
+}
+
+/// Answer a message that got no server connection with an error, as PostgreSQL would: a
+/// simple query gets ReadyForQuery at once, an extended-protocol batch after its Sync.
+async fn refuse(
+    client: &mut Client,
+    first: &[u8],
+    (code, message): (String, String),
+) -> io::Result<()> {
+    let mut out = BytesMut::new();
+    wire::error(&mut out, Severity::Error, &code, &message);
+    client.stream.write_all(&out).await?;
+    out.clear();
+    if !matches!(first[0], b'Q' | b'F') {
+        loop {
+            match client.frames.next(&mut client.stream).await? {
+                Some(m) if m[0] == b'S' => break,
+                Some(m) if m[0] == b'X' => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Some(_) => {}
+                None => return Err(io::ErrorKind::UnexpectedEof.into()),
+            }
+        }
+    }
+    wire::ready(&mut out, b'I');
+    client.stream.write_all(&out).await
+}
+
+/// A protocol violation: tell the client (FATAL 08P01) and end its session.
+async fn violation(client: &mut Client, e: &io::Error) {
+    eprintln!(
+        "fairlane pg: closing a client of {:?}: protocol violation: {e}",
+        client.key
+    );
+    let mut out = BytesMut::new();
+    wire::error(
+        &mut out,
+        Severity::Fatal,
+        "08P01",
+        &format!("protocol violation: {e}"),
+    );
+    let _ = client.stream.write_all(&out).await;
+}

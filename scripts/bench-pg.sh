@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# `fairlane pg` beside PgBouncer (Debian's `pgbouncer`), both in transaction mode with the
+# same pool size, in front of one PostgreSQL: `pgbench -S` (select only) and `pgbench -N`
+# (simple update) through each and directly, alternating, ROUNDS times, in one run. Prints
+# each one's TPS and p50 latency (from pgbench's per-transaction logs), fairlane pg's TPS
+# over PgBouncer's, and the p50 each adds over going direct.
+#
+#   ROUNDS=3 SECS=10 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq ./scripts/bench-pg.sh
+#
+# About 4 minutes with the defaults (2 modes × 3 targets × 3 rounds × 10 s, plus set-up).
+# Runs as root: PostgreSQL and PgBouncer run as the `postgres` user.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+FAIRLANE_BENCH_DEPS=1 ./scripts/test-deps.sh
+cargo build --release --locked -p fairlane
+ROUNDS=${ROUNDS:-3} SECS=${SECS:-10} CLIENTS=${CLIENTS:-16} D=${POOL_SIZE:-8} SCALE=${SCALE:-10}
+ALGORITHM=${ALGORITHM:-sfq}
+BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+W=$(mktemp -d /tmp/fairlane-bench-pg.XXXXXX)
+chown postgres "$W"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PGPORT=$(free_port) FLPORT=$(free_port) BOPORT=$(free_port)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+    [ -f "$W/data/postmaster.pid" ] && kill -INT "$(head -1 "$W/data/postmaster.pid")" 2>/dev/null || true
+    sleep 1
+    rm -rf "$W"
+}
+trap cleanup EXIT
+echo postgres-pw >"$W/pw" && chown postgres "$W/pw"
+runuser -u postgres -- "$BIN/initdb" -N -A scram-sha-256 --pwfile "$W/pw" -U postgres -D "$W/data" >/dev/null
+runuser -u postgres -- "$BIN/postgres" -D "$W/data" -p "$PGPORT" -k "$W" -c listen_addresses=127.0.0.1 \
+    -c max_connections=100 -c shared_buffers=128MB -c synchronous_commit=off >"$W/pg.log" 2>&1 &
+PIDS+=($!)
+until "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PGPORT"; do sleep 0.2; done
+export PGPASSWORD=postgres-pw
+psql -h 127.0.0.1 -p "$PGPORT" -U postgres -X -q -c "CREATE ROLE bench LOGIN PASSWORD 'bench-pw'" -c "CREATE DATABASE bench OWNER bench"
+export PGPASSWORD=bench-pw
+pgbench -h 127.0.0.1 -p "$PGPORT" -U bench -i -q -s "$SCALE" bench
+
+cat >"$W/pg.toml" <<EOT
+[listen]
+addr = "127.0.0.1:$FLPORT"
+admin = ""
+[server]
+port = $PGPORT
+[pool]
+size = $D
+mode = "transaction"
+[scheduler]
+algorithm = "$ALGORITHM"
+[auth]
+users = [{ user = "bench", password = "bench-pw" }]
+EOT
+./target/release/fairlane pg --config "$W/pg.toml" 2>"$W/fairlane.log" &
+PIDS+=($!)
+
+echo '"bench" "bench-pw"' >"$W/userlist.txt"
+cat >"$W/pgbouncer.ini" <<EOT
+[databases]
+bench = host=127.0.0.1 port=$PGPORT dbname=bench
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $BOPORT
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $W/userlist.txt
+pool_mode = transaction
+default_pool_size = $D
+max_client_conn = 1000
+logfile = $W/pgbouncer.log
+pidfile = $W/pgbouncer.pid
+EOT
+chown postgres "$W/userlist.txt" "$W/pgbouncer.ini"
+runuser -u postgres -- pgbouncer "$W/pgbouncer.ini" >/dev/null 2>&1 &
+PIDS+=($!)
+sleep 1
+
+declare -A PORT=([direct]=$PGPORT [pgbouncer]=$BOPORT [fairlane]=$FLPORT)
+RESULTS="$W/results.txt"
+for round in $(seq 1 "$ROUNDS"); do
+    # Alternate the order of the poolers from round to round.
+    if [ $((round % 2)) = 1 ]; then order="direct pgbouncer fairlane"; else order="fairlane pgbouncer direct"; fi
+    for mode in S N; do
+        for target in $order; do
+            prefix="$W/log.$target.$mode.$round"
+            out=$(cd "$W" && pgbench -n -M simple -h 127.0.0.1 -p "${PORT[$target]}" -U bench -c "$CLIENTS" -j 2 \
+                -T "$SECS" "-$mode" -l --log-prefix="$prefix" bench 2>&1) || { echo "$out"; exit 1; }
+            tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1)
+            p50=$(cat "$prefix".* | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+            rm -f "$prefix".*
+            echo "$target $mode $round $tps $p50" | tee -a "$RESULTS"
+        done
+    done
+done
+
+python3 - "$RESULTS" "$D" "$CLIENTS" "$ALGORITHM" <<'EOT'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+med = lambda xs: statistics.median(xs)
+print(f"\npool size {sys.argv[2]}, {sys.argv[3]} clients, fairlane pg scheduler {sys.argv[4]}; medians of the rounds")
+print("| pgbench | target | TPS | p50 ms | added p50 ms |")
+print("|---|---|---|---|---|")
+for mode in "SN":
+    tps = {t: med([float(r[3]) for r in rows if r[0] == t and r[1] == mode]) for t in ("direct", "pgbouncer", "fairlane")}
+    p50 = {t: med([float(r[4]) for r in rows if r[0] == t and r[1] == mode]) / 1000 for t in tps}
+    for t in tps:
+        print(f"| -{mode} | {t} | {tps[t]:.0f} | {p50[t]:.3f} | {p50[t] - p50['direct']:+.3f} |")
+    print(f"| -{mode} | fairlane / pgbouncer | {tps['fairlane'] / tps['pgbouncer']:.2f}× | | added p50 {p50['fairlane'] - p50['direct']:+.3f} vs {p50['pgbouncer'] - p50['direct']:+.3f} ms |")
+EOT
