@@ -27,11 +27,30 @@ use fairlane_proxy::metrics::{CostPolicy, Metrics, Ticket};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// The proxy's framing module, included by path (it is crate-private).
-#[allow(dead_code)]
-#[path = "../src/h1.rs"]
-mod h1;
-use h1::{BodyLen, Chunked, FrameError, MAX_HEADERS};
+use fairlane_proxy::h1::{self, BodyLen, Chunked, FrameError, MAX_HEADERS};
+
+/// Append the header lines a forwarder passes on: all but the framing and connection ones
+/// (this prototype's peers send no others that are hop-by-hop).
+fn write_headers(out: &mut Vec<u8>, headers: &[httparse::Header<'_>]) {
+    for h in headers {
+        if [
+            "connection",
+            "keep-alive",
+            "transfer-encoding",
+            "content-length",
+            "expect",
+        ]
+        .iter()
+        .any(|n| h.name.eq_ignore_ascii_case(n))
+        {
+            continue;
+        }
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+}
 
 const MAX_HEAD: usize = 64 * 1024;
 const MAX_BODY: u64 = 16 << 20;
@@ -58,19 +77,11 @@ impl Logic {
     fn new() -> Logic {
         let config = fairlane_proxy::ProxyConfig::from_toml_str(
             "[listen]\naddr = \"127.0.0.1:1\"\nadmin = \"127.0.0.1:2\"\n[upstream]\naddr = \"127.0.0.1:3\"\n\
-             [scheduler]\nalgorithm = \"sfq\"\ndepth = 64\n[[tenant]]\nname = \"bench\"\nkeys = [\"kb\"]\n",
+             [scheduler]\nalgorithm = \"sfq\"\ndepth = 64\n[limits]\nmax_queued = 20000\nmax_queued_per_tenant = 20000\n[[tenant]]\nname = \"bench\"\nkeys = [\"kb\"]\n",
         )
         .expect("config");
-        let s = &config.scheduler;
-        let sched = fairlane_core::Config::for_executor(
-            &s.algorithm,
-            s.depth,
-            s.initial_estimate_ms / 1000.0,
-            false,
-        )
-        .expect("scheduler");
         Logic {
-            gate: Gate::new(&sched, s.depth, 20_000, 20_000).expect("gate"),
+            gate: Gate::for_config(&config).expect("gate"),
             metrics: Metrics::default(),
             costs: CostPolicy::of(&config),
             name: "bench".into(),
@@ -109,6 +120,27 @@ enum Fail {
 impl From<FrameError> for Fail {
     fn from(e: FrameError) -> Self {
         Fail::Client(e.status(), e.to_string())
+    }
+}
+
+/// Read more of a request body, answering `100 Continue` first if the client asked and it
+/// has not been sent.
+async fn body_more(
+    client: &mut TcpStream,
+    input: &mut Vec<u8>,
+    expect_continue: bool,
+    sent_continue: &mut bool,
+) -> Result<(), Fail> {
+    if expect_continue && !*sent_continue {
+        *sent_continue = true;
+        client
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .map_err(|_| Fail::Gone)?;
+    }
+    match read_more(client, input).await {
+        Ok(n) if n > 0 => Ok(()),
+        _ => Err(Fail::Gone),
     }
 }
 
@@ -187,7 +219,7 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
                 b.out.push(b' ');
                 b.out.extend_from_slice(req.path.unwrap_or("/").as_bytes());
                 b.out.extend_from_slice(b" HTTP/1.1\r\n");
-                h1::write_headers(&mut b.out, req.headers, |_| false);
+                write_headers(&mut b.out, req.headers);
                 b.tenant_known = req.headers.iter().any(|h| {
                     h.name.eq_ignore_ascii_case("authorization") && h.value == b"Bearer kb"
                 });
@@ -214,20 +246,13 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
                 return Err(Fail::Client(413, "request body too large".into()));
             }
             while (b.input.len() as u64) < n {
-                if info.expect_continue && !sent_continue {
-                    sent_continue = true;
-                    client
-                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                        .await
-                        .map_err(|_| Fail::Gone)?;
-                }
-                if read_more(client, &mut b.input)
-                    .await
-                    .map_err(|_| Fail::Gone)?
-                    == 0
-                {
-                    return Err(Fail::Gone);
-                }
+                body_more(
+                    client,
+                    &mut b.input,
+                    info.expect_continue,
+                    &mut sent_continue,
+                )
+                .await?;
             }
             n as usize
         }
@@ -239,20 +264,13 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
                 if d.done() {
                     break;
                 }
-                if info.expect_continue && !sent_continue {
-                    sent_continue = true;
-                    client
-                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                        .await
-                        .map_err(|_| Fail::Gone)?;
-                }
-                if read_more(client, &mut b.input)
-                    .await
-                    .map_err(|_| Fail::Gone)?
-                    == 0
-                {
-                    return Err(Fail::Gone);
-                }
+                body_more(
+                    client,
+                    &mut b.input,
+                    info.expect_continue,
+                    &mut sent_continue,
+                )
+                .await?;
             }
             b.body.len()
         }
@@ -362,7 +380,7 @@ async fn exchange(
                     b.out
                         .extend_from_slice(resp.reason.unwrap_or("").as_bytes());
                     b.out.extend_from_slice(b"\r\n");
-                    h1::write_headers(&mut b.out, resp.headers, |_| false);
+                    write_headers(&mut b.out, resp.headers);
                     // A HEAD answer keeps the length the GET would have had.
                     if head_method {
                         for h in resp.headers.iter() {

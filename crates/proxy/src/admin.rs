@@ -15,7 +15,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use crate::conn::{ActiveGuard, ClientIo};
-use crate::server::Inner;
+use crate::state::Inner;
 
 pub(crate) async fn serve(inner: Arc<Inner>, listener: TcpListener) {
     // Its own connection table (`limits.admin_connections`), outside the client cap, and

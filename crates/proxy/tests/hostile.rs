@@ -74,23 +74,12 @@ async fn one_huge_cost_does_not_poison_sfq() {
     let up = start_upstream().await;
     let p = start_proxy(config(
         up.addr(),
-        r#"cost_header = "x-cost"
-[scheduler]
-algorithm = "sfq"
-depth = 2
-initial_estimate_ms = 5
-[[tenant]]
-name = "poison"
-keys = ["kp"]
-[[tenant]]
-name = "heavy"
-weight = 2
-keys = ["k2"]
-[[tenant]]
-name = "light"
-weight = 1
-keys = ["k1"]
-"#,
+        &format!(
+            "cost_header = \"x-cost\"\n[scheduler]\nalgorithm = \"sfq\"\ndepth = 2\n\
+             initial_estimate_ms = 5\n{}weight = 1\n{}",
+            tenants(&[("poison", "kp"), ("light", "k1")]),
+            "[[tenant]]\nname = \"heavy\"\nweight = 2\nkeys = [\"k2\"]\n"
+        ),
     ))
     .await;
     let (code, _, _) = get(p.addr, "/?cost=1e308", Some("kp")).await;
