@@ -123,16 +123,21 @@ impl From<FrameError> for Fail {
     }
 }
 
+/// Whether a request asked for `100 Continue`, and whether it was sent.
+struct Continue {
+    wanted: bool,
+    sent: bool,
+}
+
 /// Read more of a request body, answering `100 Continue` first if the client asked and it
 /// has not been sent.
 async fn body_more(
     client: &mut TcpStream,
     input: &mut Vec<u8>,
-    expect_continue: bool,
-    sent_continue: &mut bool,
+    cont: &mut Continue,
 ) -> Result<(), Fail> {
-    if expect_continue && !*sent_continue {
-        *sent_continue = true;
+    if cont.wanted && !cont.sent {
+        cont.sent = true;
         client
             .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
             .await
@@ -209,7 +214,7 @@ fn reason(status: u16) -> &'static str {
 /// Serve one request; `Ok(true)`: the connection stays open for the next.
 async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> Result<bool, Fail> {
     // Read the head.
-    let (info, mut sent_continue) = loop {
+    let (info, sent_continue) = loop {
         if !b.input.is_empty() {
             let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
             if let Some((req, info)) = h1::parse_request(&b.input, &mut h, MAX_HEAD)? {
@@ -238,6 +243,10 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
         }
     };
     b.input.drain(..info.head_len);
+    let mut cont = Continue {
+        wanted: info.expect_continue,
+        sent: sent_continue,
+    };
     // Read the body in full (it goes upstream with a Content-Length of its own).
     b.body.clear();
     let body_len = match info.body {
@@ -246,13 +255,7 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
                 return Err(Fail::Client(413, "request body too large".into()));
             }
             while (b.input.len() as u64) < n {
-                body_more(
-                    client,
-                    &mut b.input,
-                    info.expect_continue,
-                    &mut sent_continue,
-                )
-                .await?;
+                body_more(client, &mut b.input, &mut cont).await?;
             }
             n as usize
         }
@@ -264,13 +267,7 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
                 if d.done() {
                     break;
                 }
-                body_more(
-                    client,
-                    &mut b.input,
-                    info.expect_continue,
-                    &mut sent_continue,
-                )
-                .await?;
+                body_more(client, &mut b.input, &mut cont).await?;
             }
             b.body.len()
         }

@@ -159,6 +159,22 @@ impl ConnTable {
         Some(state)
     }
 
+    /// An `accept` on this table's listener (`what`, its config field) failed: count it,
+    /// close the connection idle the longest if out of file descriptors, log at most once a
+    /// second, and return how long to back off.
+    pub fn accept_failed(
+        &self,
+        backoff: &mut AcceptBackoff,
+        what: &str,
+        e: &io::Error,
+    ) -> Duration {
+        self.accept_errors.fetch_add(1, Relaxed);
+        if out_of_fds(e) {
+            self.evict_idle();
+        }
+        backoff.failed(what, e)
+    }
+
     /// Close the connection idle the longest, if any (used when out of file descriptors).
     pub fn evict_idle(&self) -> bool {
         let mut o = self.lock();

@@ -23,6 +23,7 @@
 //!   `rewrite` — the one place headers are rewritten (hop-by-hop, forwarding headers).
 //! * `pipeline` — admission, classification, the gate, forwarding; `respond` — the answer,
 //!   buffering and streaming, and the charge (with the `CostSource` seam).
+//! * `stream` — request bodies read in full before queueing, or streamed once admitted.
 //! * `client` — the client adapters: the own HTTP/1.1 server and hyper's (HTTP/2).
 //! * `upstream` — the `Wire` trait and its implementations (HTTP/1.1 on own sockets).
 //! * [`h1`] — HTTP/1.1 framing on `httparse` (the own adapters' and wires').
@@ -77,6 +78,7 @@ mod respond;
 mod rewrite;
 pub mod server;
 mod state;
+mod stream;
 pub mod tenant;
 mod upstream;
 mod workers;

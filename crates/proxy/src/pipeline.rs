@@ -17,7 +17,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use fairlane_core::{ClassId, TenantId};
 use http::StatusCode;
 
@@ -28,6 +27,7 @@ use crate::metrics::{CostPolicy, Reason, Ticket};
 use crate::respond::{self, own, rejected, Answer, Done, MeteredBody, ProxyBody};
 use crate::rewrite::Forwarding;
 use crate::state::{Inner, Peer, Settings};
+use crate::stream::{BodyFault, Limited, ReqBody, Source};
 use crate::tenant::Who;
 use crate::upstream::{Failure, Outgoing};
 
@@ -50,16 +50,6 @@ pub(crate) fn classify(settings: &Settings, head: &RequestHead, tenant: TenantId
     }
 }
 
-/// Why a request body could not be read.
-pub(crate) enum BodyFault {
-    /// Larger than `limits.max_body_bytes` (413).
-    TooLarge,
-    /// Not received within `limits.body_timeout_ms` (408).
-    Timeout,
-    /// Broken off or badly framed (400).
-    Broken,
-}
-
 /// A request that passed the checks needing no body and no slot: its route and its
 /// metrics ticket (counted received; answered, completed or cancelled later).
 pub(crate) struct Admitted<'a> {
@@ -77,6 +67,35 @@ impl Admitted<'_> {
         let l = &self.settings.config.limits;
         (l.max_body_bytes, Duration::from_millis(l.body_timeout_ms))
     }
+
+    /// Whether the body streams upstream once the request holds its slot, rather than being
+    /// read in full before it queues: a gRPC request, or a body without a declared length
+    /// (`declared`: the `Content-Length`, or 0 for none at all).
+    pub fn streams(&self, declared: Option<u64>) -> bool {
+        declared.is_none() || is_grpc(&self.head)
+    }
+
+    /// A body streamed from `source`, within `limits.stream_idle_timeout_ms` between pieces
+    /// and `limits.max_stream_bytes` in all.
+    pub fn limited<'b>(&self, source: Source<'b>) -> ReqBody<'b> {
+        let l = &self.settings.config.limits;
+        let idle = Duration::from_millis(l.stream_idle_timeout_ms);
+        ReqBody::Stream(Limited::new(source, idle, l.max_stream_bytes))
+    }
+}
+
+/// Whether a head says gRPC (`content-type: application/grpc`, `+proto`, …).
+pub(crate) fn is_grpc(head: &crate::head::Fields) -> bool {
+    content_type_is(head, "application/grpc")
+}
+
+/// Whether a head's media type starts with `prefix` (case-insensitive).
+fn content_type_is(head: &crate::head::Fields, prefix: &str) -> bool {
+    head.header("content-type", |v| {
+        v.is_some_and(|v| {
+            v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+        })
+    })
 }
 
 /// Identify the tenant, classify the request, and check what needs no body and no slot
@@ -163,21 +182,26 @@ fn refuse(settings: &Settings, stats: &Ticket, reason: Reason, msg: &str) -> Ans
 
 /// The answer to a request whose body could not be read (413, 408, 400).
 pub(crate) fn body_fault(a: Admitted<'_>, fault: BodyFault) -> Answer {
-    let (reason, msg) = match fault {
-        BodyFault::TooLarge => (Reason::BodyTooLarge, "request body too large"),
-        BodyFault::Timeout => (Reason::BodyTimeout, "request body not received in time"),
-        BodyFault::Broken => (Reason::BadRequest, "request body broken off"),
-    };
-    refuse(a.settings, &a.stats, reason, msg)
+    fault_answer(a.settings, &a.stats, fault)
 }
 
-/// Queue an admitted request (with its whole body) for a slot, then forward it. `bounds`:
+fn fault_answer(settings: &Settings, stats: &Ticket, fault: BodyFault) -> Answer {
+    let reason = match fault {
+        BodyFault::TooLarge => Reason::BodyTooLarge,
+        BodyFault::Timeout => Reason::BodyTimeout,
+        BodyFault::Broken => Reason::BadRequest,
+    };
+    refuse(settings, stats, reason, &fault.to_string())
+}
+
+/// Queue an admitted request (with its whole body, or the body to stream) for a slot, then
+/// forward it. `bounds`:
 /// the connection's timer and hard-stop watch (the own HTTP/1 path keeps one per
 /// connection); `None` makes them for this request.
 pub(crate) async fn dispatch(
     inner: &Arc<Inner>,
     a: Admitted<'_>,
-    body: Bytes,
+    body: ReqBody<'_>,
     peer: &Peer,
     mut bounds: Option<&mut Bounds<'_>>,
 ) -> Answer {
@@ -237,15 +261,17 @@ pub(crate) async fn dispatch(
     // the gate has admitted it (issue 19, memory per queued connection).
     let deadline = tokio::time::Instant::from_std(now) + settings.config.upstream_timeout();
     let sent = Sent {
-        inner,
-        settings,
+        held: Held {
+            inner,
+            settings,
+            tenant: route.tenant,
+            stats,
+            permit,
+            arrival,
+        },
         head,
         body,
         peer,
-        tenant: route.tenant,
-        stats,
-        permit,
-        arrival,
     };
     match bounds {
         Some(b) => Box::pin(forward(sent, deadline, b)).await,
@@ -261,22 +287,17 @@ fn granted_or_wait(mut waiting: crate::gate::Waiting) -> Result<Permit, crate::g
 
 /// What [`dispatch`] hands [`forward`]: an admitted request holding its slot.
 struct Sent<'a> {
-    inner: &'a Arc<Inner>,
-    settings: &'a Settings,
+    held: Held<'a>,
     head: RequestHead,
-    body: Bytes,
+    body: ReqBody<'a>,
     peer: &'a Peer,
-    tenant: TenantId,
-    stats: Ticket,
-    permit: Permit,
-    arrival: Instant,
 }
 
 /// [`forward`] with a timer and a hard-stop watch of its own (hyper's server path).
 async fn forward_alone(sent: Sent<'_>, deadline: tokio::time::Instant) -> Answer {
     let timer = tokio::time::sleep_until(deadline);
     tokio::pin!(timer);
-    let seen = sent.inner.hard_stop.subscribe();
+    let seen = sent.held.inner.hard_stop.subscribe();
     let mut rx = seen.clone();
     let wait = async move {
         let _ = rx.wait_for(|&stop| stop).await;
@@ -296,17 +317,8 @@ async fn forward(
     deadline: tokio::time::Instant,
     bounds: &mut Bounds<'_>,
 ) -> Answer {
-    let Sent {
-        inner,
-        settings,
-        head,
-        body,
-        peer,
-        tenant,
-        stats,
-        permit,
-        arrival,
-    } = sent;
+    let (held, head, body, peer) = (sent.held, sent.head, sent.body, sent.peer);
+    let (settings, tenant) = (held.settings, held.tenant);
     arm(bounds.timer.as_mut(), deadline);
     let tenant_value = settings
         .name_values
@@ -330,34 +342,71 @@ async fn forward(
         // The order `tokio::time::timeout` polls in: the call first, then the timer.
         _ = poll_fn(|cx| poll_due(bounds.timer.as_mut(), deadline, cx)) => Err(()),
         _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {
-            return refuse(settings, &stats, Reason::Shutdown, "shutting down");
+            return refuse(settings, &held.stats, Reason::Shutdown, "shutting down");
         }
     };
     let reply = match result {
         Err(()) => {
             return refuse(
                 settings,
-                &stats,
+                &held.stats,
                 Reason::UpstreamTimeout,
                 "upstream timed out",
             )
         }
         Ok(Err(Failure::Connect)) => {
             let msg = "cannot connect to the upstream";
-            return refuse(settings, &stats, Reason::UpstreamConnect, msg);
+            return refuse(settings, &held.stats, Reason::UpstreamConnect, msg);
         }
         Ok(Err(Failure::Broken)) => {
             let msg = "upstream connection failed";
-            return refuse(settings, &stats, Reason::UpstreamError, msg);
+            return refuse(settings, &held.stats, Reason::UpstreamError, msg);
         }
+        Ok(Err(Failure::Body(fault))) => return fault_answer(settings, &held.stats, fault),
         Ok(Ok(r)) => r,
     };
+    answer(held, reply, &mut bounds.hard_stop).await
+}
+
+/// A request holding its slot, as [`answer`] settles it.
+struct Held<'a> {
+    inner: &'a Arc<Inner>,
+    settings: &'a Settings,
+    tenant: TenantId,
+    stats: Ticket,
+    permit: Permit,
+    arrival: Instant,
+}
+
+/// The answer to an upstream reply: its body buffered up to `limits.response_buffer_bytes`
+/// (gRPC and event streams not at all), the slot freed at once if it fitted, else held while
+/// it streams within the tenant's streaming share of D.
+async fn answer(
+    held: Held<'_>,
+    reply: crate::upstream::Reply,
+    hard_stop: &mut HardStop<'_>,
+) -> Answer {
+    let Held {
+        inner,
+        settings,
+        tenant,
+        stats,
+        permit,
+        arrival,
+    } = held;
     let mut body = reply.body;
     let limits = &settings.config.limits;
+    // gRPC and event streams go out as they arrive, never held in the buffer.
+    let streamed = is_grpc(&reply.head) || content_type_is(&reply.head, "text/event-stream");
+    let room = if streamed {
+        0
+    } else {
+        limits.response_buffer_bytes
+    };
     let buffered = tokio::select! {
         biased;
-        b = respond::buffer(&mut body, limits.response_buffer_bytes) => b,
-        _ = poll_fn(|cx| bounds.hard_stop.poll_stopped(cx)) => {
+        b = respond::buffer(&mut body, room, streamed) => b,
+        _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {
             return refuse(settings, &stats, Reason::Shutdown, "shutting down");
         }
     };

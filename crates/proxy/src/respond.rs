@@ -22,7 +22,8 @@ use http_body::{Body, Frame, SizeHint};
 use crate::gate::{Gate, Permit};
 use crate::head::ResponseHead;
 use crate::metrics::{Reason, Ticket};
-use crate::upstream::{BoxError, UpBody};
+use crate::stream::BoxError;
+use crate::upstream::UpBody;
 
 /// What a client adapter writes back for one request.
 pub(crate) struct Answer {
@@ -270,14 +271,15 @@ pub(crate) struct Buffered {
 /// Read `body` while it fits in `limit` bytes (all of it, if it does): the slot can then be
 /// freed as soon as the upstream has sent it, however slowly the client reads. `Err`: the
 /// upstream broke off before the end (the status line has not gone out: a clean 502).
-pub(crate) async fn buffer(body: &mut UpBody, limit: u64) -> Result<Buffered, ()> {
+/// A `streamed` body (gRPC, an event stream) is not read here at all.
+pub(crate) async fn buffer(body: &mut UpBody, limit: u64, streamed: bool) -> Result<Buffered, ()> {
     let mut b = Buffered {
         first: None,
         prefix: VecDeque::new(),
         prefix_bytes: 0,
         complete: body.is_end_stream(),
     };
-    if body.size_hint().lower() > limit {
+    if streamed || body.size_hint().lower() > limit {
         return Ok(b);
     }
     while !b.complete && b.prefix_bytes <= limit {

@@ -78,6 +78,8 @@ pub(crate) enum BodyFraming {
     /// Read in full: this many bytes (a `Content-Length` is written if non-zero, or if the
     /// client sent one).
     Length(u64),
+    /// Streamed as it comes: chunked.
+    Chunked,
 }
 
 /// Append `request` as it goes upstream over HTTP/1.1, up to its blank line: origin form,
@@ -116,6 +118,7 @@ pub(crate) fn request_h1(
     match body {
         BodyFraming::Length(n) if n > 0 || length => crate::h1::write_content_length(out, n),
         BodyFraming::Length(_) => {}
+        BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
     }
     out.extend_from_slice(b"\r\n");
 }

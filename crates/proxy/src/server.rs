@@ -253,11 +253,7 @@ impl Proxy {
                     // Out of file descriptors (or a connection reset before accept): close
                     // the connection idle the longest, back off, and say so once a second
                     // rather than once per attempt.
-                    inner.conns.accept_errors.fetch_add(1, Relaxed);
-                    if crate::conn::out_of_fds(&e) {
-                        inner.conns.evict_idle();
-                    }
-                    let pause = backoff.failed("listen.addr", &e);
+                    let pause = inner.conns.accept_failed(&mut backoff, "listen.addr", &e);
                     tokio::select! {
                         _ = shutdown.wait_for(|&s| s) => break,
                         _ = tokio::time::sleep(pause) => continue,

@@ -114,7 +114,8 @@ async fn malformed_and_oversized_requests() {
     let up = start_upstream().await;
     let p = start_proxy(config(
         up.addr(),
-        &format!("[limits]\nmax_body_bytes = 1000\n{TENANTS}"),
+        // A chunked body streams (no length): `max_stream_bytes` bounds it.
+        &format!("[limits]\nmax_body_bytes = 1000\nmax_stream_bytes = 1000\n{TENANTS}"),
     ))
     .await;
     let addr = p.addr;

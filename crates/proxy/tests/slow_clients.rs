@@ -80,6 +80,21 @@ async fn big(
     Ok(http::Response::new(body))
 }
 
+/// A new connection to `addr` while the soak runs (retrying every 100 ms); `None` once it
+/// stops.
+async fn reconnect(
+    addr: SocketAddr,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Option<TcpStream> {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match TcpStream::connect(addr).await {
+            Ok(s) => return Some(s),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    None
+}
+
 /// The big upstream, a proxy in front of it with D = 4 and these `[limits]`, and the light
 /// tenant's unloaded worst latency.
 async fn with_depth_4(limits: &str) -> (tokio::task::JoinHandle<()>, Running, Duration) {
@@ -402,11 +417,7 @@ async fn soak_all_attacks_at_once() {
         let stop = stop.clone();
         tasks.spawn(async move {
             tokio::time::sleep(Duration::from_millis(i)).await;
-            while running(&stop) {
-                let Ok(mut s) = TcpStream::connect(addr).await else {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                };
+            while let Some(mut s) = reconnect(addr, &stop).await {
                 if s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await.is_err() {
                     continue;
                 }
@@ -424,11 +435,7 @@ async fn soak_all_attacks_at_once() {
         let stop = stop.clone();
         tasks.spawn(async move {
             tokio::time::sleep(Duration::from_millis(i)).await;
-            while running(&stop) {
-                let Ok(mut s) = TcpStream::connect(addr).await else {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                };
+            while let Some(mut s) = reconnect(addr, &stop).await {
                 let mut b = [0u8; 1];
                 while running(&stop) {
                     match tokio::time::timeout(Duration::from_secs(1), s.read(&mut b)).await {

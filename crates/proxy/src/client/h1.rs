@@ -21,6 +21,7 @@
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -38,10 +39,11 @@ use crate::bounds::{Bounds, HardStop};
 use crate::conn::{ActiveGuard, ConnState};
 use crate::h1::{self, BodyLen, FrameError, RequestInfo};
 use crate::head::{RequestHead, ResponseHead};
-use crate::pipeline::{self, BodyFault};
+use crate::pipeline;
 use crate::respond::{own, Answer, ProxyBody};
 use crate::rewrite;
 use crate::state::{CachedSettings, Inner, Peer};
+use crate::stream::{BodyFault, BoxError, ReqBody};
 
 /// Longest request head accepted (bytes): hyper's default buffer limit, so both paths
 /// answer 431 at the same size.
@@ -201,41 +203,13 @@ async fn request(
     let resp = match pipeline::admit(inner, settings, head, peer, Instant::now()) {
         Err(r) => r,
         Ok(admitted) => {
-            let (max, limit) = admitted.body_limits();
-            let read = if body_read {
-                Ok(Bytes::new())
-            } else {
-                let r = tokio::time::timeout(limit, read_body(stream, buf, &info, max, opts))
-                    .await
-                    .unwrap_or(Err(BodyFault::Timeout));
-                body_read = r.is_ok();
-                r
+            let io = Io { stream, opts };
+            let Some((r, read)) = exchange(io, buf, &info, inner, admitted, peer, bounds).await
+            else {
+                return Next::Close;
             };
-            match read {
-                Err(f) => pipeline::body_fault(admitted, f),
-                Ok(body) => {
-                    let pipelined = !buf.is_empty();
-                    if !pipelined {
-                        // Nothing buffered: a queued request holds no read buffer.
-                        *buf = Vec::new();
-                    }
-                    // Pinned where it is made: `select!` would move (copy) it.
-                    let mut dispatch = std::pin::pin!(pipeline::dispatch(
-                        inner,
-                        admitted,
-                        body,
-                        peer,
-                        Some(bounds)
-                    ));
-                    tokio::select! {
-                        biased;
-                        r = dispatch.as_mut() => r,
-                        // The client went away: dropping the request cancels it (queued
-                        // or in flight), as hyper's path does.
-                        _ = client_gone(stream, pipelined) => return Next::Close,
-                    }
-                }
-            }
+            body_read |= read;
+            r
         }
     };
     let mut keep_alive = info.keep_alive && !*shutdown.borrow();
@@ -260,6 +234,82 @@ async fn request(
     match written {
         Ok(true) => Next::KeepAlive,
         _ => Next::Close,
+    }
+}
+
+/// A client connection's socket and how it is served.
+#[derive(Clone, Copy)]
+struct Io<'c> {
+    stream: &'c TcpStream,
+    opts: ServeOptions,
+}
+
+/// Read (or stream) an admitted request's body and run it through the pipeline: its answer,
+/// and whether its body was read to its end (the connection may go on). `None`: the client
+/// went away (dropping the request cancels it, queued or in flight, as hyper's path does).
+async fn exchange(
+    io: Io<'_>,
+    buf: &mut Vec<u8>,
+    info: &RequestInfo,
+    inner: &Arc<Inner>,
+    admitted: pipeline::Admitted<'_>,
+    peer: &Arc<Peer>,
+    bounds: &mut Bounds<'_>,
+) -> Option<(Answer, bool)> {
+    let Io { stream, opts } = io;
+    let declared = match info.body {
+        BodyLen::Length(n) => Some(n),
+        _ => None,
+    };
+    if declared != Some(0) && admitted.streams(declared) {
+        if info.expect_continue && buf.is_empty() {
+            let _ = write_all(stream, b"HTTP/1.1 100 Continue\r\n\r\n", opts.send_timeout).await;
+        }
+        let ended = AtomicBool::new(false);
+        let framing = match declared {
+            Some(n) => Framing::Length(n),
+            None => Framing::Chunked(h1::Chunked::new(u64::MAX)),
+        };
+        let source = SocketBody {
+            stream,
+            buf,
+            framing,
+            ended: &ended,
+        };
+        let body = admitted.limited(Box::pin(source));
+        // The body is read by the upstream wire: the client is seen gone when it reads.
+        let r = pipeline::dispatch(inner, admitted, body, peer, Some(bounds)).await;
+        return Some((r, ended.load(Relaxed)));
+    }
+    let (max, limit) = admitted.body_limits();
+    let read = if declared == Some(0) {
+        Ok(Bytes::new())
+    } else {
+        tokio::time::timeout(limit, read_body(stream, buf, info, max, opts))
+            .await
+            .unwrap_or(Err(BodyFault::Timeout))
+    };
+    let body = match read {
+        Err(f) => return Some((pipeline::body_fault(admitted, f), false)),
+        Ok(body) => body,
+    };
+    let pipelined = !buf.is_empty();
+    if !pipelined {
+        // Nothing buffered: a queued request holds no read buffer.
+        *buf = Vec::new();
+    }
+    // Pinned where it is made: `select!` would move (copy) it.
+    let mut dispatch = std::pin::pin!(pipeline::dispatch(
+        inner,
+        admitted,
+        ReqBody::Full(body),
+        peer,
+        Some(bounds)
+    ));
+    tokio::select! {
+        biased;
+        r = dispatch.as_mut() => Some((r, true)),
+        _ = client_gone(stream, pipelined) => None,
     }
 }
 
@@ -359,6 +409,88 @@ async fn read_body(
             }
         }
         BodyLen::ToEof => Ok(Bytes::new()),
+    }
+}
+
+/// A request body streamed straight off the client's socket (a body without a length, or a
+/// gRPC one): what the head's read left in `buf` first, then the socket, decoded by its
+/// framing as it comes. Any bytes past its end (a pipelined request) stay in `buf`.
+struct SocketBody<'c> {
+    stream: &'c TcpStream,
+    buf: &'c mut Vec<u8>,
+    framing: Framing,
+    /// Set once the body has been read to its end (the connection may go on).
+    ended: &'c AtomicBool,
+}
+
+/// How a streamed request body ends.
+enum Framing {
+    /// After this many more bytes.
+    Length(u64),
+    /// At the last chunk.
+    Chunked(h1::Chunked),
+}
+
+impl SocketBody<'_> {
+    /// Decode what is buffered into at most one piece of data.
+    fn decode(&mut self) -> Result<Option<Bytes>, BodyFault> {
+        let out = match &mut self.framing {
+            Framing::Length(n) => {
+                let take = (*n).min(self.buf.len() as u64) as usize;
+                *n -= take as u64;
+                let rest = self.buf.split_off(take);
+                std::mem::replace(self.buf, rest)
+            }
+            Framing::Chunked(c) => {
+                let mut out = Vec::new();
+                let used = c.feed(self.buf, Some(&mut out)).map_err(|e| match e {
+                    FrameError::BodyTooLarge => BodyFault::TooLarge,
+                    _ => BodyFault::Broken,
+                })?;
+                self.buf.drain(..used);
+                out
+            }
+        };
+        if match &self.framing {
+            Framing::Length(n) => *n == 0,
+            Framing::Chunked(c) => c.done(),
+        } {
+            self.ended.store(true, Relaxed);
+        }
+        Ok((!out.is_empty()).then(|| Bytes::from(out)))
+    }
+}
+
+impl Body for SocketBody<'_> {
+    type Data = Bytes;
+    type Error = BoxError;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let me = &mut *self;
+        loop {
+            match me.decode() {
+                Err(f) => return Poll::Ready(Some(Err(f.into()))),
+                Ok(Some(d)) => return Poll::Ready(Some(Ok(http_body::Frame::data(d)))),
+                Ok(None) if me.ended.load(Relaxed) => return Poll::Ready(None),
+                Ok(None) => {}
+            }
+            std::task::ready!(me.stream.poll_read_ready(cx))
+                .map_err(|_| BoxError::from(BodyFault::Broken))?;
+            if me.buf.capacity() - me.buf.len() < 1024 {
+                me.buf.reserve(16 * 1024);
+            }
+            match me.stream.try_read_buf(me.buf) {
+                Ok(0) => return Poll::Ready(Some(Err(BodyFault::Broken.into()))),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return Poll::Ready(Some(Err(BodyFault::Broken.into()))),
+            }
+        }
+    }
+    fn is_end_stream(&self) -> bool {
+        self.ended.load(Relaxed)
     }
 }
 

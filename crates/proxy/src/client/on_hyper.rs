@@ -16,10 +16,14 @@ use hyper::body::Incoming;
 
 use crate::conn::{ActiveGuard, ConnState};
 use crate::head::RequestHead;
-use crate::pipeline::{self, BodyFault};
+use crate::pipeline;
 use crate::respond::{Answer, ProxyBody};
 use crate::state::{Inner, Peer};
-use crate::upstream::BoxError;
+use crate::stream::BoxError;
+use crate::stream::{BodyFault, ReqBody};
+
+/// The response body hyper's server writes: the answer's, holding the connection busy.
+type HyperBody = UnsyncBoxBody<Bytes, BoxError>;
 
 /// The hyper service of one client connection.
 pub(crate) fn service(
@@ -28,11 +32,9 @@ pub(crate) fn service(
     state: Arc<ConnState>,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
-    Response = Response<UnsyncBoxBody<Bytes, BoxError>>,
+    Response = Response<HyperBody>,
     Error = Infallible,
-    Future = impl std::future::Future<
-        Output = Result<Response<UnsyncBoxBody<Bytes, BoxError>>, Infallible>,
-    > + Send,
+    Future = impl std::future::Future<Output = Result<Response<HyperBody>, Infallible>> + Send,
 > + Send
        + 'static {
     hyper::service::service_fn(move |req| {
@@ -72,6 +74,11 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: Arc<Peer>) -> A
         Ok(a) => a,
         Err(a) => return a,
     };
+    if !body.is_end_stream() && admitted.streams(body.size_hint().exact()) {
+        let source = body.map_err(BoxError::from);
+        let body = admitted.limited(Box::pin(source));
+        return pipeline::dispatch(&inner, admitted, body, &peer, None).await;
+    }
     // Boxed, and only when there is a body: its reader would otherwise size this future.
     let read = if body.is_end_stream() {
         Ok(Bytes::new())
@@ -80,7 +87,7 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: Arc<Peer>) -> A
         Box::pin(read_body(body, max, limit)).await
     };
     match read {
-        Ok(body) => pipeline::dispatch(&inner, admitted, body, &peer, None).await,
+        Ok(body) => pipeline::dispatch(&inner, admitted, ReqBody::Full(body), &peer, None).await,
         Err(f) => pipeline::body_fault(admitted, f),
     }
 }

@@ -25,6 +25,7 @@ use super::{Failure, Outgoing, Reply, Wire};
 use crate::h1::{self, BodyLen, Chunked};
 use crate::head::ResponseHead;
 use crate::rewrite::{self, BodyFraming};
+use crate::stream::{Limited, ReqBody};
 
 /// Longest upstream response head accepted (bytes), as the hyper client's default.
 const MAX_HEAD: usize = 8192 + 4096 * 100;
@@ -47,18 +48,24 @@ type IdleStack = Mutex<Vec<(TcpStream, Instant)>>;
 
 impl Wire for Arc<Http1> {
     async fn send(&self, req: Outgoing<'_>) -> Result<Reply, Failure> {
-        // Head and body in one write (issue 19).
-        let mut out = Vec::with_capacity(512 + req.body.len());
-        rewrite::request_h1(
-            &mut out,
-            &req.head,
-            &req.fwd,
-            BodyFraming::Length(req.body.len() as u64),
-        );
-        out.extend_from_slice(&req.body);
         let head_method = *req.head.method() == http::Method::HEAD;
-        drop(req);
-        self.exchange_retrying(&out, head_method).await
+        match req.body {
+            ReqBody::Full(body) => {
+                // Head and body in one write (issue 19).
+                let mut out = Vec::with_capacity(512 + body.len());
+                let framing = BodyFraming::Length(body.len() as u64);
+                rewrite::request_h1(&mut out, &req.head, &req.fwd, framing);
+                out.extend_from_slice(&body);
+                drop((req.head, body));
+                self.exchange_retrying(&out, None, head_method).await
+            }
+            ReqBody::Stream(body) => {
+                let mut out = Vec::with_capacity(512);
+                rewrite::request_h1(&mut out, &req.head, &req.fwd, BodyFraming::Chunked);
+                drop(req.head);
+                self.exchange_retrying(&out, Some(body), head_method).await
+            }
+        }
     }
 }
 
@@ -103,15 +110,18 @@ impl Http1 {
         }
     }
 
-    /// Send `request` (a whole serialized request) and read the response head: on an idle
-    /// socket, and once more on a new one if that had been closed meanwhile.
+    /// Send `request` (a serialized request, whole or up to its blank line with `body` to
+    /// stream after it) and read the response head: on an idle socket, and once more on a
+    /// new one if that had been closed meanwhile (a streamed body: only if none of it was
+    /// taken yet).
     async fn exchange_retrying(
         self: &Arc<Self>,
         request: &[u8],
+        mut body: Option<Limited<'_>>,
         head_method: bool,
     ) -> Result<Reply, Failure> {
         if let Some(s) = self.checkout() {
-            match self.exchange(s, request, head_method).await {
+            match self.exchange(s, request, &mut body, head_method).await {
                 Ok(r) => return Ok(r),
                 // The pooled socket was closed by the upstream before any answer: once more
                 // on a new one.
@@ -122,20 +132,25 @@ impl Http1 {
         let s = super::connect_tcp(&self.authority, self.connect_timeout)
             .await
             .map_err(|_| Failure::Connect)?;
-        self.exchange(s, request, head_method)
+        self.exchange(s, request, &mut body, head_method)
             .await
             .map_err(|e| e.unwrap_or(Failure::Broken))
     }
 
-    /// `Err(None)`: nothing of a response came back (retryable on a pooled socket).
+    /// `Err(None)`: nothing of the request was taken and nothing of a response came back
+    /// (retryable on a pooled socket).
     async fn exchange(
         self: &Arc<Self>,
         mut s: TcpStream,
         request: &[u8],
+        body: &mut Option<Limited<'_>>,
         head_method: bool,
     ) -> Result<Reply, Option<Failure>> {
         if s.write_all(request).await.is_err() {
             return Err(None);
+        }
+        if let Some(body) = body {
+            write_chunked(&mut s, body).await.map_err(Some)?;
         }
         let mut buf: Vec<u8> = Vec::with_capacity(4096);
         loop {
@@ -183,6 +198,23 @@ impl Http1 {
             }
         }
     }
+}
+
+/// Write `body` as it comes, chunked, and its last chunk.
+async fn write_chunked(s: &mut TcpStream, body: &mut Limited<'_>) -> Result<(), Failure> {
+    let mut out = Vec::new();
+    while let Some(piece) = body.next().await {
+        let d = piece.map_err(Failure::Body)?;
+        if d.is_empty() {
+            continue;
+        }
+        out.clear();
+        out.extend_from_slice(format!("{:x}\r\n", d.len()).as_bytes());
+        out.extend_from_slice(&d);
+        out.extend_from_slice(b"\r\n");
+        s.write_all(&out).await.map_err(|_| Failure::Broken)?;
+    }
+    s.write_all(b"0\r\n\r\n").await.map_err(|_| Failure::Broken)
 }
 
 /// Where a response body stands.

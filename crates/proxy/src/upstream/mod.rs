@@ -9,7 +9,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::uri::Authority;
 use tokio::net::TcpStream;
 
@@ -19,8 +18,8 @@ use crate::rewrite::Forwarding;
 
 pub(crate) mod h1;
 
-/// Errors of bodies the proxy streams.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) use crate::stream::BoxError;
+use crate::stream::{BodyFault, ReqBody};
 
 /// A request on its way upstream: admitted, holding its slot.
 pub(crate) struct Outgoing<'a> {
@@ -28,8 +27,8 @@ pub(crate) struct Outgoing<'a> {
     pub head: RequestHead,
     /// What the proxy adds to it.
     pub fwd: Forwarding<'a>,
-    /// Its body, read in full before it queued.
-    pub body: Bytes,
+    /// Its body: read in full before it queued, or streamed as the client sends it.
+    pub body: ReqBody<'a>,
 }
 
 /// The upstream's answer: its head, and its body still to be read.
@@ -47,6 +46,8 @@ pub(crate) enum Failure {
     Connect,
     /// The connection failed, or the upstream's answer was not valid (→ 502).
     Broken,
+    /// A streamed request body failed (→ 408, 413 or 400): the upstream saw it cut off.
+    Body(BodyFault),
 }
 
 /// One wire protocol to the upstream.

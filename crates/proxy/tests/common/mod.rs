@@ -329,19 +329,14 @@ where
     let addr = listener.local_addr().unwrap();
     let task = tokio::spawn(async move {
         let mut conns = tokio::task::JoinSet::new();
-        loop {
-            tokio::select! {
-                a = listener.accept() => {
-                    let Ok((stream, _)) = a else { continue };
-                    let service = make();
-                    conns.spawn(async move {
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-                Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            }
+        while let Ok((stream, _)) = listener.accept().await {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, make());
+            conns.spawn(async move {
+                let _ = conn.await;
+            });
+            // Finished connections leave the set as new ones come.
+            while conns.try_join_next().is_some() {}
         }
     });
     (addr, task)
