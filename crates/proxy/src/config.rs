@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::tenant::Cidr;
+use crate::cidr::Cidr;
 
 /// A configuration error: which field, and what is wrong with it.
 #[derive(Clone, Debug, PartialEq)]

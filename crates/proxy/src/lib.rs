@@ -62,6 +62,7 @@
 
 pub mod admin;
 mod bounds;
+mod cidr;
 pub mod cli;
 mod client;
 pub mod cluster;
