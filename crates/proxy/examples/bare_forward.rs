@@ -3,11 +3,10 @@
 //! beside nginx and fairlane-proxy to split "HTTP stack" from "our logic" (issue 19).
 //!
 //! ```text
-//! bare_forward <listen addr> <upstream addr> [legacy]
+//! bare_forward <listen addr> <upstream addr>
 //! ```
-//! By default it forwards through the proxy's own upstream pool (`src/pool.rs`, included here
-//! as a module) and buffers each response, as the proxy does; `legacy` uses hyper-util's
-//! pooled client instead (what the proxy did before issue 19).
+//! It forwards through hyper-util's pooled client and buffers each response, as the proxy
+//! does.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -23,26 +22,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-type Legacy = Client<HttpConnector, Full<Bytes>>;
-
-#[derive(Clone)]
-#[allow(clippy::large_enum_variant)] // one per process, cloned per connection
-enum Upstream {
-    Legacy(Legacy),
-    Pool(Arc<Pool>),
-}
-
-/// What `pool.rs` needs from the proxy's `forward` module.
-mod forward {
-    /// The request body type the pool sends.
-    pub type UpstreamBody = http_body_util::Full<bytes::Bytes>;
-}
-/// The proxy's pool, included as a module (it is crate-private).
-#[allow(dead_code)]
-#[path = "../src/pool.rs"]
-mod pool;
-use pool::Pool;
-use std::sync::Arc;
+type Upstream = Client<HttpConnector, Full<Bytes>>;
 
 async fn forward(
     up: Upstream,
@@ -67,43 +47,24 @@ async fn forward(
         .build()
         .expect("valid uri");
     let req = Request::from_parts(parts, Full::new(body));
-    let r = match up {
-        Upstream::Legacy(c) => {
-            let r = c
-                .request(req)
-                .await
-                .unwrap_or_else(|e| panic!("upstream: {e}"));
-            let (parts, body) = r.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
-            Response::from_parts(parts, Full::new(body))
-        }
-        Upstream::Pool(p) => {
-            let (r, conn) = p
-                .send(req)
-                .await
-                .unwrap_or_else(|e| panic!("upstream: {e}"));
-            // Read in full, then the connection goes back (what the proxy does).
-            let (parts, body) = r.into_parts();
-            let body = body
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
-            p.put(conn);
-            Response::from_parts(parts, Full::new(body))
-        }
-    };
-    Ok(r)
+    let r = up
+        .request(req)
+        .await
+        .unwrap_or_else(|e| panic!("upstream: {e}"));
+    // Read in full before the client gets it (what the proxy does with small responses).
+    let (parts, body) = r.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    Ok(Response::from_parts(parts, Full::new(body)))
 }
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     if a.len() < 2 {
-        eprintln!("usage: bare_forward <listen addr> <upstream addr> [legacy]");
+        eprintln!("usage: bare_forward <listen addr> <upstream addr>");
         std::process::exit(2);
     }
     let listen: SocketAddr = a[0].parse().expect("listen addr as ip:port");
@@ -116,22 +77,11 @@ fn main() {
     rt.block_on(async move {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
-        let up = if a.get(2).map(String::as_str) == Some("legacy") {
-            Upstream::Legacy(
-                Client::builder(TokioExecutor::new())
-                    .pool_idle_timeout(Duration::from_secs(30))
-                    .pool_max_idle_per_host(128)
-                    .pool_timer(TokioTimer::new())
-                    .build(http),
-            )
-        } else {
-            Upstream::Pool(Arc::new(Pool::new(
-                authority.clone(),
-                Duration::from_secs(5),
-                Duration::from_secs(30),
-                128,
-            )))
-        };
+        let up = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(128)
+            .pool_timer(TokioTimer::new())
+            .build(http);
         let listener = TcpListener::bind(listen).await.expect("bind");
         loop {
             let Ok((stream, _)) = listener.accept().await else {

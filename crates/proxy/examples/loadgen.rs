@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use fairlane_proxy::loadgen::{closed, open, Target};
+use fairlane_proxy_testkit::loadgen::{closed, open, Target};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();

@@ -27,11 +27,30 @@ use fairlane_proxy::metrics::{CostPolicy, Metrics, Ticket};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// The proxy's framing module, included by path (it is crate-private).
-#[allow(dead_code)]
-#[path = "../src/h1.rs"]
-mod h1;
-use h1::{BodyLen, Chunked, FrameError, MAX_HEADERS};
+use fairlane_proxy::h1::{self, BodyLen, Chunked, FrameError, MAX_HEADERS};
+
+/// Append the header lines a forwarder passes on: all but the framing and connection ones
+/// (this prototype's peers send no others that are hop-by-hop).
+fn write_headers(out: &mut Vec<u8>, headers: &[httparse::Header<'_>]) {
+    for h in headers {
+        if [
+            "connection",
+            "keep-alive",
+            "transfer-encoding",
+            "content-length",
+            "expect",
+        ]
+        .iter()
+        .any(|n| h.name.eq_ignore_ascii_case(n))
+        {
+            continue;
+        }
+        out.extend_from_slice(h.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(h.value);
+        out.extend_from_slice(b"\r\n");
+    }
+}
 
 const MAX_HEAD: usize = 64 * 1024;
 const MAX_BODY: u64 = 16 << 20;
@@ -58,19 +77,11 @@ impl Logic {
     fn new() -> Logic {
         let config = fairlane_proxy::ProxyConfig::from_toml_str(
             "[listen]\naddr = \"127.0.0.1:1\"\nadmin = \"127.0.0.1:2\"\n[upstream]\naddr = \"127.0.0.1:3\"\n\
-             [scheduler]\nalgorithm = \"sfq\"\ndepth = 64\n[[tenant]]\nname = \"bench\"\nkeys = [\"kb\"]\n",
+             [scheduler]\nalgorithm = \"sfq\"\ndepth = 64\n[limits]\nmax_queued = 20000\nmax_queued_per_tenant = 20000\n[[tenant]]\nname = \"bench\"\nkeys = [\"kb\"]\n",
         )
         .expect("config");
-        let s = &config.scheduler;
-        let sched = fairlane_core::Config::for_executor(
-            &s.algorithm,
-            s.depth,
-            s.initial_estimate_ms / 1000.0,
-            false,
-        )
-        .expect("scheduler");
         Logic {
-            gate: Gate::new(&sched, s.depth, 20_000, 20_000).expect("gate"),
+            gate: Gate::for_config(&config).expect("gate"),
             metrics: Metrics::default(),
             costs: CostPolicy::of(&config),
             name: "bench".into(),
@@ -109,6 +120,32 @@ enum Fail {
 impl From<FrameError> for Fail {
     fn from(e: FrameError) -> Self {
         Fail::Client(e.status(), e.to_string())
+    }
+}
+
+/// Whether a request asked for `100 Continue`, and whether it was sent.
+struct Continue {
+    wanted: bool,
+    sent: bool,
+}
+
+/// Read more of a request body, answering `100 Continue` first if the client asked and it
+/// has not been sent.
+async fn body_more(
+    client: &mut TcpStream,
+    input: &mut Vec<u8>,
+    cont: &mut Continue,
+) -> Result<(), Fail> {
+    if cont.wanted && !cont.sent {
+        cont.sent = true;
+        client
+            .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+            .await
+            .map_err(|_| Fail::Gone)?;
+    }
+    match read_more(client, input).await {
+        Ok(n) if n > 0 => Ok(()),
+        _ => Err(Fail::Gone),
     }
 }
 
@@ -177,7 +214,7 @@ fn reason(status: u16) -> &'static str {
 /// Serve one request; `Ok(true)`: the connection stays open for the next.
 async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> Result<bool, Fail> {
     // Read the head.
-    let (info, mut sent_continue) = loop {
+    let (info, sent_continue) = loop {
         if !b.input.is_empty() {
             let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
             if let Some((req, info)) = h1::parse_request(&b.input, &mut h, MAX_HEAD)? {
@@ -187,7 +224,7 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
                 b.out.push(b' ');
                 b.out.extend_from_slice(req.path.unwrap_or("/").as_bytes());
                 b.out.extend_from_slice(b" HTTP/1.1\r\n");
-                h1::write_headers(&mut b.out, req.headers, |_| false);
+                write_headers(&mut b.out, req.headers);
                 b.tenant_known = req.headers.iter().any(|h| {
                     h.name.eq_ignore_ascii_case("authorization") && h.value == b"Bearer kb"
                 });
@@ -206,6 +243,10 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
         }
     };
     b.input.drain(..info.head_len);
+    let mut cont = Continue {
+        wanted: info.expect_continue,
+        sent: sent_continue,
+    };
     // Read the body in full (it goes upstream with a Content-Length of its own).
     b.body.clear();
     let body_len = match info.body {
@@ -214,20 +255,7 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
                 return Err(Fail::Client(413, "request body too large".into()));
             }
             while (b.input.len() as u64) < n {
-                if info.expect_continue && !sent_continue {
-                    sent_continue = true;
-                    client
-                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                        .await
-                        .map_err(|_| Fail::Gone)?;
-                }
-                if read_more(client, &mut b.input)
-                    .await
-                    .map_err(|_| Fail::Gone)?
-                    == 0
-                {
-                    return Err(Fail::Gone);
-                }
+                body_more(client, &mut b.input, &mut cont).await?;
             }
             n as usize
         }
@@ -239,20 +267,7 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
                 if d.done() {
                     break;
                 }
-                if info.expect_continue && !sent_continue {
-                    sent_continue = true;
-                    client
-                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                        .await
-                        .map_err(|_| Fail::Gone)?;
-                }
-                if read_more(client, &mut b.input)
-                    .await
-                    .map_err(|_| Fail::Gone)?
-                    == 0
-                {
-                    return Err(Fail::Gone);
-                }
+                body_more(client, &mut b.input, &mut cont).await?;
             }
             b.body.len()
         }
@@ -362,7 +377,7 @@ async fn exchange(
                     b.out
                         .extend_from_slice(resp.reason.unwrap_or("").as_bytes());
                     b.out.extend_from_slice(b"\r\n");
-                    h1::write_headers(&mut b.out, resp.headers, |_| false);
+                    write_headers(&mut b.out, resp.headers);
                     // A HEAD answer keeps the length the GET would have had.
                     if head_method {
                         for h in resp.headers.iter() {

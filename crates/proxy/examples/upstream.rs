@@ -1,5 +1,5 @@
 //! `cargo run --release -p fairlane-proxy --example upstream -- 127.0.0.1:8000`: the small
-//! delay server of `fairlane_proxy::upstream` (query `delay_ms`, `jitter_ms`, `cost`, `bytes`).
+//! delay server of `fairlane_proxy_testkit::upstream` (query `delay_ms`, `jitter_ms`, `cost`, `bytes`).
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
@@ -9,7 +9,7 @@ async fn main() -> std::io::Result<()> {
     let addr = addr.parse().map_err(|e| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
     })?;
-    let s = fairlane_proxy::upstream::UpstreamServer::start(addr).await?;
+    let s = fairlane_proxy_testkit::upstream::UpstreamServer::start(addr).await?;
     eprintln!("upstream listening on http://{}", s.addr());
     tokio::signal::ctrl_c().await?;
     Ok(())

@@ -15,7 +15,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use crate::conn::{ActiveGuard, ClientIo};
-use crate::server::Inner;
+use crate::state::Inner;
 
 pub(crate) async fn serve(inner: Arc<Inner>, listener: TcpListener) {
     // Its own connection table (`limits.admin_connections`), outside the client cap, and
@@ -28,11 +28,10 @@ pub(crate) async fn serve(inner: Arc<Inner>, listener: TcpListener) {
                 a
             }
             Err(e) => {
-                inner.admin_conns.accept_errors.fetch_add(1, Relaxed);
-                if crate::conn::out_of_fds(&e) {
-                    inner.admin_conns.evict_idle();
-                }
-                tokio::time::sleep(backoff.failed("listen.admin", &e)).await;
+                let pause = inner
+                    .admin_conns
+                    .accept_failed(&mut backoff, "listen.admin", &e);
+                tokio::time::sleep(pause).await;
                 continue;
             }
         };

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::tenant::Cidr;
+use crate::cidr::Cidr;
 
 /// A configuration error: which field, and what is wrong with it.
 #[derive(Clone, Debug, PartialEq)]
@@ -357,6 +357,14 @@ pub struct Limits {
     /// (default 0.5). Keeps one slow-reading tenant from holding every slot.
     #[serde(default = "default_streaming_share")]
     pub max_streaming_share: f64,
+    /// A streamed request body (gRPC, or one without a length, which goes upstream as it
+    /// comes once the request holds its slot) may pause at most this long between two
+    /// pieces, else 408 (default 60000 ms).
+    #[serde(default = "default_idle_timeout")]
+    pub stream_idle_timeout_ms: u64,
+    /// A streamed request body may carry at most this many bytes, else 413 (default 1 GiB).
+    #[serde(default = "default_max_stream")]
+    pub max_stream_bytes: u64,
     /// A client must send a complete request head within this long of starting it (or of
     /// the connection opening), else the connection is closed (default 30000 ms).
     #[serde(default = "default_client_timeout")]
@@ -396,6 +404,8 @@ impl Default for Limits {
             body_timeout_ms: default_client_timeout(),
             response_buffer_bytes: default_response_buffer(),
             max_streaming_share: default_streaming_share(),
+            stream_idle_timeout_ms: default_idle_timeout(),
+            max_stream_bytes: default_max_stream(),
             header_timeout_ms: default_client_timeout(),
             idle_timeout_ms: default_idle_timeout(),
             send_timeout_ms: default_idle_timeout(),
@@ -557,6 +567,10 @@ fn default_response_buffer() -> u64 {
 fn default_streaming_share() -> f64 {
     0.5
 }
+fn default_max_stream() -> u64 {
+    1 << 30
+}
+
 fn default_idle_timeout() -> u64 {
     60_000
 }
@@ -727,6 +741,8 @@ impl ProxyConfig {
             ("limits.header_timeout_ms", l.header_timeout_ms),
             ("limits.idle_timeout_ms", l.idle_timeout_ms),
             ("limits.send_timeout_ms", l.send_timeout_ms),
+            ("limits.stream_idle_timeout_ms", l.stream_idle_timeout_ms),
+            ("limits.max_stream_bytes", l.max_stream_bytes),
             ("limits.admin_connections", l.admin_connections as u64),
         ] {
             if v == 0 {

@@ -159,6 +159,22 @@ impl ConnTable {
         Some(state)
     }
 
+    /// An `accept` on this table's listener (`what`, its config field) failed: count it,
+    /// close the connection idle the longest if out of file descriptors, log at most once a
+    /// second, and return how long to back off.
+    pub fn accept_failed(
+        &self,
+        backoff: &mut AcceptBackoff,
+        what: &str,
+        e: &io::Error,
+    ) -> Duration {
+        self.accept_errors.fetch_add(1, Relaxed);
+        if out_of_fds(e) {
+            self.evict_idle();
+        }
+        backoff.failed(what, e)
+    }
+
     /// Close the connection idle the longest, if any (used when out of file descriptors).
     pub fn evict_idle(&self) -> bool {
         let mut o = self.lock();
@@ -381,168 +397,6 @@ impl AsyncWrite for ClientIo {
     }
 }
 
-/// What a new client connection's first bytes (peeked, not consumed) say it speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FirstBytes {
-    /// Not the start of the HTTP/2 preface (or HTTP/2 is off): HTTP/1.
-    Http1,
-    /// The HTTP/2 preface or a piece of it: left to hyper-util's version detection.
-    Other,
-    /// The client closed the connection without sending anything.
-    Closed,
-}
-
-/// The connection preface every HTTP/2 client sends first (RFC 9113 §3.4).
-const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-impl FirstBytes {
-    /// Classify the first bytes a client sent (`http2`: whether the listener speaks it).
-    fn of(bytes: &[u8], http2: bool) -> Self {
-        if bytes.is_empty() {
-            FirstBytes::Closed
-        } else if !http2 || !H2_PREFACE.starts_with(bytes) {
-            FirstBytes::Http1
-        } else {
-            FirstBytes::Other
-        }
-    }
-}
-
-/// How client connections are served (from `[limits]` and `[listen]`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct ServeOptions {
-    /// `limits.header_timeout_ms`: the first bytes, then each request head, within this.
-    pub header_timeout: Duration,
-    /// `limits.send_timeout_ms`, for [`ClientIo`].
-    pub send_timeout: Duration,
-    /// `listen.http2`.
-    pub http2: bool,
-}
-
-/// An accepted client socket: still registered with the accepting runtime's reactor, or
-/// taken off it to be registered by the worker runtime that serves it (`listen.workers`).
-pub(crate) enum Accepted {
-    /// Served on the runtime that accepted it.
-    Tokio(TcpStream),
-    /// Registered with the serving task's runtime when the task starts.
-    Std(std::net::TcpStream),
-}
-
-/// What the own HTTP/1 path (`listen.http1 = "own"`) needs to serve a connection.
-pub(crate) struct Own {
-    /// The proxy's shared state.
-    pub inner: Arc<crate::server::Inner>,
-    /// The client.
-    pub peer: Arc<crate::forward::Peer>,
-}
-
-/// Serve one client connection until it ends, it is shut down gracefully (`watcher`,
-/// `shutdown`), the table evicts it (`state.evict`: dropping hyper's connection closes the
-/// socket) or the caller drops this future; then call `closed` (not when dropped).
-///
-/// Issue 19 (memory per connection): nothing of hyper is allocated until the client has
-/// sent its first bytes (a connection that never sends costs its socket and this small
-/// future), and those bytes are only peeked to tell HTTP/1 from HTTP/2. hyper-util's own
-/// detection reads the first 24 bytes and hands them back as a prefix, so hyper's first
-/// read returns just those, the request head is incomplete, and the 8 KiB read buffer is
-/// regrown (and copied) to 16 KiB that the connection then keeps for life. A plain HTTP/1
-/// connection is served by hyper's HTTP/1 connection directly, whose task is also smaller
-/// than the auto connection (which has room for an HTTP/2 connection). HTTP/2 (and a
-/// client that so far sent only part of the preface) goes through hyper-util's detection
-/// as before. The first bytes are awaited for at most `header_timeout`, as hyper's
-/// `header_read_timeout` then bounds each request head.
-///
-/// This future is the connection's whole task (spawned as it is, with no wrapper): an async
-/// block rather than an async fn, because an async fn keeps a second copy of every argument
-/// it uses after an await, and a wrapper future would keep a third (rust-lang/rust#62958).
-#[allow(clippy::manual_async_fn)] // see above: the async fn form is larger
-#[allow(clippy::too_many_arguments)] // moved once into the task; a struct would be one more copy
-pub(crate) fn serve<S, B>(
-    stream: Accepted,
-    service: S,
-    opts: ServeOptions,
-    watcher: hyper_util::server::graceful::Watcher,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-    state: Arc<ConnState>,
-    own: Option<Own>,
-    closed: impl FnOnce(&ConnState) + Send + 'static,
-) -> impl Future<Output = ()> + Send + 'static
-where
-    S: hyper::service::Service<
-            http::Request<hyper::body::Incoming>,
-            Response = http::Response<B>,
-            Error = std::convert::Infallible,
-        > + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: http_body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    async move {
-        'serve: {
-            let stream = match stream {
-                Accepted::Tokio(s) => s,
-                Accepted::Std(s) => match TcpStream::from_std(s) {
-                    Ok(s) => s,
-                    Err(_) => break 'serve,
-                },
-            };
-            let peek = async {
-                let mut first = [0u8; 24];
-                let n = stream.peek(&mut first).await?;
-                Ok::<_, io::Error>(FirstBytes::of(&first[..n], opts.http2))
-            };
-            let first = tokio::select! {
-                biased;
-                r = tokio::time::timeout(opts.header_timeout, peek) => r,
-                _ = shutdown.wait_for(|&s| s) => break 'serve,
-                _ = state.evict.notified() => break 'serve,
-            };
-            if let (Ok(Ok(FirstBytes::Http1)), Some(own)) = (&first, own) {
-                // Held until the connection ends, so a graceful shutdown waits for it.
-                let _watcher = watcher;
-                crate::h1conn::serve(stream, own.inner, own.peer, opts, &state, &mut shutdown)
-                    .await;
-                break 'serve;
-            }
-            let io = TokioIo::new(ClientIo::new(stream, opts.send_timeout));
-            match first {
-                Ok(Ok(FirstBytes::Http1)) => {
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(opts.header_timeout)
-                        .serve_connection(io, service);
-                    tokio::select! {
-                        biased;
-                        _ = watcher.watch(conn) => {}
-                        _ = state.evict.notified() => {}
-                    }
-                }
-                Ok(Ok(FirstBytes::Other)) => {
-                    let mut builder =
-                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                    builder
-                        .http1()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(opts.header_timeout);
-                    let conn = builder.serve_connection(io, service).into_owned();
-                    // Boxed: the rare path should not size every connection's task.
-                    tokio::select! {
-                        biased;
-                        _ = Box::pin(watcher.watch(conn)) => {}
-                        _ = state.evict.notified() => {}
-                    }
-                }
-                // Closed, failed, or nothing sent within the header timeout: drop the socket.
-                _ => {}
-            }
-        }
-        closed(&state);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -618,22 +472,5 @@ mod tests {
         );
         b.reset();
         assert_eq!(b.failed("test", &e), Duration::from_millis(10));
-    }
-
-    #[test]
-    fn first_bytes_tell_http1_from_the_http2_preface() {
-        assert_eq!(FirstBytes::of(b"", true), FirstBytes::Closed);
-        assert_eq!(
-            FirstBytes::of(b"GET / HTTP/1.1\r\n", true),
-            FirstBytes::Http1
-        );
-        assert_eq!(FirstBytes::of(b"P", true), FirstBytes::Other, "maybe h2");
-        assert_eq!(FirstBytes::of(b"POST /", true), FirstBytes::Http1);
-        assert_eq!(FirstBytes::of(H2_PREFACE, true), FirstBytes::Other);
-        assert_eq!(
-            FirstBytes::of(H2_PREFACE, false),
-            FirstBytes::Http1,
-            "h2 off"
-        );
     }
 }

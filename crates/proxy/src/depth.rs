@@ -12,7 +12,6 @@ use fairlane_core::TenantId;
 
 use crate::config::ProxyConfig;
 use crate::gate::Gate;
-use crate::server::Inner;
 
 /// The shared controller, when the depth is adaptive.
 pub(crate) type Controller = Arc<Mutex<DepthController>>;
@@ -59,10 +58,10 @@ pub(crate) fn observe(controller: &Controller, tenant: TenantId, response_time: 
         .observe(tenant, response_time, now);
 }
 
-/// Run the controller: ask it for a new depth a few times per interval and apply it.
-pub(crate) fn spawn(inner: Arc<Inner>) -> tokio::task::JoinHandle<()> {
+/// Run the controller: ask it for a new depth a few times per interval and apply it to
+/// `gate`.
+pub(crate) fn spawn(gate: Gate, c: Controller) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let Some(c) = inner.depth.clone() else { return };
         let interval = c
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -71,10 +70,10 @@ pub(crate) fn spawn(inner: Arc<Inner>) -> tokio::task::JoinHandle<()> {
         let tick = Duration::from_secs_f64((interval / 4.0).clamp(0.001, 10.0));
         loop {
             tokio::time::sleep(tick).await;
-            let now = inner.gate.now();
+            let now = gate.now();
             let new = c.lock().unwrap_or_else(|e| e.into_inner()).update(now);
             if let Some(d) = new {
-                if let Err(e) = inner.gate.set_depth(d) {
+                if let Err(e) = gate.set_depth(d) {
                     eprintln!("fairlane-proxy: depth controller asked for D = {d}: {e}");
                 }
             }

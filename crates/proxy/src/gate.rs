@@ -75,6 +75,28 @@ impl Gate {
         )
     }
 
+    /// The gate `config` asks for: its scheduler preset over `scheduler.depth` slots, with
+    /// the queue caps of `[limits]`. Core resolves the preset; the proxy never knows costs up
+    /// front.
+    pub fn for_config(config: &crate::ProxyConfig) -> Result<Gate, crate::ConfigError> {
+        let s = &config.scheduler;
+        let sched =
+            Config::for_executor(&s.algorithm, s.depth, s.initial_estimate_ms / 1000.0, false)
+                .map_err(|e| crate::ConfigError {
+                    file: None,
+                    field: "scheduler.algorithm".into(),
+                    reason: crate::config::core_reason(e),
+                })?;
+        let l = &config.limits;
+        Gate::new(&sched, s.depth, l.max_queued, l.max_queued_per_tenant).map_err(|e| {
+            crate::ConfigError {
+                file: None,
+                field: "scheduler".into(),
+                reason: e.to_string(),
+            }
+        })
+    }
+
     /// A gate from a runtime builder (a built scheduler, a manual clock), in seconds.
     pub fn from_builder(b: GateBuilder) -> Result<Gate, GateError> {
         let g = b.time_unit(Duration::from_secs(1)).build();

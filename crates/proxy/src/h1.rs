@@ -1,8 +1,7 @@
-//! HTTP/1.1 message framing for an own HTTP/1 forwarding path (issue 19): request and
-//! response heads parsed with `httparse` straight out of a connection's read buffer, the
-//! body length decided by RFC 9112 §6.3, a validating chunked decoder, and the forwarded
-//! heads written into a reusable output buffer with hop-by-hop headers removed. Nothing
-//! here allocates per message beyond the caller's reused buffers.
+//! HTTP/1.1 message framing, the proxy's own (issue 19): request and response heads parsed
+//! with `httparse` straight out of a connection's read buffer, the body length decided by
+//! RFC 9112 §6.3, and a validating chunked decoder. Nothing here allocates per message.
+//! Public so that the `raw_forward` example frames with it too.
 //!
 //! Framing is strict, so that the proxy and the upstream can never disagree on where a
 //! request ends (request smuggling): a request with both `Content-Length` and
@@ -13,11 +12,11 @@
 use std::fmt;
 
 /// How many header lines a head may have (more: 431, as hyper's default of 100).
-pub(crate) const MAX_HEADERS: usize = 100;
+pub const MAX_HEADERS: usize = 100;
 
 /// Why a message could not be framed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum FrameError {
+pub enum FrameError {
     /// Not HTTP/1.x syntax (the `&str` says what).
     Malformed(&'static str),
     /// The head is longer than the limit, or has more than [`MAX_HEADERS`] lines.
@@ -54,7 +53,7 @@ impl std::error::Error for FrameError {}
 
 /// How long a message body is (RFC 9112 §6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BodyLen {
+pub enum BodyLen {
     /// Exactly this many bytes (0: no body).
     Length(u64),
     /// `Transfer-Encoding: chunked`.
@@ -65,7 +64,7 @@ pub(crate) enum BodyLen {
 
 /// What a request head says, apart from its headers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct RequestInfo {
+pub struct RequestInfo {
     /// Bytes of the head, including the blank line.
     pub head_len: usize,
     /// Its body length (never [`BodyLen::ToEof`]).
@@ -80,7 +79,7 @@ pub(crate) struct RequestInfo {
 
 /// What a response head says, apart from its headers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ResponseInfo {
+pub struct ResponseInfo {
     /// Bytes of the head, including the blank line.
     pub head_len: usize,
     /// Status code.
@@ -100,28 +99,6 @@ fn lists(value: &[u8], token: &str) -> bool {
     value
         .split(|&b| b == b',')
         .any(|t| eq(t.trim_ascii(), token))
-}
-
-/// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1).
-pub(crate) fn hop_by_hop(name: &str) -> bool {
-    const NAMES: [&str; 8] = [
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "proxy-authorization",
-    ];
-    NAMES.iter().any(|n| name.eq_ignore_ascii_case(n))
-}
-
-/// [`hop_by_hop`], plus the framing headers the proxy writes itself on a forwarded request.
-fn hop_by_hop_or_framing(name: &str) -> bool {
-    hop_by_hop(name)
-        || name.eq_ignore_ascii_case("content-length")
-        || name.eq_ignore_ascii_case("expect")
 }
 
 /// The framing headers of a message: its body length, and what `Connection` says.
@@ -195,7 +172,7 @@ fn head_error(e: httparse::Error) -> FrameError {
 
 /// Parse the request head at the start of `buf`. `Ok(None)`: incomplete (read more, unless
 /// `buf` already holds `max_head` bytes: then it is too large).
-pub(crate) fn parse_request<'b, 'h>(
+pub fn parse_request<'b, 'h>(
     buf: &'b [u8],
     headers: &'h mut [httparse::Header<'b>],
     max_head: usize,
@@ -232,7 +209,7 @@ pub(crate) fn parse_request<'b, 'h>(
 /// Parse the response head at the start of `buf` to a request that was (`head_method`) or
 /// was not a `HEAD`. `Ok(None)`: incomplete (read more, unless `buf` already holds
 /// `max_head` bytes).
-pub(crate) fn parse_response<'b, 'h>(
+pub fn parse_response<'b, 'h>(
     buf: &'b [u8],
     headers: &'h mut [httparse::Header<'b>],
     max_head: usize,
@@ -270,48 +247,8 @@ pub(crate) fn parse_response<'b, 'h>(
     )))
 }
 
-/// Headers the `Connection` header names (to be dropped as well), from `headers`.
-pub(crate) fn connection_named<'a>(
-    headers: &'a [httparse::Header<'a>],
-) -> impl Fn(&str) -> bool + 'a {
-    move |name: &str| {
-        headers
-            .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case("connection"))
-            .any(|h| {
-                h.value.split(|&b| b == b',').any(|t| {
-                    let t = t.trim_ascii();
-                    !t.is_empty() && eq(t, name)
-                })
-            })
-    }
-}
-
-/// Append the end-to-end headers of `headers` to `out` as `name: value\r\n` lines: without
-/// hop-by-hop headers, those `Connection` names, framing headers, and any for which `skip`
-/// says so.
-pub(crate) fn write_headers(
-    out: &mut Vec<u8>,
-    headers: &[httparse::Header<'_>],
-    skip: impl Fn(&str) -> bool,
-) {
-    let named = connection_named(headers);
-    let any_connection = headers
-        .iter()
-        .any(|h| h.name.eq_ignore_ascii_case("connection"));
-    for h in headers {
-        if hop_by_hop_or_framing(h.name) || skip(h.name) || (any_connection && named(h.name)) {
-            continue;
-        }
-        out.extend_from_slice(h.name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(h.value);
-        out.extend_from_slice(b"\r\n");
-    }
-}
-
 /// Append `Content-Length: n\r\n`.
-pub(crate) fn write_content_length(out: &mut Vec<u8>, n: u64) {
+pub fn write_content_length(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(b"content-length: ");
     let mut digits = [0u8; 20];
     let mut i = digits.len();
@@ -349,7 +286,7 @@ const MAX_CHUNK_META: u64 = 4096;
 
 /// A validating decoder of a chunked body (RFC 9112 §7.1), fed in pieces.
 #[derive(Clone, Debug)]
-pub(crate) struct Chunked {
+pub struct Chunked {
     state: Chunk,
     /// Bytes left in the current chunk (or its size so far).
     size: u64,
@@ -629,17 +566,6 @@ mod tests {
         assert_eq!((r.body, r.keep_alive), (BodyLen::Chunked, false));
         let r = resp(b"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", false);
         assert!(!r.keep_alive);
-    }
-
-    #[test]
-    fn forwarded_headers_drop_hop_by_hop_and_connection_names() {
-        let raw = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, X-Secret\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nTE: trailers\r\nX-Keep: 2\r\nContent-Length: 0\r\n\r\n";
-        let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let (r, _) = parse_request(raw, &mut h, 4096).unwrap().unwrap();
-        let mut out = Vec::new();
-        write_headers(&mut out, r.headers, |n| n.eq_ignore_ascii_case("host"));
-        write_content_length(&mut out, 1234);
-        assert_eq!(out, b"X-Keep: 2\r\ncontent-length: 1234\r\n");
     }
 
     fn dechunk(raw: &[u8], max: u64, step: usize) -> Result<(Vec<u8>, usize, bool), FrameError> {

@@ -5,21 +5,37 @@
 //! outstanding upstream, and lets any fairlane-core scheduler (SFQ(D), WFQ, 2DFQᴱ over D
 //! slots, FIFO, …) choose which waiting request takes the next free slot.
 //!
+//! The request path is one pipeline, in one direction, whichever HTTP the client spoke and
+//! whichever wire carries the request upstream:
+//!
+//! ```text
+//! accept (server, conn) → client adapter (client::h1 | client::on_hyper) → RequestHead
+//!   → pipeline: identify → classify → check → [body read] → gate → upstream::Wire
+//!   → respond: Answer (buffered, or streamed past the buffer) → charge at slot release
+//!   → the client adapter writes the Answer
+//! ```
+//!
 //! * [`config`] — the TOML configuration, validated with errors that name the field.
 //! * [`tenant`] — who a request belongs to (API key or client address) and its class.
 //! * [`gate`] — D upstream slots over a core scheduler; per-tenant and global queue caps,
 //!   cancel-on-drop, depth changeable at run time.
-//! * [`forward`] — streaming a request upstream and the response back, charging the
-//!   upstream time (or an upstream-reported cost) at completion.
+//! * `head` — the one head type (request and response header lines in one buffer);
+//!   `rewrite` — the one place headers are rewritten (hop-by-hop, forwarding headers).
+//! * `pipeline` — admission, classification, the gate, forwarding; `respond` — the answer,
+//!   buffering and streaming, and the charge (with the `CostSource` seam).
+//! * `stream` — request bodies read in full before queueing, or streamed once admitted.
+//! * `client` — the client adapters: the own HTTP/1.1 server and hyper's (HTTP/2).
+//! * `upstream` — the `Wire` trait and its implementations (HTTP/1.1 on own sockets).
+//! * [`h1`] — HTTP/1.1 framing on `httparse` (the own adapters' and wires').
 //! * [`metrics`], [`admin`] — Prometheus `/metrics`, JSON `/status` and the live
 //!   `/dashboard` on a separate listener.
 //! * [`cluster`] — `[cluster]`: fair shares of one upstream across instances via Redis.
-//! * `pool` — keep-alive HTTP/1.1 connections to the upstream.
-//! * [`server`] — the listeners, graceful shutdown and reload.
+//! * [`server`] — the listeners, graceful shutdown and reload; `state` — what they share.
 //! * `workers` — `listen.workers`: one single-threaded runtime per core (nginx's workers),
 //!   each accepted connection handed to the one with the fewest.
-//! * [`upstream`], [`loadgen`] — a small delay server and load generator used by the tests,
-//!   the benchmarks and the deployment example.
+//!
+//! The delay server and load generator the tests and benchmarks use are in the
+//! `fairlane-proxy-testkit` crate (crates/proxy/testkit).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -45,26 +61,27 @@
 #![deny(unsafe_code)] // only `server::raise_fd_limit` / `fd_limit` call get/setrlimit
 
 pub mod admin;
+mod bounds;
+mod cidr;
 pub mod cli;
+mod client;
 pub mod cluster;
 pub mod config;
 mod conn;
 mod dashboard;
 mod depth;
-pub mod forward;
 pub mod gate;
-// Used by the raw_forward example (included there by path) and its own tests so far.
-#[allow(dead_code)]
-mod h1;
-mod h1conn;
-pub mod loadgen;
+pub mod h1;
+mod head;
 pub mod metrics;
-mod pool;
-mod rawpool;
-mod rawreq;
+mod pipeline;
+mod respond;
+mod rewrite;
 pub mod server;
+mod state;
+mod stream;
 pub mod tenant;
-pub mod upstream;
+mod upstream;
 mod workers;
 
 pub use config::{ConfigError, ProxyConfig};

@@ -7,25 +7,25 @@
 //! timeouts, the upstream address and a fixed depth change in place without dropping a
 //! request; the scheduler and the listen addresses need a restart (reported as warnings).
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use fairlane_core::TenantId;
-use http::uri::Authority;
-use http::HeaderName;
-use hyper::service::service_fn;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::config::{parse_addr, ConfigError, ProxyConfig};
-use crate::conn::{AcceptBackoff, ActiveGuard, ConnTable};
-use crate::forward::{ProxyBody, StreamSlots};
+use crate::conn::{AcceptBackoff, ConnTable};
 use crate::gate::Gate;
 use crate::metrics::{Metrics, Status};
-use crate::tenant::{Identifier, Registry};
+use crate::respond::StreamSlots;
+use crate::state::{settings, Peer};
+use crate::tenant::Registry;
+
+/// The proxy's shared state (defined in `state`; named here too for `cluster`).
+pub(crate) use crate::state::Inner;
 
 /// Why the proxy could not start.
 #[derive(Debug)]
@@ -60,139 +60,6 @@ impl From<ConfigError> for StartError {
     fn from(e: ConfigError) -> Self {
         StartError::Config(e)
     }
-}
-
-/// What a reload can swap at once.
-pub(crate) struct Settings {
-    pub config: ProxyConfig,
-    pub identifier: Identifier,
-    pub authority: Authority,
-    pub names: Vec<String>,
-    /// `names` as `X-Fairlane-Tenant` values (`None`: not a valid header value).
-    pub name_values: Vec<Option<http::HeaderValue>>,
-    pub cost_header: Option<HeaderName>,
-    /// Keep-alive connections to the upstream.
-    pub pool: Arc<crate::pool::Pool>,
-    /// The own path's upstream sockets (`listen.http1 = "own"`), used instead of `pool`.
-    pub raw_pool: Option<Arc<crate::rawpool::RawPool>>,
-}
-
-/// A connection's copy of the settings (issue 19): read per request with one load of a
-/// rarely written counter instead of the lock and the shared reference count that
-/// [`Inner::settings`] costs, which both worker threads would bounce between their caches.
-pub(crate) struct CachedSettings {
-    version: u64,
-    settings: Arc<Settings>,
-}
-
-pub(crate) struct Inner {
-    pub gate: Gate,
-    /// The adaptive depth controller, if the depth is adaptive.
-    pub depth: Option<crate::depth::Controller>,
-    pub metrics: Metrics,
-    /// `[cluster]` membership, if any.
-    pub cluster: Option<Arc<crate::cluster::Cluster>>,
-    settings: RwLock<Arc<Settings>>,
-    /// Bumped after every swap of `settings`: connections keep a copy and look here.
-    settings_version: std::sync::atomic::AtomicU64,
-    registry: Mutex<Registry>,
-    pub started: Instant,
-    shutdown: watch::Sender<bool>,
-    pub hard_stop: watch::Sender<bool>,
-    /// Client connections and their caps.
-    pub(crate) conns: ConnTable,
-    /// Admin connections: a reserve of their own, outside the client cap.
-    pub(crate) admin_conns: ConnTable,
-    /// Slots held by responses streaming past the buffer, per tenant.
-    pub(crate) streaming: StreamSlots,
-    /// Connections per worker runtime (`listen.workers`; empty when shared).
-    pub(crate) worker_loads: crate::workers::Loads,
-}
-
-impl Inner {
-    pub fn settings(&self) -> Arc<Settings> {
-        self.settings
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// A copy of the settings for a connection to keep (see [`CachedSettings`]).
-    pub fn cached_settings(&self) -> CachedSettings {
-        let version = self
-            .settings_version
-            .load(std::sync::atomic::Ordering::Acquire);
-        CachedSettings {
-            version,
-            settings: self.settings(),
-        }
-    }
-
-    /// The settings now, through a connection's copy: replaced only after a reload.
-    pub fn fresh<'c>(&self, c: &'c mut CachedSettings) -> &'c Arc<Settings> {
-        if self
-            .settings_version
-            .load(std::sync::atomic::Ordering::Acquire)
-            != c.version
-        {
-            *c = self.cached_settings();
-        }
-        &c.settings
-    }
-
-    pub fn status(&self) -> Status {
-        let names = self.settings().names.clone();
-        let mut status = self.metrics.status(
-            &names,
-            &crate::metrics::GateSnapshot::of(&self.gate, names.len()),
-            self.started.elapsed().as_secs_f64(),
-        );
-        status.cluster = self.cluster.as_ref().map(|c| c.status(self.gate.depth()));
-        status
-    }
-}
-
-fn pool(config: &ProxyConfig, authority: &Authority) -> crate::pool::Pool {
-    crate::pool::Pool::new(
-        authority.clone(),
-        Duration::from_millis(config.upstream.connect_timeout_ms),
-        Duration::from_secs(30),
-        config.scheduler.depth.max(64) * 2,
-    )
-}
-
-fn settings(config: ProxyConfig, registry: &mut Registry) -> Result<Settings, ConfigError> {
-    let identifier = Identifier::new(&config, registry);
-    let authority = config.upstream_authority()?;
-    let cost_header = config
-        .upstream
-        .cost_header
-        .as_ref()
-        .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok());
-    Ok(Settings {
-        pool: Arc::new(pool(&config, &authority)),
-        raw_pool: (config.listen.http1 == "own").then(|| {
-            Arc::new(crate::rawpool::RawPool::new(
-                authority.clone(),
-                Duration::from_millis(config.upstream.connect_timeout_ms),
-                Duration::from_secs(30),
-                config.scheduler.depth.max(64) * 2,
-                // One idle stack per worker runtime: a socket stays with the reactor that
-                // registered it.
-                config.listen.workers.runtimes().unwrap_or(1),
-            ))
-        }),
-        identifier,
-        authority,
-        names: registry.names().to_vec(),
-        name_values: registry
-            .names()
-            .iter()
-            .map(|n| http::HeaderValue::from_str(n).ok())
-            .collect(),
-        cost_header,
-        config,
-    })
 }
 
 /// Apply per-tenant weights, caps and targets to the gate.
@@ -244,30 +111,7 @@ impl Proxy {
         config.validate()?;
         let addr = parse_addr("listen.addr", &config.listen.addr)?;
         let admin_addr = parse_addr("listen.admin", &config.listen.admin)?;
-        let s = &config.scheduler;
-        // Core owns the preset → scheduler step; the proxy never knows costs up front.
-        let sched = fairlane_core::Config::for_executor(
-            &s.algorithm,
-            s.depth,
-            s.initial_estimate_ms / 1000.0,
-            false,
-        )
-        .map_err(|e| ConfigError {
-            file: None,
-            field: "scheduler.algorithm".into(),
-            reason: crate::config::core_reason(e),
-        })?;
-        let gate = Gate::new(
-            &sched,
-            s.depth,
-            config.limits.max_queued,
-            config.limits.max_queued_per_tenant,
-        )
-        .map_err(|e| ConfigError {
-            file: None,
-            field: "scheduler".into(),
-            reason: e.to_string(),
-        })?;
+        let gate = Gate::for_config(&config)?;
         let depth = crate::depth::controller(&config).map_err(|e| ConfigError {
             file: None,
             field: "scheduler.adaptive".into(),
@@ -357,7 +201,10 @@ impl Proxy {
             admin,
         } = self;
         let admin_task = tokio::spawn(crate::admin::serve(inner.clone(), admin));
-        let depth_task = crate::depth::spawn(inner.clone());
+        let depth_task = inner
+            .depth
+            .clone()
+            .map(|c| AbortOnDrop(crate::depth::spawn(inner.gate.clone(), c)));
         // Aborted when `run` returns or is dropped, so a stopped instance's lease lapses.
         let _cluster_task = inner
             .cluster
@@ -406,11 +253,7 @@ impl Proxy {
                     // Out of file descriptors (or a connection reset before accept): close
                     // the connection idle the longest, back off, and say so once a second
                     // rather than once per attempt.
-                    inner.conns.accept_errors.fetch_add(1, Relaxed);
-                    if crate::conn::out_of_fds(&e) {
-                        inner.conns.evict_idle();
-                    }
-                    let pause = backoff.failed("listen.addr", &e);
+                    let pause = inner.conns.accept_failed(&mut backoff, "listen.addr", &e);
                     tokio::select! {
                         _ = shutdown.wait_for(|&s| s) => break,
                         _ = tokio::time::sleep(pause) => continue,
@@ -427,14 +270,14 @@ impl Proxy {
             // Per-core: the socket leaves this runtime's reactor and is registered again
             // by the worker's (`conn::Accepted::Std`).
             let (stream, worker) = match &workers {
-                None => (crate::conn::Accepted::Tokio(stream), None),
+                None => (crate::client::Accepted::Tokio(stream), None),
                 Some(_) => match stream.into_std() {
                     Ok(s) => {
                         let i = crate::workers::least_loaded(&inner.worker_loads);
                         let load = &inner.worker_loads[i];
                         load.live.fetch_add(1, Relaxed);
                         load.accepted.fetch_add(1, Relaxed);
-                        (crate::conn::Accepted::Std(s), Some(i))
+                        (crate::client::Accepted::Std(s), Some(i))
                     }
                     Err(_) => {
                         inner.conns.remove(&state);
@@ -445,51 +288,28 @@ impl Proxy {
             inner.metrics.accepted.fetch_add(1, Relaxed);
             let settings = inner.settings();
             let limits = &settings.config.limits;
-            let opts = crate::conn::ServeOptions {
+            let opts = crate::client::ServeOptions {
                 header_timeout: Duration::from_millis(limits.header_timeout_ms),
                 send_timeout: Duration::from_millis(limits.send_timeout_ms),
                 http2,
+                own_http1,
             };
-            let conn_inner = inner.clone();
-            let conn_state = state.clone();
-            let peer = Arc::new(crate::forward::Peer::new(peer));
-            let own = own_http1.then(|| crate::conn::Own {
-                inner: inner.clone(),
-                peer: peer.clone(),
-            });
-            let service = service_fn(move |req| {
-                let inner = conn_inner.clone();
-                let peer = peer.clone();
-                // The connection is busy (not evictable, no idle timeout) from here until
-                // the response body has been written or dropped.
-                let guard = ActiveGuard::new(conn_state.clone());
-                // Boxed: hyper keeps a `Box<Option<this future>>` per connection for its
-                // whole life, idle or not; boxed, that is a pointer, and the request's
-                // state is allocated only while a request is in progress (issue 19).
-                let handle = Box::pin(crate::forward::handle(inner, req, peer));
-                async move {
-                    let resp = handle.await;
-                    Ok::<_, Infallible>(resp.map(|body| Tracked {
-                        body,
-                        _guard: guard,
-                    }))
-                }
-            });
+            let peer = Arc::new(Peer::new(peer));
             let (watcher, stop) = (graceful.watcher(), inner.shutdown.subscribe());
             inner.metrics.connections.fetch_add(1, Relaxed);
             let counted = inner.clone();
-            // The connection's whole task is `conn::serve`'s future, made here and spawned
+            // The connection's whole task is `client::serve`'s future, made here and spawned
             // with no wrapper around it: a future moved into an async block is stored twice
             // in the task (rust-lang/rust#62958), and this one is most of a connection's
             // memory (issue 19). hyper is set up once the client has sent its first bytes.
-            let task = crate::conn::serve(
+            let task = crate::client::serve(
                 stream,
-                service,
+                inner.clone(),
+                peer,
                 opts,
                 watcher,
                 stop,
                 state,
-                own,
                 move |state| {
                     counted.conns.remove(state);
                     counted.metrics.connections.fetch_sub(1, Relaxed);
@@ -518,7 +338,7 @@ impl Proxy {
             }
         }
         inner.gate.close();
-        depth_task.abort();
+        drop(depth_task);
         sweep_task.abort();
         admin_task.abort();
         // What is still on the workers after the hard stop's deadline is dropped with them.
@@ -661,29 +481,6 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// A response body that keeps its connection marked busy until it is written or dropped.
-struct Tracked {
-    body: ProxyBody,
-    _guard: ActiveGuard,
-}
-
-impl http_body::Body for Tracked {
-    type Data = bytes::Bytes;
-    type Error = crate::forward::BoxError;
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
     }
 }
 

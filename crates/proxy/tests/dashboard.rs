@@ -18,13 +18,13 @@ async fn dashboard_shows_the_tenants_in_headless_chromium() {
     ))
     .await;
     // Some traffic while the page is open, so rates and latencies are live.
-    let t = fairlane_proxy::loadgen::Target {
+    let t = fairlane_proxy_testkit::loadgen::Target {
         addr: p.addr,
         path: "/?delay_ms=5".into(),
         key: Some("ka".into()),
     };
     let load = tokio::spawn(async move {
-        fairlane_proxy::loadgen::open(&t, 50.0, Duration::from_secs(6)).await
+        fairlane_proxy_testkit::loadgen::open(&t, 50.0, Duration::from_secs(6)).await
     });
     assert_eq!(get(p.addr, "/", Some("kb")).await.0, 200);
     let url = format!("http://{}/dashboard", p.admin);

@@ -5,16 +5,12 @@ mod common;
 use std::io::{Read, Write};
 
 use common::*;
-use fairlane_proxy::upstream::UpstreamServer;
+use fairlane_proxy_testkit::upstream::UpstreamServer;
 
-const TENANTS: &str = r#"
-[[tenant]]
-name = "alice"
-keys = ["ka"]
-[[tenant]]
-name = "bob"
-keys = ["kb"]
-"#;
+const TENANTS: &str = concat!(
+    "[[tenant]]\nname = \"alice\"\nkeys = [\"ka\"]\n",
+    "[[tenant]]\nname = \"bob\"\nkeys = [\"kb\"]\n"
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_killed_mid_run_and_restarted() {
@@ -118,7 +114,8 @@ async fn malformed_and_oversized_requests() {
     let up = start_upstream().await;
     let p = start_proxy(config(
         up.addr(),
-        &format!("[limits]\nmax_body_bytes = 1000\n{TENANTS}"),
+        // A chunked body streams (no length): `max_stream_bytes` bounds it.
+        &format!("[limits]\nmax_body_bytes = 1000\nmax_stream_bytes = 1000\n{TENANTS}"),
     ))
     .await;
     let addr = p.addr;

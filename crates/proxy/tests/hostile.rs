@@ -65,34 +65,25 @@ fn identity(all: &HashMap<(String, String), f64>, tenant: &str) -> (f64, String)
     )
 }
 
+/// Config text for a proxy that reads costs from `x-cost`, with `algorithm` over `depth`
+/// slots (initial estimate 5 ms), then `rest`.
+fn cost_config(algorithm: &str, depth: usize, rest: &str) -> String {
+    format!(
+        "cost_header = \"x-cost\"\n[scheduler]\nalgorithm = \"{algorithm}\"\n\
+         depth = {depth}\ninitial_estimate_ms = 5\n{rest}"
+    )
+}
+
 /// Defect 4: a single response with `X-Cost: 1e308` (ms) used to move SFQ's virtual time to
 /// 1e305, where adding a request's cost no longer changes a tag: afterwards a weight-2 tenant
 /// got 12 requests against 768 for a weight-1 tenant. The cost is now clamped (default
 /// bounds) and counted, and the two tenants split 2 : 1 again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_huge_cost_does_not_poison_sfq() {
+    let heavy = "[[tenant]]\nname = \"heavy\"\nweight = 2\nkeys = [\"k2\"]\n";
+    let sfq_tenants = tenants(&[("poison", "kp"), ("light", "k1")]) + "weight = 1\n" + heavy;
     let up = start_upstream().await;
-    let p = start_proxy(config(
-        up.addr(),
-        r#"cost_header = "x-cost"
-[scheduler]
-algorithm = "sfq"
-depth = 2
-initial_estimate_ms = 5
-[[tenant]]
-name = "poison"
-keys = ["kp"]
-[[tenant]]
-name = "heavy"
-weight = 2
-keys = ["k2"]
-[[tenant]]
-name = "light"
-weight = 1
-keys = ["k1"]
-"#,
-    ))
-    .await;
+    let p = start_proxy(config(up.addr(), &cost_config("sfq", 2, &sfq_tenants))).await;
     let (code, _, _) = get(p.addr, "/?cost=1e308", Some("kp")).await;
     assert_eq!(code, 200);
     let all = metrics(p.admin).await;
@@ -150,16 +141,10 @@ keys = ["k1"]
 /// O(1)-rounds DRR removes the spin itself.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_huge_cost_does_not_stall_drr() {
+    let work = "[[class]]\nname = \"work\"\npath = \"/work/*\"\n";
+    let drr_tenants = tenants(&[("a", "ka"), ("b", "kb")]) + work;
     let up = start_upstream().await;
-    let p = start_proxy(config(
-        up.addr(),
-        &format!(
-            "cost_header = \"x-cost\"\n[scheduler]\nalgorithm = \"drr\"\ndepth = 1\n\
-             initial_estimate_ms = 5\n{}[[class]]\nname = \"work\"\npath = \"/work/*\"\n",
-            tenants(&[("a", "ka"), ("b", "kb")])
-        ),
-    ))
-    .await;
+    let p = start_proxy(config(up.addr(), &cost_config("drr", 1, &drr_tenants))).await;
     // b's unloaded latency: the slowest of a few.
     let mut unloaded = Duration::ZERO;
     for _ in 0..5 {

@@ -27,7 +27,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use fairlane_proxy::loadgen::{open, Report, Target};
+use fairlane_proxy_testkit::loadgen::{open, Report, Target};
 
 const LIGHT_PATH: &str = "/light?delay_ms=200";
 const HEAVY_PATH: &str = "/heavy?delay_ms=100&jitter_ms=80";
@@ -36,20 +36,9 @@ fn proxy_config(up: std::net::SocketAddr, algorithm: &str) -> fairlane_proxy::Pr
     config(
         up,
         &format!(
-            r#"
-[scheduler]
-algorithm = "{algorithm}"
-depth = 16
-[limits]
-max_queued_per_tenant = 400
-queue_timeout_ms = 30000
-[[tenant]]
-name = "light"
-keys = ["kl"]
-[[tenant]]
-name = "heavy"
-keys = ["kh"]
-"#
+            "[scheduler]\nalgorithm = \"{algorithm}\"\ndepth = 16\n\
+             [limits]\nmax_queued_per_tenant = 400\nqueue_timeout_ms = 30000\n{}",
+            tenants(&[("light", "kl"), ("heavy", "kh")])
         ),
     )
 }

@@ -11,7 +11,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use fairlane_proxy::loadgen::{open, Target};
+use fairlane_proxy_testkit::loadgen::{open, Target};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_times_capacity_for_30_seconds() {

@@ -19,18 +19,11 @@ use http_body::{Body, Frame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
-const TENANTS: &str = r#"
-[[tenant]]
-name = "light"
-keys = ["kl"]
-[[tenant]]
-name = "bad"
-keys = ["kx"]
-[[tenant]]
-name = "heavy"
-keys = ["kh"]
-max_queued = 200
-"#;
+const TENANTS: &str = concat!(
+    "[[tenant]]\nname = \"light\"\nkeys = [\"kl\"]\n",
+    "[[tenant]]\nname = \"bad\"\nkeys = [\"kx\"]\n",
+    "[[tenant]]\nname = \"heavy\"\nkeys = [\"kh\"]\nmax_queued = 200\n"
+);
 
 /// A response body of `left` bytes, produced lazily in 64 KiB chunks (an "endless" download
 /// costs the upstream no memory).
@@ -61,48 +54,55 @@ impl Body for Endless {
 /// An upstream: `/big?bytes=N` answers N bytes (chunked, lazily); anything else sleeps
 /// `delay_ms` (default 20) and answers a short text.
 async fn start_big_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
-    use hyper::service::service_fn;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let task = tokio::spawn(async move {
-        let mut conns = tokio::task::JoinSet::new();
-        loop {
-            tokio::select! {
-                a = listener.accept() => {
-                    let Ok((stream, _)) = a else { continue };
-                    conns.spawn(async move {
-                        let service = service_fn(|req: http::Request<hyper::body::Incoming>| async move {
-                            let q = req.uri().query().unwrap_or("").to_string();
-                            let num = |name: &str| {
-                                q.split('&').find_map(|kv| {
-                                    let (k, v) = kv.split_once('=')?;
-                                    (k == name).then(|| v.parse::<u64>().ok()).flatten()
-                                })
-                            };
-                            let body: http_body_util::Either<Endless, http_body_util::Full<Bytes>> =
-                                if req.uri().path().starts_with("/big") {
-                                    http_body_util::Either::Left(Endless {
-                                        left: num("bytes").unwrap_or(1 << 30),
-                                    })
-                                } else {
-                                    let ms = num("delay_ms").unwrap_or(20);
-                                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                                    http_body_util::Either::Right(http_body_util::Full::new(
-                                        Bytes::from_static(b"ok\n"),
-                                    ))
-                                };
-                            Ok::<_, Infallible>(http::Response::new(body))
-                        });
-                        let _ = hyper::server::conn::http1::Builder::new()
-                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                            .await;
-                    });
-                }
-                Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            }
+    serve_http1(|| hyper::service::service_fn(big)).await
+}
+
+async fn big(
+    req: http::Request<hyper::body::Incoming>,
+) -> Result<http::Response<http_body_util::Either<Endless, http_body_util::Full<Bytes>>>, Infallible>
+{
+    let q = req.uri().query().unwrap_or("").to_string();
+    let num = |name: &str| {
+        q.split('&').find_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            (k == name).then(|| v.parse::<u64>().ok()).flatten()
+        })
+    };
+    let body = if req.uri().path().starts_with("/big") {
+        http_body_util::Either::Left(Endless {
+            left: num("bytes").unwrap_or(1 << 30),
+        })
+    } else {
+        let ms = num("delay_ms").unwrap_or(20);
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        http_body_util::Either::Right(http_body_util::Full::new(Bytes::from_static(b"ok\n")))
+    };
+    Ok(http::Response::new(body))
+}
+
+/// A new connection to `addr` while the soak runs (retrying every 100 ms); `None` once it
+/// stops.
+async fn reconnect(
+    addr: SocketAddr,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> Option<TcpStream> {
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match TcpStream::connect(addr).await {
+            Ok(s) => return Some(s),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
-    });
-    (addr, task)
+    }
+    None
+}
+
+/// The big upstream, a proxy in front of it with D = 4 and these `[limits]`, and the light
+/// tenant's unloaded worst latency.
+async fn with_depth_4(limits: &str) -> (tokio::task::JoinHandle<()>, Running, Duration) {
+    let (up, up_task) = start_big_upstream().await;
+    let text = format!("[scheduler]\ndepth = 4\n[limits]\n{limits}\n{TENANTS}");
+    let p = start_proxy(config(up, &text)).await;
+    let unloaded = max(&light_latencies(p.addr, "/", 10).await);
+    (up_task, p, unloaded)
 }
 
 /// `n` sequential GETs of the light tenant; their latencies (panics on a non-200).
@@ -151,13 +151,7 @@ fn metric(text: &str, name: &str) -> f64 {
 /// share of D that way (the rest get 503); the send timeout finally frees those too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_do_not_hold_every_slot() {
-    let (up, _up_task) = start_big_upstream().await;
-    let p = start_proxy(config(
-        up,
-        &format!("[scheduler]\ndepth = 4\n[limits]\nsend_timeout_ms = 3000\n{TENANTS}"),
-    ))
-    .await;
-    let unloaded = max(&light_latencies(p.addr, "/", 10).await);
+    let (_up_task, p, unloaded) = with_depth_4("send_timeout_ms = 3000").await;
     let mut readers = Vec::new();
     // D+2 responses that fit the 1 MiB buffer, and D+2 that are far larger (1 GiB).
     for bytes in [512 << 10, 1u64 << 30] {
@@ -207,13 +201,7 @@ async fn slow_readers_do_not_hold_every_slot() {
 /// queues, so they hold no slot; the body timeout answers them 408.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_request_bodies_hold_no_slot() {
-    let (up, _up_task) = start_big_upstream().await;
-    let p = start_proxy(config(
-        up,
-        &format!("[scheduler]\ndepth = 4\n[limits]\nbody_timeout_ms = 4000\n{TENANTS}"),
-    ))
-    .await;
-    let unloaded = max(&light_latencies(p.addr, "/", 10).await);
+    let (_up_task, p, unloaded) = with_depth_4("body_timeout_ms = 4000").await;
     let trickles: Vec<_> = (0..6)
         .map(|_| {
             let addr = p.addr;
@@ -429,11 +417,7 @@ async fn soak_all_attacks_at_once() {
         let stop = stop.clone();
         tasks.spawn(async move {
             tokio::time::sleep(Duration::from_millis(i)).await;
-            while running(&stop) {
-                let Ok(mut s) = TcpStream::connect(addr).await else {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                };
+            while let Some(mut s) = reconnect(addr, &stop).await {
                 if s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await.is_err() {
                     continue;
                 }
@@ -451,11 +435,7 @@ async fn soak_all_attacks_at_once() {
         let stop = stop.clone();
         tasks.spawn(async move {
             tokio::time::sleep(Duration::from_millis(i)).await;
-            while running(&stop) {
-                let Ok(mut s) = TcpStream::connect(addr).await else {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                };
+            while let Some(mut s) = reconnect(addr, &stop).await {
                 let mut b = [0u8; 1];
                 while running(&stop) {
                     match tokio::time::timeout(Duration::from_secs(1), s.read(&mut b)).await {

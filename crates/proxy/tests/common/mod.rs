@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fairlane_proxy::upstream::UpstreamServer;
 use fairlane_proxy::{Proxy, ProxyConfig, ProxyHandle};
+use fairlane_proxy_testkit::upstream::UpstreamServer;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -307,6 +307,41 @@ struct HoldState {
     max_active: u64,
 }
 
+/// Serve HTTP/1.1 on a free loopback port, each connection with the service `make` builds.
+/// Connections live in the returned task: aborting it closes the listener and all of them.
+pub async fn serve_http1<F, S, B>(make: F) -> (SocketAddr, tokio::task::JoinHandle<()>)
+where
+    F: Fn() -> S + Send + 'static,
+    S: hyper::service::Service<
+            http::Request<hyper::body::Incoming>,
+            Response = http::Response<B>,
+            Error = std::convert::Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+    B: http_body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a test server binds");
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        let mut conns = tokio::task::JoinSet::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, make());
+            conns.spawn(async move {
+                let _ = conn.await;
+            });
+            // Finished connections leave the set as new ones come.
+            while conns.try_join_next().is_some() {}
+        }
+    });
+    (addr, task)
+}
+
 /// A controllable upstream: every request is held until the test releases it, so what is
 /// in flight is known rather than guessed from sleeps. [`HeldUpstream::stop`] kills the
 /// listener and every connection at once.
@@ -319,32 +354,13 @@ pub struct HeldUpstream {
 impl HeldUpstream {
     /// Serve on a free loopback port.
     pub async fn start() -> HeldUpstream {
-        use hyper::service::service_fn;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("held upstream binds");
-        let addr = listener.local_addr().unwrap();
         let state = std::sync::Arc::new(std::sync::Mutex::new(HoldState::default()));
         let st = state.clone();
-        let task = tokio::spawn(async move {
-            // Connections live in this set: aborting the task closes them all.
-            let mut conns = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    a = listener.accept() => {
-                        let Ok((stream, _)) = a else { continue };
-                        let st = st.clone();
-                        conns.spawn(async move {
-                            let service = service_fn(move |req| hold(req, st.clone()));
-                            let _ = hyper::server::conn::http1::Builder::new()
-                                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                                .await;
-                        });
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
+        let (addr, task) = serve_http1(move || {
+            let st = st.clone();
+            hyper::service::service_fn(move |req| hold(req, st.clone()))
+        })
+        .await;
         HeldUpstream { addr, state, task }
     }
 

@@ -1,7 +1,7 @@
-//! The proxy's own HTTP/1.1 server path (issue 19, `listen.http1 = "own"`): a client
-//! connection's requests are framed by [`crate::h1`] straight off the socket and go through
-//! the same steps as hyper's path ([`forward::admit`], the body read before queueing,
-//! [`forward::dispatch`]); only the server-side HTTP/1 machinery differs.
+//! The proxy's own HTTP/1.1 client adapter (issue 19, `listen.http1 = "own"`): a client
+//! connection's requests are framed by [`crate::h1`] straight off the socket into a
+//! [`RequestHead`] and go through the pipeline ([`pipeline::admit`], the body read before
+//! queueing, [`pipeline::dispatch`]); the [`Answer`] is written back from its head's lines.
 //!
 //! Memory per connection (issue 19, target 3): an idle connection holds no buffer at all
 //! (its read buffer is allocated when the client starts a request and freed when the
@@ -21,23 +21,29 @@
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Method, Response, StatusCode, Version};
+use http::StatusCode;
 use http_body::Body;
 use http_body_util::BodyExt;
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use crate::conn::{ActiveGuard, ConnState, ServeOptions};
-use crate::forward::{self, BodyFault, Peer, ProxyBody, ReqHead};
+use super::ServeOptions;
+use crate::bounds::{Bounds, HardStop};
+use crate::conn::{ActiveGuard, ConnState};
 use crate::h1::{self, BodyLen, FrameError, RequestInfo};
-use crate::rawreq::{RawRequest, FEW_HEADERS};
-use crate::server::{CachedSettings, Inner};
+use crate::head::{RequestHead, ResponseHead};
+use crate::pipeline;
+use crate::respond::{own, Answer, ProxyBody};
+use crate::rewrite;
+use crate::state::{CachedSettings, Inner, Peer};
+use crate::stream::{BodyFault, BoxError, ReqBody};
 
 /// Longest request head accepted (bytes): hyper's default buffer limit, so both paths
 /// answer 431 at the same size.
@@ -95,9 +101,9 @@ pub(crate) async fn serve(
         let _ = hard_rx.wait_for(|&stop| stop).await;
     };
     tokio::pin!(hard_wait);
-    let mut bounds = forward::Bounds {
+    let mut bounds = Bounds {
         timer: bounds_timer,
-        hard_stop: forward::HardStop::new(&hard_seen, hard_wait),
+        hard_stop: HardStop::new(&hard_seen, hard_wait),
     };
     loop {
         if buf.is_empty() {
@@ -147,20 +153,19 @@ async fn request(
     state: &Arc<ConnState>,
     shutdown: &watch::Receiver<bool>,
     mut stop: Pin<&mut impl Future<Output = ()>>,
-    bounds: &mut forward::Bounds<'_>,
+    bounds: &mut Bounds<'_>,
 ) -> Next {
     // The head, within the header timeout of its first byte.
     let deadline = tokio::time::Instant::now() + opts.header_timeout;
     let (head, info, http10) = loop {
         if !buf.is_empty() {
-            match parse_head(buf) {
+            match RequestHead::parse_h1(buf, MAX_HEAD) {
                 Ok(Some(p)) => break p,
                 Ok(None) => {}
                 Err(e) => {
-                    let answer = answer_bytes(plain(
-                        StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST),
-                        &e.to_string(),
-                    ));
+                    let status =
+                        StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
+                    let answer = answer_bytes(own(status, &e.to_string(), &[]));
                     let _ = write_all(stream, &answer, opts.send_timeout).await;
                     return Next::Close;
                 }
@@ -195,44 +200,16 @@ async fn request(
     buf.drain(..info.head_len);
     let mut body_read = info.body == BodyLen::Length(0);
     let settings = inner.fresh(settings);
-    let resp = match forward::admit(inner, settings, head, peer, Instant::now()) {
+    let resp = match pipeline::admit(inner, settings, head, peer, Instant::now()) {
         Err(r) => r,
         Ok(admitted) => {
-            let (max, limit) = admitted.body_limits();
-            let read = if body_read {
-                Ok(Bytes::new())
-            } else {
-                let r = tokio::time::timeout(limit, read_body(stream, buf, &info, max, opts))
-                    .await
-                    .unwrap_or(Err(BodyFault::Timeout));
-                body_read = r.is_ok();
-                r
+            let io = Io { stream, opts };
+            let Some((r, read)) = exchange(io, buf, &info, inner, admitted, peer, bounds).await
+            else {
+                return Next::Close;
             };
-            match read {
-                Err(f) => forward::body_fault(inner, admitted, f),
-                Ok(body) => {
-                    let pipelined = !buf.is_empty();
-                    if !pipelined {
-                        // Nothing buffered: a queued request holds no read buffer.
-                        *buf = Vec::new();
-                    }
-                    // Pinned where it is made: `select!` would move (copy) it.
-                    let mut dispatch = std::pin::pin!(forward::dispatch(
-                        inner,
-                        admitted,
-                        body,
-                        peer,
-                        Some(bounds)
-                    ));
-                    tokio::select! {
-                        biased;
-                        r = dispatch.as_mut() => r,
-                        // The client went away: dropping the request cancels it (queued
-                        // or in flight), as hyper's path does.
-                        _ = client_gone(stream, pipelined) => return Next::Close,
-                    }
-                }
-            }
+            body_read |= read;
+            r
         }
     };
     let mut keep_alive = info.keep_alive && !*shutdown.borrow();
@@ -246,9 +223,12 @@ async fn request(
         }
     }
     // The head built here, not in a future: see `response_head`.
-    let (parts, mut body) = resp.into_parts();
-    let head = response_head(&parts, &mut body, info.head_method, http10, keep_alive);
-    drop(parts);
+    let Answer {
+        head,
+        mut body,
+        close,
+    } = resp;
+    let head = response_head(&head, &body, info.head_method, http10, keep_alive && !close);
     let written = write_response(stream, &mut body, head, opts.send_timeout).await;
     drop(guard);
     match written {
@@ -257,55 +237,80 @@ async fn request(
     }
 }
 
-/// Parse a request head at the start of `buf`: kept raw if it can be, else into owned
-/// parts; with its framing and whether it is HTTP/1.0. `Ok(None)`: incomplete.
-fn parse_head(buf: &[u8]) -> Result<Option<(ReqHead, RequestInfo, bool)>, FrameError> {
-    // A small array first (see `FEW_HEADERS`).
-    match parse_head_in(buf, &mut [httparse::EMPTY_HEADER; FEW_HEADERS]) {
-        Err(FrameError::HeadTooLarge) => {
-            parse_head_in(buf, &mut [httparse::EMPTY_HEADER; h1::MAX_HEADERS])
-        }
-        r => r,
-    }
+/// A client connection's socket and how it is served.
+#[derive(Clone, Copy)]
+struct Io<'c> {
+    stream: &'c TcpStream,
+    opts: ServeOptions,
 }
 
-fn parse_head_in<'b>(
-    buf: &'b [u8],
-    headers: &mut [httparse::Header<'b>],
-) -> Result<Option<(ReqHead, RequestInfo, bool)>, FrameError> {
-    let Some((req, info)) = h1::parse_request(buf, headers, MAX_HEAD)? else {
-        return Ok(None);
+/// Read (or stream) an admitted request's body and run it through the pipeline: its answer,
+/// and whether its body was read to its end (the connection may go on). `None`: the client
+/// went away (dropping the request cancels it, queued or in flight, as hyper's path does).
+async fn exchange(
+    io: Io<'_>,
+    buf: &mut Vec<u8>,
+    info: &RequestInfo,
+    inner: &Arc<Inner>,
+    admitted: pipeline::Admitted<'_>,
+    peer: &Arc<Peer>,
+    bounds: &mut Bounds<'_>,
+) -> Option<(Answer, bool)> {
+    let Io { stream, opts } = io;
+    let declared = match info.body {
+        BodyLen::Length(n) => Some(n),
+        _ => None,
     };
-    let http10 = req.version == Some(0);
-    if let Some(raw) = RawRequest::of(buf, info.head_len, &req) {
-        return Ok(Some((ReqHead::Raw(raw), info, http10)));
-    }
-    let bad = FrameError::Malformed("invalid request line or header");
-    let method = Method::from_bytes(req.method.unwrap_or("").as_bytes()).map_err(|_| bad)?;
-    let uri: http::Uri = req.path.unwrap_or("").parse().map_err(|_| bad)?;
-    let version = if http10 {
-        Version::HTTP_10
-    } else {
-        Version::HTTP_11
-    };
-    let mut b = http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .version(version);
-    if let Some(map) = b.headers_mut() {
-        map.reserve(req.headers.len());
-        for h in req.headers.iter() {
-            // Answered here (100-continue), never forwarded.
-            if h.name.eq_ignore_ascii_case("expect") {
-                continue;
-            }
-            let name = HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| bad)?;
-            let value = HeaderValue::from_bytes(h.value).map_err(|_| bad)?;
-            map.append(name, value);
+    if declared != Some(0) && admitted.streams(declared) {
+        if info.expect_continue && buf.is_empty() {
+            let _ = write_all(stream, b"HTTP/1.1 100 Continue\r\n\r\n", opts.send_timeout).await;
         }
+        let ended = AtomicBool::new(false);
+        let framing = match declared {
+            Some(n) => Framing::Length(n),
+            None => Framing::Chunked(h1::Chunked::new(u64::MAX)),
+        };
+        let source = SocketBody {
+            stream,
+            buf,
+            framing,
+            ended: &ended,
+        };
+        let body = admitted.limited(Box::pin(source));
+        // The body is read by the upstream wire: the client is seen gone when it reads.
+        let r = pipeline::dispatch(inner, admitted, body, peer, Some(bounds)).await;
+        return Some((r, ended.load(Relaxed)));
     }
-    let parts = b.body(()).map_err(|_| bad)?.into_parts().0;
-    Ok(Some((ReqHead::Parts(Box::new(parts)), info, http10)))
+    let (max, limit) = admitted.body_limits();
+    let read = if declared == Some(0) {
+        Ok(Bytes::new())
+    } else {
+        tokio::time::timeout(limit, read_body(stream, buf, info, max, opts))
+            .await
+            .unwrap_or(Err(BodyFault::Timeout))
+    };
+    let body = match read {
+        Err(f) => return Some((pipeline::body_fault(admitted, f), false)),
+        Ok(body) => body,
+    };
+    let pipelined = !buf.is_empty();
+    if !pipelined {
+        // Nothing buffered: a queued request holds no read buffer.
+        *buf = Vec::new();
+    }
+    // Pinned where it is made: `select!` would move (copy) it.
+    let mut dispatch = std::pin::pin!(pipeline::dispatch(
+        inner,
+        admitted,
+        ReqBody::Full(body),
+        peer,
+        Some(bounds)
+    ));
+    tokio::select! {
+        biased;
+        r = dispatch.as_mut() => Some((r, true)),
+        _ = client_gone(stream, pipelined) => None,
+    }
 }
 
 /// Read what the socket has into `buf` (room for at least `want` more bytes, 4 KiB if 0);
@@ -407,6 +412,88 @@ async fn read_body(
     }
 }
 
+/// A request body streamed straight off the client's socket (a body without a length, or a
+/// gRPC one): what the head's read left in `buf` first, then the socket, decoded by its
+/// framing as it comes. Any bytes past its end (a pipelined request) stay in `buf`.
+struct SocketBody<'c> {
+    stream: &'c TcpStream,
+    buf: &'c mut Vec<u8>,
+    framing: Framing,
+    /// Set once the body has been read to its end (the connection may go on).
+    ended: &'c AtomicBool,
+}
+
+/// How a streamed request body ends.
+enum Framing {
+    /// After this many more bytes.
+    Length(u64),
+    /// At the last chunk.
+    Chunked(h1::Chunked),
+}
+
+impl SocketBody<'_> {
+    /// Decode what is buffered into at most one piece of data.
+    fn decode(&mut self) -> Result<Option<Bytes>, BodyFault> {
+        let out = match &mut self.framing {
+            Framing::Length(n) => {
+                let take = (*n).min(self.buf.len() as u64) as usize;
+                *n -= take as u64;
+                let rest = self.buf.split_off(take);
+                std::mem::replace(self.buf, rest)
+            }
+            Framing::Chunked(c) => {
+                let mut out = Vec::new();
+                let used = c.feed(self.buf, Some(&mut out)).map_err(|e| match e {
+                    FrameError::BodyTooLarge => BodyFault::TooLarge,
+                    _ => BodyFault::Broken,
+                })?;
+                self.buf.drain(..used);
+                out
+            }
+        };
+        if match &self.framing {
+            Framing::Length(n) => *n == 0,
+            Framing::Chunked(c) => c.done(),
+        } {
+            self.ended.store(true, Relaxed);
+        }
+        Ok((!out.is_empty()).then(|| Bytes::from(out)))
+    }
+}
+
+impl Body for SocketBody<'_> {
+    type Data = Bytes;
+    type Error = BoxError;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, BoxError>>> {
+        let me = &mut *self;
+        loop {
+            match me.decode() {
+                Err(f) => return Poll::Ready(Some(Err(f.into()))),
+                Ok(Some(d)) => return Poll::Ready(Some(Ok(http_body::Frame::data(d)))),
+                Ok(None) if me.ended.load(Relaxed) => return Poll::Ready(None),
+                Ok(None) => {}
+            }
+            std::task::ready!(me.stream.poll_read_ready(cx))
+                .map_err(|_| BoxError::from(BodyFault::Broken))?;
+            if me.buf.capacity() - me.buf.len() < 1024 {
+                me.buf.reserve(16 * 1024);
+            }
+            match me.stream.try_read_buf(me.buf) {
+                Ok(0) => return Poll::Ready(Some(Err(BodyFault::Broken.into()))),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return Poll::Ready(Some(Err(BodyFault::Broken.into()))),
+            }
+        }
+    }
+    fn is_end_stream(&self) -> bool {
+        self.ended.load(Relaxed)
+    }
+}
+
 /// Resolves when the client has closed its connection (or it failed). Pending for ever
 /// once the client sends more (a pipelined request: it is read after this one is answered).
 ///
@@ -446,17 +533,6 @@ async fn write_all(stream: &TcpStream, mut data: &[u8], send_timeout: Duration) 
     Ok(())
 }
 
-/// A small answer of the own path's (bad request heads), closing the connection.
-fn plain(status: StatusCode, msg: &str) -> Response<ProxyBody> {
-    let mut r = Response::new(ProxyBody::text(format!("{msg}\n")));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
 /// Append `n` in hexadecimal (a chunk size).
 fn hex(out: &mut Vec<u8>, n: usize) {
     let s = format!("{n:x}");
@@ -479,55 +555,22 @@ struct OutHead {
 /// size, chunked (HTTP/1.1) or by closing (HTTP/1.0). Apart from [`write_response`] so that
 /// no future holds the whole `Response` (issue 19: futures are copied whole when made).
 fn response_head(
-    parts: &http::response::Parts,
-    body: &mut ProxyBody,
+    head: &ResponseHead,
+    body: &ProxyBody,
     head_method: bool,
     http10: bool,
     mut keep_alive: bool,
 ) -> OutHead {
-    // The upstream's head kept as it came (issue 19): its lines are written as they are.
-    let raw = match body {
-        ProxyBody::Upstream(m) => m.take_raw_head(),
-        ProxyBody::Full(_) => None,
-    };
-    let status = parts.status.as_u16();
-    if parts
-        .headers
-        .get_all(http::header::CONNECTION)
-        .iter()
-        .any(|v| {
-            v.as_bytes()
-                .split(|&b| b == b',')
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
-        })
-    {
-        keep_alive = false;
-    }
+    let status = head.status.as_u16();
     let bodiless = head_method || status < 200 || status == 204 || status == 304;
     let mut out = Vec::with_capacity(512);
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.extend_from_slice(head.status.as_str().as_bytes());
     out.push(b' ');
-    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(head.status.canonical_reason().unwrap_or("").as_bytes());
     out.extend_from_slice(b"\r\n");
-    for (name, value) in parts.headers.iter() {
-        if name == http::header::CONNECTION || name == http::header::TRANSFER_ENCODING {
-            continue;
-        }
-        out.extend_from_slice(name.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    let (mut has_length, mut has_date) = (
-        parts.headers.contains_key(http::header::CONTENT_LENGTH),
-        parts.headers.contains_key(http::header::DATE),
-    );
-    if let Some(raw) = &raw {
-        let (l, d) = raw.with_headers(|hs| write_response_headers(&mut out, hs));
-        has_length |= l;
-        has_date |= d;
-    }
+    // The upstream's lines as it sent them (issue 19), less what `rewrite` drops.
+    let (has_length, has_date) = rewrite::response_h1(&mut out, head);
     let mut chunked = false;
     if !bodiless && !has_length {
         if let Some(n) = body.size_hint().exact() {
@@ -625,38 +668,13 @@ async fn write_response(
 }
 
 /// The bytes of one of the own path's small answers (its body is whole), closing the
-/// connection: written with one `write_all`, so no future holds a `Response`.
-fn answer_bytes(resp: Response<ProxyBody>) -> Vec<u8> {
-    let (parts, mut body) = resp.into_parts();
-    let mut out = response_head(&parts, &mut body, false, false, false).out;
-    if let ProxyBody::Full(Some(b)) = body {
+/// connection: written with one `write_all`, so no future holds an [`Answer`].
+fn answer_bytes(a: Answer) -> Vec<u8> {
+    let mut out = response_head(&a.head, &a.body, false, false, false).out;
+    if let ProxyBody::Full(Some(b)) = a.body {
         out.extend_from_slice(&b);
     }
     out
-}
-
-/// Append an upstream response's end-to-end header lines as they came: without hop-by-hop
-/// headers (RFC 9110 §7.6.1), those its `Connection` names and `Transfer-Encoding` (the
-/// client's framing is the proxy's). Returns whether it had a `Content-Length` and a `Date`.
-fn write_response_headers(out: &mut Vec<u8>, headers: &[httparse::Header<'_>]) -> (bool, bool) {
-    let named = h1::connection_named(headers);
-    let any_connection = headers
-        .iter()
-        .any(|h| h.name.eq_ignore_ascii_case("connection"));
-    let (mut length, mut date) = (false, false);
-    for h in headers {
-        let name = h.name;
-        if h1::hop_by_hop(name) || (any_connection && named(name)) {
-            continue;
-        }
-        length |= name.eq_ignore_ascii_case("content-length");
-        date |= name.eq_ignore_ascii_case("date");
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(h.value);
-        out.extend_from_slice(b"\r\n");
-    }
-    (length, date)
 }
 
 /// Now as an HTTP date, formatted once a second per thread.
@@ -728,62 +746,5 @@ mod tests {
         ] {
             assert_eq!(std::str::from_utf8(&imf_fixdate(t)).unwrap(), want, "{t}");
         }
-    }
-
-    #[test]
-    fn request_heads_are_kept_raw_or_become_owned_parts() {
-        let (h, info, http10) = parse_head(
-            b"POST /a?b=1 HTTP/1.0\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
-        )
-        .unwrap()
-        .unwrap();
-        let ReqHead::Raw(r) = h else {
-            panic!("a plain head is kept raw")
-        };
-        assert_eq!(r.method(), Method::POST);
-        assert_eq!(r.target(), "/a?b=1");
-        assert!(http10);
-        assert_eq!(info.body, BodyLen::Length(3));
-        assert!(info.expect_continue && !info.keep_alive);
-        // An absolute-form target: what `http::Uri` reads it as, as on hyper's path.
-        let Ok(Some((ReqHead::Parts(p), _, false))) =
-            parse_head(b"GET http://h/a?b=1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n\r\n")
-        else {
-            panic!("an absolute-form head becomes parts")
-        };
-        assert_eq!(p.uri.path_and_query().unwrap().as_str(), "/a?b=1");
-        assert_eq!(p.version, Version::HTTP_11);
-        assert!(
-            p.headers.get("expect").is_none(),
-            "answered here, not forwarded"
-        );
-        assert!(parse_head(b"GET / HTTP/1.1\r\nHost: x\r\n")
-            .unwrap()
-            .is_none());
-        let Err(e) = parse_head(
-            b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
-        ) else {
-            panic!("ambiguous framing is refused")
-        };
-        assert_eq!(e.status(), 400);
-    }
-
-    #[test]
-    fn upstream_response_lines_go_out_without_hop_by_hop_headers() {
-        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, X-Hop\r\n\
-            X-Hop: 1\r\nKeep-Alive: timeout=5\r\nX-Cost-Ms: 3\r\nTransfer-Encoding: chunked\r\n\
-            Set-Cookie: a\r\nSet-Cookie: b\r\n\r\n";
-        let mut headers = [httparse::EMPTY_HEADER; 16];
-        let mut resp = httparse::Response::new(&mut headers);
-        resp.parse(head).unwrap();
-        let mut out = Vec::new();
-        assert_eq!(
-            write_response_headers(&mut out, resp.headers),
-            (true, false)
-        );
-        assert_eq!(
-            std::str::from_utf8(&out).unwrap(),
-            "Content-Length: 2\r\nX-Cost-Ms: 3\r\nSet-Cookie: a\r\nSet-Cookie: b\r\n"
-        );
     }
 }

@@ -1,13 +1,13 @@
-//! The upstream side of the own HTTP/1.1 path (issue 19, `listen.http1 = "own"`): a stack of
-//! idle keep-alive sockets to the one upstream, a request written in one write (head and
-//! body), the response head parsed by [`crate::h1`], and the response body read off the
-//! socket by [`RawBody`] on the request's own task — no connection task, no channels, no
-//! oneshot per response (what hyper's client costs; docs/benchmarks.md).
+//! The HTTP/1.1 wire to the upstream (`[upstream] protocol = "http1"`, the proxy's own,
+//! issue 19): a stack of idle keep-alive sockets to the one upstream, a request written in
+//! one write (head and body), the response head parsed by [`crate::h1`], and the response
+//! body read off the socket by [`RawBody`] on the request's own task — no connection task,
+//! no channels, no oneshot per response (what hyper's client costs; docs/benchmarks.md).
 //!
 //! A socket goes back to the stack when its response body has been read to its end and the
 //! upstream allowed keep-alive; a body dropped part-way closes it. A request on a pooled
 //! socket that the upstream had closed meanwhile (nothing of a response came back) is
-//! retried once on a new connection, as the hyper pool does.
+//! retried once on a new connection.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -16,28 +16,22 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::uri::Authority;
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::{Failure, Outgoing, Reply, Wire};
 use crate::h1::{self, BodyLen, Chunked};
-use crate::rawreq::{Lines, FEW_HEADERS};
+use crate::head::ResponseHead;
+use crate::rewrite::{self, BodyFraming};
+use crate::stream::{Limited, ReqBody};
 
 /// Longest upstream response head accepted (bytes), as the hyper client's default.
 const MAX_HEAD: usize = 8192 + 4096 * 100;
 
-/// Why an upstream exchange on the own path failed.
-#[derive(Debug)]
-pub(crate) enum RawError {
-    /// No connection could be opened (→ 502 "cannot connect").
-    Connect,
-    /// The connection failed, or the upstream's answer was not valid HTTP/1 (→ 502).
-    Broken,
-}
-
-/// Idle keep-alive sockets to one upstream.
-pub(crate) struct RawPool {
+/// Idle keep-alive sockets to one upstream, and the exchange on them.
+pub(crate) struct Http1 {
     authority: Authority,
     connect_timeout: Duration,
     idle_timeout: Duration,
@@ -52,17 +46,40 @@ pub(crate) struct RawPool {
 /// Idle sockets, most recently returned last, with when each was returned.
 type IdleStack = Mutex<Vec<(TcpStream, Instant)>>;
 
-impl RawPool {
-    /// A pool for `authority` (host:port; port 80 if none).
+impl Wire for Arc<Http1> {
+    async fn send(&self, req: Outgoing<'_>) -> Result<Reply, Failure> {
+        let head_method = *req.head.method() == http::Method::HEAD;
+        match req.body {
+            ReqBody::Full(body) => {
+                // Head and body in one write (issue 19).
+                let mut out = Vec::with_capacity(512 + body.len());
+                let framing = BodyFraming::Length(body.len() as u64);
+                rewrite::request_h1(&mut out, &req.head, &req.fwd, framing);
+                out.extend_from_slice(&body);
+                drop((req.head, body));
+                self.exchange_retrying(&out, None, head_method).await
+            }
+            ReqBody::Stream(body) => {
+                let mut out = Vec::with_capacity(512);
+                rewrite::request_h1(&mut out, &req.head, &req.fwd, BodyFraming::Chunked);
+                drop(req.head);
+                self.exchange_retrying(&out, Some(body), head_method).await
+            }
+        }
+    }
+}
+
+impl Http1 {
+    /// A pool for `authority` (host:port; port 80 if none), with `stacks` idle stacks.
     pub fn new(
         authority: Authority,
         connect_timeout: Duration,
         idle_timeout: Duration,
         max_idle: usize,
         stacks: usize,
-    ) -> RawPool {
+    ) -> Http1 {
         let stacks = stacks.max(1);
-        RawPool {
+        Http1 {
             authority,
             connect_timeout,
             idle_timeout,
@@ -93,20 +110,18 @@ impl RawPool {
         }
     }
 
-    async fn connect(&self) -> Result<TcpStream, RawError> {
-        crate::pool::connect_tcp(&self.authority, self.connect_timeout)
-            .await
-            .map_err(|_| RawError::Connect)
-    }
-
-    /// Send `request` (a whole serialized request) and read the response head.
-    pub async fn send(
+    /// Send `request` (a serialized request, whole or up to its blank line with `body` to
+    /// stream after it) and read the response head: on an idle socket, and once more on a
+    /// new one if that had been closed meanwhile (a streamed body: only if none of it was
+    /// taken yet).
+    async fn exchange_retrying(
         self: &Arc<Self>,
         request: &[u8],
+        mut body: Option<Limited<'_>>,
         head_method: bool,
-    ) -> Result<(RespHead, RawBody), RawError> {
+    ) -> Result<Reply, Failure> {
         if let Some(s) = self.checkout() {
-            match self.exchange(s, request, head_method).await {
+            match self.exchange(s, request, &mut body, head_method).await {
                 Ok(r) => return Ok(r),
                 // The pooled socket was closed by the upstream before any answer: once more
                 // on a new one.
@@ -114,44 +129,44 @@ impl RawPool {
                 Err(Some(e)) => return Err(e),
             }
         }
-        let s = self.connect().await?;
-        self.exchange(s, request, head_method)
+        let s = super::connect_tcp(&self.authority, self.connect_timeout)
             .await
-            .map_err(|e| e.unwrap_or(RawError::Broken))
+            .map_err(|_| Failure::Connect)?;
+        self.exchange(s, request, &mut body, head_method)
+            .await
+            .map_err(|e| e.unwrap_or(Failure::Broken))
     }
 
-    /// `Err(None)`: nothing of a response came back (retryable on a pooled socket).
+    /// `Err(None)`: nothing of the request was taken and nothing of a response came back
+    /// (retryable on a pooled socket).
     async fn exchange(
         self: &Arc<Self>,
         mut s: TcpStream,
         request: &[u8],
+        body: &mut Option<Limited<'_>>,
         head_method: bool,
-    ) -> Result<(RespHead, RawBody), Option<RawError>> {
+    ) -> Result<Reply, Option<Failure>> {
         if s.write_all(request).await.is_err() {
             return Err(None);
+        }
+        if let Some(body) = body {
+            write_chunked(&mut s, body).await.map_err(Some)?;
         }
         let mut buf: Vec<u8> = Vec::with_capacity(4096);
         loop {
             if !buf.is_empty() {
-                match parse_head(&buf, head_method) {
-                    Ok(Some((status, info, _))) if status.is_informational() => {
+                match ResponseHead::parse_h1(&buf, MAX_HEAD, head_method) {
+                    Ok(Some((head, info))) if head.status.is_informational() => {
                         // 1xx interim answers are skipped (101 is never asked for).
-                        if status == StatusCode::SWITCHING_PROTOCOLS {
-                            return Err(Some(RawError::Broken));
+                        if head.status == StatusCode::SWITCHING_PROTOCOLS {
+                            return Err(Some(Failure::Broken));
                         }
                         buf.drain(..info.head_len);
                         continue;
                     }
-                    Ok(Some((status, info, lines))) => {
-                        // The head's bytes as they came: written to the client as they are
-                        // (less hop-by-hop headers), no `HeaderMap` built (issue 19).
-                        let head = RespHead {
-                            status,
-                            bytes: buf[..info.head_len].to_vec(),
-                            lines,
-                        };
+                    Ok(Some((head, info))) => {
                         buf.drain(..info.head_len);
-                        let state = match info.body {
+                        let framing = match info.body {
                             BodyLen::Length(n) => Framing::Length(n),
                             BodyLen::Chunked => Framing::Chunked(Chunked::new(u64::MAX)),
                             BodyLen::ToEof => Framing::ToEof,
@@ -159,16 +174,16 @@ impl RawPool {
                         let mut body = RawBody {
                             conn: Some(s),
                             buf,
-                            framing: state,
+                            framing,
                             keep_alive: info.keep_alive,
                             done: false,
                             pool: self.clone(),
                         };
                         body.check_done();
-                        return Ok((head, body));
+                        return Ok(Reply { head, body });
                     }
                     Ok(None) => {}
-                    Err(_) => return Err(Some(RawError::Broken)),
+                    Err(_) => return Err(Some(Failure::Broken)),
                 }
             }
             let fresh = buf.is_empty();
@@ -177,94 +192,29 @@ impl RawPool {
             }
             match s.read_buf(&mut buf).await {
                 Ok(0) | Err(_) if fresh => return Err(None),
-                Ok(0) => return Err(Some(RawError::Broken)),
-                Err(_) => return Err(Some(RawError::Broken)),
+                Ok(0) => return Err(Some(Failure::Broken)),
+                Err(_) => return Err(Some(Failure::Broken)),
                 Ok(_) => {}
             }
         }
     }
 }
 
-use tokio::io::AsyncReadExt;
-
-/// Whether a header value is one `http::HeaderValue` accepts (no control characters but
-/// tab): the own path refuses what the hyper path would.
-pub(crate) fn valid_value(v: &[u8]) -> bool {
-    v.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
-}
-
-/// An upstream response head as the upstream sent it: forwarded to an own-path client line
-/// by line, or turned into `http` parts for a client on hyper.
-pub(crate) struct RespHead {
-    /// Its status.
-    pub status: StatusCode,
-    /// The status line and header lines, with the blank line.
-    bytes: Vec<u8>,
-    /// Its header lines.
-    lines: Lines,
-}
-
-impl RespHead {
-    /// `f` of its header lines.
-    pub fn with_headers<R>(&self, f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
-        self.lines.with(&self.bytes, f)
+/// Write `body` as it comes, chunked, and its last chunk.
+async fn write_chunked(s: &mut TcpStream, body: &mut Limited<'_>) -> Result<(), Failure> {
+    let mut out = Vec::new();
+    while let Some(piece) = body.next().await {
+        let d = piece.map_err(Failure::Body)?;
+        if d.is_empty() {
+            continue;
+        }
+        out.clear();
+        out.extend_from_slice(format!("{:x}\r\n", d.len()).as_bytes());
+        out.extend_from_slice(&d);
+        out.extend_from_slice(b"\r\n");
+        s.write_all(&out).await.map_err(|_| Failure::Broken)?;
     }
-
-    /// As owned `http` parts (status and every header as sent).
-    pub fn to_parts(&self) -> http::response::Parts {
-        let mut parts = http::Response::new(()).into_parts().0;
-        parts.status = self.status;
-        self.with_headers(|hs| {
-            parts.headers.reserve(hs.len());
-            for h in hs {
-                // Checked valid when the head came in.
-                if let (Ok(n), Ok(v)) = (
-                    HeaderName::from_bytes(h.name.as_bytes()),
-                    HeaderValue::from_bytes(h.value),
-                ) {
-                    parts.headers.append(n, v);
-                }
-            }
-        });
-        parts
-    }
-}
-
-/// A response head's status, framing and number of header lines; its header values
-/// checked as `http` would.
-fn parse_head(
-    buf: &[u8],
-    head_method: bool,
-) -> Result<Option<(StatusCode, h1::ResponseInfo, Lines)>, h1::FrameError> {
-    // A small array first (see `FEW_HEADERS`).
-    match parse_head_in(buf, head_method, &mut [httparse::EMPTY_HEADER; FEW_HEADERS]) {
-        Err(h1::FrameError::HeadTooLarge) => parse_head_in(
-            buf,
-            head_method,
-            &mut [httparse::EMPTY_HEADER; h1::MAX_HEADERS],
-        ),
-        r => r,
-    }
-}
-
-fn parse_head_in<'b>(
-    buf: &'b [u8],
-    head_method: bool,
-    headers: &mut [httparse::Header<'b>],
-) -> Result<Option<(StatusCode, h1::ResponseInfo, Lines)>, h1::FrameError> {
-    let Some((resp, info)) = h1::parse_response(buf, headers, MAX_HEAD, head_method)? else {
-        return Ok(None);
-    };
-    let bad = h1::FrameError::Malformed("invalid response header");
-    let status = StatusCode::from_u16(info.status).map_err(|_| bad)?;
-    if !resp
-        .headers
-        .iter()
-        .all(|h| h.name.len() < 1 << 16 && valid_value(h.value))
-    {
-        return Err(bad);
-    }
-    Ok(Some((status, info, Lines::of(buf, resp.headers))))
+    s.write_all(b"0\r\n\r\n").await.map_err(|_| Failure::Broken)
 }
 
 /// Where a response body stands.
@@ -287,7 +237,7 @@ pub(crate) struct RawBody {
     framing: Framing,
     keep_alive: bool,
     done: bool,
-    pool: Arc<RawPool>,
+    pool: Arc<Http1>,
 }
 
 impl RawBody {
@@ -337,7 +287,7 @@ impl RawBody {
 
 impl Body for RawBody {
     type Data = Bytes;
-    type Error = crate::forward::BoxError;
+    type Error = super::BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,

@@ -1,0 +1,107 @@
+//! What ends a request's wait and its upstream exchange early: the queue and upstream
+//! timeouts (one timer, re-armed) and the proxy's hard stop.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use tokio::sync::watch;
+use tokio::time::Sleep;
+
+/// What ends a request's wait and its upstream exchange early: the queue and upstream
+/// timeouts (one timer, re-armed) and the proxy's hard stop.
+///
+/// The own HTTP/1 path keeps one for each connection (issue 19): its timer stays in the
+/// wheel across requests and is moved on only when it fires early ([`arm`], [`poll_due`]),
+/// and its hard-stop waiter stays registered, so a request makes no timer entry and
+/// registers no waiter. hyper's path makes one per request (`pipeline::dispatch` with `None`).
+pub(crate) struct Bounds<'a> {
+    /// The queue timeout while the request waits for a slot, then the upstream timeout.
+    pub timer: Pin<&'a mut Sleep>,
+    /// Resolves once the proxy hard-stops.
+    pub hard_stop: HardStop<'a>,
+}
+
+/// The proxy's hard stop (`Inner::hard_stop`) as one task watches it. Its waiter is
+/// registered by the first poll and stays registered while this lives; later polls from the
+/// same task read the watch's version (one atomic load) rather than lock the waiter list, as
+/// polling a registered `Notified` does. Ready for good once the stop has come.
+pub(crate) struct HardStop<'a> {
+    /// A receiver that never marks a value seen: its version changes only with a send.
+    seen: &'a watch::Receiver<bool>,
+    /// The waiter: `wait_for(true)` on another receiver of the same watch.
+    wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
+    /// The waker `wait` was registered with, once it was polled.
+    waker: Option<Waker>,
+    stopped: bool,
+}
+
+impl<'a> HardStop<'a> {
+    /// Watch for the hard stop: `seen` a receiver of `Inner::hard_stop`, `wait` a future
+    /// over another one that resolves when its value is (or becomes) true.
+    pub fn new(
+        seen: &'a watch::Receiver<bool>,
+        wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
+    ) -> Self {
+        HardStop {
+            seen,
+            wait,
+            waker: None,
+            stopped: false,
+        }
+    }
+
+    /// Ready once the proxy has hard-stopped (and on every poll after).
+    pub fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.stopped {
+            return Poll::Ready(());
+        }
+        // Registered with this task's waker and nothing sent since: nothing to do.
+        if let Some(w) = &self.waker {
+            if w.will_wake(cx.waker()) && matches!(self.seen.has_changed(), Ok(false)) {
+                return Poll::Pending;
+            }
+        }
+        match self.wait.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.stopped = true;
+                self.waker = None;
+                Poll::Ready(())
+            }
+            Poll::Pending => {
+                if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    self.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Make `timer` fire no later than `due`. A timer still armed for an earlier deadline (the
+/// connection's previous request) is left as it is, and [`poll_due`] moves it on when it
+/// fires: `Sleep::reset` clones the runtime handle (an atomic increment and decrement on a
+/// count every worker thread shares), so a reset per request costs about what a new
+/// `Sleep` does (issue 19). A connection's timer is then reset about once per timeout,
+/// not once per request.
+pub(crate) fn arm(timer: Pin<&mut Sleep>, due: tokio::time::Instant) {
+    if timer.is_elapsed() || timer.deadline() > due {
+        timer.reset(due);
+    }
+}
+
+/// Ready once `due` has passed, with `timer` [`arm`]ed for it: when it fires for an earlier
+/// deadline, it is reset to `due`.
+pub(crate) fn poll_due(
+    mut timer: Pin<&mut Sleep>,
+    due: tokio::time::Instant,
+    cx: &mut Context<'_>,
+) -> Poll<()> {
+    loop {
+        std::task::ready!(timer.as_mut().poll(cx));
+        if timer.deadline() >= due {
+            return Poll::Ready(());
+        }
+        timer.as_mut().reset(due);
+    }
+}

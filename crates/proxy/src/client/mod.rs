@@ -1,0 +1,186 @@
+//! The client side of the pipeline: a connection's first bytes pick its adapter, and the
+//! adapter turns what the client sends into [`RequestHead`](crate::head::RequestHead)s for
+//! the pipeline and writes back its answers.
+//!
+//! * [`h1`] — the proxy's own HTTP/1.1 server (`listen.http1 = "own"`, the default);
+//! * [`on_hyper`] — hyper's server: HTTP/2 (prior knowledge), and HTTP/1.1 with
+//!   `listen.http1 = "hyper"`.
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+
+use crate::conn::{ClientIo, ConnState};
+use crate::state::{Inner, Peer};
+
+pub(crate) mod h1;
+pub(crate) mod on_hyper;
+
+/// What a new client connection's first bytes (peeked, not consumed) say it speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FirstBytes {
+    /// Not the start of the HTTP/2 preface (or HTTP/2 is off): HTTP/1.
+    Http1,
+    /// The HTTP/2 preface or a piece of it: left to hyper-util's version detection.
+    Other,
+    /// The client closed the connection without sending anything.
+    Closed,
+}
+
+/// The connection preface every HTTP/2 client sends first (RFC 9113 §3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+impl FirstBytes {
+    /// Classify the first bytes a client sent (`http2`: whether the listener speaks it).
+    fn of(bytes: &[u8], http2: bool) -> Self {
+        if bytes.is_empty() {
+            FirstBytes::Closed
+        } else if !http2 || !H2_PREFACE.starts_with(bytes) {
+            FirstBytes::Http1
+        } else {
+            FirstBytes::Other
+        }
+    }
+}
+
+/// How client connections are served (from `[limits]` and `[listen]`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ServeOptions {
+    /// `limits.header_timeout_ms`: the first bytes, then each request head, within this.
+    pub header_timeout: Duration,
+    /// `limits.send_timeout_ms`, for [`ClientIo`].
+    pub send_timeout: Duration,
+    /// `listen.http2`.
+    pub http2: bool,
+    /// `listen.http1 = "own"`: HTTP/1 clients on the own adapter rather than hyper's.
+    pub own_http1: bool,
+}
+
+/// An accepted client socket: still registered with the accepting runtime's reactor, or
+/// taken off it to be registered by the worker runtime that serves it (`listen.workers`).
+pub(crate) enum Accepted {
+    /// Served on the runtime that accepted it.
+    Tokio(TcpStream),
+    /// Registered with the serving task's runtime when the task starts.
+    Std(std::net::TcpStream),
+}
+
+/// Serve one client connection until it ends, it is shut down gracefully (`watcher`,
+/// `shutdown`), the table evicts it (`state.evict`: dropping hyper's connection closes the
+/// socket) or the caller drops this future; then call `closed` (not when dropped).
+///
+/// Issue 19 (memory per connection): nothing of hyper is allocated until the client has
+/// sent its first bytes (a connection that never sends costs its socket and this small
+/// future), and those bytes are only peeked to tell HTTP/1 from HTTP/2. hyper-util's own
+/// detection reads the first 24 bytes and hands them back as a prefix, so hyper's first
+/// read returns just those, the request head is incomplete, and the 8 KiB read buffer is
+/// regrown (and copied) to 16 KiB that the connection then keeps for life. A plain HTTP/1
+/// connection is served by hyper's HTTP/1 connection directly, whose task is also smaller
+/// than the auto connection (which has room for an HTTP/2 connection). HTTP/2 (and a
+/// client that so far sent only part of the preface) goes through hyper-util's detection
+/// as before. The first bytes are awaited for at most `header_timeout`, as hyper's
+/// `header_read_timeout` then bounds each request head.
+///
+/// This future is the connection's whole task (spawned as it is, with no wrapper): an async
+/// block rather than an async fn, because an async fn keeps a second copy of every argument
+/// it uses after an await, and a wrapper future would keep a third (rust-lang/rust#62958).
+#[allow(clippy::manual_async_fn)] // see above: the async fn form is larger
+#[allow(clippy::too_many_arguments)] // moved once into the task; a struct would be one more copy
+pub(crate) fn serve(
+    stream: Accepted,
+    inner: Arc<Inner>,
+    peer: Arc<Peer>,
+    opts: ServeOptions,
+    watcher: hyper_util::server::graceful::Watcher,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    state: Arc<ConnState>,
+    closed: impl FnOnce(&ConnState) + Send + 'static,
+) -> impl Future<Output = ()> + Send + 'static {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    async move {
+        'serve: {
+            let stream = match stream {
+                Accepted::Tokio(s) => s,
+                Accepted::Std(s) => match TcpStream::from_std(s) {
+                    Ok(s) => s,
+                    Err(_) => break 'serve,
+                },
+            };
+            let peek = async {
+                let mut first = [0u8; 24];
+                let n = stream.peek(&mut first).await?;
+                Ok::<_, io::Error>(FirstBytes::of(&first[..n], opts.http2))
+            };
+            let first = tokio::select! {
+                biased;
+                r = tokio::time::timeout(opts.header_timeout, peek) => r,
+                _ = shutdown.wait_for(|&s| s) => break 'serve,
+                _ = state.evict.notified() => break 'serve,
+            };
+            if matches!(first, Ok(Ok(FirstBytes::Http1))) && opts.own_http1 {
+                // Held until the connection ends, so a graceful shutdown waits for it.
+                let _watcher = watcher;
+                h1::serve(stream, inner, peer, opts, &state, &mut shutdown).await;
+                break 'serve;
+            }
+            let service = on_hyper::service(inner, peer, state.clone());
+            let io = TokioIo::new(ClientIo::new(stream, opts.send_timeout));
+            match first {
+                Ok(Ok(FirstBytes::Http1)) => {
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(opts.header_timeout)
+                        .serve_connection(io, service);
+                    tokio::select! {
+                        biased;
+                        _ = watcher.watch(conn) => {}
+                        _ = state.evict.notified() => {}
+                    }
+                }
+                Ok(Ok(FirstBytes::Other)) => {
+                    let mut builder =
+                        hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    builder
+                        .http1()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(opts.header_timeout);
+                    let conn = builder.serve_connection(io, service).into_owned();
+                    // Boxed: the rare path should not size every connection's task.
+                    tokio::select! {
+                        biased;
+                        _ = Box::pin(watcher.watch(conn)) => {}
+                        _ = state.evict.notified() => {}
+                    }
+                }
+                // Closed, failed, or nothing sent within the header timeout: drop the socket.
+                _ => {}
+            }
+        }
+        closed(&state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_bytes_tell_http1_from_the_http2_preface() {
+        assert_eq!(FirstBytes::of(b"", true), FirstBytes::Closed);
+        assert_eq!(
+            FirstBytes::of(b"GET / HTTP/1.1\r\n", true),
+            FirstBytes::Http1
+        );
+        assert_eq!(FirstBytes::of(b"P", true), FirstBytes::Other, "maybe h2");
+        assert_eq!(FirstBytes::of(b"POST /", true), FirstBytes::Http1);
+        assert_eq!(FirstBytes::of(H2_PREFACE, true), FirstBytes::Other);
+        assert_eq!(
+            FirstBytes::of(H2_PREFACE, false),
+            FirstBytes::Http1,
+            "h2 off"
+        );
+    }
+}

@@ -1,0 +1,422 @@
+//! The one head type of the request path: a request or response head kept as header lines in
+//! one byte buffer, with the spans of its lines taken once. Every client adapter produces a
+//! [`RequestHead`] (the own HTTP/1.1 path straight from the bytes it read; hyper's server
+//! from its `http` parts) and every upstream wire a [`ResponseHead`]; identification,
+//! classification, the header rewriting (`rewrite`) and the writers on both sides read only
+//! these. No `http::HeaderMap` is built on the own path (issue 19: an allocation per header
+//! value and a hashed map per request, both ways).
+
+use std::ops::Range;
+
+use http::{HeaderName, HeaderValue, Method, StatusCode};
+
+use crate::h1::{self, FrameError, RequestInfo};
+
+/// Header lines a head usually fits in. Heads are parsed into an array of this many first:
+/// clearing an array of [`h1::MAX_HEADERS`] costs 3 KiB of stores a parse (issue 19's
+/// profile). A larger one only when needed.
+pub(crate) const FEW_HEADERS: usize = 24;
+
+/// The longest target `http::Uri` accepts; longer ones are refused (400), as hyper does.
+const MAX_TARGET: usize = u16::MAX as usize - 1;
+
+/// Where a head's header lines lie in its bytes, taken from the one parse it gets.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Lines(Vec<[u32; 4]>);
+
+impl Lines {
+    /// The spans of `headers`, parsed out of `base` (a head of at most 4 GiB).
+    pub fn of(base: &[u8], headers: &[httparse::Header<'_>]) -> Lines {
+        let at = |s: &[u8]| (s.as_ptr() as usize - base.as_ptr() as usize) as u32;
+        Lines(
+            headers
+                .iter()
+                .map(|h| {
+                    let (n, v) = (at(h.name.as_bytes()), at(h.value));
+                    [n, n + h.name.len() as u32, v, v + h.value.len() as u32]
+                })
+                .collect(),
+        )
+    }
+
+    /// `f` of the header lines of `head` (the bytes these spans were taken from).
+    pub fn with<R>(&self, head: &[u8], f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
+        let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
+        let mut many;
+        let headers: &mut [httparse::Header<'_>] = if self.0.len() <= FEW_HEADERS {
+            &mut few[..self.0.len()]
+        } else {
+            many = vec![httparse::EMPTY_HEADER; self.0.len()];
+            &mut many
+        };
+        for (h, s) in headers.iter_mut().zip(&self.0) {
+            let [n0, n1, v0, v1] = s.map(|i| i as usize);
+            // Names were checked tokens (ASCII) when the spans were taken.
+            h.name = std::str::from_utf8(&head[n0..n1]).unwrap_or("");
+            h.value = &head[v0..v1];
+        }
+        f(headers)
+    }
+}
+
+/// Header lines built from name/value pairs (a head that did not come as HTTP/1 bytes).
+struct Built {
+    bytes: Vec<u8>,
+    lines: Vec<[u32; 4]>,
+}
+
+impl Built {
+    fn new(capacity: usize) -> Built {
+        Built {
+            bytes: Vec::with_capacity(capacity),
+            lines: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, name: &[u8], value: &[u8]) {
+        let n = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(name);
+        self.bytes.extend_from_slice(b": ");
+        let v = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(value);
+        self.bytes.extend_from_slice(b"\r\n");
+        self.lines
+            .push([n, n + name.len() as u32, v, v + value.len() as u32]);
+    }
+
+    fn of(map: &http::HeaderMap) -> Built {
+        let mut b = Built::new(map.len() * 32);
+        for (name, value) in map {
+            b.push(name.as_str().as_bytes(), value.as_bytes());
+        }
+        b
+    }
+}
+
+/// Whether a header value is one `http::HeaderValue` accepts (no control characters but
+/// tab): the own path refuses what hyper's would.
+pub(crate) fn valid_value(v: &[u8]) -> bool {
+    v.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
+/// Whether the byte may appear in an origin-form target that `http::uri::PathAndQuery`
+/// keeps exactly as sent (path and query alike; no fragment).
+fn plain_target_byte(b: u8) -> bool {
+    matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x5F | 0x61..=0x7A | 0x7C | 0x7E)
+}
+
+/// A head's header lines: the bytes they are in and where each lies.
+#[derive(Debug)]
+pub(crate) struct Fields {
+    bytes: Vec<u8>,
+    lines: Lines,
+}
+
+impl Fields {
+    fn parsed(buf: &[u8], head_len: usize, headers: &[httparse::Header<'_>]) -> Fields {
+        Fields {
+            bytes: buf[..head_len].to_vec(),
+            lines: Lines::of(buf, headers),
+        }
+    }
+
+    fn built(b: Built) -> Fields {
+        Fields {
+            bytes: b.bytes,
+            lines: Lines(b.lines),
+        }
+    }
+
+    /// `f` of the header lines.
+    pub fn with_headers<R>(&self, f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
+        self.lines.with(&self.bytes, f)
+    }
+
+    /// `f` of the first value of header `name`, if any.
+    pub fn header<R>(&self, name: &str, f: impl FnOnce(Option<&[u8]>) -> R) -> R {
+        self.with_headers(|hs| {
+            f(hs.iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value))
+        })
+    }
+}
+
+/// A request's target in origin form.
+#[derive(Debug)]
+enum Target {
+    /// Within the head's bytes, as sent.
+    InHead(Range<usize>),
+    /// Read through `http::Uri` (absolute form, unusual bytes, an HTTP/2 request).
+    Owned(Box<str>),
+    /// Not a path (an authority or absolute form without one): answered 400.
+    NotAPath,
+}
+
+/// A request head, however it was read.
+#[derive(Debug)]
+pub(crate) struct RequestHead {
+    /// Header lines (`name: value\r\n`), as sent over HTTP/1 or built from `http` parts.
+    fields: Fields,
+    method: Method,
+    target: Target,
+}
+
+impl RequestHead {
+    /// Parse an HTTP/1 request head at the start of `buf`: its framing, and whether it is
+    /// HTTP/1.0. `Ok(None)`: incomplete. A head whose target or header values the `http`
+    /// types would refuse is refused here too (400).
+    pub fn parse_h1(
+        buf: &[u8],
+        max_head: usize,
+    ) -> Result<Option<(RequestHead, RequestInfo, bool)>, FrameError> {
+        match Self::parse_h1_in(buf, max_head, &mut [httparse::EMPTY_HEADER; FEW_HEADERS]) {
+            Err(FrameError::HeadTooLarge) => Self::parse_h1_in(
+                buf,
+                max_head,
+                &mut [httparse::EMPTY_HEADER; h1::MAX_HEADERS],
+            ),
+            r => r,
+        }
+    }
+
+    fn parse_h1_in<'b>(
+        buf: &'b [u8],
+        max_head: usize,
+        headers: &mut [httparse::Header<'b>],
+    ) -> Result<Option<(RequestHead, RequestInfo, bool)>, FrameError> {
+        let Some((req, info)) = h1::parse_request(buf, headers, max_head)? else {
+            return Ok(None);
+        };
+        let bad = FrameError::Malformed("invalid request line or header");
+        let method = Method::from_bytes(req.method.unwrap_or("").as_bytes()).map_err(|_| bad)?;
+        if !req
+            .headers
+            .iter()
+            .all(|h| h.name.len() < 1 << 16 && valid_value(h.value))
+        {
+            return Err(bad);
+        }
+        let path = req.path.unwrap_or("");
+        let target = if path.starts_with('/')
+            && path.len() <= MAX_TARGET
+            && path.bytes().all(plain_target_byte)
+        {
+            // `path` is a slice of `buf`: its place there.
+            let start = path.as_ptr() as usize - buf.as_ptr() as usize;
+            Target::InHead(start..start + path.len())
+        } else {
+            let uri: http::Uri = path.parse().map_err(|_| bad)?;
+            target_of(&uri)
+        };
+        let head = RequestHead {
+            fields: Fields::parsed(buf, info.head_len, req.headers),
+            method,
+            target,
+        };
+        Ok(Some((head, info, req.version == Some(0))))
+    }
+
+    /// The head of a request hyper's server read (HTTP/1.1 or HTTP/2).
+    pub fn from_parts(parts: &http::request::Parts) -> RequestHead {
+        RequestHead {
+            fields: Fields::built(Built::of(&parts.headers)),
+            method: parts.method.clone(),
+            target: target_of(&parts.uri),
+        }
+    }
+
+    /// Its method.
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
+    /// Its target in origin form (path and query); `None` if it has no path.
+    pub fn target(&self) -> Option<&str> {
+        match &self.target {
+            // Checked ASCII when parsed.
+            Target::InHead(r) => {
+                Some(std::str::from_utf8(&self.fields.bytes[r.clone()]).unwrap_or("/"))
+            }
+            Target::Owned(s) => Some(s),
+            Target::NotAPath => None,
+        }
+    }
+
+    /// Its path (the target before any `?`; empty if it has none).
+    pub fn path(&self) -> &str {
+        let t = self.target().unwrap_or("");
+        t.split_once('?').map_or(t, |(p, _)| p)
+    }
+}
+
+/// The origin-form target of `uri` (`*` for an asterisk-form `OPTIONS`).
+fn target_of(uri: &http::Uri) -> Target {
+    match uri.path_and_query() {
+        Some(pq) if pq.path().starts_with('/') || pq.path() == "*" => {
+            Target::Owned(pq.as_str().into())
+        }
+        _ => Target::NotAPath,
+    }
+}
+
+/// A response head: the upstream's, or one of the proxy's own answers.
+#[derive(Debug)]
+pub(crate) struct ResponseHead {
+    /// Its status.
+    pub status: StatusCode,
+    /// Header lines (an HTTP/1 upstream's head as it came, with its status line).
+    fields: Fields,
+}
+
+impl ResponseHead {
+    /// Parse an HTTP/1 response head at the start of `buf`, to a request that was or was not
+    /// a `HEAD`. `Ok(None)`: incomplete.
+    pub fn parse_h1(
+        buf: &[u8],
+        max_head: usize,
+        head_method: bool,
+    ) -> Result<Option<(ResponseHead, h1::ResponseInfo)>, FrameError> {
+        let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
+        match Self::parse_h1_in(buf, max_head, head_method, &mut few) {
+            Err(FrameError::HeadTooLarge) => {
+                let mut many = [httparse::EMPTY_HEADER; h1::MAX_HEADERS];
+                Self::parse_h1_in(buf, max_head, head_method, &mut many)
+            }
+            r => r,
+        }
+    }
+
+    fn parse_h1_in<'b>(
+        buf: &'b [u8],
+        max_head: usize,
+        head_method: bool,
+        headers: &mut [httparse::Header<'b>],
+    ) -> Result<Option<(ResponseHead, h1::ResponseInfo)>, FrameError> {
+        let Some((resp, info)) = h1::parse_response(buf, headers, max_head, head_method)? else {
+            return Ok(None);
+        };
+        let bad = FrameError::Malformed("invalid response header");
+        let status = StatusCode::from_u16(info.status).map_err(|_| bad)?;
+        if !resp
+            .headers
+            .iter()
+            .all(|h| h.name.len() < 1 << 16 && valid_value(h.value))
+        {
+            return Err(bad);
+        }
+        let head = ResponseHead {
+            status,
+            fields: Fields::parsed(buf, info.head_len, resp.headers),
+        };
+        Ok(Some((head, info)))
+    }
+
+    /// A head of the proxy's own with these header lines.
+    pub fn own(status: StatusCode, headers: &[(&str, &[u8])]) -> ResponseHead {
+        let mut b = Built::new(headers.len() * 40);
+        for (n, v) in headers {
+            b.push(n.as_bytes(), v);
+        }
+        ResponseHead {
+            status,
+            fields: Fields::built(b),
+        }
+    }
+}
+
+impl std::ops::Deref for RequestHead {
+    type Target = Fields;
+    fn deref(&self) -> &Fields {
+        &self.fields
+    }
+}
+
+impl std::ops::Deref for ResponseHead {
+    type Target = Fields;
+    fn deref(&self) -> &Fields {
+        &self.fields
+    }
+}
+
+/// Header lines as `http` name and value (both checked when the head was read).
+pub(crate) fn http_header(h: &httparse::Header<'_>) -> Option<(HeaderName, HeaderValue)> {
+    Some((
+        HeaderName::from_bytes(h.name.as_bytes()).ok()?,
+        HeaderValue::from_bytes(h.value).ok()?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::h1::BodyLen;
+
+    fn parse(raw: &[u8]) -> Result<Option<(RequestHead, RequestInfo, bool)>, FrameError> {
+        RequestHead::parse_h1(raw, 64 * 1024)
+    }
+
+    #[test]
+    fn request_heads_keep_their_bytes_or_an_owned_target() {
+        let (h, info, http10) = parse(
+            b"POST /a?b=1 HTTP/1.0\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
+        )
+        .unwrap()
+        .unwrap();
+        assert!(matches!(h.target, Target::InHead(_)));
+        assert_eq!(h.method(), Method::POST);
+        assert_eq!(h.target(), Some("/a?b=1"));
+        assert_eq!(h.path(), "/a");
+        assert!(http10);
+        assert_eq!(info.body, BodyLen::Length(3));
+        assert!(info.expect_continue && !info.keep_alive);
+        assert_eq!(
+            h.header("host", |v| v.map(<[u8]>::to_vec)),
+            Some(b"x".to_vec())
+        );
+        // Absolute form: what `http::Uri` reads it as, as on hyper's path.
+        let (h, _, _) = parse(b"GET http://h/a?b=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(h.target(), Some("/a?b=1"));
+        for odd in [
+            &b"GET /{x} HTTP/1.1\r\n\r\n"[..],
+            b"OPTIONS * HTTP/1.1\r\n\r\n",
+        ] {
+            let (h, _, _) = parse(odd).unwrap().unwrap();
+            assert!(matches!(h.target, Target::Owned(_)), "{odd:?}");
+        }
+        assert!(parse(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap().is_none());
+        let Err(e) =
+            parse(b"GET / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n")
+        else {
+            panic!("ambiguous framing is refused")
+        };
+        assert_eq!(e.status(), 400);
+        assert_eq!(
+            parse(b"GET /a<b> HTTP/1.1\r\n\r\n").unwrap_err().status(),
+            400
+        );
+    }
+
+    #[test]
+    fn heads_from_parts_read_as_parsed_ones() {
+        let req = http::Request::get("http://h:1/x/y?z")
+            .header("authorization", "Bearer k")
+            .header("x-a", "1")
+            .header("x-a", "2")
+            .body(())
+            .unwrap();
+        let h = RequestHead::from_parts(&req.into_parts().0);
+        assert_eq!(h.target(), Some("/x/y?z"));
+        assert_eq!(h.path(), "/x/y");
+        let all = h.with_headers(|hs| {
+            hs.iter()
+                .map(|x| format!("{}={}", x.name, String::from_utf8_lossy(x.value)))
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(all, ["authorization=Bearer k", "x-a=1", "x-a=2"]);
+        let own = ResponseHead::own(StatusCode::NOT_FOUND, &[("content-type", b"text/plain")]);
+        assert!(own.header("Content-Type", |v| v == Some(&b"text/plain"[..])));
+    }
+}

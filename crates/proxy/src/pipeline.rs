@@ -1,0 +1,457 @@
+//! One request's trip, in one direction, whichever client adapter read it and whichever wire
+//! carries it upstream:
+//!
+//! ```text
+//! identify → classify → check → (the adapter reads the body, no slot held) → gate →
+//! upstream wire → respond (buffer, or stream past the buffer) → charge when the slot frees
+//! ```
+//!
+//! [`admit`] identifies the tenant, classifies the request ([`classify`]: the seam where
+//! priority levels and flow schemas join, issue 36) and checks what needs no body and no
+//! slot; [`dispatch`] queues it for a slot and forwards it; `respond` builds the answer and
+//! charges the slot time, or what a cost source names (issue 38's seam). Every request gets
+//! exactly one answer: the upstream's, or one of the proxy's own.
+
+use std::future::poll_fn;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fairlane_core::{ClassId, TenantId};
+use http::StatusCode;
+
+use crate::bounds::{arm, poll_due, Bounds, HardStop};
+use crate::gate::{Permit, Reject};
+use crate::head::RequestHead;
+use crate::metrics::{CostPolicy, Reason, Ticket};
+use crate::respond::{self, own, rejected, Answer, Done, MeteredBody, ProxyBody};
+use crate::rewrite::Forwarding;
+use crate::state::{Inner, Peer, Settings};
+use crate::stream::{BodyFault, Limited, ReqBody, Source};
+use crate::tenant::Who;
+use crate::upstream::{Failure, Outgoing};
+
+/// Where a request goes in the gate: decided once from its head by [`classify`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Route {
+    /// Whose share it is served from.
+    pub tenant: TenantId,
+    /// Its class, for per-(tenant, class) cost estimation.
+    pub class: ClassId,
+}
+
+/// The classification step: the route of a request of `tenant` with this head. Priority
+/// levels and flow schemas (a level and a flow from the tenant, method, path or a header)
+/// are decided here, beside the class, from the same head.
+pub(crate) fn classify(settings: &Settings, head: &RequestHead, tenant: TenantId) -> Route {
+    Route {
+        tenant,
+        class: settings.identifier.classify(head.method(), head.path()),
+    }
+}
+
+/// A request that passed the checks needing no body and no slot: its route and its
+/// metrics ticket (counted received; answered, completed or cancelled later).
+pub(crate) struct Admitted<'a> {
+    settings: &'a Settings,
+    head: RequestHead,
+    route: Route,
+    stats: Ticket,
+    arrival: Instant,
+}
+
+impl Admitted<'_> {
+    /// The most body bytes the request may send, and how long it has to send them
+    /// (`limits.max_body_bytes`, `limits.body_timeout_ms`).
+    pub fn body_limits(&self) -> (u64, Duration) {
+        let l = &self.settings.config.limits;
+        (l.max_body_bytes, Duration::from_millis(l.body_timeout_ms))
+    }
+
+    /// Whether the body streams upstream once the request holds its slot, rather than being
+    /// read in full before it queues: a gRPC request, or a body without a declared length
+    /// (`declared`: the `Content-Length`, or 0 for none at all).
+    pub fn streams(&self, declared: Option<u64>) -> bool {
+        declared.is_none() || is_grpc(&self.head)
+    }
+
+    /// A body streamed from `source`, within `limits.stream_idle_timeout_ms` between pieces
+    /// and `limits.max_stream_bytes` in all.
+    pub fn limited<'b>(&self, source: Source<'b>) -> ReqBody<'b> {
+        let l = &self.settings.config.limits;
+        let idle = Duration::from_millis(l.stream_idle_timeout_ms);
+        ReqBody::Stream(Limited::new(source, idle, l.max_stream_bytes))
+    }
+}
+
+/// Whether a head says gRPC (`content-type: application/grpc`, `+proto`, …).
+pub(crate) fn is_grpc(head: &crate::head::Fields) -> bool {
+    content_type_is(head, "application/grpc")
+}
+
+/// Whether a head's media type starts with `prefix` (case-insensitive).
+fn content_type_is(head: &crate::head::Fields, prefix: &str) -> bool {
+    head.header("content-type", |v| {
+        v.is_some_and(|v| {
+            v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+        })
+    })
+}
+
+/// Identify the tenant, classify the request, and check what needs no body and no slot
+/// (method, target, declared length). `Err`: the proxy's own answer (401, 400, 413).
+// The `Err` is the answer itself, returned as it is: boxing it would add an allocation.
+#[allow(clippy::result_large_err)]
+pub(crate) fn admit<'a>(
+    inner: &Arc<Inner>,
+    settings: &'a Settings,
+    head: RequestHead,
+    peer: &Peer,
+    arrival: Instant,
+) -> Result<Admitted<'a>, Answer> {
+    let who = head.with_headers(|hs| settings.identifier.identify_raw(hs, peer.addr.ip()));
+    let tenant = match who {
+        Who::Tenant(t) => t,
+        Who::Unauthorized => {
+            inner.metrics.unauthorized.fetch_add(1, Relaxed);
+            return Err(own(
+                StatusCode::UNAUTHORIZED,
+                "unknown or missing API key",
+                &[("www-authenticate", b"Bearer")],
+            ));
+        }
+        Who::Ambiguous => {
+            inner.metrics.ambiguous_identity.fetch_add(1, Relaxed);
+            let mut a = own(
+                StatusCode::BAD_REQUEST,
+                "more than one API key header (or Authorization header): the tenant is ambiguous",
+                &[],
+            );
+            a.close = true;
+            return Err(a);
+        }
+    };
+    // Counted received now; answered, completed or — if dropped unanswered — cancelled.
+    let costs = CostPolicy::of(&settings.config);
+    let stats = match settings.identifier.name_ref(tenant) {
+        Some(name) => Ticket::new(inner.metrics.tenant(tenant), name, costs),
+        None => Ticket::new(inner.metrics.tenant(tenant), &Arc::from("?"), costs),
+    };
+    if let Err((reason, msg)) = check(settings, &head) {
+        return Err(refuse(settings, &stats, reason, msg));
+    }
+    let route = classify(settings, &head, tenant);
+    Ok(Admitted {
+        settings,
+        head,
+        route,
+        stats,
+        arrival,
+    })
+}
+
+/// What is refused before the body is read: `CONNECT`, a target that is not a path, a
+/// declared length that is invalid or over `limits.max_body_bytes`.
+fn check(settings: &Settings, head: &RequestHead) -> Result<(), (Reason, &'static str)> {
+    if *head.method() == http::Method::CONNECT {
+        return Err((Reason::BadRequest, "CONNECT is not supported"));
+    }
+    if head.target().is_none() {
+        return Err((Reason::BadRequest, "request target must be a path"));
+    }
+    let length = head.header("content-length", |v| {
+        v.map(|v| {
+            std::str::from_utf8(v)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+        })
+    });
+    match length {
+        Some(None) => Err((Reason::BadRequest, "invalid Content-Length")),
+        Some(Some(n)) if n > settings.config.limits.max_body_bytes => {
+            Err((Reason::BodyTooLarge, "request body too large"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The proxy's own answer for `reason` (see [`respond::rejected`]).
+fn refuse(settings: &Settings, stats: &Ticket, reason: Reason, msg: &str) -> Answer {
+    rejected(settings.config.limits.retry_after_s, stats, reason, msg)
+}
+
+/// The answer to a request whose body could not be read (413, 408, 400).
+pub(crate) fn body_fault(a: Admitted<'_>, fault: BodyFault) -> Answer {
+    fault_answer(a.settings, &a.stats, fault)
+}
+
+fn fault_answer(settings: &Settings, stats: &Ticket, fault: BodyFault) -> Answer {
+    let reason = match fault {
+        BodyFault::TooLarge => Reason::BodyTooLarge,
+        BodyFault::Timeout => Reason::BodyTimeout,
+        BodyFault::Broken => Reason::BadRequest,
+    };
+    refuse(settings, stats, reason, &fault.to_string())
+}
+
+/// Queue an admitted request (with its whole body, or the body to stream) for a slot, then
+/// forward it. `bounds`:
+/// the connection's timer and hard-stop watch (the own HTTP/1 path keeps one per
+/// connection); `None` makes them for this request.
+pub(crate) async fn dispatch(
+    inner: &Arc<Inner>,
+    a: Admitted<'_>,
+    body: ReqBody<'_>,
+    peer: &Peer,
+    mut bounds: Option<&mut Bounds<'_>>,
+) -> Answer {
+    let Admitted {
+        settings,
+        head,
+        route,
+        stats,
+        arrival,
+    } = a;
+    let waiting = match inner.gate.acquire(route.tenant, route.class) {
+        Ok(w) => w,
+        Err(Reject::Closed) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
+        Err(Reject::QueueFull { .. }) => {
+            let msg = "proxy queue full, retry later";
+            return refuse(settings, &stats, Reason::QueueFull, msg);
+        }
+        Err(Reject::TenantQueueFull { .. }) => {
+            let msg = "tenant queue full, retry later";
+            return refuse(settings, &stats, Reason::TenantQueueFull, msg);
+        }
+        Err(e) => return refuse(settings, &stats, Reason::Internal, &e.to_string()),
+    };
+    let queue_timeout = Duration::from_millis(settings.config.limits.queue_timeout_ms);
+    let permit = match granted_or_wait(waiting) {
+        Ok(p) => p,
+        Err(waiting) => match match bounds.as_mut() {
+            Some(b) => {
+                let due = tokio::time::Instant::now() + queue_timeout;
+                arm(b.timer.as_mut(), due);
+                tokio::select! {
+                    biased;
+                    r = waiting => Ok(r),
+                    _ = poll_fn(|cx| poll_due(b.timer.as_mut(), due, cx)) => Err(()),
+                }
+            }
+            None => tokio::time::timeout(queue_timeout, waiting)
+                .await
+                .map_err(|_| ()),
+        } {
+            Ok(Ok(p)) => p,
+            Ok(Err(_)) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
+            Err(()) => {
+                let msg = "timed out waiting for the upstream";
+                return refuse(settings, &stats, Reason::QueueTimeout, msg);
+            }
+        },
+    };
+    // One clock reading for the wait and the upstream deadline (issue 19: ≈ 8 a request).
+    let now = Instant::now();
+    stats
+        .wait
+        .record(now.saturating_duration_since(arrival).as_secs_f64());
+    stats.dispatched();
+    // Boxed: only what a request needs while it waits for its slot is stored in the future
+    // that a queued request keeps allocated; the upstream exchange's state is allocated once
+    // the gate has admitted it (issue 19, memory per queued connection).
+    let deadline = tokio::time::Instant::from_std(now) + settings.config.upstream_timeout();
+    let sent = Sent {
+        held: Held {
+            inner,
+            settings,
+            tenant: route.tenant,
+            stats,
+            permit,
+            arrival,
+        },
+        head,
+        body,
+        peer,
+    };
+    match bounds {
+        Some(b) => Box::pin(forward(sent, deadline, b)).await,
+        None => Box::pin(forward_alone(sent, deadline)).await,
+    }
+}
+
+/// The permit if the gate granted the slot at once, or the wait for it. Apart from
+/// `dispatch` so that the wait is never borrowed there.
+fn granted_or_wait(mut waiting: crate::gate::Waiting) -> Result<Permit, crate::gate::Waiting> {
+    waiting.granted().ok_or(waiting)
+}
+
+/// What [`dispatch`] hands [`forward`]: an admitted request holding its slot.
+struct Sent<'a> {
+    held: Held<'a>,
+    head: RequestHead,
+    body: ReqBody<'a>,
+    peer: &'a Peer,
+}
+
+/// [`forward`] with a timer and a hard-stop watch of its own (hyper's server path).
+async fn forward_alone(sent: Sent<'_>, deadline: tokio::time::Instant) -> Answer {
+    let timer = tokio::time::sleep_until(deadline);
+    tokio::pin!(timer);
+    let seen = sent.held.inner.hard_stop.subscribe();
+    let mut rx = seen.clone();
+    let wait = async move {
+        let _ = rx.wait_for(|&stop| stop).await;
+    };
+    tokio::pin!(wait);
+    let mut bounds = Bounds {
+        timer,
+        hard_stop: HardStop::new(&seen, wait),
+    };
+    forward(sent, deadline, &mut bounds).await
+}
+
+/// Send a request the gate has admitted upstream (within `deadline`, the upstream timeout)
+/// and turn the reply into the answer.
+async fn forward(
+    sent: Sent<'_>,
+    deadline: tokio::time::Instant,
+    bounds: &mut Bounds<'_>,
+) -> Answer {
+    let (held, head, body, peer) = (sent.held, sent.head, sent.body, sent.peer);
+    let (settings, tenant) = (held.settings, held.tenant);
+    arm(bounds.timer.as_mut(), deadline);
+    let tenant_value = settings
+        .name_values
+        .get(tenant.0 as usize)
+        .and_then(Option::as_ref);
+    let out = Outgoing {
+        head,
+        fwd: Forwarding {
+            authority: settings.authority.as_str(),
+            forwarded_for: &peer.forwarded_for,
+            tenant: tenant_value,
+        },
+        body,
+    };
+    // Pinned where it is made: `select!` would move (copy) it into its own tuple.
+    let mut call = std::pin::pin!(settings.upstream.send(out));
+    let hard_stop = &mut bounds.hard_stop;
+    let result = tokio::select! {
+        biased; // no random branch order: one fewer RNG draw per request
+        r = call.as_mut() => Ok(r),
+        // The order `tokio::time::timeout` polls in: the call first, then the timer.
+        _ = poll_fn(|cx| poll_due(bounds.timer.as_mut(), deadline, cx)) => Err(()),
+        _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {
+            return refuse(settings, &held.stats, Reason::Shutdown, "shutting down");
+        }
+    };
+    let reply = match result {
+        Err(()) => {
+            return refuse(
+                settings,
+                &held.stats,
+                Reason::UpstreamTimeout,
+                "upstream timed out",
+            )
+        }
+        Ok(Err(Failure::Connect)) => {
+            let msg = "cannot connect to the upstream";
+            return refuse(settings, &held.stats, Reason::UpstreamConnect, msg);
+        }
+        Ok(Err(Failure::Broken)) => {
+            let msg = "upstream connection failed";
+            return refuse(settings, &held.stats, Reason::UpstreamError, msg);
+        }
+        Ok(Err(Failure::Body(fault))) => return fault_answer(settings, &held.stats, fault),
+        Ok(Ok(r)) => r,
+    };
+    answer(held, reply, &mut bounds.hard_stop).await
+}
+
+/// A request holding its slot, as [`answer`] settles it.
+struct Held<'a> {
+    inner: &'a Arc<Inner>,
+    settings: &'a Settings,
+    tenant: TenantId,
+    stats: Ticket,
+    permit: Permit,
+    arrival: Instant,
+}
+
+/// The answer to an upstream reply: its body buffered up to `limits.response_buffer_bytes`
+/// (gRPC and event streams not at all), the slot freed at once if it fitted, else held while
+/// it streams within the tenant's streaming share of D.
+async fn answer(
+    held: Held<'_>,
+    reply: crate::upstream::Reply,
+    hard_stop: &mut HardStop<'_>,
+) -> Answer {
+    let Held {
+        inner,
+        settings,
+        tenant,
+        stats,
+        permit,
+        arrival,
+    } = held;
+    let mut body = reply.body;
+    let limits = &settings.config.limits;
+    // gRPC and event streams go out as they arrive, never held in the buffer.
+    let streamed = is_grpc(&reply.head) || content_type_is(&reply.head, "text/event-stream");
+    let room = if streamed {
+        0
+    } else {
+        limits.response_buffer_bytes
+    };
+    let buffered = tokio::select! {
+        biased;
+        b = respond::buffer(&mut body, room, streamed) => b,
+        _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {
+            return refuse(settings, &stats, Reason::Shutdown, "shutting down");
+        }
+    };
+    let Ok(buffered) = buffered else {
+        return refuse(
+            settings,
+            &stats,
+            Reason::UpstreamError,
+            "upstream connection failed",
+        );
+    };
+    let cost = respond::cost_source(settings.cost_header.as_ref(), &reply.head);
+    // Streams past the buffer hold the slot for as long as the client takes to read; a
+    // tenant may hold only its share of D that way.
+    let streaming = if buffered.complete {
+        None
+    } else {
+        let share = limits.max_streaming_share;
+        let cap = ((inner.gate.depth() as f64 * share).ceil() as usize).max(1);
+        match inner.streaming.take(tenant, cap) {
+            Some(g) => Some(g),
+            None => {
+                // Charge the slot time spent so far, then free the slot.
+                let mut permit = permit;
+                let secs = permit.held().as_secs_f64();
+                let reported = cost.map(|mut c| c.cost()).filter(|c| c.is_finite());
+                permit.set_cost(reported.unwrap_or(secs));
+                drop(permit);
+                let msg =
+                    "too many responses streaming to slow readers for this tenant, retry later";
+                return refuse(settings, &stats, Reason::StreamingCap, msg);
+            }
+        }
+    };
+    let done = Done {
+        permit,
+        _streaming: streaming,
+        stats,
+        cost,
+        depth: inner.depth.clone().map(|c| (c, tenant, arrival)),
+    };
+    let now = inner.depth.as_ref().map(|_| inner.gate.clone());
+    Answer {
+        head: reply.head,
+        body: ProxyBody::Upstream(MeteredBody::new(buffered, body, done, now)),
+        close: false,
+    }
+}

@@ -1,0 +1,360 @@
+//! The end of the pipeline: the [`Answer`] a client adapter writes, whatever answered — the
+//! upstream (its body buffered up to `limits.response_buffer_bytes`, or streamed beyond) or
+//! the proxy itself (401, 400, 408, 413, 429, 502, 503, 504) — and the charge made when a
+//! request's slot is freed.
+//!
+//! The charge is the seam for token costs (issue 38): a [`CostSource`] sees every data
+//! frame of the response as it passes and names the cost when the body ends; without one,
+//! the slot time is charged.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use fairlane_core::TenantId;
+use http::StatusCode;
+use http_body::{Body, Frame, SizeHint};
+
+use crate::gate::{Gate, Permit};
+use crate::head::ResponseHead;
+use crate::metrics::{Reason, Ticket};
+use crate::stream::BoxError;
+use crate::upstream::UpBody;
+
+/// What a client adapter writes back for one request.
+pub(crate) struct Answer {
+    /// The status and header lines (the upstream's as it sent them, or the proxy's own).
+    pub head: ResponseHead,
+    /// The body.
+    pub body: ProxyBody,
+    /// Close the connection after this answer (an HTTP/1 client gets `Connection: close`).
+    pub close: bool,
+}
+
+/// The body of every response the proxy sends: a small one of its own, or the upstream's,
+/// streamed and metered.
+// Not boxed: nearly every response is `Upstream`, and a box would be one more allocation
+// per request (issue 19).
+#[allow(clippy::large_enum_variant)]
+pub enum ProxyBody {
+    /// The proxy's own answer.
+    Full(Option<Bytes>),
+    /// The upstream's response body; the slot is held until it ends.
+    Upstream(MeteredBody),
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = BoxError;
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            ProxyBody::Upstream(m) => Pin::new(m).poll_frame(cx),
+        }
+    }
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ProxyBody::Full(b) => b.is_none(),
+            ProxyBody::Upstream(m) => m.is_end_stream(),
+        }
+    }
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ProxyBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            ProxyBody::Full(None) => SizeHint::with_exact(0),
+            ProxyBody::Upstream(m) => m.size_hint(),
+        }
+    }
+}
+
+/// Where the cost charged for a request comes from, when not from its slot time: it sees
+/// each data frame of the response as it passes, and names the cost (in seconds) when the
+/// slot is freed.
+pub(crate) trait CostSource: Send {
+    /// A data frame of the response went by.
+    fn data(&mut self, _chunk: &[u8]) {}
+    /// The cost to charge, in seconds (NaN or negative: unreadable; bounded by `[cost]`).
+    fn cost(&mut self) -> f64;
+}
+
+/// `upstream.cost_header`: the cost the upstream reported in a response header (ms).
+struct HeaderCost(f64);
+
+impl CostSource for HeaderCost {
+    fn cost(&mut self) -> f64 {
+        self.0
+    }
+}
+
+/// The cost source for a response with this head: the cost header's value if configured
+/// (an unreadable value is bounded when charged), else none (the slot time is charged).
+pub(crate) fn cost_source(
+    header: Option<&http::HeaderName>,
+    head: &ResponseHead,
+) -> Option<Box<dyn CostSource>> {
+    let name = header?;
+    let ms = head.header(name.as_str(), |v| {
+        v.and_then(|v| std::str::from_utf8(v).ok())
+            .filter(|s| s.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)))
+            .and_then(|s| s.trim().parse::<f64>().ok())
+    })?;
+    Some(Box::new(HeaderCost(ms / 1000.0)))
+}
+
+/// The upstream's response body: what was buffered (all of it, when it fitted in
+/// `limits.response_buffer_bytes`; the slot is then already free), then the rest streamed.
+/// Holds the request's [`Permit`] until the upstream body ends (or the client goes away),
+/// then charges the cost and frees the slot.
+pub struct MeteredBody {
+    /// The first buffered frame (most responses have one: no `VecDeque` allocated for it).
+    first: Option<Frame<Bytes>>,
+    prefix: VecDeque<Frame<Bytes>>,
+    prefix_bytes: u64,
+    /// The upstream body has ended (everything left is in `prefix`).
+    inner_done: bool,
+    inner: UpBody,
+    done: Option<Done>,
+    now: Option<Gate>,
+}
+
+/// What is settled when a request's slot is freed.
+pub(crate) struct Done {
+    pub permit: Permit,
+    /// Held while the response streams past the buffer (a slot held for a slow reader).
+    pub _streaming: Option<StreamGuard>,
+    pub stats: Ticket,
+    pub cost: Option<Box<dyn CostSource>>,
+    /// For the adaptive depth controller: response time = arrival → end of response.
+    pub depth: Option<(crate::depth::Controller, TenantId, Instant)>,
+}
+
+impl MeteredBody {
+    fn finish(&mut self) {
+        if let Some(mut d) = self.done.take() {
+            let secs = d.permit.held().as_secs_f64();
+            let reported = d.cost.as_mut().map(|c| c.cost());
+            let cost = d.stats.charge(reported, secs);
+            d.permit.set_cost(cost);
+            d.stats.complete(secs, cost);
+            if let Some((c, tenant, arrival)) = d.depth {
+                let now = self.now.as_ref().map_or(0.0, |g| g.now());
+                crate::depth::observe(&c, tenant, arrival.elapsed().as_secs_f64(), now);
+            }
+            drop(d.permit);
+        }
+    }
+
+    fn saw(&mut self, f: &Frame<Bytes>) {
+        if let (Some(d), Some(data)) = (self.done.as_mut(), f.data_ref()) {
+            if let Some(c) = d.cost.as_mut() {
+                c.data(data);
+            }
+        }
+    }
+}
+
+impl Body for MeteredBody {
+    type Data = Bytes;
+    type Error = BoxError;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(f) = self.first.take().or_else(|| self.prefix.pop_front()) {
+            if let Some(d) = f.data_ref() {
+                self.prefix_bytes -= d.len() as u64;
+            }
+            return Poll::Ready(Some(Ok(f)));
+        }
+        if self.inner_done {
+            return Poll::Ready(None);
+        }
+        let r = Pin::new(&mut self.inner).poll_frame(cx);
+        match &r {
+            Poll::Ready(Some(Ok(f))) => {
+                self.saw(f);
+                if self.inner.is_end_stream() {
+                    self.finish()
+                }
+            }
+            Poll::Ready(_) => self.finish(),
+            Poll::Pending => {}
+        }
+        r
+    }
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none()
+            && self.prefix.is_empty()
+            && (self.inner_done || self.inner.is_end_stream())
+    }
+    fn size_hint(&self) -> SizeHint {
+        if self.inner_done {
+            return SizeHint::with_exact(self.prefix_bytes);
+        }
+        let h = self.inner.size_hint();
+        let mut out = SizeHint::new();
+        out.set_lower(h.lower() + self.prefix_bytes);
+        if let Some(u) = h.upper() {
+            out.set_upper(u + self.prefix_bytes);
+        }
+        out
+    }
+}
+
+impl Drop for MeteredBody {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Slots held by responses streaming past the buffer, per tenant (issue 16: a tenant whose
+/// clients do not read must not hold every slot).
+#[derive(Debug, Default)]
+pub(crate) struct StreamSlots {
+    held: Arc<Mutex<HashMap<TenantId, usize>>>,
+    /// Responses refused (503) because their tenant was at its share.
+    pub refused: AtomicU64,
+}
+
+/// One slot counted in [`StreamSlots`] until dropped.
+pub(crate) struct StreamGuard {
+    held: Arc<Mutex<HashMap<TenantId, usize>>>,
+    tenant: TenantId,
+}
+
+impl StreamSlots {
+    /// Count a streaming slot for `tenant` unless it already holds `cap`.
+    pub fn take(&self, tenant: TenantId, cap: usize) -> Option<StreamGuard> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(tenant).or_insert(0);
+        if *n >= cap {
+            drop(held);
+            self.refused.fetch_add(1, Relaxed);
+            return None;
+        }
+        *n += 1;
+        Some(StreamGuard {
+            held: self.held.clone(),
+            tenant,
+        })
+    }
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.tenant);
+            }
+        }
+    }
+}
+
+/// What [`buffer`] read of an upstream body before the client gets it.
+pub(crate) struct Buffered {
+    first: Option<Frame<Bytes>>,
+    prefix: VecDeque<Frame<Bytes>>,
+    prefix_bytes: u64,
+    /// The whole body was read.
+    pub complete: bool,
+}
+
+/// Read `body` while it fits in `limit` bytes (all of it, if it does): the slot can then be
+/// freed as soon as the upstream has sent it, however slowly the client reads. `Err`: the
+/// upstream broke off before the end (the status line has not gone out: a clean 502).
+/// A `streamed` body (gRPC, an event stream) is not read here at all.
+pub(crate) async fn buffer(body: &mut UpBody, limit: u64, streamed: bool) -> Result<Buffered, ()> {
+    let mut b = Buffered {
+        first: None,
+        prefix: VecDeque::new(),
+        prefix_bytes: 0,
+        complete: body.is_end_stream(),
+    };
+    if streamed || body.size_hint().lower() > limit {
+        return Ok(b);
+    }
+    while !b.complete && b.prefix_bytes <= limit {
+        match std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await {
+            None => b.complete = true,
+            Some(Ok(f)) => {
+                if let Some(d) = f.data_ref() {
+                    b.prefix_bytes += d.len() as u64;
+                }
+                if b.first.is_none() && b.prefix.is_empty() {
+                    b.first = Some(f);
+                } else {
+                    b.prefix.push_back(f);
+                }
+                b.complete = body.is_end_stream();
+            }
+            Some(Err(_)) => return Err(()),
+        }
+    }
+    Ok(b)
+}
+
+impl MeteredBody {
+    /// The body of an upstream response: what was `buffered`, then the rest of `inner`;
+    /// `done` is settled when it ends (at once if it was read whole).
+    pub fn new(buffered: Buffered, inner: UpBody, done: Done, now: Option<Gate>) -> Self {
+        let mut body = MeteredBody {
+            first: buffered.first,
+            prefix: buffered.prefix,
+            prefix_bytes: buffered.prefix_bytes,
+            inner_done: buffered.complete,
+            inner,
+            done: Some(done),
+            now,
+        };
+        for f in body.first.iter().chain(body.prefix.iter()) {
+            if let (Some(d), Some(data)) = (body.done.as_mut(), f.data_ref()) {
+                if let Some(c) = d.cost.as_mut() {
+                    c.data(data);
+                }
+            }
+        }
+        if body.inner_done || body.inner.is_end_stream() {
+            body.finish();
+        }
+        body
+    }
+}
+
+/// A small answer of the proxy's own, as text.
+pub(crate) fn own(status: StatusCode, msg: &str, headers: &[(&str, &[u8])]) -> Answer {
+    let mut lines: Vec<(&str, &[u8])> = vec![("content-type", b"text/plain; charset=utf-8")];
+    lines.extend_from_slice(headers);
+    Answer {
+        head: ResponseHead::own(status, &lines),
+        body: ProxyBody::Full(Some(Bytes::from(format!("{msg}\n")))),
+        close: false,
+    }
+}
+
+/// The proxy's answer for `reason`, counted on the request's ticket: `Retry-After` (of
+/// `retry_after_s`) on 429s and 503s, and the connection closed where the request left it
+/// unusable.
+pub(crate) fn rejected(retry_after_s: u64, stats: &Ticket, reason: Reason, msg: &str) -> Answer {
+    stats.reject(reason);
+    let status = StatusCode::from_u16(reason.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let retry = retry_after_s.to_string();
+    let mut a = if matches!(reason.status(), 429 | 503) {
+        own(status, msg, &[("retry-after", retry.as_bytes())])
+    } else {
+        own(status, msg, &[])
+    };
+    a.close = matches!(
+        reason,
+        Reason::Shutdown | Reason::BodyTooLarge | Reason::BadRequest | Reason::BodyTimeout
+    );
+    a
+}

@@ -1,0 +1,226 @@
+//! The one place headers are rewritten on their way through the proxy: hop-by-hop headers
+//! (RFC 9110 §7.6.1) and those a `Connection` header names are dropped both ways; a
+//! forwarded request gets `Host` if it had none, `X-Forwarded-For` and the tenant header in
+//! place of whatever the client sent, and the body's own framing, never the client's.
+//! Every wire writes from these functions, whichever side read the head.
+
+use http::HeaderValue;
+
+use crate::head::{http_header, RequestHead, ResponseHead};
+
+/// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1).
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "proxy-authorization",
+];
+
+/// The header the upstream learns the tenant from (whatever the client sent is replaced).
+pub(crate) const TENANT_HEADER: &str = "x-fairlane-tenant";
+
+/// Whether `name` is a hop-by-hop header.
+pub(crate) fn hop_by_hop(name: &str) -> bool {
+    HOP_BY_HOP.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// Whether a comma-separated header value lists `token` (case-insensitive).
+pub(crate) fn lists(value: &[u8], token: &str) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+}
+
+/// `f` of each end-to-end header of `headers`: without hop-by-hop headers, those the
+/// `Connection` header names, and those `skip` names.
+fn end_to_end<'h>(
+    headers: &'h [httparse::Header<'h>],
+    skip: impl Fn(&str) -> bool,
+    mut f: impl FnMut(&httparse::Header<'h>),
+) {
+    let connection: Vec<&[u8]> = headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .map(|h| h.value)
+        .collect();
+    for h in headers {
+        if hop_by_hop(h.name) || skip(h.name) || connection.iter().any(|v| lists(v, h.name)) {
+            continue;
+        }
+        f(h);
+    }
+}
+
+fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// What the proxy adds to a request it forwards.
+pub(crate) struct Forwarding<'a> {
+    /// The upstream's `host:port`: the `Host` of a request that had none.
+    pub authority: &'a str,
+    /// The client's address, for `X-Forwarded-For`.
+    pub forwarded_for: &'a HeaderValue,
+    /// The tenant's name as a header value (`None`: not a valid one; no header sent).
+    pub tenant: Option<&'a HeaderValue>,
+}
+
+/// How a forwarded request's body goes upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BodyFraming {
+    /// Read in full: this many bytes (a `Content-Length` is written if non-zero, or if the
+    /// client sent one).
+    Length(u64),
+    /// Streamed as it comes: chunked.
+    Chunked,
+}
+
+/// Append `request` as it goes upstream over HTTP/1.1, up to its blank line: origin form,
+/// the end-to-end headers but `Expect`, the client's framing and its tenant header; then
+/// `Host` if it had none, `X-Forwarded-For`, the tenant header and the body's framing.
+pub(crate) fn request_h1(
+    out: &mut Vec<u8>,
+    request: &RequestHead,
+    fwd: &Forwarding<'_>,
+    body: BodyFraming,
+) {
+    out.extend_from_slice(request.method().as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(request.target().unwrap_or("/").as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let (mut host, mut length) = (false, false);
+    request.with_headers(|hs| {
+        for h in hs {
+            host |= h.name.eq_ignore_ascii_case("host");
+            length |= h.name.eq_ignore_ascii_case("content-length");
+        }
+        let skip = |n: &str| {
+            n.eq_ignore_ascii_case("content-length")
+                || n.eq_ignore_ascii_case("expect")
+                || n.eq_ignore_ascii_case(TENANT_HEADER)
+        };
+        end_to_end(hs, skip, |h| line(out, h.name.as_bytes(), h.value));
+    });
+    if !host && HeaderValue::from_str(fwd.authority).is_ok() {
+        line(out, b"host", fwd.authority.as_bytes());
+    }
+    line(out, b"x-forwarded-for", fwd.forwarded_for.as_bytes());
+    if let Some(v) = fwd.tenant {
+        line(out, TENANT_HEADER.as_bytes(), v.as_bytes());
+    }
+    match body {
+        BodyFraming::Length(n) if n > 0 || length => crate::h1::write_content_length(out, n),
+        BodyFraming::Length(_) => {}
+        BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Append a response's end-to-end header lines for an HTTP/1.1 client (its framing is the
+/// proxy's). Returns whether it had a `Content-Length` and a `Date`.
+pub(crate) fn response_h1(out: &mut Vec<u8>, response: &ResponseHead) -> (bool, bool) {
+    let (mut length, mut date) = (false, false);
+    response.with_headers(|hs| {
+        end_to_end(
+            hs,
+            |_| false,
+            |h| {
+                length |= h.name.eq_ignore_ascii_case("content-length");
+                date |= h.name.eq_ignore_ascii_case("date");
+                line(out, h.name.as_bytes(), h.value);
+            },
+        )
+    });
+    (length, date)
+}
+
+/// A response's end-to-end headers as `http` parts (for a client on hyper's server).
+pub(crate) fn response_parts(response: &ResponseHead) -> http::response::Parts {
+    let mut parts = http::Response::new(()).into_parts().0;
+    parts.status = response.status;
+    response.with_headers(|hs| {
+        parts.headers.reserve(hs.len());
+        end_to_end(
+            hs,
+            |_| false,
+            |h| {
+                if let Some((n, v)) = http_header(h) {
+                    parts.headers.append(n, v);
+                }
+            },
+        )
+    });
+    parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(raw: &[u8]) -> RequestHead {
+        RequestHead::parse_h1(raw, 64 * 1024).unwrap().unwrap().0
+    }
+
+    #[test]
+    fn forwarded_requests_are_cleaned_and_marked() {
+        let r = head(
+            b"POST /a/b?c=1 HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, X-Hop\r\n\
+            X-Hop: 1\r\nAuthorization: Bearer k\r\nX-Fairlane-Tenant: forged\r\n\
+            Expect: 100-continue\r\nContent-Length: 3\r\nTE: trailers\r\nKeep-Alive: 5\r\n\r\nabc",
+        );
+        let ff = HeaderValue::from_static("10.0.0.1");
+        let t = HeaderValue::from_static("alice");
+        let fwd = Forwarding {
+            authority: "up:1",
+            forwarded_for: &ff,
+            tenant: Some(&t),
+        };
+        let mut out = Vec::new();
+        request_h1(&mut out, &r, &fwd, BodyFraming::Length(3));
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "POST /a/b?c=1 HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer k\r\n\
+             x-forwarded-for: 10.0.0.1\r\nx-fairlane-tenant: alice\r\ncontent-length: 3\r\n\r\n"
+        );
+        // No Host: the upstream's authority; no tenant value: none sent.
+        let r = head(b"GET / HTTP/1.0\r\n\r\n");
+        let fwd = Forwarding {
+            tenant: None,
+            ..fwd
+        };
+        let mut out = Vec::new();
+        request_h1(&mut out, &r, &fwd, BodyFraming::Length(0));
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "GET / HTTP/1.1\r\nhost: up:1\r\nx-forwarded-for: 10.0.0.1\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn responses_lose_hop_by_hop_headers_both_ways() {
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, X-Hop\r\n\
+            X-Hop: 1\r\nKeep-Alive: timeout=5\r\nX-Cost-Ms: 3\r\nTE: trailers\r\n\
+            Set-Cookie: a\r\nSet-Cookie: b\r\n\r\n";
+        let (resp, _) = ResponseHead::parse_h1(raw, 64 * 1024, true)
+            .unwrap()
+            .unwrap();
+        let mut out = Vec::new();
+        assert_eq!(response_h1(&mut out, &resp), (true, false));
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "Content-Length: 2\r\nX-Cost-Ms: 3\r\nSet-Cookie: a\r\nSet-Cookie: b\r\n"
+        );
+        let parts = response_parts(&resp);
+        assert_eq!(parts.status, 200);
+        assert_eq!(parts.headers.len(), 4);
+        assert!(parts.headers.get("x-hop").is_none() && parts.headers.get("keep-alive").is_none());
+        assert_eq!(parts.headers.get_all("set-cookie").iter().count(), 2);
+    }
+}

@@ -1,0 +1,10 @@
+//! # fairlane-proxy-testkit
+//!
+//! What runs *around* fairlane-proxy in its tests, examples and benchmarks, kept out of the
+//! proxy's library:
+//!
+//! * [`upstream`] — a small HTTP/1.1 delay server to stand behind the proxy;
+//! * [`loadgen`] — a closed- and open-loop HTTP/1.1 load generator.
+
+pub mod loadgen;
+pub mod upstream;
