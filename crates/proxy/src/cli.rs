@@ -19,8 +19,8 @@ use crate::{Proxy, ProxyConfig};
 /// Only validate the config: print `<file>: ok` and exit 0, or the error naming the file
 /// and field and exit 2 (what `--check` does).
 pub fn check(config_path: &Path) -> ExitCode {
-    match ProxyConfig::from_file(config_path) {
-        Ok(_) => {
+    match ProxyConfig::from_file(config_path).and_then(|c| c.check_files()) {
+        Ok(()) => {
             println!("{}: ok", config_path.display());
             ExitCode::SUCCESS
         }
@@ -105,9 +105,13 @@ async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> Ex
             return ExitCode::FAILURE;
         }
     };
+    let listening = match (config.listen.plain_addr(), proxy.tls_addr()) {
+        (Some(_), Some(tls)) => format!("http://{}, https://{tls}", proxy.local_addr()),
+        (None, Some(tls)) => format!("https://{tls}"),
+        _ => format!("http://{}", proxy.local_addr()),
+    };
     eprintln!(
-        "fairlane proxy: listening on http://{} → upstream {} ({}, D = {}); admin http://{}/dashboard{}",
-        proxy.local_addr(),
+        "fairlane proxy: listening on {listening} → upstream {} ({}, D = {}); admin http://{}/dashboard{}",
         config.upstream.addr,
         config.scheduler.algorithm,
         config.scheduler.depth,

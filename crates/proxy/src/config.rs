@@ -44,7 +44,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
         ConfigError {
             file: None,
             field: field.into(),
@@ -102,9 +102,11 @@ pub struct ProxyConfig {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Listen {
-    /// The proxy's address (default `127.0.0.1:8080`; port 0 picks one).
-    #[serde(default = "default_addr")]
-    pub addr: String,
+    /// The proxy's plaintext address (HTTP/1.1 and HTTP/2 cleartext; port 0 picks one).
+    /// Default `127.0.0.1:8080`, unless `[listen.tls]` is given: then there is no plaintext
+    /// listener unless one is named here. See [`Listen::plain_addr`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<String>,
     /// The admin listener: `/metrics`, `/status`, `/dashboard` (default `127.0.0.1:9090`).
     #[serde(default = "default_admin")]
     pub admin: String,
@@ -123,6 +125,62 @@ pub struct Listen {
     /// (tokio's work-stealing pool in the binary). Default `"per-core"`.
     #[serde(default)]
     pub workers: Workers,
+    /// `[listen.tls]`: HTTPS on an address of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ListenTls>,
+}
+
+impl Listen {
+    /// The plaintext listener's address: `addr`, or the default when there is no
+    /// `[listen.tls]` (`None`: TLS only).
+    pub fn plain_addr(&self) -> Option<&str> {
+        match (&self.addr, &self.tls) {
+            (Some(a), _) => Some(a),
+            (None, None) => Some(DEFAULT_ADDR),
+            (None, Some(_)) => None,
+        }
+    }
+}
+
+/// `[listen.tls]`: the TLS listener (rustls: TLS 1.2 and 1.3, ALPN `h2` and `http/1.1`).
+/// The certificate and key are read again on reload (SIGHUP); a file that cannot be read or
+/// holds an expired certificate leaves the old one in place.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ListenTls {
+    /// The HTTPS address (`ip:port`; port 0 picks one).
+    pub addr: String,
+    /// The certificate chain, PEM, the proxy's own certificate first.
+    pub cert: String,
+    /// Its private key, PEM (PKCS #8, PKCS #1 or SEC1).
+    pub key: String,
+    /// CA certificates (PEM) that client certificates must chain to. When set, clients are
+    /// asked for a certificate; a verified one's subject CN and SAN names identify the
+    /// tenant whose `cert_names` list one (after an API key, before the address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_ca: Option<String>,
+    /// With `client_ca`: refuse the handshake of a client that presents no certificate
+    /// (default false: such a client is identified by its key or address).
+    #[serde(default)]
+    pub require_client_cert: bool,
+}
+
+/// `[upstream.tls]`: TLS to the upstream (`protocol = "h2"` needs it; `"http1"` may use it).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamTls {
+    /// CA certificates (PEM) the upstream's certificate must chain to.
+    pub ca: String,
+    /// The name the upstream's certificate must carry, sent as SNI (default: the host of
+    /// `upstream.addr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// A client certificate chain (PEM) to present to the upstream, with `key`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<String>,
+    /// The client certificate's private key (PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// `listen.workers`: the threads client connections run on.
@@ -205,11 +263,12 @@ fn default_http1() -> String {
 impl Default for Listen {
     fn default() -> Self {
         Listen {
-            addr: default_addr(),
+            addr: None,
             admin: default_admin(),
             http2: true,
             http1: default_http1(),
             workers: Workers::default(),
+            tls: None,
         }
     }
 }
@@ -218,8 +277,12 @@ impl Default for Listen {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Upstream {
-    /// `host:port` (or `http://host:port`) of the server; plain HTTP/1.1.
+    /// `host:port` (or `http://host:port`) of the server.
     pub addr: String,
+    /// The wire to it: `"http1"` (HTTP/1.1, default), `"h2c"` (HTTP/2 in cleartext, prior
+    /// knowledge) or `"h2"` (HTTP/2 over TLS: needs `[upstream.tls]`).
+    #[serde(default = "default_protocol")]
+    pub protocol: String,
     /// Give up connecting after this long → 502 (default 1000 ms).
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
@@ -230,6 +293,9 @@ pub struct Upstream {
     /// of measuring its upstream time.
     #[serde(default)]
     pub cost_header: Option<String>,
+    /// `[upstream.tls]`: connect with TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<UpstreamTls>,
 }
 
 /// `[cost]`: every charged cost (from `upstream.cost_header` or the measured upstream time)
@@ -474,6 +540,10 @@ pub struct TenantConfig {
     /// the request carries no key.
     #[serde(default)]
     pub ips: Vec<String>,
+    /// Names a verified client certificate may carry (its subject CN, a DNS or URI SAN)
+    /// that identify the tenant on the TLS listener with `client_ca` (exact match).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cert_names: Vec<String>,
     /// This tenant's own waiting cap (default `limits.max_queued_per_tenant`).
     #[serde(default)]
     pub max_queued: Option<usize>,
@@ -495,8 +565,12 @@ pub struct ClassConfig {
     pub path: String,
 }
 
-fn default_addr() -> String {
-    "127.0.0.1:8080".into()
+/// The plaintext listener's address when `listen.addr` is not given (and there is no
+/// `[listen.tls]`).
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+
+fn default_protocol() -> String {
+    "http1".into()
 }
 fn default_admin() -> String {
     "127.0.0.1:9090".into()
@@ -649,229 +723,26 @@ impl ProxyConfig {
         Ok(config)
     }
 
-    /// Check every value; the first problem is returned, naming its field.
+    /// Check every value; the first problem is returned, naming its field. (The TLS files
+    /// are read when the proxy starts or reloads, and by `--check`.)
     pub fn validate(&self) -> Result<(), ConfigError> {
-        parse_addr("listen.addr", &self.listen.addr)?;
-        parse_addr("listen.admin", &self.listen.admin)?;
-        if !matches!(self.listen.http1.as_str(), "own" | "hyper") {
-            return Err(ConfigError::new(
-                "listen.http1",
-                format!("{:?} is not \"own\" or \"hyper\"", self.listen.http1),
-            ));
-        }
-        if let Workers::Count(n) = self.listen.workers {
-            if !(1..=MAX_WORKERS).contains(&n) {
-                return Err(ConfigError::new(
-                    "listen.workers",
-                    format!(
-                        "{n} runtimes; expected 1 to {MAX_WORKERS}, \"per-core\" or \"shared\""
-                    ),
-                ));
-            }
-        }
+        self.listen.check()?;
+        self.upstream.check()?;
         self.upstream_authority()?;
-        if self.upstream.connect_timeout_ms == 0 {
-            return Err(ConfigError::new(
-                "upstream.connect_timeout_ms",
-                "must be ≥ 1",
-            ));
-        }
-        if self.upstream.timeout_ms == 0 {
-            return Err(ConfigError::new("upstream.timeout_ms", "must be ≥ 1"));
-        }
-        if let Some(h) = &self.upstream.cost_header {
-            if http::HeaderName::from_bytes(h.as_bytes()).is_err() {
-                return Err(ConfigError::new(
-                    "upstream.cost_header",
-                    format!("{h:?} is not a valid header name"),
-                ));
-            }
-        }
-        let s = &self.scheduler;
-        fairlane_core::Config::for_executor(&s.algorithm, 1, 1.0, false)
-            .and_then(|c| c.build::<()>().map(|_| ()))
-            .map_err(|e| ConfigError::new("scheduler.algorithm", core_reason(e)))?;
-        if s.depth == 0 || s.depth > MAX_DEPTH {
-            return Err(ConfigError::new(
-                "scheduler.depth",
-                format!("must be in 1..={MAX_DEPTH}, got {}", s.depth),
-            ));
-        }
-        if !(s.initial_estimate_ms.is_finite() && s.initial_estimate_ms > 0.0) {
-            return Err(ConfigError::new(
-                "scheduler.initial_estimate_ms",
-                format!("must be finite and > 0, got {}", s.initial_estimate_ms),
-            ));
-        }
-        if let Some(a) = &s.adaptive {
-            if a.min == 0 || a.min > a.max || a.max > MAX_DEPTH {
-                return Err(ConfigError::new(
-                    "scheduler.adaptive",
-                    format!(
-                        "need 1 ≤ min ≤ max ≤ {MAX_DEPTH}, got min = {}, max = {}",
-                        a.min, a.max
-                    ),
-                ));
-            }
-            if s.depth < a.min || s.depth > a.max {
-                return Err(ConfigError::new(
-                    "scheduler.depth",
-                    format!(
-                        "the starting depth must be within adaptive [{}, {}], got {}",
-                        a.min, a.max, s.depth
-                    ),
-                ));
-            }
-            if a.interval_ms == 0 {
-                return Err(ConfigError::new(
-                    "scheduler.adaptive.interval_ms",
-                    "must be ≥ 1",
-                ));
-            }
-        }
-        let l = &self.limits;
-        for (field, v) in [
-            ("limits.max_queued", l.max_queued as u64),
-            (
-                "limits.max_queued_per_tenant",
-                l.max_queued_per_tenant as u64,
-            ),
-            ("limits.queue_timeout_ms", l.queue_timeout_ms),
-            ("limits.body_timeout_ms", l.body_timeout_ms),
-            ("limits.header_timeout_ms", l.header_timeout_ms),
-            ("limits.idle_timeout_ms", l.idle_timeout_ms),
-            ("limits.send_timeout_ms", l.send_timeout_ms),
-            ("limits.stream_idle_timeout_ms", l.stream_idle_timeout_ms),
-            ("limits.max_stream_bytes", l.max_stream_bytes),
-            ("limits.admin_connections", l.admin_connections as u64),
-        ] {
-            if v == 0 {
-                return Err(ConfigError::new(field, "must be ≥ 1"));
-            }
-        }
-        if !(l.max_streaming_share > 0.0 && l.max_streaming_share <= 1.0) {
-            return Err(ConfigError::new(
-                "limits.max_streaming_share",
-                format!("must be in (0, 1], got {}", l.max_streaming_share),
-            ));
-        }
-        let id = &self.identity;
-        if http::HeaderName::from_bytes(id.header.as_bytes()).is_err() {
-            return Err(ConfigError::new(
-                "identity.header",
-                format!("{:?} is not a valid header name", id.header),
-            ));
-        }
-        if !valid_tenant_name(&id.default_tenant) {
-            return Err(name_error(
-                "identity.default_tenant".into(),
-                &id.default_tenant,
-            ));
-        }
-        let c = &self.cost;
-        for (field, v) in [
-            ("cost.max_ratio", c.max_ratio),
-            ("cost.floor_ms", c.floor_ms),
-            ("cost.max_ms", c.max_ms),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(ConfigError::new(
-                    field,
-                    format!("must be finite and > 0, got {v}"),
-                ));
-            }
-        }
-        if c.max_ratio < 1.0 {
-            return Err(ConfigError::new(
-                "cost.max_ratio",
-                format!("must be ≥ 1, got {}", c.max_ratio),
-            ));
-        }
-        if c.floor_ms > c.max_ms {
-            return Err(ConfigError::new(
-                "cost.floor_ms",
-                format!("must be ≤ cost.max_ms ({}), got {}", c.max_ms, c.floor_ms),
-            ));
-        }
-        if c.log_interval_ms == 0 {
-            return Err(ConfigError::new("cost.log_interval_ms", "must be ≥ 1"));
-        }
-        let mut names = HashSet::new();
-        let mut keys = HashSet::new();
-        for (i, t) in self.tenants.iter().enumerate() {
-            let f = |name: &str| format!("tenant[{i}].{name}");
-            if !valid_tenant_name(&t.name) {
-                return Err(name_error(f("name"), &t.name));
-            }
-            if !names.insert(t.name.as_str()) {
-                return Err(ConfigError::new(
-                    f("name"),
-                    format!("{:?} is listed twice", t.name),
-                ));
-            }
-            if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&t.weight) {
-                return Err(ConfigError::new(
-                    f("weight"),
-                    format!(
-                        "must be within [{MIN_WEIGHT:e}, {MAX_WEIGHT:e}], got {:e}",
-                        t.weight
-                    ),
-                ));
-            }
-            for k in &t.keys {
-                if k.is_empty() {
-                    return Err(ConfigError::new(f("keys"), "an empty key"));
-                }
-                if !keys.insert(k.as_str()) {
-                    return Err(ConfigError::new(
-                        f("keys"),
-                        "a key already given to another tenant (keys must be unique)",
-                    ));
-                }
-            }
-            for ip in &t.ips {
-                Cidr::parse(ip).map_err(|e| ConfigError::new(f("ips"), e.to_string()))?;
-            }
-            if t.max_queued == Some(0) {
-                return Err(ConfigError::new(f("max_queued"), "must be ≥ 1"));
-            }
-            if let Some(ms) = t.target_ms {
-                if !(ms.is_finite() && ms > 0.0) {
-                    return Err(ConfigError::new(
-                        f("target_ms"),
-                        format!("must be finite and > 0, got {ms}"),
-                    ));
-                }
-            }
-        }
+        self.scheduler.check()?;
+        self.limits.check()?;
+        self.identity.check()?;
+        self.cost.check()?;
+        check_tenants(&self.tenants)?;
         for (i, c) in self.classes.iter().enumerate() {
-            if let Some(m) = &c.method {
-                if http::Method::from_bytes(m.as_bytes()).is_err() {
-                    return Err(ConfigError::new(
-                        format!("class[{i}].method"),
-                        format!("{m:?} is not an HTTP method"),
-                    ));
-                }
-            }
-            if !c.path.starts_with('/') {
-                return Err(ConfigError::new(
-                    format!("class[{i}].path"),
-                    format!("must start with '/', got {:?}", c.path),
-                ));
-            }
-            if c.path.trim_end_matches('*').contains('*') {
-                return Err(ConfigError::new(
-                    format!("class[{i}].path"),
-                    "'*' is allowed only at the end (a prefix match)",
-                ));
-            }
+            c.check(&format!("class[{i}]"))?;
         }
         if self.classes.len() >= u32::MAX as usize {
             return Err(ConfigError::new("class", "too many classes"));
         }
         if let Some(c) = &self.cluster {
             c.validate()?;
-            if s.adaptive.is_some() {
+            if self.scheduler.adaptive.is_some() {
                 return Err(ConfigError::new(
                     "cluster",
                     "cannot be combined with scheduler.adaptive (the cluster sets the depth)",
@@ -915,6 +786,344 @@ impl ProxyConfig {
     /// The upstream header timeout.
     pub fn upstream_timeout(&self) -> Duration {
         Duration::from_millis(self.upstream.timeout_ms)
+    }
+}
+
+/// `Err` naming `field` unless `v` ≥ 1.
+fn at_least_one(field: &str, v: u64) -> Result<(), ConfigError> {
+    if v == 0 {
+        return Err(ConfigError::new(field, "must be ≥ 1"));
+    }
+    Ok(())
+}
+
+/// `Err` naming `field` unless `v` is a valid header name.
+fn header_name(field: &str, v: &str) -> Result<(), ConfigError> {
+    if http::HeaderName::from_bytes(v.as_bytes()).is_err() {
+        return Err(ConfigError::new(
+            field,
+            format!("{v:?} is not a valid header name"),
+        ));
+    }
+    Ok(())
+}
+
+/// `Err` naming `field` if the path `v` is empty.
+fn file_name(field: &str, v: &str) -> Result<(), ConfigError> {
+    if v.trim().is_empty() {
+        return Err(ConfigError::new(field, "an empty file name"));
+    }
+    Ok(())
+}
+
+impl Listen {
+    fn check(&self) -> Result<(), ConfigError> {
+        if let Some(a) = &self.addr {
+            parse_addr("listen.addr", a)?;
+        }
+        parse_addr("listen.admin", &self.admin)?;
+        if !matches!(self.http1.as_str(), "own" | "hyper") {
+            return Err(ConfigError::new(
+                "listen.http1",
+                format!("{:?} is not \"own\" or \"hyper\"", self.http1),
+            ));
+        }
+        if let Workers::Count(n) = self.workers {
+            if !(1..=MAX_WORKERS).contains(&n) {
+                return Err(ConfigError::new(
+                    "listen.workers",
+                    format!(
+                        "{n} runtimes; expected 1 to {MAX_WORKERS}, \"per-core\" or \"shared\""
+                    ),
+                ));
+            }
+        }
+        if let Some(t) = &self.tls {
+            parse_addr("listen.tls.addr", &t.addr)?;
+            file_name("listen.tls.cert", &t.cert)?;
+            file_name("listen.tls.key", &t.key)?;
+            if let Some(ca) = &t.client_ca {
+                file_name("listen.tls.client_ca", ca)?;
+            } else if t.require_client_cert {
+                return Err(ConfigError::new(
+                    "listen.tls.require_client_cert",
+                    "needs listen.tls.client_ca (the CA client certificates are checked against)",
+                ));
+            }
+            if self.addr.as_deref() == Some(t.addr.as_str()) {
+                return Err(ConfigError::new(
+                    "listen.tls.addr",
+                    "must differ from listen.addr",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Upstream {
+    fn check(&self) -> Result<(), ConfigError> {
+        at_least_one("upstream.connect_timeout_ms", self.connect_timeout_ms)?;
+        at_least_one("upstream.timeout_ms", self.timeout_ms)?;
+        if let Some(h) = &self.cost_header {
+            header_name("upstream.cost_header", h)?;
+        }
+        match (self.protocol.as_str(), &self.tls) {
+            ("http1", _) | ("h2", Some(_)) | ("h2c", None) => {}
+            ("h2", None) => {
+                return Err(ConfigError::new(
+                    "upstream.protocol",
+                    "\"h2\" is HTTP/2 over TLS: it needs [upstream.tls] (\"h2c\" is cleartext)",
+                ))
+            }
+            ("h2c", Some(_)) => {
+                return Err(ConfigError::new(
+                    "upstream.protocol",
+                    "\"h2c\" is HTTP/2 in cleartext: with [upstream.tls] use \"h2\"",
+                ))
+            }
+            (p, _) => {
+                return Err(ConfigError::new(
+                    "upstream.protocol",
+                    format!("{p:?} is not \"http1\", \"h2c\" or \"h2\""),
+                ))
+            }
+        }
+        if let Some(t) = &self.tls {
+            file_name("upstream.tls.ca", &t.ca)?;
+            if t.cert.is_some() != t.key.is_some() {
+                return Err(ConfigError::new(
+                    "upstream.tls.cert",
+                    "a client certificate needs both cert and key",
+                ));
+            }
+            if let Some(n) = &t.server_name {
+                if rustls_pki_types::ServerName::try_from(n.as_str()).is_err() {
+                    return Err(ConfigError::new(
+                        "upstream.tls.server_name",
+                        format!("{n:?} is not a DNS name or an IP address"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SchedulerSection {
+    fn check(&self) -> Result<(), ConfigError> {
+        fairlane_core::Config::for_executor(&self.algorithm, 1, 1.0, false)
+            .and_then(|c| c.build::<()>().map(|_| ()))
+            .map_err(|e| ConfigError::new("scheduler.algorithm", core_reason(e)))?;
+        if self.depth == 0 || self.depth > MAX_DEPTH {
+            return Err(ConfigError::new(
+                "scheduler.depth",
+                format!("must be in 1..={MAX_DEPTH}, got {}", self.depth),
+            ));
+        }
+        if !(self.initial_estimate_ms.is_finite() && self.initial_estimate_ms > 0.0) {
+            return Err(ConfigError::new(
+                "scheduler.initial_estimate_ms",
+                format!("must be finite and > 0, got {}", self.initial_estimate_ms),
+            ));
+        }
+        if let Some(a) = &self.adaptive {
+            if a.min == 0 || a.min > a.max || a.max > MAX_DEPTH {
+                return Err(ConfigError::new(
+                    "scheduler.adaptive",
+                    format!(
+                        "need 1 ≤ min ≤ max ≤ {MAX_DEPTH}, got min = {}, max = {}",
+                        a.min, a.max
+                    ),
+                ));
+            }
+            if self.depth < a.min || self.depth > a.max {
+                return Err(ConfigError::new(
+                    "scheduler.depth",
+                    format!(
+                        "the starting depth must be within adaptive [{}, {}], got {}",
+                        a.min, a.max, self.depth
+                    ),
+                ));
+            }
+            at_least_one("scheduler.adaptive.interval_ms", a.interval_ms)?;
+        }
+        Ok(())
+    }
+}
+
+impl Limits {
+    fn check(&self) -> Result<(), ConfigError> {
+        for (field, v) in [
+            ("limits.max_queued", self.max_queued as u64),
+            (
+                "limits.max_queued_per_tenant",
+                self.max_queued_per_tenant as u64,
+            ),
+            ("limits.queue_timeout_ms", self.queue_timeout_ms),
+            ("limits.body_timeout_ms", self.body_timeout_ms),
+            ("limits.header_timeout_ms", self.header_timeout_ms),
+            ("limits.idle_timeout_ms", self.idle_timeout_ms),
+            ("limits.send_timeout_ms", self.send_timeout_ms),
+            ("limits.stream_idle_timeout_ms", self.stream_idle_timeout_ms),
+            ("limits.max_stream_bytes", self.max_stream_bytes),
+            ("limits.admin_connections", self.admin_connections as u64),
+        ] {
+            at_least_one(field, v)?;
+        }
+        if !(self.max_streaming_share > 0.0 && self.max_streaming_share <= 1.0) {
+            return Err(ConfigError::new(
+                "limits.max_streaming_share",
+                format!("must be in (0, 1], got {}", self.max_streaming_share),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Identity {
+    fn check(&self) -> Result<(), ConfigError> {
+        header_name("identity.header", &self.header)?;
+        if !valid_tenant_name(&self.default_tenant) {
+            return Err(name_error(
+                "identity.default_tenant".into(),
+                &self.default_tenant,
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl CostSection {
+    fn check(&self) -> Result<(), ConfigError> {
+        for (field, v) in [
+            ("cost.max_ratio", self.max_ratio),
+            ("cost.floor_ms", self.floor_ms),
+            ("cost.max_ms", self.max_ms),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(ConfigError::new(
+                    field,
+                    format!("must be finite and > 0, got {v}"),
+                ));
+            }
+        }
+        if self.max_ratio < 1.0 {
+            return Err(ConfigError::new(
+                "cost.max_ratio",
+                format!("must be ≥ 1, got {}", self.max_ratio),
+            ));
+        }
+        if self.floor_ms > self.max_ms {
+            return Err(ConfigError::new(
+                "cost.floor_ms",
+                format!(
+                    "must be ≤ cost.max_ms ({}), got {}",
+                    self.max_ms, self.floor_ms
+                ),
+            ));
+        }
+        at_least_one("cost.log_interval_ms", self.log_interval_ms)
+    }
+}
+
+/// Every `[[tenant]]`, and what must be unique across them (names, keys, certificate names).
+fn check_tenants(tenants: &[TenantConfig]) -> Result<(), ConfigError> {
+    let mut names = HashSet::new();
+    let mut keys = HashSet::new();
+    let mut cert_names = HashSet::new();
+    for (i, t) in tenants.iter().enumerate() {
+        let f = |name: &str| format!("tenant[{i}].{name}");
+        t.check(&f)?;
+        if !names.insert(t.name.as_str()) {
+            return Err(ConfigError::new(
+                f("name"),
+                format!("{:?} is listed twice", t.name),
+            ));
+        }
+        for k in &t.keys {
+            if !keys.insert(k.as_str()) {
+                return Err(ConfigError::new(
+                    f("keys"),
+                    "a key already given to another tenant (keys must be unique)",
+                ));
+            }
+        }
+        for n in &t.cert_names {
+            if !cert_names.insert(n.as_str()) {
+                return Err(ConfigError::new(
+                    f("cert_names"),
+                    format!("{n:?} is already given to another tenant (names must be unique)"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl TenantConfig {
+    /// This tenant alone (`f` names a field of it).
+    fn check(&self, f: &impl Fn(&str) -> String) -> Result<(), ConfigError> {
+        if !valid_tenant_name(&self.name) {
+            return Err(name_error(f("name"), &self.name));
+        }
+        if !(MIN_WEIGHT..=MAX_WEIGHT).contains(&self.weight) {
+            return Err(ConfigError::new(
+                f("weight"),
+                format!(
+                    "must be within [{MIN_WEIGHT:e}, {MAX_WEIGHT:e}], got {:e}",
+                    self.weight
+                ),
+            ));
+        }
+        if self.keys.iter().any(String::is_empty) {
+            return Err(ConfigError::new(f("keys"), "an empty key"));
+        }
+        if self.cert_names.iter().any(|n| n.trim().is_empty()) {
+            return Err(ConfigError::new(f("cert_names"), "an empty name"));
+        }
+        for ip in &self.ips {
+            Cidr::parse(ip).map_err(|e| ConfigError::new(f("ips"), e.to_string()))?;
+        }
+        if self.max_queued == Some(0) {
+            return Err(ConfigError::new(f("max_queued"), "must be ≥ 1"));
+        }
+        if let Some(ms) = self.target_ms {
+            if !(ms.is_finite() && ms > 0.0) {
+                return Err(ConfigError::new(
+                    f("target_ms"),
+                    format!("must be finite and > 0, got {ms}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ClassConfig {
+    /// This class (`at`: `class[i]`).
+    fn check(&self, at: &str) -> Result<(), ConfigError> {
+        if let Some(m) = &self.method {
+            if http::Method::from_bytes(m.as_bytes()).is_err() {
+                return Err(ConfigError::new(
+                    format!("{at}.method"),
+                    format!("{m:?} is not an HTTP method"),
+                ));
+            }
+        }
+        if !self.path.starts_with('/') {
+            return Err(ConfigError::new(
+                format!("{at}.path"),
+                format!("must start with '/', got {:?}", self.path),
+            ));
+        }
+        if self.path.trim_end_matches('*').contains('*') {
+            return Err(ConfigError::new(
+                format!("{at}.path"),
+                "'*' is allowed only at the end (a prefix match)",
+            ));
+        }
+        Ok(())
     }
 }
 

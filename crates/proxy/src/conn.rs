@@ -287,15 +287,15 @@ pub(crate) fn out_of_fds(e: &io::Error) -> bool {
 /// `send` (it does not read) fails the write with `TimedOut`, which ends the connection and
 /// frees whatever it held. (Idle connections are closed by [`ConnTable::sweep`], which costs
 /// nothing per request.)
-pub(crate) struct ClientIo {
-    io: TcpStream,
+pub(crate) struct ClientIo<T = TcpStream> {
+    io: T,
     send: Duration,
     write_timer: Option<Pin<Box<Sleep>>>,
     write_armed: bool,
 }
 
-impl ClientIo {
-    pub fn new(io: TcpStream, send: Duration) -> Self {
+impl<T> ClientIo<T> {
+    pub fn new(io: T, send: Duration) -> Self {
         ClientIo {
             io,
             send,
@@ -327,7 +327,7 @@ fn expired(
 
 use std::future::Future;
 
-impl AsyncRead for ClientIo {
+impl<T: AsyncRead + Unpin> AsyncRead for ClientIo<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -337,12 +337,12 @@ impl AsyncRead for ClientIo {
     }
 }
 
-impl ClientIo {
-    fn write_result<T>(
+impl<T> ClientIo<T> {
+    fn write_result<R>(
         &mut self,
-        r: Poll<io::Result<T>>,
+        r: Poll<io::Result<R>>,
         cx: &mut Context<'_>,
-    ) -> Poll<io::Result<T>> {
+    ) -> Poll<io::Result<R>> {
         match r {
             Poll::Pending => {
                 if expired(&mut self.write_timer, &mut self.write_armed, self.send, cx) {
@@ -361,7 +361,7 @@ impl ClientIo {
     }
 }
 
-impl AsyncWrite for ClientIo {
+impl<T: AsyncWrite + Unpin> AsyncWrite for ClientIo<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -217,10 +217,17 @@ impl RequestHead {
         Ok(Some((head, info, req.version == Some(0))))
     }
 
-    /// The head of a request hyper's server read (HTTP/1.1 or HTTP/2).
+    /// The head of a request hyper's server read (HTTP/1.1 or HTTP/2). An HTTP/2
+    /// request's `:authority` becomes its `Host`, as an HTTP/1.1 client would have sent it.
     pub fn from_parts(parts: &http::request::Parts) -> RequestHead {
+        let mut built = Built::of(&parts.headers);
+        if let Some(a) = parts.uri.authority() {
+            if !parts.headers.contains_key(http::header::HOST) {
+                built.push(b"host", a.as_str().as_bytes());
+            }
+        }
         RequestHead {
-            fields: Fields::built(Built::of(&parts.headers)),
+            fields: Fields::built(built),
             method: parts.method.clone(),
             target: target_of(&parts.uri),
         }
@@ -310,6 +317,14 @@ impl ResponseHead {
             fields: Fields::parsed(buf, info.head_len, resp.headers),
         };
         Ok(Some((head, info)))
+    }
+
+    /// The head of a response an HTTP/2 upstream sent.
+    pub fn from_parts(status: StatusCode, headers: &http::HeaderMap) -> ResponseHead {
+        ResponseHead {
+            status,
+            fields: Fields::built(Built::of(headers)),
+        }
     }
 
     /// A head of the proxy's own with these header lines.
@@ -415,7 +430,8 @@ mod tests {
                 .map(|x| format!("{}={}", x.name, String::from_utf8_lossy(x.value)))
                 .collect::<Vec<_>>()
         });
-        assert_eq!(all, ["authorization=Bearer k", "x-a=1", "x-a=2"]);
+        // The authority of an absolute target (an HTTP/2 request's) becomes its Host.
+        assert_eq!(all, ["authorization=Bearer k", "x-a=1", "x-a=2", "host=h:1"]);
         let own = ResponseHead::own(StatusCode::NOT_FOUND, &[("content-type", b"text/plain")]);
         assert!(own.header("Content-Type", |v| v == Some(&b"text/plain"[..])));
     }

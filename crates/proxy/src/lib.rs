@@ -80,6 +80,7 @@ mod rewrite;
 pub mod server;
 mod state;
 mod stream;
+mod tls;
 pub mod tenant;
 mod upstream;
 mod workers;

@@ -509,6 +509,8 @@ pub struct Metrics {
     pub accepted: AtomicU64,
     /// Config reloads applied.
     pub reloads: AtomicU64,
+    /// TLS handshakes that failed or did not finish within the header timeout.
+    pub tls_handshake_failed: AtomicU64,
 }
 
 impl Metrics {
@@ -589,6 +591,7 @@ impl Metrics {
             unauthorized: self.unauthorized.load(Relaxed),
             ambiguous_identity: self.ambiguous_identity.load(Relaxed),
             reloads: self.reloads.load(Relaxed),
+            tls_handshake_failures: self.tls_handshake_failed.load(Relaxed),
             buckets: BUCKETS.to_vec(),
             tenants,
             cluster: None,
@@ -619,6 +622,8 @@ pub struct Status {
     pub ambiguous_identity: u64,
     /// Reloads applied.
     pub reloads: u64,
+    /// TLS handshakes that failed (or timed out) on the TLS listener.
+    pub tls_handshake_failures: u64,
     /// Histogram bucket bounds (seconds; a last +Inf bucket is implied).
     pub buckets: Vec<f64>,
     /// Per tenant.
@@ -726,6 +731,17 @@ impl Status {
             "counter",
         );
         let _ = writeln!(o, "fairlane_proxy_reloads_total {}", self.reloads);
+        g(
+            &mut o,
+            "fairlane_proxy_tls_handshake_failures_total",
+            "TLS handshakes that failed or timed out on the TLS listener.",
+            "counter",
+        );
+        let _ = writeln!(
+            o,
+            "fairlane_proxy_tls_handshake_failures_total {}",
+            self.tls_handshake_failures
+        );
         type Field = fn(&TenantStatus) -> f64;
         let per: [(&str, &str, &str, Field); 8] = [
             (

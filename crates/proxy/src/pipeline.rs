@@ -77,10 +77,10 @@ impl Admitted<'_> {
 
     /// A body streamed from `source`, within `limits.stream_idle_timeout_ms` between pieces
     /// and `limits.max_stream_bytes` in all.
-    pub fn limited<'b>(&self, source: Source<'b>) -> ReqBody<'b> {
+    pub fn limited<'b>(&self, source: Source<'b>) -> Limited<'b> {
         let l = &self.settings.config.limits;
         let idle = Duration::from_millis(l.stream_idle_timeout_ms);
-        ReqBody::Stream(Limited::new(source, idle, l.max_stream_bytes))
+        Limited::new(source, idle, l.max_stream_bytes)
     }
 }
 
@@ -109,7 +109,10 @@ pub(crate) fn admit<'a>(
     peer: &Peer,
     arrival: Instant,
 ) -> Result<Admitted<'a>, Answer> {
-    let who = head.with_headers(|hs| settings.identifier.identify_raw(hs, peer.addr.ip()));
+    let who = head.with_headers(|hs| {
+        let names = &peer.cert_names;
+        settings.identifier.identify_raw(hs, peer.addr.ip(), names)
+    });
     let tenant = match who {
         Who::Tenant(t) => t,
         Who::Unauthorized => {

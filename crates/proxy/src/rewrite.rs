@@ -123,6 +123,72 @@ pub(crate) fn request_h1(
     out.extend_from_slice(b"\r\n");
 }
 
+/// Append one trailer field line of a chunked body's last chunk (hop-by-hop ones dropped).
+pub(crate) fn trailer_h1(out: &mut Vec<u8>, name: &http::HeaderName, value: &HeaderValue) {
+    if !hop_by_hop(name.as_str()) {
+        line(out, name.as_str().as_bytes(), value.as_bytes());
+    }
+}
+
+/// `request` as it goes upstream over HTTP/2: `:scheme` the wire's (`https`: TLS), and
+/// `:authority` its `Host` (an HTTP/2 client's `:authority`) or else the upstream's; the
+/// end-to-end headers but `Host`, `Expect`, the client's framing and its tenant header;
+/// `te: trailers` when the client asked for trailers (gRPC does), then `X-Forwarded-For` and
+/// the tenant header. The body's length, when known, is set by the HTTP/2 client. `None`:
+/// the target cannot be sent (not a path).
+pub(crate) fn request_h2(
+    request: &RequestHead,
+    fwd: &Forwarding<'_>,
+    https: bool,
+) -> Option<http::request::Parts> {
+    let mut parts = http::Request::new(()).into_parts().0;
+    parts.method = request.method().clone();
+    parts.version = http::Version::HTTP_2;
+    let host = request.header("host", |v| {
+        v.and_then(|v| http::uri::Authority::try_from(v).ok())
+    });
+    let authority = match host {
+        Some(a) => a,
+        None => http::uri::Authority::try_from(fwd.authority).ok()?,
+    };
+    parts.uri = http::Uri::builder()
+        .scheme(if https { "https" } else { "http" })
+        .authority(authority)
+        .path_and_query(request.target()?)
+        .build()
+        .ok()?;
+    let mut trailers = false;
+    request.with_headers(|hs| {
+        parts.headers.reserve(hs.len() + 3);
+        trailers = hs
+            .iter()
+            .any(|h| h.name.eq_ignore_ascii_case("te") && lists(h.value, "trailers"));
+        let skip = |n: &str| {
+            n.eq_ignore_ascii_case("host")
+                || n.eq_ignore_ascii_case("content-length")
+                || n.eq_ignore_ascii_case("expect")
+                || n.eq_ignore_ascii_case(TENANT_HEADER)
+        };
+        end_to_end(hs, skip, |h| {
+            if let Some((n, v)) = http_header(h) {
+                parts.headers.append(n, v);
+            }
+        });
+    });
+    if trailers {
+        parts
+            .headers
+            .insert(http::header::TE, HeaderValue::from_static("trailers"));
+    }
+    parts
+        .headers
+        .insert("x-forwarded-for", fwd.forwarded_for.clone());
+    if let Some(v) = fwd.tenant {
+        parts.headers.insert(TENANT_HEADER, v.clone());
+    }
+    Some(parts)
+}
+
 /// Append a response's end-to-end header lines for an HTTP/1.1 client (its framing is the
 /// proxy's). Returns whether it had a `Content-Length` and a `Date`.
 pub(crate) fn response_h1(out: &mut Vec<u8>, response: &ResponseHead) -> (bool, bool) {

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use fairlane_core::TenantId;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::config::{parse_addr, ConfigError, ProxyConfig};
@@ -95,7 +95,10 @@ fn apply_tenants(
 /// A bound proxy, ready to [`run`](Proxy::run).
 pub struct Proxy {
     inner: Arc<Inner>,
-    listener: TcpListener,
+    /// The plaintext listener (`listen.addr`), if any.
+    listener: Option<TcpListener>,
+    /// The TLS listener (`[listen.tls]`), if any.
+    tls_listener: Option<TcpListener>,
     admin: TcpListener,
 }
 
@@ -105,12 +108,29 @@ pub struct ProxyHandle {
     inner: Arc<Inner>,
 }
 
+/// Bind `addr` (named by `field` in errors).
+async fn listen(field: &'static str, addr: SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|error| StartError::Bind { field, addr, error })
+}
+
 impl Proxy {
-    /// Validate the config, build the scheduler and bind both listeners.
+    /// Validate the config, read its TLS files, build the scheduler and bind the listeners.
     pub async fn bind(config: ProxyConfig) -> Result<Proxy, StartError> {
         config.validate()?;
-        let addr = parse_addr("listen.addr", &config.listen.addr)?;
+        let addr = match config.listen.plain_addr() {
+            Some(a) => Some(parse_addr("listen.addr", a)?),
+            None => None,
+        };
         let admin_addr = parse_addr("listen.admin", &config.listen.admin)?;
+        let tls = match &config.listen.tls {
+            Some(t) => Some((
+                parse_addr("listen.tls.addr", &t.addr)?,
+                crate::tls::Acceptor::new(t, config.listen.http2)?,
+            )),
+            None => None,
+        };
         let gate = Gate::for_config(&config)?;
         let depth = crate::depth::controller(&config).map_err(|e| ConfigError {
             file: None,
@@ -136,20 +156,15 @@ impl Proxy {
                 .map(|_| crate::workers::Load::default())
                 .collect();
         let settings = settings(config, &mut registry)?;
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|error| StartError::Bind {
-                field: "listen.addr",
-                addr,
-                error,
-            })?;
-        let admin = TcpListener::bind(admin_addr)
-            .await
-            .map_err(|error| StartError::Bind {
-                field: "listen.admin",
-                addr: admin_addr,
-                error,
-            })?;
+        let listener = match addr {
+            Some(a) => Some(listen("listen.addr", a).await?),
+            None => None,
+        };
+        let (tls_listener, tls) = match tls {
+            Some((a, acceptor)) => (Some(listen("listen.tls.addr", a).await?), Some(acceptor)),
+            None => (None, None),
+        };
+        let admin = listen("listen.admin", admin_addr).await?;
         Ok(Proxy {
             inner: Arc::new(Inner {
                 gate,
@@ -166,17 +181,27 @@ impl Proxy {
                 admin_conns,
                 streaming: StreamSlots::default(),
                 worker_loads,
+                tls,
             }),
             listener,
+            tls_listener,
             admin,
         })
     }
 
-    /// The proxy's address.
+    /// The proxy's address: the plaintext listener's, or the TLS listener's when there is
+    /// no plaintext one.
     pub fn local_addr(&self) -> SocketAddr {
         self.listener
-            .local_addr()
-            .expect("bound listener has an address")
+            .as_ref()
+            .or(self.tls_listener.as_ref())
+            .and_then(|l| l.local_addr().ok())
+            .expect("a bound listener has an address")
+    }
+
+    /// The TLS listener's address (`[listen.tls]`), if there is one.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.tls_listener.as_ref().and_then(|l| l.local_addr().ok())
     }
 
     /// The admin listener's address.
@@ -198,30 +223,10 @@ impl Proxy {
         let Proxy {
             inner,
             listener,
+            tls_listener,
             admin,
         } = self;
-        let admin_task = tokio::spawn(crate::admin::serve(inner.clone(), admin));
-        let depth_task = inner
-            .depth
-            .clone()
-            .map(|c| AbortOnDrop(crate::depth::spawn(inner.gate.clone(), c)));
-        // Aborted when `run` returns or is dropped, so a stopped instance's lease lapses.
-        let _cluster_task = inner
-            .cluster
-            .clone()
-            .map(|c| AbortOnDrop(tokio::spawn(crate::cluster::run(inner.clone(), c))));
-        // Idle connections (client and admin) are closed by a periodic sweep rather than a
-        // timer per connection: nothing is paid per request.
-        let sweep_task = {
-            let inner = inner.clone();
-            tokio::spawn(async move {
-                let idle = || Duration::from_millis(inner.settings().config.limits.idle_timeout_ms);
-                tokio::join!(
-                    crate::conn::sweeper(&inner.conns, idle),
-                    crate::conn::sweeper(&inner.admin_conns, idle)
-                );
-            })
-        };
+        let background = Background::start(&inner, admin);
         // `listen.workers`: connections go to single-threaded runtimes of their own; if they
         // cannot be started, to the caller's runtime (said once).
         let workers = match inner.worker_loads.len() {
@@ -235,115 +240,192 @@ impl Proxy {
             },
         };
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let acceptor = Accept {
+            inner: &inner,
+            workers: workers.as_ref(),
+            graceful: &graceful,
+        };
+        acceptor.run(listener, tls_listener).await;
+        drain(&inner, graceful).await;
+        inner.gate.close();
+        drop(background);
+        // What is still on the workers after the hard stop's deadline is dropped with them.
+        if let Some(w) = workers {
+            w.stop().await;
+        }
+    }
+}
+
+/// The tasks beside the listeners: the admin listener, the depth controller, the cluster
+/// sync and the idle sweep; aborted when dropped.
+struct Background {
+    _tasks: Vec<AbortOnDrop>,
+}
+
+impl Background {
+    fn start(inner: &Arc<Inner>, admin: TcpListener) -> Background {
+        let mut tasks = vec![AbortOnDrop(tokio::spawn(crate::admin::serve(
+            inner.clone(),
+            admin,
+        )))];
+        if let Some(c) = inner.depth.clone() {
+            tasks.push(AbortOnDrop(crate::depth::spawn(inner.gate.clone(), c)));
+        }
+        // Aborted when `run` returns or is dropped, so a stopped instance's lease lapses.
+        if let Some(c) = inner.cluster.clone() {
+            tasks.push(AbortOnDrop(tokio::spawn(crate::cluster::run(
+                inner.clone(),
+                c,
+            ))));
+        }
+        // Idle connections (client and admin) are closed by a periodic sweep rather than a
+        // timer per connection: nothing is paid per request.
+        let sweep = inner.clone();
+        tasks.push(AbortOnDrop(tokio::spawn(async move {
+            let idle = || Duration::from_millis(sweep.settings().config.limits.idle_timeout_ms);
+            tokio::join!(
+                crate::conn::sweeper(&sweep.conns, idle),
+                crate::conn::sweeper(&sweep.admin_conns, idle)
+            );
+        })));
+        Background { _tasks: tasks }
+    }
+}
+
+/// After the listeners closed: let connections finish within `limits.shutdown_grace_ms`,
+/// then answer whatever is still queued or in flight with 503.
+async fn drain(inner: &Arc<Inner>, graceful: hyper_util::server::graceful::GracefulShutdown) {
+    let grace = Duration::from_millis(inner.settings().config.limits.shutdown_grace_ms);
+    let drained = tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_ok();
+    if !drained {
+        // Deadline: whatever is queued or in flight is answered 503 now.
+        inner.gate.close();
+        inner.hard_stop.send_replace(true);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while inner.metrics.connections.load(Relaxed) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// The accept loop of both client listeners.
+struct Accept<'a> {
+    inner: &'a Arc<Inner>,
+    workers: Option<&'a crate::workers::Workers>,
+    graceful: &'a hyper_util::server::graceful::GracefulShutdown,
+}
+
+/// The next connection on `listener` (never, if there is none).
+async fn accept_on(listener: Option<&TcpListener>) -> std::io::Result<(TcpStream, SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Accept<'_> {
+    /// Accept on the plaintext and TLS listeners until the shutdown.
+    async fn run(&self, plain: Option<TcpListener>, tls: Option<TcpListener>) {
+        let inner = self.inner;
         let mut shutdown = inner.shutdown.subscribe();
-        let http2 = inner.settings().config.listen.http2;
-        let own_http1 = inner.settings().config.listen.http1 == "own";
         let mut backoff = AcceptBackoff::default();
         loop {
-            let accepted = tokio::select! {
+            let (accepted, on_tls) = tokio::select! {
                 _ = shutdown.wait_for(|&s| s) => break,
-                a = listener.accept() => a,
+                a = accept_on(plain.as_ref()) => (a, false),
+                a = accept_on(tls.as_ref()) => (a, true),
             };
-            let (stream, peer) = match accepted {
-                Ok(a) => {
+            match accepted {
+                Ok((stream, peer)) => {
                     backoff.reset();
-                    a
+                    self.connection(stream, peer, on_tls);
                 }
                 Err(e) => {
                     // Out of file descriptors (or a connection reset before accept): close
                     // the connection idle the longest, back off, and say so once a second
                     // rather than once per attempt.
-                    let pause = inner.conns.accept_failed(&mut backoff, "listen.addr", &e);
+                    let field = if on_tls { "listen.tls.addr" } else { "listen.addr" };
+                    let pause = inner.conns.accept_failed(&mut backoff, field, &e);
                     tokio::select! {
                         _ = shutdown.wait_for(|&s| s) => break,
-                        _ = tokio::time::sleep(pause) => continue,
+                        _ = tokio::time::sleep(pause) => {}
                     }
                 }
-            };
-            // At the cap: the connection idle the longest was closed to make room, or this
-            // one is closed at once (nothing idle to close).
-            let Some(state) = inner.conns.admit(peer.ip()) else {
-                drop(stream);
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            // Per-core: the socket leaves this runtime's reactor and is registered again
-            // by the worker's (`conn::Accepted::Std`).
-            let (stream, worker) = match &workers {
-                None => (crate::client::Accepted::Tokio(stream), None),
-                Some(_) => match stream.into_std() {
-                    Ok(s) => {
-                        let i = crate::workers::least_loaded(&inner.worker_loads);
-                        let load = &inner.worker_loads[i];
-                        load.live.fetch_add(1, Relaxed);
-                        load.accepted.fetch_add(1, Relaxed);
-                        (crate::client::Accepted::Std(s), Some(i))
-                    }
-                    Err(_) => {
-                        inner.conns.remove(&state);
-                        continue;
-                    }
-                },
-            };
-            inner.metrics.accepted.fetch_add(1, Relaxed);
-            let settings = inner.settings();
-            let limits = &settings.config.limits;
-            let opts = crate::client::ServeOptions {
-                header_timeout: Duration::from_millis(limits.header_timeout_ms),
-                send_timeout: Duration::from_millis(limits.send_timeout_ms),
-                http2,
-                own_http1,
-            };
-            let peer = Arc::new(Peer::new(peer));
-            let (watcher, stop) = (graceful.watcher(), inner.shutdown.subscribe());
-            inner.metrics.connections.fetch_add(1, Relaxed);
-            let counted = inner.clone();
-            // The connection's whole task is `client::serve`'s future, made here and spawned
-            // with no wrapper around it: a future moved into an async block is stored twice
-            // in the task (rust-lang/rust#62958), and this one is most of a connection's
-            // memory (issue 19). hyper is set up once the client has sent its first bytes.
-            let task = crate::client::serve(
-                stream,
-                inner.clone(),
-                peer,
-                opts,
-                watcher,
-                stop,
-                state,
-                move |state| {
-                    counted.conns.remove(state);
-                    counted.metrics.connections.fetch_sub(1, Relaxed);
-                    if let Some(i) = worker {
-                        counted.worker_loads[i].live.fetch_sub(1, Relaxed);
-                    }
-                },
-            );
-            match (&workers, worker) {
-                (Some(w), Some(i)) => w.spawn(i, task),
-                _ => drop(tokio::spawn(task)),
             }
         }
-        drop(listener);
-        let grace = Duration::from_millis(inner.settings().config.limits.shutdown_grace_ms);
-        let drained = tokio::time::timeout(grace, graceful.shutdown())
-            .await
-            .is_ok();
-        if !drained {
-            // Deadline: whatever is queued or in flight is answered 503 now.
-            inner.gate.close();
-            inner.hard_stop.send_replace(true);
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while inner.metrics.connections.load(Relaxed) > 0 && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-        inner.gate.close();
-        drop(depth_task);
-        sweep_task.abort();
-        admin_task.abort();
-        // What is still on the workers after the hard stop's deadline is dropped with them.
-        if let Some(w) = workers {
-            w.stop().await;
+    }
+
+    /// Serve an accepted connection (`on_tls`: from the TLS listener) on a worker runtime.
+    fn connection(&self, stream: TcpStream, peer: SocketAddr, on_tls: bool) {
+        let inner = self.inner;
+        // At the cap: the connection idle the longest was closed to make room, or this
+        // one is closed at once (nothing idle to close).
+        let Some(state) = inner.conns.admit(peer.ip()) else {
+            return;
+        };
+        let _ = stream.set_nodelay(true);
+        // Per-core: the socket leaves this runtime's reactor and is registered again by
+        // the worker's (`client::Accepted::Std`).
+        let (stream, worker) = match self.workers {
+            None => (crate::client::Accepted::Tokio(stream), None),
+            Some(_) => match stream.into_std() {
+                Ok(s) => {
+                    let i = crate::workers::least_loaded(&inner.worker_loads);
+                    let load = &inner.worker_loads[i];
+                    load.live.fetch_add(1, Relaxed);
+                    load.accepted.fetch_add(1, Relaxed);
+                    (crate::client::Accepted::Std(s), Some(i))
+                }
+                Err(_) => {
+                    inner.conns.remove(&state);
+                    return;
+                }
+            },
+        };
+        inner.metrics.accepted.fetch_add(1, Relaxed);
+        let settings = inner.settings();
+        let listen = &settings.config.listen;
+        let limits = &settings.config.limits;
+        let opts = crate::client::ServeOptions {
+            header_timeout: Duration::from_millis(limits.header_timeout_ms),
+            send_timeout: Duration::from_millis(limits.send_timeout_ms),
+            http2: listen.http2,
+            own_http1: listen.http1 == "own",
+        };
+        let tls = match on_tls {
+            true => inner.tls.as_ref().map(|t| t.current()),
+            false => None,
+        };
+        let peer = Arc::new(Peer::new(peer));
+        let (watcher, stop) = (self.graceful.watcher(), inner.shutdown.subscribe());
+        inner.metrics.connections.fetch_add(1, Relaxed);
+        let counted = inner.clone();
+        // The connection's whole task is `client::serve`'s future, made here and spawned
+        // with no wrapper around it: a future moved into an async block is stored twice
+        // in the task (rust-lang/rust#62958), and this one is most of a connection's
+        // memory (issue 19). hyper is set up once the client has sent its first bytes.
+        let task = crate::client::serve(
+            stream,
+            tls,
+            inner.clone(),
+            peer,
+            opts,
+            watcher,
+            stop,
+            state,
+            move |state| {
+                counted.conns.remove(state);
+                counted.metrics.connections.fetch_sub(1, Relaxed);
+                if let Some(i) = worker {
+                    counted.worker_loads[i].live.fetch_sub(1, Relaxed);
+                }
+            },
+        );
+        match (self.workers, worker) {
+            (Some(w), Some(i)) => w.spawn(i, task),
+            _ => drop(tokio::spawn(task)),
         }
     }
 }
@@ -359,27 +441,9 @@ impl ProxyHandle {
     pub fn reload(&self, config: ProxyConfig) -> Result<Vec<String>, ConfigError> {
         config.validate()?;
         let old = self.inner.settings();
-        let mut warnings = Vec::new();
         let (o, n) = (&old.config, &config);
-        if o.listen.addr != n.listen.addr
-            || o.listen.admin != n.listen.admin
-            || o.listen.http2 != n.listen.http2
-            || o.listen.http1 != n.listen.http1
-            || o.listen.workers != n.listen.workers
-        {
-            warnings.push("listen: changes need a restart; kept the old listeners".to_string());
-        }
-        if o.scheduler.algorithm != n.scheduler.algorithm
-            || o.scheduler.initial_estimate_ms != n.scheduler.initial_estimate_ms
-        {
-            warnings.push("scheduler.algorithm / initial_estimate_ms: changes need a restart; kept the old scheduler".to_string());
-        }
-        if o.scheduler.adaptive.is_some() != n.scheduler.adaptive.is_some() {
-            warnings.push(
-                "scheduler.adaptive: switching between fixed and adaptive depth needs a restart"
-                    .to_string(),
-            );
-        }
+        let mut warnings = restart_warnings(o, n);
+        let new_tls = n.listen.tls.clone();
         let mut registry = self
             .inner
             .registry
@@ -391,9 +455,6 @@ impl ProxyHandle {
             &config,
             &mut registry,
         )?;
-        if o.cluster != n.cluster {
-            warnings.push("cluster: changes need a restart; kept the old [cluster]".to_string());
-        }
         // With [cluster] the sync task owns the depth.
         if o.scheduler.adaptive.is_none() && n.scheduler.adaptive.is_none() && o.cluster.is_none() {
             self.inner
@@ -431,6 +492,13 @@ impl ProxyHandle {
             .settings_version
             .fetch_add(1, std::sync::atomic::Ordering::Release);
         self.inner.metrics.reloads.fetch_add(1, Relaxed);
+        // The certificate and key are read again (a renewal keeps their file names); a
+        // file that cannot be used leaves the old certificate serving.
+        if let (Some(acceptor), Some(tls)) = (&self.inner.tls, &new_tls) {
+            if let Err(e) = acceptor.reload(tls, o.listen.http2) {
+                warnings.push(format!("{e}; kept the old certificate"));
+            }
+        }
         Ok(warnings)
     }
 
@@ -464,6 +532,36 @@ impl ProxyHandle {
             .position(|n| n == name)
             .map(|i| TenantId(i as u64))
     }
+}
+
+/// What a reload from `o` to `n` leaves as it was, for a restart to change.
+fn restart_warnings(o: &ProxyConfig, n: &ProxyConfig) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let tls_addr = |l: &crate::config::Listen| l.tls.as_ref().map(|t| t.addr.clone());
+    if o.listen.addr != n.listen.addr
+        || o.listen.admin != n.listen.admin
+        || o.listen.http2 != n.listen.http2
+        || o.listen.http1 != n.listen.http1
+        || o.listen.workers != n.listen.workers
+        || tls_addr(&o.listen) != tls_addr(&n.listen)
+    {
+        warnings.push("listen: changes need a restart; kept the old listeners".to_string());
+    }
+    if o.scheduler.algorithm != n.scheduler.algorithm
+        || o.scheduler.initial_estimate_ms != n.scheduler.initial_estimate_ms
+    {
+        warnings.push("scheduler.algorithm / initial_estimate_ms: changes need a restart; kept the old scheduler".to_string());
+    }
+    if o.scheduler.adaptive.is_some() != n.scheduler.adaptive.is_some() {
+        warnings.push(
+            "scheduler.adaptive: switching between fixed and adaptive depth needs a restart"
+                .to_string(),
+        );
+    }
+    if o.cluster != n.cluster {
+        warnings.push("cluster: changes need a restart; kept the old [cluster]".to_string());
+    }
+    warnings
 }
 
 /// One worker runtime's client connections ([`ProxyHandle::worker_connections`]).

@@ -61,6 +61,8 @@ pub(crate) struct Inner {
     pub(crate) streaming: StreamSlots,
     /// Connections per worker runtime (`listen.workers`; empty when shared).
     pub(crate) worker_loads: crate::workers::Loads,
+    /// The TLS listener's configuration (`[listen.tls]`), swapped by a reload.
+    pub(crate) tls: Option<crate::tls::Acceptor>,
 }
 
 impl Inner {
@@ -118,7 +120,7 @@ pub(crate) fn settings(
         .as_ref()
         .and_then(|h| HeaderName::from_bytes(h.as_bytes()).ok());
     Ok(Settings {
-        upstream: Upstream::new(&config, &authority),
+        upstream: Upstream::new(&config, &authority)?,
         identifier,
         authority,
         names: registry.names().to_vec(),
@@ -138,6 +140,8 @@ pub(crate) struct Peer {
     pub addr: SocketAddr,
     /// Its IP as an `X-Forwarded-For` value, formatted once per connection.
     pub forwarded_for: HeaderValue,
+    /// The names of its verified TLS client certificate (none: no certificate).
+    pub cert_names: Box<[Box<str>]>,
 }
 
 impl Peer {
@@ -147,6 +151,16 @@ impl Peer {
             addr,
             forwarded_for: HeaderValue::from_str(&addr.ip().to_string())
                 .unwrap_or_else(|_| HeaderValue::from_static("unknown")),
+            cert_names: Box::new([]),
+        }
+    }
+
+    /// The same client, with the names of the certificate it presented.
+    pub fn with_cert_names(&self, names: Vec<Box<str>>) -> Peer {
+        Peer {
+            addr: self.addr,
+            forwarded_for: self.forwarded_for.clone(),
+            cert_names: names.into(),
         }
     }
 }

@@ -5,12 +5,14 @@
 
 use std::error::Error;
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body::Body;
-use http_body_util::BodyExt;
+use http_body::{Body, Frame, SizeHint};
+use tokio::time::Sleep;
 
 /// Errors of bodies the proxy streams.
 pub type BoxError = Box<dyn Error + Send + Sync>;
@@ -55,16 +57,26 @@ pub(crate) type Source<'a> = Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + 
 pub(crate) enum ReqBody<'a> {
     /// Read in full before the request queued.
     Full(Bytes),
-    /// Streamed as the client sends it.
+    /// Streamed as the client sends it, from a source that borrows the client's connection
+    /// (the own HTTP/1.1 adapter): read on the request's own task.
     Stream(Limited<'a>),
+    /// Streamed as the client sends it, from a source of its own (hyper's server): a wire
+    /// may hand it to a task of its own, so that it flows while the response does.
+    Owned(Limited<'static>),
 }
 
 /// A streamed body with its bounds: at most `max` bytes, and no gap longer than `idle`.
+/// Trailers pass through.
 pub(crate) struct Limited<'a> {
     inner: Source<'a>,
     idle: Duration,
     max: u64,
     seen: u64,
+    /// The gap timer, armed when the source is first found with nothing ready.
+    timer: Option<Pin<Box<Sleep>>>,
+    armed: bool,
+    /// A fault already reported: the body is over.
+    failed: bool,
 }
 
 impl<'a> Limited<'a> {
@@ -75,24 +87,72 @@ impl<'a> Limited<'a> {
             idle,
             max,
             seen: 0,
+            timer: None,
+            armed: false,
+            failed: false,
         }
     }
 
-    /// The next piece of data (`None` at the end), or why the body failed.
-    pub async fn next(&mut self) -> Option<Result<Bytes, BodyFault>> {
-        loop {
-            let frame = match tokio::time::timeout(self.idle, self.inner.frame()).await {
-                Err(_) => return Some(Err(BodyFault::Timeout)),
-                Ok(None) => return None,
-                Ok(Some(Err(e))) => return Some(Err(BodyFault::of(&e))),
-                Ok(Some(Ok(f))) => f,
-            };
-            let Ok(d) = frame.into_data() else { continue };
-            self.seen += d.len() as u64;
-            if self.seen > self.max {
-                return Some(Err(BodyFault::TooLarge));
-            }
-            return Some(Ok(d));
+    /// The next frame (`None` at the end), or why the body failed.
+    pub async fn next_frame(&mut self) -> Option<Result<Frame<Bytes>, BodyFault>> {
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_frame(cx))
+            .await
+            .map(|r| r.map_err(|e| BodyFault::of(&e)))
+    }
+
+    fn fail(&mut self, fault: BodyFault) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.failed = true;
+        Poll::Ready(Some(Err(fault.into())))
+    }
+}
+
+impl Body for Limited<'_> {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let me = self.get_mut();
+        if me.failed {
+            return Poll::Ready(None);
         }
+        match me.inner.as_mut().poll_frame(cx) {
+            Poll::Pending => {
+                if !me.armed {
+                    let due = tokio::time::Instant::now() + me.idle;
+                    match &mut me.timer {
+                        Some(t) => t.as_mut().reset(due),
+                        None => me.timer = Some(Box::pin(tokio::time::sleep_until(due))),
+                    }
+                    me.armed = true;
+                }
+                match me.timer.as_mut().map(|t| t.as_mut().poll(cx)) {
+                    Some(Poll::Ready(())) => me.fail(BodyFault::Timeout),
+                    _ => Poll::Pending,
+                }
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => me.fail(BodyFault::of(&e)),
+            Poll::Ready(Some(Ok(f))) => {
+                me.armed = false;
+                if let Some(d) = f.data_ref() {
+                    me.seen += d.len() as u64;
+                    if me.seen > me.max {
+                        return me.fail(BodyFault::TooLarge);
+                    }
+                }
+                Poll::Ready(Some(Ok(f)))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.failed || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }

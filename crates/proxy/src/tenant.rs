@@ -1,8 +1,12 @@
 //! Who a request belongs to, and which class it is.
 //!
-//! A tenant is found from the API key header (`Authorization: Bearer <key>` by default) looked
-//! up in the configured keys, or — for a request without a key — from the client's socket
-//! address matched against each tenant's `ips`. Nothing else the client sends is trusted: a
+//! A tenant is found, in this order, from the API key header (`Authorization: Bearer <key>`
+//! by default) looked up in the configured keys; for a request without a key, from the names
+//! of the client's verified TLS certificate (its subject CN, DNS and URI SANs, on the TLS
+//! listener with `client_ca`) matched against each tenant's `cert_names`; then from the
+//! client's socket address matched against each tenant's `ips`. A key is what a request
+//! itself says, so it comes first (a service holding a certificate may still act for a
+//! tenant it has a key of); a certificate is stronger evidence than an address. Nothing else the client sends is trusted: a
 //! header naming a tenant is ignored (and `x-fairlane-tenant` is overwritten upstream), and
 //! `X-Forwarded-For` is not consulted. A missing or unknown key is rejected with 401 or served
 //! as the default tenant, as configured; an unknown key is never matched by address.
@@ -70,6 +74,7 @@ pub struct Identifier {
     header: http::HeaderName,
     scheme: String,
     keys: HashMap<String, TenantId>,
+    cert_names: HashMap<String, TenantId>,
     ips: Vec<(Cidr, TenantId)>,
     default: Option<TenantId>,
     classes: Vec<ClassRule>,
@@ -81,11 +86,15 @@ impl Identifier {
     /// Build from a validated config, interning tenant names in `registry`.
     pub fn new(config: &ProxyConfig, registry: &mut Registry) -> Identifier {
         let mut keys = HashMap::new();
+        let mut cert_names = HashMap::new();
         let mut ips = Vec::new();
         for t in &config.tenants {
             let id = registry.intern(&t.name);
             for k in &t.keys {
                 keys.insert(k.clone(), id);
+            }
+            for n in &t.cert_names {
+                cert_names.insert(n.clone(), id);
             }
             for ip in &t.ips {
                 if let Ok(c) = Cidr::parse(ip) {
@@ -114,6 +123,7 @@ impl Identifier {
                 .unwrap_or(http::header::AUTHORIZATION),
             scheme: config.identity.scheme.clone(),
             keys,
+            cert_names,
             ips,
             default,
             classes,
@@ -156,12 +166,18 @@ impl Identifier {
         let key = headers
             .get(&self.header)
             .map(|v| v.to_str().ok().and_then(|v| self.strip_scheme(v.trim())));
-        self.by_key_or_peer(key, peer)
+        self.by_key_or_peer(key, peer, &[])
     }
 
-    /// [`identify`](Self::identify) over a head's raw header lines (the own HTTP/1 path),
-    /// with the same answers: a value `HeaderValue::to_str` refuses is no key.
-    pub(crate) fn identify_raw(&self, headers: &[httparse::Header<'_>], peer: IpAddr) -> Who {
+    /// [`identify`](Self::identify) over a head's raw header lines, with the same answers (a
+    /// value `HeaderValue::to_str` refuses is no key), and the names of the client's
+    /// verified certificate (`cert_names`) between the key and the address.
+    pub(crate) fn identify_raw(
+        &self,
+        headers: &[httparse::Header<'_>],
+        peer: IpAddr,
+        cert_names: &[Box<str>],
+    ) -> Who {
         let name = self.header.as_str();
         let by_auth = self.header == http::header::AUTHORIZATION;
         let (mut key, mut keys, mut auths) = (None, 0, 0);
@@ -183,17 +199,21 @@ impl Identifier {
                 .filter(|_| visible)
                 .and_then(|v| self.strip_scheme(v.trim()))
         });
-        self.by_key_or_peer(key, peer)
+        self.by_key_or_peer(key, peer, cert_names)
     }
 
     /// The decision once the key header is read: `Some(key)` when the header was present
-    /// (`Some(None)`: present but no usable key), `None` to fall back to the peer's address.
-    fn by_key_or_peer(&self, key: Option<Option<&str>>, peer: IpAddr) -> Who {
+    /// (`Some(None)`: present but no usable key), `None` to fall back to the certificate's
+    /// names, then the peer's address.
+    fn by_key_or_peer(&self, key: Option<Option<&str>>, peer: IpAddr, names: &[Box<str>]) -> Who {
         if let Some(key) = key {
             return match key.and_then(|k| self.keys.get(k)) {
                 Some(&id) => Who::Tenant(id),
                 None => self.unknown(),
             };
+        }
+        if let Some(&id) = names.iter().find_map(|n| self.cert_names.get(&**n)) {
+            return Who::Tenant(id);
         }
         for (cidr, id) in &self.ips {
             if cidr.contains(peer) {
@@ -397,7 +417,7 @@ mod tests {
                         raw.push(httparse::Header { name: k, value: v });
                     }
                     assert_eq!(
-                        id.identify_raw(&raw, ip),
+                        id.identify_raw(&raw, ip, &[]),
                         id.identify(&map, ip),
                         "{extra} {ip} {list:?}"
                     );

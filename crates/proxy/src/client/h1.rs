@@ -30,10 +30,9 @@ use bytes::Bytes;
 use http::StatusCode;
 use http_body::Body;
 use http_body_util::BodyExt;
-use tokio::io::Interest;
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use super::socket::Socket;
 use super::ServeOptions;
 use crate::bounds::{Bounds, HardStop};
 use crate::conn::{ActiveGuard, ConnState};
@@ -65,8 +64,8 @@ enum Next {
 
 /// Serve an HTTP/1 client connection on the own path until it closes, is evicted while
 /// idle, or the proxy shuts down. The caller has already seen the client's first bytes.
-pub(crate) async fn serve(
-    mut stream: TcpStream,
+pub(crate) async fn serve<S: Socket>(
+    mut stream: S,
     inner: Arc<Inner>,
     peer: Arc<Peer>,
     opts: ServeOptions,
@@ -138,13 +137,13 @@ pub(crate) async fn serve(
         }
     }
     // A FIN after the last response rather than a reset where possible.
-    let _ = tokio::io::AsyncWriteExt::shutdown(&mut stream).await;
+    stream.shutdown().await;
 }
 
 /// Read, answer and account one request.
 #[allow(clippy::too_many_arguments)] // the connection's state, borrowed for one request
-async fn request(
-    stream: &TcpStream,
+async fn request<S: Socket>(
+    stream: &S,
     buf: &mut Vec<u8>,
     inner: &Arc<Inner>,
     settings: &mut CachedSettings,
@@ -178,7 +177,7 @@ async fn request(
             if buf.capacity() < 1024 {
                 buf.reserve(4096);
             }
-            match try_read(stream, buf) {
+            match stream.try_read(buf) {
                 Ok(0) => return Next::Close,
                 Ok(_) => continue,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -238,17 +237,24 @@ async fn request(
 }
 
 /// A client connection's socket and how it is served.
-#[derive(Clone, Copy)]
-struct Io<'c> {
-    stream: &'c TcpStream,
+struct Io<'c, S> {
+    stream: &'c S,
     opts: ServeOptions,
 }
+
+impl<S> Clone for Io<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Io<'_, S> {}
 
 /// Read (or stream) an admitted request's body and run it through the pipeline: its answer,
 /// and whether its body was read to its end (the connection may go on). `None`: the client
 /// went away (dropping the request cancels it, queued or in flight, as hyper's path does).
-async fn exchange(
-    io: Io<'_>,
+async fn exchange<S: Socket>(
+    io: Io<'_, S>,
     buf: &mut Vec<u8>,
     info: &RequestInfo,
     inner: &Arc<Inner>,
@@ -276,7 +282,7 @@ async fn exchange(
             framing,
             ended: &ended,
         };
-        let body = admitted.limited(Box::pin(source));
+        let body = ReqBody::Stream(admitted.limited(Box::pin(source)));
         // The body is read by the upstream wire: the client is seen gone when it reads.
         let r = pipeline::dispatch(inner, admitted, body, peer, Some(bounds)).await;
         return Some((r, ended.load(Relaxed)));
@@ -315,7 +321,7 @@ async fn exchange(
 
 /// Read what the socket has into `buf` (room for at least `want` more bytes, 4 KiB if 0);
 /// 0 at end of stream.
-async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>, want: usize) -> io::Result<usize> {
+async fn read_more(stream: &impl Socket, buf: &mut Vec<u8>, want: usize) -> io::Result<usize> {
     let room = if want == 0 {
         4096
     } else {
@@ -326,45 +332,17 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>, want: usize) -> io::Re
     }
     loop {
         stream.readable().await?;
-        match try_read(stream, buf) {
+        match stream.try_read(buf) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             r => return r,
         }
     }
 }
 
-/// Read what the socket has into `buf`'s spare room (which must not be empty), without
-/// waiting; `Ok(0)` at end of stream.
-///
-/// A short read (fewer bytes than there was room for) drained the socket, so tokio's read
-/// readiness is cleared then, as its own `poll_read` does and `try_read_buf` does not
-/// (issue 19): the next wait for the socket to be readable (the idle wait, the client-gone
-/// check) then waits for new bytes or the client's FIN instead of returning at once and
-/// costing a read that fails with `EAGAIN`. Race-free as tokio's is: the clear is skipped if
-/// a readiness event came in after the read, the socket is edge-triggered, so bytes arriving
-/// later raise a new event, and a FIN (read-closed) is never cleared.
-fn try_read(stream: &TcpStream, buf: &mut Vec<u8>) -> io::Result<usize> {
-    let room = buf.capacity() - buf.len();
-    let mut got = None;
-    let r = stream.try_io(Interest::READABLE, || {
-        let n = stream.try_read_buf(buf)?;
-        got = Some(n);
-        if 0 < n && n < room {
-            Err(io::ErrorKind::WouldBlock.into())
-        } else {
-            Ok(n)
-        }
-    });
-    match got {
-        Some(n) => Ok(n),
-        None => r,
-    }
-}
-
 /// Read the request body described by `info` (at most `max` bytes), taking what is already
 /// in `buf` first and leaving anything after it (a pipelined request) there.
 async fn read_body(
-    stream: &TcpStream,
+    stream: &impl Socket,
     buf: &mut Vec<u8>,
     info: &RequestInfo,
     max: u64,
@@ -415,8 +393,8 @@ async fn read_body(
 /// A request body streamed straight off the client's socket (a body without a length, or a
 /// gRPC one): what the head's read left in `buf` first, then the socket, decoded by its
 /// framing as it comes. Any bytes past its end (a pipelined request) stay in `buf`.
-struct SocketBody<'c> {
-    stream: &'c TcpStream,
+struct SocketBody<'c, S> {
+    stream: &'c S,
     buf: &'c mut Vec<u8>,
     framing: Framing,
     /// Set once the body has been read to its end (the connection may go on).
@@ -431,7 +409,7 @@ enum Framing {
     Chunked(h1::Chunked),
 }
 
-impl SocketBody<'_> {
+impl<S> SocketBody<'_, S> {
     /// Decode what is buffered into at most one piece of data.
     fn decode(&mut self) -> Result<Option<Bytes>, BodyFault> {
         let out = match &mut self.framing {
@@ -461,7 +439,7 @@ impl SocketBody<'_> {
     }
 }
 
-impl Body for SocketBody<'_> {
+impl<S: Socket> Body for SocketBody<'_, S> {
     type Data = Bytes;
     type Error = BoxError;
     fn poll_frame(
@@ -481,7 +459,7 @@ impl Body for SocketBody<'_> {
             if me.buf.capacity() - me.buf.len() < 1024 {
                 me.buf.reserve(16 * 1024);
             }
-            match me.stream.try_read_buf(me.buf) {
+            match me.stream.try_read(me.buf) {
                 Ok(0) => return Poll::Ready(Some(Err(BodyFault::Broken.into()))),
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -501,22 +479,26 @@ impl Body for SocketBody<'_> {
 /// socket's read readiness cleared when they drained it, so the peek waits for the client's
 /// next bytes or its FIN rather than failing with `EAGAIN` at once. Only when the last read
 /// filled the buffer is the readiness stale, and then one peek finds out.
-async fn client_gone(stream: &TcpStream, pipelined: bool) {
+async fn client_gone(stream: &impl Socket, pipelined: bool) {
     if pipelined {
         return std::future::pending().await;
     }
-    let mut b = [0u8; 1];
-    match stream.peek(&mut b).await {
-        Ok(0) | Err(_) => {}
-        Ok(_) => std::future::pending().await,
-    }
+    stream.closed().await
 }
 
-/// Write all of `data`; fails when the client accepts no bytes for `send_timeout`.
-async fn write_all(stream: &TcpStream, mut data: &[u8], send_timeout: Duration) -> io::Result<()> {
-    while !data.is_empty() {
-        match stream.try_write(data) {
-            Ok(n) => data = &data[n..],
+/// Write all of `data` (and send it: TLS records too); fails when the client accepts no
+/// bytes for `send_timeout`.
+async fn write_all(stream: &impl Socket, mut data: &[u8], send_timeout: Duration) -> io::Result<()> {
+    loop {
+        let r = match data.is_empty() {
+            false => stream.try_write(data).map(|n| data = &data[n..]),
+            true => match stream.try_flush() {
+                Ok(()) => return Ok(()),
+                Err(e) => Err(e),
+            },
+        };
+        match r {
+            Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 tokio::time::timeout(send_timeout, stream.writable())
                     .await
@@ -530,7 +512,6 @@ async fn write_all(stream: &TcpStream, mut data: &[u8], send_timeout: Duration) 
             Err(e) => return Err(e),
         }
     }
-    Ok(())
 }
 
 /// Append `n` in hexadecimal (a chunk size).
@@ -607,7 +588,7 @@ fn response_head(
 /// (dropped: its slot freed) before the last write. `Ok(keep_alive)`: whether the
 /// connection may carry another request.
 async fn write_response(
-    stream: &TcpStream,
+    stream: &impl Socket,
     body: &mut ProxyBody,
     head: OutHead,
     send_timeout: Duration,

@@ -2,9 +2,13 @@
 //! adapter turns what the client sends into [`RequestHead`](crate::head::RequestHead)s for
 //! the pipeline and writes back its answers.
 //!
-//! * [`h1`] — the proxy's own HTTP/1.1 server (`listen.http1 = "own"`, the default);
-//! * [`on_hyper`] — hyper's server: HTTP/2 (prior knowledge), and HTTP/1.1 with
-//!   `listen.http1 = "hyper"`.
+//! * [`h1`] — the proxy's own HTTP/1.1 server (`listen.http1 = "own"`, the default), on
+//!   any [`socket::Socket`]: a plaintext TCP stream, or [`tls::TlsSocket`];
+//! * [`on_hyper`] — hyper's server: HTTP/2 (prior knowledge in cleartext, ALPN `h2` over
+//!   TLS), and HTTP/1.1 with `listen.http1 = "hyper"`.
+//!
+//! On the TLS listener the handshake comes first (within the header timeout); ALPN then
+//! picks the adapter, and a verified client certificate's names go with the [`Peer`].
 
 use std::future::Future;
 use std::io;
@@ -12,12 +16,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
 use crate::conn::{ClientIo, ConnState};
 use crate::state::{Inner, Peer};
 
 pub(crate) mod h1;
 pub(crate) mod on_hyper;
+pub(crate) mod socket;
+pub(crate) mod tls;
 
 /// What a new client connection's first bytes (peeked, not consumed) say it speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +98,7 @@ pub(crate) enum Accepted {
 #[allow(clippy::too_many_arguments)] // moved once into the task; a struct would be one more copy
 pub(crate) fn serve(
     stream: Accepted,
+    tls: Option<Arc<rustls::ServerConfig>>,
     inner: Arc<Inner>,
     peer: Arc<Peer>,
     opts: ServeOptions,
@@ -109,6 +117,17 @@ pub(crate) fn serve(
                     Err(_) => break 'serve,
                 },
             };
+            if let Some(config) = tls {
+                // Boxed: a plaintext connection's task does not carry the handshake's state.
+                let conn = Conn {
+                    inner,
+                    peer,
+                    opts,
+                    state: &state,
+                };
+                Box::pin(serve_tls(stream, config, conn, watcher, &mut shutdown)).await;
+                break 'serve;
+            }
             let peek = async {
                 let mut first = [0u8; 24];
                 let n = stream.peek(&mut first).await?;
@@ -160,6 +179,87 @@ pub(crate) fn serve(
             }
         }
         closed(&state);
+    }
+}
+
+/// What serving a connection needs beside its stream.
+struct Conn<'s> {
+    inner: Arc<Inner>,
+    peer: Arc<Peer>,
+    opts: ServeOptions,
+    state: &'s Arc<ConnState>,
+}
+
+/// A TLS client connection: the handshake (within the header timeout; a failed one closes
+/// the connection and is counted), then the adapter ALPN chose — HTTP/2 on hyper's server,
+/// HTTP/1.1 on the own adapter (or hyper's with `listen.http1 = "hyper"`).
+async fn serve_tls(
+    stream: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    conn: Conn<'_>,
+    watcher: hyper_util::server::graceful::Watcher,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    let Conn {
+        inner,
+        peer,
+        opts,
+        state,
+    } = conn;
+    let accept = tokio_rustls::TlsAcceptor::from(config).accept(stream);
+    let handshake = tokio::select! {
+        biased;
+        r = tokio::time::timeout(opts.header_timeout, accept) => r,
+        _ = shutdown.wait_for(|&s| s) => return,
+        _ = state.evict.notified() => return,
+    };
+    let Ok(Ok(stream)) = handshake else {
+        inner
+            .metrics
+            .tls_handshake_failed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return;
+    };
+    let (_, session) = stream.get_ref();
+    let h2 = opts.http2 && session.alpn_protocol() == Some(b"h2");
+    let names = session
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(crate::tls::peer_names)
+        .unwrap_or_default();
+    let peer = match names.is_empty() {
+        true => peer,
+        false => Arc::new(peer.with_cert_names(names)),
+    };
+    if !h2 && opts.own_http1 {
+        // Held until the connection ends, so a graceful shutdown waits for it.
+        let _watcher = watcher;
+        let socket = tls::TlsSocket::new(stream.into_inner());
+        h1::serve(socket, inner, peer, opts, state, shutdown).await;
+        return;
+    }
+    let service = on_hyper::service(inner, peer, state.clone());
+    let io = TokioIo::new(ClientIo::new(stream, opts.send_timeout));
+    if h2 {
+        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .serve_connection(io, service);
+        tokio::select! {
+            biased;
+            _ = watcher.watch(conn) => {}
+            _ = state.evict.notified() => {}
+        }
+    } else {
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(opts.header_timeout)
+            .serve_connection(io, service);
+        tokio::select! {
+            biased;
+            _ = watcher.watch(conn) => {}
+            _ = state.evict.notified() => {}
+        }
     }
 }
 

@@ -76,7 +76,7 @@ async fn handle(inner: Arc<Inner>, req: Request<Incoming>, peer: Arc<Peer>) -> A
     };
     if !body.is_end_stream() && admitted.streams(body.size_hint().exact()) {
         let source = body.map_err(BoxError::from);
-        let body = admitted.limited(Box::pin(source));
+        let body = ReqBody::Owned(admitted.limited(Box::pin(source)));
         return pipeline::dispatch(&inner, admitted, body, &peer, None).await;
     }
     // Boxed, and only when there is a body: its reader would otherwise size this future.

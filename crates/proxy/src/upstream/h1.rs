@@ -15,16 +15,14 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::uri::Authority;
 use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
 
-use super::{Failure, Outgoing, Reply, Wire};
+use super::{Connector, Failure, Outgoing, Reply, UpBody, UpIo, Wire};
 use crate::h1::{self, BodyLen, Chunked};
-use crate::head::ResponseHead;
-use crate::rewrite::{self, BodyFraming};
+use crate::head::{RequestHead, ResponseHead};
+use crate::rewrite::{self, BodyFraming, Forwarding};
 use crate::stream::{Limited, ReqBody};
 
 /// Longest upstream response head accepted (bytes), as the hyper client's default.
@@ -32,8 +30,7 @@ const MAX_HEAD: usize = 8192 + 4096 * 100;
 
 /// Idle keep-alive sockets to one upstream, and the exchange on them.
 pub(crate) struct Http1 {
-    authority: Authority,
-    connect_timeout: Duration,
+    connector: Connector,
     idle_timeout: Duration,
     /// Idle sockets kept per stack.
     max_idle: usize,
@@ -44,7 +41,7 @@ pub(crate) struct Http1 {
 }
 
 /// Idle sockets, most recently returned last, with when each was returned.
-type IdleStack = Mutex<Vec<(TcpStream, Instant)>>;
+type IdleStack = Mutex<Vec<(UpIo, Instant)>>;
 
 impl Wire for Arc<Http1> {
     async fn send(&self, req: Outgoing<'_>) -> Result<Reply, Failure> {
@@ -59,29 +56,37 @@ impl Wire for Arc<Http1> {
                 drop((req.head, body));
                 self.exchange_retrying(&out, None, head_method).await
             }
-            ReqBody::Stream(body) => {
-                let mut out = Vec::with_capacity(512);
-                rewrite::request_h1(&mut out, &req.head, &req.fwd, BodyFraming::Chunked);
-                drop(req.head);
-                self.exchange_retrying(&out, Some(body), head_method).await
-            }
+            ReqBody::Stream(body) => self.send_streamed(req.head, &req.fwd, body).await,
+            ReqBody::Owned(body) => self.send_streamed(req.head, &req.fwd, body).await,
         }
     }
 }
 
 impl Http1 {
-    /// A pool for `authority` (host:port; port 80 if none), with `stacks` idle stacks.
+    /// Send a request whose body streams: its head, then the body chunked as it comes.
+    async fn send_streamed(
+        self: &Arc<Self>,
+        head: RequestHead,
+        fwd: &Forwarding<'_>,
+        body: Limited<'_>,
+    ) -> Result<Reply, Failure> {
+        let head_method = *head.method() == http::Method::HEAD;
+        let mut out = Vec::with_capacity(512);
+        rewrite::request_h1(&mut out, &head, fwd, BodyFraming::Chunked);
+        drop(head);
+        self.exchange_retrying(&out, Some(body), head_method).await
+    }
+
+    /// A pool of connections `connector` opens, with `stacks` idle stacks.
     pub fn new(
-        authority: Authority,
-        connect_timeout: Duration,
+        connector: Connector,
         idle_timeout: Duration,
         max_idle: usize,
         stacks: usize,
     ) -> Http1 {
         let stacks = stacks.max(1);
         Http1 {
-            authority,
-            connect_timeout,
+            connector,
             idle_timeout,
             max_idle: max_idle.div_ceil(stacks),
             idle: (0..stacks).map(|_| Mutex::new(Vec::new())).collect(),
@@ -93,7 +98,7 @@ impl Http1 {
         &self.idle[crate::workers::index() % self.idle.len()]
     }
 
-    fn checkout(&self) -> Option<TcpStream> {
+    fn checkout(&self) -> Option<UpIo> {
         let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
         while let Some((s, since)) = idle.pop() {
             if since.elapsed() <= self.idle_timeout {
@@ -103,7 +108,7 @@ impl Http1 {
         None
     }
 
-    fn put(&self, s: TcpStream) {
+    fn put(&self, s: UpIo) {
         let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.max_idle {
             idle.push((s, Instant::now()));
@@ -129,9 +134,7 @@ impl Http1 {
                 Err(Some(e)) => return Err(e),
             }
         }
-        let s = super::connect_tcp(&self.authority, self.connect_timeout)
-            .await
-            .map_err(|_| Failure::Connect)?;
+        let s = self.connector.connect().await.map_err(|_| Failure::Connect)?;
         self.exchange(s, request, &mut body, head_method)
             .await
             .map_err(|e| e.unwrap_or(Failure::Broken))
@@ -141,7 +144,7 @@ impl Http1 {
     /// (retryable on a pooled socket).
     async fn exchange(
         self: &Arc<Self>,
-        mut s: TcpStream,
+        mut s: UpIo,
         request: &[u8],
         body: &mut Option<Limited<'_>>,
         head_method: bool,
@@ -151,6 +154,10 @@ impl Http1 {
         }
         if let Some(body) = body {
             write_chunked(&mut s, body).await.map_err(Some)?;
+        }
+        // TLS: what is encrypted but not yet sent (a no-op on TCP).
+        if s.flush().await.is_err() {
+            return Err(Some(Failure::Broken));
         }
         let mut buf: Vec<u8> = Vec::with_capacity(4096);
         loop {
@@ -180,7 +187,10 @@ impl Http1 {
                             pool: self.clone(),
                         };
                         body.check_done();
-                        return Ok(Reply { head, body });
+                        return Ok(Reply {
+                            head,
+                            body: UpBody::H1(body),
+                        });
                     }
                     Ok(None) => {}
                     Err(_) => return Err(Some(Failure::Broken)),
@@ -200,21 +210,32 @@ impl Http1 {
     }
 }
 
-/// Write `body` as it comes, chunked, and its last chunk.
-async fn write_chunked(s: &mut TcpStream, body: &mut Limited<'_>) -> Result<(), Failure> {
+/// Write `body` as it comes, chunked, and its last chunk with the body's trailers.
+async fn write_chunked(s: &mut UpIo, body: &mut Limited<'_>) -> Result<(), Failure> {
     let mut out = Vec::new();
-    while let Some(piece) = body.next().await {
-        let d = piece.map_err(Failure::Body)?;
-        if d.is_empty() {
-            continue;
-        }
+    let mut trailers = None;
+    while let Some(frame) = body.next_frame().await {
+        let frame = match frame.map_err(Failure::Body)?.into_data() {
+            Ok(d) if d.is_empty() => continue,
+            Ok(d) => d,
+            Err(f) => {
+                trailers = f.into_trailers().ok();
+                continue;
+            }
+        };
         out.clear();
-        out.extend_from_slice(format!("{:x}\r\n", d.len()).as_bytes());
-        out.extend_from_slice(&d);
+        out.extend_from_slice(format!("{:x}\r\n", frame.len()).as_bytes());
+        out.extend_from_slice(&frame);
         out.extend_from_slice(b"\r\n");
         s.write_all(&out).await.map_err(|_| Failure::Broken)?;
     }
-    s.write_all(b"0\r\n\r\n").await.map_err(|_| Failure::Broken)
+    out.clear();
+    out.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers.iter().flatten() {
+        rewrite::trailer_h1(&mut out, name, value);
+    }
+    out.extend_from_slice(b"\r\n");
+    s.write_all(&out).await.map_err(|_| Failure::Broken)
 }
 
 /// Where a response body stands.
@@ -231,7 +252,7 @@ enum Framing {
 /// body's end (if the upstream allows keep-alive) and is closed if the body is dropped
 /// before.
 pub(crate) struct RawBody {
-    conn: Option<TcpStream>,
+    conn: Option<UpIo>,
     /// Read but not yet decoded.
     buf: Vec<u8>,
     framing: Framing,
