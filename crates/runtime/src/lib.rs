@@ -15,7 +15,6 @@
 //!   (axum, tonic, hyper), tenant and class read from the request by a closure.
 //! * Per-tenant [`MetricsSnapshot`]s (queued, running, completed, rejected, wait-time and cost
 //!   histograms), optionally exported through the `metrics` facade (feature `metrics`).
-//! * [`demo`] — tenants of different kinds on a real pool under FIFO, WFQᴱ, WF²Qᴱ and 2DFQᴱ.
 //!
 //! ```
 //! use fairlane_runtime::FairPool;
@@ -37,14 +36,12 @@
 #![deny(unsafe_code)] // only `cpu` reads thread CPU clocks through libc
 
 pub mod cpu;
-pub mod demo;
 mod gate;
 mod histogram;
 mod layer;
 mod meter;
 mod oneshot;
 mod pool;
-pub mod reserve_demo;
 mod setup;
 mod stats;
 mod time;
