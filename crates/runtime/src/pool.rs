@@ -974,6 +974,63 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
     })
 }
 
+/// Worker `w`'s next task from the scheduler, waiting while none may run: until a submit
+/// or a completion notifies, or until the time a `RetryAt` named. `None` once the pool
+/// stops (or, draining, has nothing left for this worker).
+#[inline]
+fn wait_for_task(shared: &Shared, w: usize, meter: &mut WorkerMeter) -> Option<Started> {
+    let mut st = shared.lock();
+    loop {
+        let now = shared.now();
+        match st.sched.dequeue(w, now) {
+            Ok(Decision::Run(d)) => {
+                if let Some(t) = start(&mut st, w, d, now, meter.resume()) {
+                    return Some(t);
+                }
+            }
+            Ok(Decision::RetryAt(t)) => {
+                // `Decision`'s contract: ask again at `t` (a timed wait), at the
+                // next completion (`retrying` makes it notify) or enqueue.
+                if st.phase == Phase::Stopping {
+                    return None;
+                }
+                st.idle += 1;
+                st.retrying += 1;
+                // ∞ or a time not after now: at the next event (no spin);
+                // a clock that is not real wakes the workers when it moves.
+                st = if t.is_finite() && t > now && shared.clock.is_real() {
+                    let wait = Duration::from_nanos((t - now).clamp(1_000.0, 1e12) as u64);
+                    shared
+                        .work
+                        .wait_timeout(st, wait)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0
+                } else {
+                    shared.work.wait(st).unwrap_or_else(|e| e.into_inner())
+                };
+                st.retrying -= 1;
+                st.idle -= 1;
+                st.waking = st.waking.saturating_sub(1);
+            }
+            r @ (Ok(Decision::Empty) | Err(_)) => {
+                if let Err(e) = r {
+                    st.sched_error("a dequeue", e);
+                }
+                if st.phase != Phase::Open {
+                    return None;
+                }
+                st.idle += 1;
+                st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                st.idle -= 1;
+                // Woken by a submit, another notification or spuriously: either
+                // way one pending wake-up is used up (an undercount only costs
+                // a spare wake-up later; an overcount cannot arise).
+                st.waking = st.waking.saturating_sub(1);
+            }
+        }
+    }
+}
+
 fn worker_main(shared: &Arc<Shared>, w: usize) {
     WORKER_OF.with(|c| c.set(Arc::as_ptr(shared) as usize));
     let mut meter = WorkerMeter::for_this_thread(shared.cost_clock == CostClock::ThreadCpu);
@@ -981,59 +1038,10 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
     loop {
         let task = match next.take() {
             Some(t) => t,
-            None => {
-                let mut st = shared.lock();
-                loop {
-                    let now = shared.now();
-                    match st.sched.dequeue(w, now) {
-                        Ok(Decision::Run(d)) => {
-                            if let Some(t) = start(&mut st, w, d, now, meter.resume()) {
-                                break t;
-                            }
-                        }
-                        Ok(Decision::RetryAt(t)) => {
-                            // `Decision`'s contract: ask again at `t` (a timed wait), at the
-                            // next completion (`retrying` makes it notify) or enqueue.
-                            if st.phase == Phase::Stopping {
-                                return;
-                            }
-                            st.idle += 1;
-                            st.retrying += 1;
-                            // ∞ or a time not after now: at the next event (no spin);
-                            // a clock that is not real wakes the workers when it moves.
-                            st = if t.is_finite() && t > now && shared.clock.is_real() {
-                                let wait =
-                                    Duration::from_nanos((t - now).clamp(1_000.0, 1e12) as u64);
-                                shared
-                                    .work
-                                    .wait_timeout(st, wait)
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .0
-                            } else {
-                                shared.work.wait(st).unwrap_or_else(|e| e.into_inner())
-                            };
-                            st.retrying -= 1;
-                            st.idle -= 1;
-                            st.waking = st.waking.saturating_sub(1);
-                        }
-                        r @ (Ok(Decision::Empty) | Err(_)) => {
-                            if let Err(e) = r {
-                                st.sched_error("a dequeue", e);
-                            }
-                            if st.phase != Phase::Open {
-                                return;
-                            }
-                            st.idle += 1;
-                            st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
-                            st.idle -= 1;
-                            // Woken by a submit, another notification or spuriously: either
-                            // way one pending wake-up is used up (an undercount only costs
-                            // a spare wake-up later; an overcount cannot arise).
-                            st.waking = st.waking.saturating_sub(1);
-                        }
-                    }
-                }
-            }
+            None => match wait_for_task(shared, w, &mut meter) {
+                Some(t) => t,
+                None => return,
+            },
         };
         let Started { ticket, stat, job } = task;
         let mut settled = false;
