@@ -22,7 +22,7 @@ use fairlane_core::{
     BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
 };
 
-use crate::pool::{config_error, BuildError};
+use crate::error::{config_error, BuildError};
 use crate::setup::{self, common_setters, Common};
 use crate::stats::{MetricsSnapshot, Stats};
 use crate::time::{nanos_f64, SharedClock};

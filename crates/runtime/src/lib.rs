@@ -36,6 +36,7 @@
 #![deny(unsafe_code)] // only `cpu` reads thread CPU clocks through libc
 
 pub mod cpu;
+mod error;
 mod gate;
 mod histogram;
 mod layer;
@@ -57,8 +58,7 @@ pub use fairlane_core::{ClassId, Config, TenantId, TenantView};
 pub use gate::{Acquire, AcquireError, FairGate, GateBuilder, Permit};
 pub use histogram::Histogram;
 pub use layer::{FairError, FairFuture, FairLayer, FairService};
-pub use pool::{
-    BuildError, FairPool, Panic, PendingTask, PoolBuilder, SubmitError, TaskError, TaskHandle,
-};
+pub use error::{BuildError, Panic, SubmitError, TaskError};
+pub use pool::{FairPool, PendingTask, PoolBuilder, TaskHandle};
 pub use stats::{MetricsSnapshot, TenantMetrics};
 pub use time::{AdvanceHook, Clock, ManualClock, SystemClock};

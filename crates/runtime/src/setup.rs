@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use fairlane_core::{BoxedScheduler, Config};
 
-use crate::pool::{config_error, BuildError};
+use crate::error::{config_error, BuildError};
 use crate::time::{SharedClock, SystemClock};
 
 /// Where the scheduler comes from.
