@@ -43,6 +43,7 @@ mod drr;
 mod edf;
 pub mod estimate;
 mod fifo;
+pub mod histogram;
 mod interposed;
 mod queued;
 pub mod reserve;
