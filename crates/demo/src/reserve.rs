@@ -25,8 +25,8 @@ use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
 use fairlane_core::{BoxedScheduler, Config, TenantId};
 use serde::Serialize;
 
-use fairlane_runtime::cpu::thread_cpu_time;
 use crate::pool::DemoError;
+use fairlane_runtime::cpu::thread_cpu_time;
 use fairlane_runtime::{Clock, SystemClock};
 use fairlane_runtime::{CostClock, FairPool};
 

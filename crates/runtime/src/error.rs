@@ -170,4 +170,3 @@ impl From<fairlane_core::Error> for BuildError {
 pub(crate) fn config_error(field: &'static str, reason: String) -> BuildError {
     BuildError::Config(fairlane_core::Error::InvalidConfig { field, reason })
 }
-

@@ -53,12 +53,12 @@ mod time;
 pub struct ReadmeDoctest;
 
 pub use cpu::CostClock;
+pub use error::{BuildError, Panic, SubmitError, TaskError};
 pub use fairlane_core::BoxedScheduler;
 pub use fairlane_core::{ClassId, Config, TenantId, TenantView};
 pub use gate::{Acquire, AcquireError, FairGate, GateBuilder, Permit};
 pub use histogram::Histogram;
 pub use layer::{FairError, FairFuture, FairLayer, FairService};
-pub use error::{BuildError, Panic, SubmitError, TaskError};
 pub use pool::{FairPool, PendingTask, PoolBuilder, TaskHandle};
 pub use stats::{MetricsSnapshot, TenantMetrics};
 pub use time::{AdvanceHook, Clock, ManualClock, SystemClock};
