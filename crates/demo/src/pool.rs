@@ -26,10 +26,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use fairlane_runtime::{BuildError, CostClock, FairPool, Histogram};
 use serde::Serialize;
-
-use fairlane_runtime::Histogram;
-use fairlane_runtime::{BuildError, CostClock, FairPool};
 
 /// The schedulers the demo compares by default (core preset names).
 pub const DEFAULT_SCHEDULERS: [&str; 4] = ["fifo", "wfqe", "wf2qe", "2dfqe"];

@@ -23,12 +23,11 @@ use std::time::Duration;
 
 use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
 use fairlane_core::{BoxedScheduler, Config, TenantId};
+use fairlane_runtime::cpu::thread_cpu_time;
+use fairlane_runtime::{Clock, CostClock, FairPool, SystemClock};
 use serde::Serialize;
 
 use crate::pool::DemoError;
-use fairlane_runtime::cpu::thread_cpu_time;
-use fairlane_runtime::{Clock, SystemClock};
-use fairlane_runtime::{CostClock, FairPool};
 
 /// The demo's knobs.
 #[derive(Clone, Debug, PartialEq)]
