@@ -527,6 +527,50 @@ mod tests {
         assert!(Bounds::new(&[]).is_err());
     }
 
+    /// The proxy's Prometheus buckets (upper bounds in seconds) as nanosecond bounds: a
+    /// duration lands in the bucket the proxy's `secs <= bound` rule picks.
+    #[test]
+    fn prometheus_seconds_buckets_as_nanosecond_bounds() {
+        const SECONDS: [f64; 18] = [
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+            2.5, 5.0, 10.0, 30.0, 60.0,
+        ];
+        static NANOS: [u64; 18] = [
+            100_000,
+            250_000,
+            500_000,
+            1_000_000,
+            2_500_000,
+            5_000_000,
+            10_000_000,
+            25_000_000,
+            50_000_000,
+            100_000_000,
+            250_000_000,
+            500_000_000,
+            1_000_000_000,
+            2_500_000_000,
+            5_000_000_000,
+            10_000_000_000,
+            30_000_000_000,
+            60_000_000_000,
+        ];
+        let bounds = Bounds::new(&NANOS).unwrap();
+        let mut ns: Vec<u64> = values(20_000, 17)
+            .into_iter()
+            .map(|v| v % 100_000_000_000)
+            .collect();
+        ns.extend(NANOS.iter().flat_map(|&b| [b - 1, b, b + 1]));
+        for v in ns {
+            let secs = std::time::Duration::from_nanos(v).as_secs_f64();
+            let proxy = SECONDS
+                .iter()
+                .position(|&b| secs <= b)
+                .unwrap_or(SECONDS.len());
+            assert_eq!(bounds.index(v), proxy, "{v} ns");
+        }
+    }
+
     /// The counts, kept by the pages and carries, equal a plain count per bucket.
     #[test]
     fn counts_match_a_plain_table_past_byte_carries() {
