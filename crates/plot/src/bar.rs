@@ -52,12 +52,7 @@ impl BarChart {
         self
     }
 
-    /// Sets the size in px.
-    pub fn size(mut self, width: u32, height: u32) -> Self {
-        self.width = width;
-        self.height = height;
-        self
-    }
+    crate::svg::size_setter!();
 
     /// The chart as a standalone `<svg>` element.
     pub fn to_svg(&self) -> String {
@@ -153,13 +148,7 @@ impl BarChart {
 
     /// The x axis line and the category labels (`labels`, truncated), rotated if asked.
     fn draw_categories(&self, out: &mut String, p: &Plot, labels: &[String], rotate: bool) {
-        let _ = write!(
-            out,
-            "<path d=\"M{} {b}H{}\" stroke=\"#888\" fill=\"none\"/>",
-            c(p.left),
-            c(p.right()),
-            b = c(p.bottom())
-        );
+        svg::x_axis_line(out, p);
         if self.categories.is_empty() {
             return;
         }

@@ -118,12 +118,7 @@ impl Occupancy {
         self
     }
 
-    /// Sets the size in px.
-    pub fn size(mut self, width: u32, height: u32) -> Self {
-        self.width = width;
-        self.height = height;
-        self
-    }
+    crate::svg::size_setter!();
 
     /// The chart as a standalone `<svg>` element.
     pub fn to_svg(&self) -> String {
@@ -370,13 +365,8 @@ impl Occupancy {
             }
             out.push_str("</g><g fill=\"#333\">");
             let mut marks = String::new();
-            for t in ticks {
-                let (Some(f), Some(label)) = (cs.frac(t.value), &t.label) else {
-                    continue;
-                };
-                if !(-1e-9..=1.0 + 1e-9).contains(&f) {
-                    continue;
-                }
+            for (f, t) in svg::visible_ticks(cs, ticks) {
+                let Some(label) = &t.label else { continue };
                 let y = bar_top + (1.0 - f) * bar_h;
                 let _ = write!(marks, "M{} {}h4", c(x + 14.0), c(y));
                 let _ = write!(

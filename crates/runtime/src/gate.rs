@@ -28,7 +28,7 @@ use fairlane_core::{
 use crate::error::{config_error, BuildError};
 use crate::setup::{self, common_setters, Common};
 use crate::stats::{MetricsSnapshot, Stats};
-use crate::time::{nanos_f64, SharedClock};
+use crate::time::{self, nanos_f64, SharedClock};
 
 /// Why a request could not get a seat.
 #[derive(Clone, Debug, PartialEq)]
@@ -203,12 +203,7 @@ impl GateBuilder {
             name,
         });
         // A manual clock's jump fires a due `RetryAt` timer at once.
-        let weak = Arc::downgrade(&shared);
-        clock.on_advance(Arc::new(move || {
-            if let Some(s) = weak.upgrade() {
-                FairGate { shared: s }.tick();
-            }
-        }));
+        time::on_advance(&clock, &shared, |s| FairGate { shared: s }.tick());
         if adaptive {
             start_timer(&shared); // the depth's control periods end on the gate's timer
         }
@@ -558,15 +553,19 @@ fn timer_main(weak: &Weak<GateShared>) {
                 Some(t) if t <= now => st.fire(now, &mut wake),
                 Some(t) if shared.clock.is_real() => {
                     let wait = ((t - now) * shared.unit).clamp(1e3, 1e9);
-                    let _ = shared
-                        .timer_cv
-                        .wait_timeout(st, Duration::from_nanos(wait as u64));
+                    drop(time::wait(
+                        &shared.timer_cv,
+                        st,
+                        Some(Duration::from_nanos(wait as u64)),
+                    ));
                 }
                 // Another clock fires through its advance hook (`tick`); look once a second
                 // whether the gate is still there.
-                _ => {
-                    let _ = shared.timer_cv.wait_timeout(st, Duration::from_secs(1));
-                }
+                _ => drop(time::wait(
+                    &shared.timer_cv,
+                    st,
+                    Some(Duration::from_secs(1)),
+                )),
             }
         }
         wake.2 = false; // this thread is the timer

@@ -26,7 +26,7 @@ use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
 use crate::setup::{common_setters, Common};
 use crate::stats::{MetricsSnapshot, Stats};
-use crate::time::{nanos, nanos_at, SharedClock};
+use crate::time::{self, nanos, nanos_at, SharedClock};
 
 /// What travels through the scheduler: the wrapped task and when it was submitted.
 pub(crate) struct Job {
@@ -413,16 +413,13 @@ impl PoolBuilder {
             name,
         });
         // A manual clock's jump may end a `RetryAt` wait: wake the workers to ask again.
-        let weak = Arc::downgrade(&shared);
-        clock.on_advance(Arc::new(move || {
-            if let Some(s) = weak.upgrade() {
-                drop(s.lock());
-                s.work.notify_all();
-                if let Some(every) = s.refresh {
-                    refresh_due(&s, every);
-                }
+        time::on_advance(&clock, &shared, |s| {
+            drop(s.lock());
+            s.work.notify_all();
+            if let Some(every) = s.refresh {
+                refresh_due(&s, every);
             }
-        }));
+        });
         let pool = FairPool {
             shared: shared.clone(),
             threads: Mutex::new(Threads::default()),
@@ -678,11 +675,7 @@ impl FairPool {
         let mut st = self.shared.lock();
         while st.sched.queued() + st.sched.running() > 0 {
             st.idle_waiters += 1;
-            st = self
-                .shared
-                .idle_cv
-                .wait(st)
-                .unwrap_or_else(|e| e.into_inner());
+            st = time::wait(&self.shared.idle_cv, st, None);
             st.idle_waiters -= 1;
         }
     }
@@ -836,16 +829,10 @@ fn wait_for_task(shared: &Shared, w: usize, meter: &mut WorkerMeter) -> Option<S
                 st.retrying += 1;
                 // ∞ or a time not after now: at the next event (no spin);
                 // a clock that is not real wakes the workers when it moves.
-                st = if t.is_finite() && t > now && shared.clock.is_real() {
-                    let wait = Duration::from_nanos((t - now).clamp(1_000.0, 1e12) as u64);
-                    shared
-                        .work
-                        .wait_timeout(st, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                } else {
-                    shared.work.wait(st).unwrap_or_else(|e| e.into_inner())
-                };
+                let timed = t.is_finite() && t > now && shared.clock.is_real();
+                let timeout =
+                    timed.then(|| Duration::from_nanos((t - now).clamp(1e3, 1e12) as u64));
+                st = time::wait(&shared.work, st, timeout);
                 st.retrying -= 1;
                 st.idle -= 1;
                 st.waking = st.waking.saturating_sub(1);
@@ -858,7 +845,7 @@ fn wait_for_task(shared: &Shared, w: usize, meter: &mut WorkerMeter) -> Option<S
                     return None;
                 }
                 st.idle += 1;
-                st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
+                st = time::wait(&shared.work, st, None);
                 st.idle -= 1;
                 // Woken by a submit, another notification or spuriously: either
                 // way one pending wake-up is used up (an undercount only costs
@@ -942,16 +929,8 @@ fn refresh_main(shared: &Shared, every: Duration) {
                 }
                 // Real time and clock time agree for the system clock; another clock's
                 // advance reports on its own (`refresh_due`), so only a stop wakes us.
-                stop = if shared.clock.is_real() {
-                    let wait = (stop.1 - now).min(every);
-                    shared
-                        .stop_cv
-                        .wait_timeout(stop, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                } else {
-                    shared.stop_cv.wait(stop).unwrap_or_else(|e| e.into_inner())
-                };
+                let timeout = shared.clock.is_real().then(|| (stop.1 - now).min(every));
+                stop = time::wait(&shared.stop_cv, stop, timeout);
             }
         }
         refresh_due(shared, every);

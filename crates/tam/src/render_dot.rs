@@ -6,8 +6,9 @@
 
 use crate::analysis::Problem;
 use crate::model::{Model, Resource, Scheduling, Usage};
-use crate::style::{kind_color, kind_fill, xml_escape as esc, Marks};
+use crate::style::{kind_color, kind_fill, Marks};
 use crate::DrawOptions;
+use fairlane_plot::escape as esc;
 use std::fmt::Write;
 
 fn quoted(text: &str) -> String {

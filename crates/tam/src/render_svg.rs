@@ -10,8 +10,9 @@
 use crate::analysis::{Problem, ProblemKind};
 use crate::layout::{layout, Band, Layout, Waypoint};
 use crate::model::{Model, Resource, Scheduling, Stage, Usage};
-use crate::style::{kind_color, kind_fill, text_width, xml_escape as esc, Marks};
+use crate::style::{kind_color, kind_fill, text_width, Marks};
 use crate::DrawOptions;
+use fairlane_plot::escape as esc;
 use std::fmt::Write;
 
 const FONT: &str = "Helvetica, Arial, sans-serif";

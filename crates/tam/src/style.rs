@@ -25,22 +25,6 @@ pub fn kind_fill(kind: ProblemKind) -> &'static str {
     }
 }
 
-/// Escapes text for XML (SVG) and Graphviz HTML-like labels.
-pub fn xml_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
 /// Approximate width of `text` in a sans-serif font of `size` px. Without font metrics we
 /// over-estimate slightly so that text stays inside its box.
 pub fn text_width(text: &str, size: f64) -> f64 {
