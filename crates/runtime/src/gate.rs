@@ -21,13 +21,11 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use fairlane_core::depth::{DepthConfig, DepthGovernor, FlowReport};
-use fairlane_core::{
-    BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
-};
+use fairlane_core::{BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, Ticket};
 
 use crate::error::{config_error, BuildError};
 use crate::setup::{self, common_setters, Common};
-use crate::stats::{MetricsSnapshot, Stats};
+use crate::stats::Stats;
 use crate::time::{self, nanos_f64, SharedClock};
 
 /// Why a request could not get a seat.
@@ -655,17 +653,6 @@ impl FairGate {
         a
     }
 
-    /// Set a tenant's weight φ (default 1).
-    pub fn set_weight(
-        &self,
-        tenant: impl Into<TenantId>,
-        weight: f64,
-    ) -> Result<(), fairlane_core::Error> {
-        let mut st = self.shared.lock();
-        let now = self.shared.now();
-        st.sched.set_weight(tenant.into(), weight, now)
-    }
-
     /// Refuse new requests and fail every waiter with [`AcquireError::Closed`]. Permits
     /// already held stay valid.
     pub fn close(&self) {
@@ -814,11 +801,6 @@ impl FairGate {
         self.shared.lock().sched.virtual_time()
     }
 
-    /// Scheduler calls that failed so far (each was logged to stderr).
-    pub fn scheduler_errors(&self) -> u64 {
-        self.shared.lock().errors
-    }
-
     /// Requests waiting for a seat.
     pub fn waiting(&self) -> usize {
         self.shared.lock().sched.queued()
@@ -829,20 +811,12 @@ impl FairGate {
         self.shared.lock().sched.running()
     }
 
-    /// The scheduler's preset-style name.
-    pub fn scheduler_name(&self) -> &'static str {
-        self.shared.name
-    }
-
-    /// The scheduler's view of a tenant (weight, waiting and holding counts, start tag).
-    pub fn tenant(&self, tenant: impl Into<TenantId>) -> Option<TenantView> {
-        self.shared.lock().sched.tenant(tenant.into())
-    }
-
-    /// Per-tenant counters and histograms (wait in ns, cost in the gate's cost unit).
-    pub fn metrics(&self) -> MetricsSnapshot {
-        self.shared.lock().stats.snapshot()
-    }
+    setup::scheduler_views!(
+        set_weight: "Set a tenant's weight φ (default 1).",
+        tenant: "The scheduler's view of a tenant (weight, waiting and holding counts, start tag).",
+        metrics: "Per-tenant counters and histograms (wait in ns, cost in the gate's cost unit).",
+        errors: "Scheduler calls that failed so far (each was logged to stderr).",
+    );
 }
 
 enum AcquireState {

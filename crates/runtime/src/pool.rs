@@ -16,16 +16,14 @@ use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fairlane_core::{
-    BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
-};
+use fairlane_core::{BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, Ticket};
 
 use crate::cpu::CostClock;
 use crate::error::{config_error, BuildError, SubmitError, TaskError};
 use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
-use crate::setup::{common_setters, Common};
-use crate::stats::{MetricsSnapshot, Stats};
+use crate::setup::{self, common_setters, Common};
+use crate::stats::Stats;
 use crate::time::{self, nanos, nanos_at, SharedClock};
 
 /// What travels through the scheduler: the wrapped task and when it was submitted.
@@ -609,28 +607,15 @@ impl FairPool {
         })
     }
 
-    /// Set a tenant's weight φ (its share is proportional to it; default 1).
-    pub fn set_weight(
-        &self,
-        tenant: impl Into<TenantId>,
-        weight: f64,
-    ) -> Result<(), fairlane_core::Error> {
-        let mut st = self.shared.lock();
-        let now = self.shared.now();
-        st.sched.set_weight(tenant.into(), weight, now)
-    }
-
-    /// The scheduler's view of a tenant: weight, queued and running counts, and its virtual
-    /// start tag (nanoseconds of cost per unit weight), which refresh and retroactive charging
-    /// move.
-    pub fn tenant(&self, tenant: impl Into<TenantId>) -> Option<TenantView> {
-        self.shared.lock().sched.tenant(tenant.into())
-    }
-
-    /// Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).
-    pub fn metrics(&self) -> MetricsSnapshot {
-        self.shared.lock().stats.snapshot()
-    }
+    setup::scheduler_views!(
+        set_weight: "Set a tenant's weight φ (its share is proportional to it; default 1).",
+        tenant: "The scheduler's view of a tenant: weight, queued and running counts, and its \
+                 virtual start tag (nanoseconds of cost per unit weight), which refresh and \
+                 retroactive charging move.",
+        metrics: "Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).",
+        errors: "Scheduler calls that failed so far (each was logged to stderr). Zero unless the \
+                 scheduler has a bug or refused a report.",
+    );
 
     /// Tasks queued now.
     pub fn queued(&self) -> usize {
@@ -645,17 +630,6 @@ impl FairPool {
     /// Number of worker threads.
     pub fn workers(&self) -> usize {
         self.shared.workers
-    }
-
-    /// The scheduler's preset-style name (`"2dfqe"`, `"fifo"`, …).
-    pub fn scheduler_name(&self) -> &'static str {
-        self.shared.name
-    }
-
-    /// Scheduler calls that failed so far (each was logged to stderr). Zero unless the
-    /// scheduler has a bug or refused a report.
-    pub fn scheduler_errors(&self) -> u64 {
-        self.shared.lock().errors
     }
 
     /// How task costs are measured.

@@ -2,6 +2,9 @@
 //! `RetryAt` timers, refresh charging, run-time seats, caps, targets and drain. Time moves
 //! only when a test says so: no sleeps, exact numbers.
 
+mod common;
+use common::spin_cpu;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::mpsc;
@@ -10,7 +13,6 @@ use std::time::Duration;
 
 use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
 use fairlane_core::{BoxedScheduler, Config, TenantId};
-use fairlane_runtime::cpu::thread_cpu_time;
 use fairlane_runtime::{Acquire, AcquireError, FairGate, FairPool, ManualClock, Permit};
 
 const MS: Duration = Duration::from_millis(1);
@@ -182,17 +184,6 @@ fn gate_seats_caps_targets_and_drain_at_run_time() {
     drop(ready(&mut third));
     assert!(g.is_drained());
     assert_eq!(g.scheduler_errors(), 0);
-}
-
-/// Burn `d` of this thread's CPU time.
-fn spin_cpu(d: Duration) {
-    let start = thread_cpu_time().expect("per-thread CPU clock");
-    let mut x = 1u64;
-    while thread_cpu_time().unwrap() - start < d {
-        for _ in 0..200 {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-        }
-    }
 }
 
 /// A task spins 40 ms of CPU, then blocks (still running) until released; the clock moves

@@ -124,18 +124,14 @@ impl DepthGovernor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Config, Scheduler};
+    use crate::{Algorithm, Config};
 
     /// A server where the response time grows with the depth, 1 ms × D, against a 10 ms
     /// target: polled at every period's end, the governor keeps the scheduler's workers equal
     /// to its depth and settles at or below the largest depth meeting the target.
     #[test]
     fn the_scheduler_follows_the_governed_depth() {
-        let mut sched = Config::preset("sfq")
-            .unwrap()
-            .workers(4)
-            .build::<u64>()
-            .unwrap();
+        let mut sched = Config::new(Algorithm::Sfq).build::<u64>().unwrap();
         let cfg = DepthConfig {
             initial: 32,
             min_samples: 1,
