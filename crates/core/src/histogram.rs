@@ -7,8 +7,9 @@
 //! * [`LogLinear<SUB>`](LogLinear) — HdrHistogram's layout: every value below `2·SUB` has a
 //!   bucket of its own, and above, each power of two is split into `SUB` buckets, so a bucket
 //!   spans at most `1/SUB` of its lowest value. `LogLinear<1024>` is HdrHistogram's three
-//!   significant digits (the simulator's latencies, reproduced to the bit); `LogLinear<16>`
-//!   is within 1/16 (the runtime's per-tenant wait and cost histograms).
+//!   significant digits (the simulator's latencies, reproduced to the bit); `LogLinear<16,
+//!   1024>` is within 1/16, all values in one page (the runtime's per-tenant wait and cost
+//!   histograms).
 //! * [`Bounds`] — explicit upper bounds, as a Prometheus histogram has (`le`): a value falls
 //!   in the first bucket whose bound is not below it, or in the last, open one.
 //!
@@ -69,25 +70,30 @@ impl<const N: usize> Page for [u8; N] {
 }
 
 /// HdrHistogram's bucket layout with `SUB` (a power of two, ≥ 2) buckets per power of two:
-/// values below `2·SUB` exact, any other value `v` in a bucket at most `v/SUB` wide.
+/// values below `2·SUB` exact, any other value `v` in a bucket at most `v/SUB` wide. Counts
+/// are allocated in pages of `PAGE` (a power of two; by default one power of two's `SUB`
+/// buckets): a coarse layout takes a larger page, so that one page holds every bucket
+/// (`LogLinear<16, 1024>`: 976 buckets cover all of `u64`) and recording follows no more
+/// than one pointer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LogLinear<const SUB: usize>;
+pub struct LogLinear<const SUB: usize, const PAGE: usize = SUB>;
 
-impl<const SUB: usize> LogLinear<SUB> {
+impl<const SUB: usize, const PAGE: usize> LogLinear<SUB, PAGE> {
     /// log2 of `SUB`.
     const HALF_BITS: u32 = {
         assert!(
             SUB.is_power_of_two() && SUB >= 2,
             "SUB must be a power of two ≥ 2"
         );
+        assert!(PAGE.is_power_of_two(), "PAGE must be a power of two");
         SUB.trailing_zeros()
     };
     /// log2 of the exact values' count, `2·SUB`.
     const FULL_BITS: u32 = Self::HALF_BITS + 1;
 }
 
-impl<const SUB: usize> Layout for LogLinear<SUB> {
-    type Page = [u8; SUB];
+impl<const SUB: usize, const PAGE: usize> Layout for LogLinear<SUB, PAGE> {
+    type Page = [u8; PAGE];
 
     #[inline]
     fn index(&self, v: u64) -> usize {
