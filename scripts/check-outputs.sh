@@ -2,7 +2,7 @@
 # Every output of two `fairlane` binaries, compared byte for byte with the timing fields aside:
 # `fairlane simulate SPEC --json --out DIR` for every spec under experiments/ and models/ (its
 # JSON, exit status, error text, CSV files and HTML page), and `fairlane reproduce --all
-# --quick`'s claims and report page.
+# --quick`'s claims and report page; `fairlane tam what-if --simulate --json` on a few models.
 #
 #   scripts/check-outputs.sh BASE NEW          compare (each a binary or a recorded directory)
 #   scripts/check-outputs.sh record BIN DIR    record BIN's outputs into DIR
@@ -22,9 +22,32 @@ untime() {
     sed -E 's/"(wall_seconds|events_per_second|visits_per_second)":(-?[0-9.eE+-]+|null)/"\1":T/g'
 }
 
+# `tam what-if --simulate --json` on a model file with a [simulation], a spec naming a model,
+# and a model without one (the default workload).
+record_whatif() {
+    bin=$1
+    dir=$2
+    mkdir -p "$dir/what-if"
+    n=0
+    while IFS='|' read -r spec change; do
+        n=$((n + 1))
+        status=0
+        "$bin" tam what-if "$spec" -c "$change" --simulate --json \
+            >"$dir/what-if/$n.stdout" 2>"$dir/what-if/$n.stderr" || status=$?
+        echo "$status" >"$dir/what-if/$n.status"
+    done <<'CASES'
+experiments/tam-fig8a.toml|set I/O.scheduling = pluggable
+experiments/tam-fig9a.toml|split Req Handle
+experiments/tam-fig13b-orig.toml|split RPC Handle
+models/hbase.toml|combine RPC Read + RPC Respond as RPC Read/Respond
+CASES
+    echo "recorded $n what-if runs" >&2
+}
+
 record() {
     bin=$1
     dir=$2
+    record_whatif "$bin" "$dir"
     mkdir -p "$dir/simulate"
     for spec in experiments/*.toml experiments/*/*.toml models/*.toml; do
         name=$(echo "$spec" | tr / _)
@@ -59,6 +82,10 @@ recorded() {
     fi
 }
 
+if [ "${1:-}" = record-what-if ]; then
+    record_whatif "$2" "$3"
+    exit 0
+fi
 if [ "${1:-}" = record ]; then
     [ $# -eq 3 ] || { echo "usage: $0 record BIN DIR" >&2; exit 2; }
     record "$2" "$3"
