@@ -12,6 +12,7 @@ use std::process::ExitCode;
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod demo;
+mod out;
 mod proxy;
 mod reproduce;
 mod simulate;
@@ -39,8 +40,8 @@ enum Command {
     Reproduce(reproduce::ReproduceArgs),
     /// Run a TOML experiment spec under each of its schedulers.
     Simulate(simulate::SimulateArgs),
-    /// Thread Architecture Models: check, draw, catalog.
-    #[command(subcommand)]
+    // Thread Architecture Models: the help lists the subcommands (`tam::about`).
+    #[command(subcommand, about = tam::about())]
     Tam(tam::TamCommand),
 }
 

@@ -72,7 +72,7 @@ fn without_wall_times(mut v: serde_json::Value) -> serde_json::Value {
 fn simulate_json_gives_every_run_and_tenant() {
     let tmp = temp_dir("sim-json");
     let dir = tmp.path();
-    let spec = spec_file(&dir);
+    let spec = spec_file(dir);
     let out = fairlane(&["simulate", s(&spec), "--json", "--jobs", "1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = json(&out);
@@ -92,7 +92,7 @@ fn simulate_json_gives_every_run_and_tenant() {
 fn simulate_seed_duration_and_jobs() {
     let tmp = temp_dir("sim-flags");
     let dir = tmp.path();
-    let spec = spec_file(&dir);
+    let spec = spec_file(dir);
     let run = |extra: &[&str]| {
         let mut args = vec!["simulate", s(&spec), "--json"];
         args.extend_from_slice(extra);
@@ -116,7 +116,7 @@ fn simulate_seed_duration_and_jobs() {
 fn simulate_out_writes_the_report_and_csv() {
     let tmp = temp_dir("sim-out");
     let dir = tmp.path();
-    let spec = spec_file(&dir);
+    let spec = spec_file(dir);
     let report = dir.join("report");
     let out = fairlane(&["simulate", s(&spec), "--out", s(&report)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -144,7 +144,7 @@ fn simulate_errors_name_the_file_and_field() {
     let out = fairlane(&["simulate", s(&dir.join("missing.toml"))]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("missing.toml"));
-    let spec = spec_file(&dir);
+    let spec = spec_file(dir);
     let out = fairlane(&["simulate", s(&spec), "--duration=-1"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
@@ -188,7 +188,7 @@ fn reproduce_unknown_name_exits_2_listing_the_known() {
 fn reproduce_writes_the_report_and_prints_each_verdict() {
     let tmp = temp_dir("repro");
     let dir = tmp.path();
-    let out = fairlane(&["reproduce", "2dfq-fig5", "tam-table2", "--out", s(&dir)]);
+    let out = fairlane(&["reproduce", "2dfq-fig5", "tam-table2", "--out", s(dir)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let verdicts: Vec<&str> = stdout
@@ -214,7 +214,7 @@ fn reproduce_says_which_spec_it_read() {
         "--quick",
         "--embedded",
         "--out",
-        s(&dir),
+        s(dir),
     ]);
     let err = text(&out.stderr);
     assert!(

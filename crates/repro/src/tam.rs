@@ -4,10 +4,10 @@
 //! section sweeps what the caption varies and states the figure's shape as typed claims.
 
 use fairlane_plot::{Axis, LineChart, Series, Table};
-use fairlane_sim::tam::{run, spec::Loop, TamRun, TamSpec, TamSpecFile};
 
 use crate::claim::{Claim, Relation};
 use crate::out::{fmt2, Out};
+use crate::runs::{Tam, TamRun};
 
 macro_rules! arch {
     ($path:literal) => {
@@ -16,20 +16,10 @@ macro_rules! arch {
 }
 
 /// Read an architecture: from the repository when run inside it, else the copy compiled in.
-fn load((path, text): (&str, &str)) -> Result<TamSpec, String> {
+fn load((path, text): (&str, &str)) -> Result<Tam, String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let disk = std::fs::read_to_string(root.join(path)).ok();
-    TamSpecFile::parse(disk.as_deref().unwrap_or(text), path)
-        .map(|f| f.spec)
-        .map_err(|e| e.to_string())
-}
-
-pub(crate) fn go(spec: &TamSpec) -> Result<TamRun, String> {
-    run(spec, 0, &mut |_| {}).map_err(|e| e.to_string())
-}
-
-pub(crate) fn set_threads(spec: &mut TamSpec, client: usize, threads: u32) {
-    spec.clients[client].kind = Loop::Closed { threads };
+    Tam::parse(disk.as_deref().unwrap_or(text), path)
 }
 
 /// Mean of a client's per-interval throughput over `(from, to]`.
@@ -77,9 +67,9 @@ pub(crate) fn fig8(out: &mut Out) -> Result<(), String> {
     let sweep = [10u32, 50, 100, 200];
     for &n in &sweep {
         let (mut sa, mut sb) = (a.clone(), b.clone());
-        set_threads(&mut sa, 1, n);
-        set_threads(&mut sb, 1, n);
-        let (ra, rb) = (go(&sa)?, go(&sb)?);
+        sa.set_threads(1, n)?;
+        sb.set_threads(1, n)?;
+        let (ra, rb) = (sa.go()?, sb.go()?);
         pa.push((n as f64, ra.clients[0].latency_mean * 1e3));
         pb.push((n as f64, rb.clients[0].latency_mean * 1e3));
         t.push_row([
@@ -151,8 +141,8 @@ pub(crate) fn fig9(out: &mut Out) -> Result<(), String> {
          the CPU idles and C2-cached gets little throughput; under (b) the cache lookup and the \
          I/O are separate stages and C2-cached runs at CPU speed.</p>",
     );
-    let (ra, rb) = (go(&a)?, go(&b)?);
-    let span = a.duration - a.warmup;
+    let (ra, rb) = (a.go()?, b.go()?);
+    let span = a.duration() - a.warmup();
     let cached = |r: &TamRun| r.clients[1].completed_by_type[1] as f64 / span;
     let cold = |r: &TamRun, c: usize| r.clients[c].completed_by_type[0] as f64 / span;
     let mut t = Table::new([
@@ -200,7 +190,6 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
          the one network link; as C2's replies grow C2 takes up to 95% of the network and \
          C1's throughput falls. Under (b) one stage controls the network and isolates C1.</p>",
     );
-    let rate = 1e9 / 8.0;
     let sizes = [10_000.0, 50_000.0, 100_000.0, 500_000.0, 1_000_000.0];
     let mut t = Table::new([
         "C2 reply KB",
@@ -212,9 +201,11 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
     let (mut pa, mut pb) = (Vec::new(), Vec::new());
     for &sz in &sizes {
         let (mut sa, mut sb) = (a.clone(), b.clone());
-        set_cost(&mut sa, 1, 1, sz / rate);
-        set_cost(&mut sb, 1, 0, (sz + 1000.0) / rate);
-        let (ra, rb) = (go(&sa)?, go(&sb)?);
+        // The reply is C2's second visit under (a), its only one under (b); a net cost is
+        // net_bytes over the host's default 1 Gbit/s.
+        sa.set("request.1.path.1.net_bytes", sz)?;
+        sb.set("request.1.path.0.net_bytes", sz + 1000.0)?;
+        let (ra, rb) = (sa.go()?, sb.go()?);
         pa.push((sz / 1e3, ra.clients[0].throughput));
         pb.push((sz / 1e3, rb.clients[0].throughput));
         t.push_row([
@@ -264,13 +255,6 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
     Ok(())
 }
 
-/// Set the known cost (seconds) of request type `req`'s visit `visit`'s first step.
-pub(crate) fn set_cost(spec: &mut TamSpec, req: usize, visit: usize, seconds: f64) {
-    let v = &mut spec.requests[req].visits[visit];
-    v.steps[0].seconds = seconds;
-    v.declared = v.steps.iter().map(|s| s.seconds).sum();
-}
-
 /// Fig. 11: C1's throughput before and after C2 turns to I/O at 60 s, blocking (a) vs
 /// asynchronous (b) Req Handle.
 pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
@@ -281,7 +265,7 @@ pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
          up blocked on the I/O stage and C1 (still CPU-only) collapses; under (b) Req Handle is \
          asynchronous, no thread blocks and C1 keeps a high throughput.</p>",
     );
-    let (ra, rb) = (go(&a)?, go(&b)?);
+    let (ra, rb) = (a.go()?, b.go()?);
     let blocked_after = |r: &TamRun| {
         let s: Vec<f64> = r.stages[0]
             .series
@@ -387,9 +371,9 @@ pub(crate) fn fig12(out: &mut Out) -> Result<(), String> {
     let (mut pa, mut pb, mut qa) = (Vec::new(), Vec::new(), Vec::new());
     for &n in &sweep {
         let (mut sa, mut sb) = (a.clone(), b.clone());
-        set_threads(&mut sa, 1, n);
-        set_threads(&mut sb, 1, n);
-        let (ra, rb) = (go(&sa)?, go(&sb)?);
+        sa.set_threads(1, n)?;
+        sb.set_threads(1, n)?;
+        let (ra, rb) = (sa.go()?, sb.go()?);
         pa.push((n as f64, ra.clients[0].latency_mean * 1e3));
         pb.push((n as f64, rb.clients[0].latency_mean * 1e3));
         qa.push(ra.stages[1].queue_mean);

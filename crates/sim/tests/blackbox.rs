@@ -5,7 +5,8 @@
 
 mod support;
 
-use fairlane_sim::{report, RunResult};
+use fairlane_sim::pool::report;
+use fairlane_sim::RunResult;
 use support::{assert_edits_refused, err, run};
 
 /// One backlogged client keeping far more than D requests outstanding: the server always

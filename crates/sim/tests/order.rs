@@ -12,7 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use fairlane_sim::{run_all, AnyRuns, AnySpec, RunResult, SpecFile};
+use fairlane_sim::cores::CoresRuns;
+use fairlane_sim::{run_all, RunOptions, RunResult, SpecFile};
 
 /// A spec's header and its `[[tenant]]` blocks in the given order.
 fn spec(header: &str, blocks: &[String], order: &[usize]) -> String {
@@ -196,15 +197,20 @@ schedulers = ["ldf", "drr", "edf", "no-res"]
     ];
     let all = orders(blocks.len());
     let results = |order: &[usize]| {
-        let spec = AnySpec::parse(&spec(header, &blocks, order), "t.toml", ".".into()).unwrap();
-        let AnyRuns::Cores(runs) = spec
-            .run(2, fairlane_sim::events::DEFAULT_MAX_EVENTS, &mut |_| {})
-            .unwrap()
-        else {
-            panic!("a cores spec")
+        let spec =
+            fairlane_sim::parse(&spec(header, &blocks, order), "t.toml", ".".into()).unwrap();
+        let opts = RunOptions {
+            jobs: 2,
+            ..RunOptions::default()
         };
+        let all = spec.run(&opts, &mut |_| {}).unwrap();
+        let runs = &all
+            .as_any()
+            .downcast_ref::<CoresRuns>()
+            .expect("a cores spec")
+            .runs;
         let mut m = BTreeMap::new();
-        for r in &runs {
+        for r in runs {
             for (i, t) in r.tenants.iter().enumerate() {
                 // The records name the tenant by its spec position.
                 let mut recs: Vec<String> = r

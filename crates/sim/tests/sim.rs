@@ -4,10 +4,10 @@
 
 mod support;
 
+use fairlane_sim::pool::report;
+use fairlane_sim::pool::spec::CostSpec;
 use fairlane_sim::rng::Rng;
-use fairlane_sim::spec::CostSpec;
-use fairlane_sim::workload::CostDist;
-use fairlane_sim::{report, run_all, RunResult, SpecFile};
+use fairlane_sim::{run_all, Experiment, RunResult, SpecFile};
 use support::{assert_edits_refused, err, run, spec, tmp};
 
 const BASE: &str = r#"
@@ -274,7 +274,7 @@ fn cost_distributions_have_their_moments() {
     let mut rng = Rng::new(42, 7);
     let n = 200_000;
     let check = |spec: CostSpec, mean: f64, sd: f64, rng: &mut Rng| {
-        let d = CostDist::from_spec(&spec).unwrap();
+        let d = spec.resolve().unwrap();
         let xs: Vec<f64> = (0..n).map(|_| d.sample(rng)).collect();
         let m = xs.iter().sum::<f64>() / n as f64;
         let s = (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n as f64).sqrt();
@@ -351,10 +351,11 @@ fn cost_distributions_have_their_moments() {
         &mut rng,
     );
     // A normal with mass below 0 is redrawn: every cost stays positive.
-    let d = CostDist::from_spec(&CostSpec::Normal {
+    let d = CostSpec::Normal {
         mean: 1.0,
         std: 2.0,
-    })
+    }
+    .resolve()
     .unwrap();
     assert!((0..10_000).all(|_| d.sample(&mut rng) > 0.0));
 }

@@ -1,12 +1,13 @@
 //! Each mechanism of the TAM service model in isolation, on a tiny model with a
 //! hand-computed expectation (seeds/004 §3's five problems), and the spec errors.
 
+use fairlane_sim::tam::TamRuns;
 use fairlane_sim::tam::{run_all, TamRun, TamSpecFile};
-use fairlane_sim::{AnyRuns, AnySpec};
+use fairlane_sim::RunOptions;
 
 fn runs(text: &str) -> Vec<TamRun> {
     let spec = TamSpecFile::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    run_all(&spec.spec, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+    run_all(&spec.spec, 1, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn err(text: &str) -> String {
@@ -398,7 +399,7 @@ fn a_run_time_deadlock_is_reported_with_the_stages() {
         )
     );
     let spec = TamSpecFile::parse(&text, "t.toml").unwrap();
-    let e = run_all(&spec.spec, &mut |_| {}).unwrap_err().to_string();
+    let e = run_all(&spec.spec, 1, &mut |_| {}).unwrap_err().to_string();
     assert!(e.contains("deadlock") && e.contains("`A`"), "{e}");
 }
 
@@ -411,13 +412,20 @@ fn every_shipped_model_simulates_with_the_default_workload() {
         if p.extension().is_none_or(|x| x != "toml") {
             continue;
         }
-        let mut spec = AnySpec::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        let mut spec = fairlane_sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
         spec.set("duration", toml::Value::Float(1.0)).unwrap();
-        let runs = match spec.run(1, u64::MAX, &mut |_| {}) {
-            Ok(AnyRuns::Tam(r)) => r,
-            Ok(_) => panic!("{}: not a TAM run", p.display()),
-            Err(e) => panic!("{}: {e}", p.display()),
+        let opts = RunOptions {
+            max_events: u64::MAX,
+            ..RunOptions::default()
         };
+        let all = spec
+            .run(&opts, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let runs = &all
+            .as_any()
+            .downcast_ref::<TamRuns>()
+            .unwrap_or_else(|| panic!("{}: not a TAM run", p.display()))
+            .runs;
         assert!(
             runs[0].clients.iter().all(|c| c.completed > 0),
             "{}",
@@ -438,7 +446,7 @@ fn every_shipped_tam_experiment_parses() {
             .is_some_and(|f| f.to_string_lossy().starts_with("tam-"))
         {
             assert!(
-                matches!(AnySpec::load(&p), Ok(AnySpec::Tam(_))),
+                fairlane_sim::load(&p).is_ok_and(|s| s.as_any().is::<TamSpecFile>()),
                 "{}",
                 p.display()
             );

@@ -1,7 +1,7 @@
 //! What a TAM run measured, and its JSON, CSV and HTML (the same outputs as other specs).
 
 use std::fmt::Write as _;
-use std::io;
+use std::io::{self, Write};
 use std::path::Path;
 
 use fairlane_plot::{Axis, Block, LineChart, Page, Series, Table};
@@ -57,6 +57,8 @@ pub struct StageResult {
 /// One run of a TAM simulation.
 #[derive(Clone, Debug, Serialize)]
 pub struct TamRun {
+    /// The sweep point's label (empty without a sweep).
+    pub label: String,
     /// The scheduler given to the pluggable stages without their own.
     pub scheduler: String,
     /// Events processed.
@@ -75,15 +77,10 @@ pub struct TamRun {
     pub resources: Vec<(String, f64)>,
 }
 
-fn num(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        Value::Null
-    }
-}
+use crate::report::num;
 
-/// `{"runs": [{"scheduler", "events", "visits", …, "clients": {NAME: {…}}, "stages": {…}}]}`.
+/// `{"runs": [{"scheduler", "events", "visits", …, "clients": {NAME: {…}}, "stages": {…}}]}`,
+/// with the point's `"label"` when the spec has a sweep.
 pub fn summary_json(runs: &[TamRun]) -> Value {
     let runs: Vec<Value> = runs
         .iter()
@@ -128,7 +125,7 @@ pub fn summary_json(runs: &[TamRun]) -> Value {
                 .iter()
                 .map(|(n, u)| (n.clone(), num(*u)))
                 .collect();
-            json!({
+            let mut run = json!({
                 "scheduler": r.scheduler,
                 "events": r.events,
                 "visits": r.visits,
@@ -138,14 +135,18 @@ pub fn summary_json(runs: &[TamRun]) -> Value {
                 "clients": clients,
                 "stages": stages,
                 "utilization": resources,
-            })
+            });
+            if !r.label.is_empty() {
+                run["label"] = json!(r.label);
+            }
+            run
         })
         .collect();
     json!({ "runs": runs })
 }
 
 fn stem(r: &TamRun) -> String {
-    crate::report::run_stem("", &r.scheduler)
+    crate::report::run_stem(&r.label, &r.scheduler)
 }
 
 /// Write `csv/SCHED-clients.csv`, `-client-series.csv`, `-stages.csv`, `-stage-series.csv`.
@@ -293,8 +294,13 @@ pub fn write_html(dir: &Path, title: &str, description: &str, runs: &[TamRun]) -
                 s.series.iter().map(|x| (x.0, x.2 as f64)).collect(),
             ));
         }
+        let heading = if r.label.is_empty() {
+            format!("Pluggable stages: {}", r.scheduler)
+        } else {
+            format!("Point {}, pluggable stages: {}", r.label, r.scheduler)
+        };
         page = page.section(
-            format!("Pluggable stages: {}", r.scheduler),
+            heading,
             vec![
                 Block::Table(ct),
                 Block::Svg(tput.to_svg()),
@@ -307,4 +313,54 @@ pub fn write_html(dir: &Path, title: &str, description: &str, runs: &[TamRun]) -
     }
     std::fs::create_dir_all(dir)?;
     page.write(dir.join("index.html"))
+}
+
+/// Per run: each client's throughput and latency, then each stage's queue and blocking
+/// (what `fairlane simulate` prints).
+pub fn print(out: &mut dyn Write, runs: &[TamRun]) -> io::Result<()> {
+    for r in runs {
+        let point = if r.label.is_empty() {
+            String::new()
+        } else {
+            format!("point {}, ", r.label)
+        };
+        writeln!(
+            out,
+            "== {point}pluggable stages: {} ({} stage visits, {} events in {:.2}s)",
+            r.scheduler, r.visits, r.events, r.wall_seconds
+        )?;
+        writeln!(
+            out,
+            "{:<16} {:>10} {:>10} {:>10} {:>10}",
+            "client", "req/s", "mean ms", "p50 ms", "p99 ms"
+        )?;
+        for c in &r.clients {
+            writeln!(
+                out,
+                "{:<16} {:>10.1} {:>10.3} {:>10.3} {:>10.3}",
+                c.name,
+                c.throughput,
+                c.latency_mean * 1e3,
+                c.latency_p50 * 1e3,
+                c.latency_p99 * 1e3
+            )?;
+        }
+        writeln!(
+            out,
+            "{:<24} {:<14} {:>8} {:>10} {:>10}",
+            "stage", "scheduler", "threads", "mean queue", "blocked"
+        )?;
+        for s in &r.stages {
+            writeln!(
+                out,
+                "{:<24} {:<14} {:>8} {:>10.2} {:>10.2}",
+                s.name,
+                s.scheduler,
+                s.threads.map_or("demand".to_string(), |n| n.to_string()),
+                s.queue_mean,
+                s.blocked_mean
+            )?;
+        }
+    }
+    Ok(())
 }

@@ -12,7 +12,7 @@ use fairlane_core::{Config, EstimatorKind};
 use fairlane_tam::{Model, Resource, Scheduling, Usage};
 use toml::{Table, Value};
 
-use crate::spec::SpecError;
+use crate::error::SpecError;
 
 /// One shared resource of a host: `units` parallel servers of `rate` work units per second,
 /// served in arrival order (a host's resources have no scheduler: hidden contention).
@@ -210,6 +210,9 @@ const PHASE_KEYS: &[&str] = &["at", "requests", "think", "rate"];
 
 /// Default stage threads (bounded stages without `threads`).
 pub const DEFAULT_THREADS: u32 = 10;
+
+/// Threads of each default client (`C1` and `C2`, when the section has no clients).
+pub const DEFAULT_CLIENT_THREADS: u32 = 8;
 
 struct Ctx<'a> {
     file: &'a str,
@@ -535,10 +538,12 @@ impl TamSpec {
             clients.push(client(&cx, cx.table(v, &cat)?, &cat, &requests)?);
         }
         if clients.is_empty() {
-            for (name, threads) in [("C1", 8), ("C2", 8)] {
+            for name in ["C1", "C2"] {
                 clients.push(ClientDef {
                     name: name.into(),
-                    kind: Loop::Closed { threads },
+                    kind: Loop::Closed {
+                        threads: DEFAULT_CLIENT_THREADS,
+                    },
                     weight: 1.0,
                     priority: 0,
                     deadline: None,

@@ -48,7 +48,7 @@
 //! ```
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use fairlane_tam::whatif::ChangeError;
 use fairlane_tam::{Change, Model, Resource, Scheduling, Usage};
@@ -56,8 +56,8 @@ use serde_json::{json, Value as Json};
 use toml::{Table, Value};
 
 use super::{run_all, TamRun, TamSpecFile};
-use crate::engine::SimError;
-use crate::spec::SpecError;
+use crate::doc::Doc;
+use crate::error::{SimError, SpecError};
 
 /// Why a what-if could not be simulated.
 #[derive(Debug)]
@@ -99,19 +99,7 @@ pub struct Comparison {
 /// Read a TAM simulation file (a model file, or a spec naming one in
 /// `[server] architecture`).
 pub fn load(path: &Path) -> Result<TamSpecFile, SpecError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-        file: file.clone(),
-        field: String::new(),
-        message: format!("cannot read: {e}"),
-    })?;
-    let doc: toml::Value = toml::from_str(&text).map_err(|e| SpecError {
-        file: file.clone(),
-        field: String::new(),
-        message: format!("not valid TOML: {}", e.message().trim()),
-    })?;
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    TamSpecFile::from_doc(doc, &file, &dir)
+    TamSpecFile::load(path)
 }
 
 /// The simulation of the changed architecture: `changes` applied in order to the model,
@@ -130,18 +118,15 @@ pub fn changed(file: &TamSpecFile, changes: &[Change]) -> Result<TamSpecFile, Wh
             WhatIfError::Change(ChangeError::new(e.kind, format!("{change}: {}", e.message)))
         })?;
     }
-    resolve_unknown(&after, &mut sim, &file.file)?;
-    let mut doc: Value = toml::from_str(&after.to_toml()).map_err(|e| {
-        WhatIfError::Spec(SpecError {
-            file: file.file.clone(),
-            field: String::new(),
-            message: format!("the changed model does not read back: {e}"),
-        })
-    })?;
-    if let Some(t) = doc.as_table_mut() {
-        t.insert("simulation".into(), sim);
-    }
-    let mut out = TamSpecFile::from_doc(doc, &file.file, Path::new(".")).map_err(|mut e| {
+    resolve_unknown(&after, &mut sim, &file.doc.file)?;
+    let mut top = Table::new();
+    top.insert("simulation".into(), sim);
+    let doc = Doc {
+        file: file.doc.file.clone(),
+        dir: PathBuf::from("."),
+        value: Value::Table(top),
+    };
+    let mut out = TamSpecFile::with_model(doc, after).map_err(|mut e| {
         e.message = format!("after the changes: {}", e.message);
         WhatIfError::Spec(e)
     })?;
@@ -152,8 +137,8 @@ pub fn changed(file: &TamSpecFile, changes: &[Change]) -> Result<TamSpecFile, Wh
 /// Run the original and the changed architecture with the same workload and seed.
 pub fn compare(file: &TamSpecFile, changes: &[Change]) -> Result<Comparison, WhatIfError> {
     let after = changed(file, changes)?;
-    let original = run_all(&file.spec, &mut |_| {}).map_err(WhatIfError::Sim)?;
-    let changed = run_all(&after.spec, &mut |_| {}).map_err(WhatIfError::Sim)?;
+    let original = run_all(&file.spec, 1, &mut |_| {}).map_err(WhatIfError::Sim)?;
+    let changed = run_all(&after.spec, 1, &mut |_| {}).map_err(WhatIfError::Sim)?;
     Ok(Comparison {
         changes: changes.iter().map(ToString::to_string).collect(),
         seed: file.spec.seed,
