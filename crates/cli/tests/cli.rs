@@ -324,3 +324,116 @@ fn tam_check_draw_and_catalog() {
     let err = text(&out.stderr);
     assert!(err.contains("bad.toml") && err.contains("`foo`"), "{err}");
 }
+
+#[test]
+fn simulate_set_changes_any_field_by_its_path() {
+    let tmp = temp_dir("sim-set");
+    let spec = spec_file(tmp.path());
+    let base = ["simulate", s(&spec), "--json", "--jobs", "1"];
+    let set = |extra: &[&str]| fairlane(&[&base[..], extra].concat());
+    // A tenant's field, by the tenant's name; the value is TOML.
+    let out = set(&["--set", "tenant.small.arrival.rate=60"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let small = |out: &Output| json(out)["runs"][0]["tenants"]["small"]["arrived"].as_u64();
+    let (few, many) = (small(&out).unwrap(), small(&fairlane(&base)).unwrap());
+    assert!(few * 5 < many, "{few} vs {many}");
+    // Several at once, checked together; a string needs no quotes.
+    let out = set(&[
+        "--set",
+        "schedulers=[\"drr\"]",
+        "--set",
+        "server.model=workers",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(json(&out)["runs"][0]["scheduler"], "drr");
+    // A path that names nothing, or no `=`: exit 2 naming the file and the path.
+    let out = set(&["--set", "tenant.nobody.weight=2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("two.toml: tenant.nobody.weight") && err.contains("\"nobody\""),
+        "{err}"
+    );
+    let out = set(&["--set", "duration"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("PATH=VALUE"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn simulate_set_reaches_a_tam_models_default_clients() {
+    let base = ["simulate", "models/hbase.toml", "--json", "--duration", "1"];
+    let c2 = |out: &Output| {
+        json(out)["runs"][0]["clients"]["C2"]["completed"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = fairlane(&base);
+    assert!(before.status.success(), "{}", text(&before.stderr));
+    let out = fairlane(&[&base[..], &["--set", "simulation.client.C2.threads=64"]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The default clients have 8 threads each; C2 with 64 completes more.
+    assert!(c2(&out) > c2(&before), "{} vs {}", c2(&out), c2(&before));
+    assert!(json(&out)["runs"][0]["clients"]["C1"].is_object());
+}
+
+#[test]
+fn simulate_into_a_closed_pipe_ends_quietly_with_status_0() {
+    let tmp = temp_dir("sim-pipe");
+    let spec = spec_file(tmp.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fairlane"))
+        .args(["simulate", s(&spec), "--json", "--jobs", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before anything is written (`| true`).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_suite_of_a_billion_runs_is_refused_up_front() {
+    let tmp = temp_dir("sim-suite");
+    let p = tmp.path().join("huge.toml");
+    let huge = format!(
+        "{SPEC}\n[suite]\nruns = 1_000_000_000\n[suite.vary]\n\"seed\" = {{ min = 1, max = 9, int = true }}\n"
+    );
+    std::fs::write(&p, huge).unwrap();
+    let out = fairlane(&["simulate", s(&p), "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("suite.runs") && err.contains("100000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn help_texts_list_every_experiment_and_subcommand() {
+    let out = fairlane(&["reproduce", "--help"]);
+    let help = text(&out.stdout).replace('\n', " ");
+    for name in [
+        "2dfq-fig8",
+        "2dfqe-mechanism",
+        "ldf-fig6",
+        "tam-table2",
+        "tam-fig13e",
+    ] {
+        assert!(help.contains(name), "{name} missing: {help}");
+    }
+    let out = fairlane(&["tam", "--help"]);
+    let first = text(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    for sub in ["check", "draw", "catalog", "what-if", "discover"] {
+        assert!(first.contains(sub), "{sub} missing: {first}");
+    }
+}

@@ -422,6 +422,13 @@ fn sweeps_and_suites_expand_deterministically() {
     assert!(w.iter().all(|&x| (2..=64).contains(&x)));
     assert!(w.windows(2).any(|p| p[0] != p[1]), "{w:?}");
     assert_eq!(a[0].label, "run-0");
+    // A suite of 10⁹ runs is refused before any point is drawn or held.
+    let huge = suite.replace("runs = 5", "runs = 1_000_000_000");
+    let e = spec(&huge).scenarios().unwrap_err().to_string();
+    assert!(
+        e.contains("suite.runs") && e.contains("between 1 and 100000") && e.contains("1000000000"),
+        "{e}"
+    );
 }
 
 #[test]

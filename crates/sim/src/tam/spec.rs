@@ -44,8 +44,9 @@ pub struct StageDef {
     pub threads: Option<u32>,
     /// Its queue's order (set per run by [`TamSpec::stages_for`]).
     pub queue: Queue,
-    /// The scheduler's name in reports (`fifo` for general stages, `NAME (ordered)` for an
-    /// ordered pluggable stage, which serves in arrival order whatever NAME says).
+    /// The scheduler's name in reports (`fifo` for general stages, `none` for on-demand
+    /// ones, which have no queue, `NAME (ordered)` for an ordered pluggable stage, which
+    /// serves in arrival order whatever NAME says).
     pub scheduler: String,
     /// The model's scheduling type.
     pub scheduling: Scheduling,
@@ -485,7 +486,8 @@ impl TamSpec {
                 name: s.name.clone(),
                 threads,
                 queue: Queue::Fifo,
-                scheduler: "fifo".into(),
+                // An on-demand stage has no queue, so nothing to schedule.
+                scheduler: if threads.is_none() { "none" } else { "fifo" }.into(),
                 scheduling: s.scheduling,
                 ordered: s.ordering,
                 own: sched,
@@ -623,11 +625,16 @@ pub struct UnknownScheduler {
 
 impl fmt::Display for UnknownScheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let presets: Vec<&str> = fairlane_core::PRESETS
+            .iter()
+            .copied()
+            .filter(|p| *p != "fifo")
+            .collect();
         write!(
             f,
             "unknown scheduler `{}`; known: fifo, priority, {}",
             self.name,
-            fairlane_core::PRESETS.join(", ")
+            presets.join(", ")
         )
     }
 }
