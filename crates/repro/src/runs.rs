@@ -9,6 +9,7 @@ use fairlane_plot::{LineChart, Occupancy};
 pub use fairlane_sim::cores::{CoresRuns, DbRun, DbTenantResult};
 use fairlane_sim::doc::Doc;
 pub use fairlane_sim::metrics::TenantResult;
+pub use fairlane_sim::pool::blackbox::BlackBoxResult;
 pub use fairlane_sim::tam::{TamRun, TamRuns};
 pub use fairlane_sim::{Experiment, PoolRuns, RunOptions, RunResult, Runs};
 

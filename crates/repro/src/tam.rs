@@ -22,6 +22,15 @@ fn load((path, text): (&str, &str)) -> Result<Tam, String> {
     Tam::parse(disk.as_deref().unwrap_or(text), path)
 }
 
+/// A client's throughput per interval: `(t, req/s)`.
+pub(crate) fn throughput(r: &TamRun, client: usize) -> Vec<(f64, f64)> {
+    r.clients[client]
+        .series
+        .iter()
+        .map(|x| (x.0, x.1))
+        .collect()
+}
+
 /// Mean of a client's per-interval throughput over `(from, to]`.
 pub(crate) fn tput(r: &TamRun, client: usize, from: f64, to: f64) -> f64 {
     let xs: Vec<f64> = r.clients[client]
@@ -295,14 +304,8 @@ pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
         "time (s)",
         "req/s",
         vec![
-            (
-                "(a) blocking".into(),
-                ra.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
-            ),
-            (
-                "(b) asynchronous".into(),
-                rb.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
-            ),
+            ("(a) blocking".into(), throughput(&ra, 0)),
+            ("(b) asynchronous".into(), throughput(&rb, 0)),
         ],
     ));
     let (a0, a1) = (tput(&ra, 0, 10.0, 60.0), tput(&ra, 0, 70.0, 120.0));

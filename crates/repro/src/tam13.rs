@@ -12,7 +12,7 @@ use fairlane_plot::{Axis, BarChart, Table};
 use crate::claim::{Claim, Relation};
 use crate::out::{fmt2, Out};
 use crate::runs::{Tam, TamRun};
-use crate::tam::{chart, tput};
+use crate::tam::{chart, throughput, tput};
 
 /// An experiment spec and the model file it names, both compiled in as a fallback.
 struct Pair {
@@ -383,14 +383,8 @@ pub(crate) fn fig13d(out: &mut Out) -> Result<(), String> {
         "time (s)",
         "req/s",
         vec![
-            (
-                "Orig-HBase".into(),
-                ro.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
-            ),
-            (
-                "Tamed-HBase".into(),
-                rt.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
-            ),
+            ("Orig-HBase".into(), throughput(&ro, 0)),
+            ("Tamed-HBase".into(), throughput(&rt, 0)),
         ],
     ));
     let (o, tm) = (after(&ro) / before(&ro), after(&rt) / before(&rt));

@@ -672,26 +672,7 @@ impl<S: Service + Measure> Sim<'_, S> {
                     self.enqueue(f, class, cost, now)?;
                 }
             }
-            ISSUE => {
-                let f = ev.idx as usize;
-                let t = &self.sc.tenants[f];
-                if now > t.stop {
-                    return Ok(());
-                }
-                match t.arrival {
-                    Arrival::Backlogged { outstanding } => {
-                        // The tenant starts: infinite demand in the GPS reference, and
-                        // `outstanding` requests at once.
-                        self.gps.backlog(self.hot[f].rank as usize, now);
-                        self.hot[f].gps_persistent = true;
-                        for _ in 0..outstanding {
-                            self.issue(f, now)?;
-                        }
-                    }
-                    Arrival::Closed { .. } => self.issue(f, now)?,
-                    _ => {}
-                }
-            }
+            ISSUE => self.on_issue(ev.idx as usize, now)?,
             SERVICE => {
                 let q = &mut self.queue;
                 let outcome = self.svc.fire(ev.idx, now, &mut |t, i| {
@@ -714,15 +695,7 @@ impl<S: Service + Measure> Sim<'_, S> {
                     }
                 }
             }
-            REFRESH => {
-                for w in self.workers.iter().flatten() {
-                    let used = self.svc.visible(w.start, w.job.cost, now);
-                    if used > 0.0 {
-                        self.sched.progress(w.ticket, used, now).map_err(core)?;
-                    }
-                }
-                self.push(now + self.sc.refresh, REFRESH, 0);
-            }
+            REFRESH => self.refresh(now)?,
             SAMPLE => {
                 self.sample(now);
                 self.push(now + self.sc.interval, SAMPLE, 0);
@@ -737,19 +710,59 @@ impl<S: Service + Measure> Sim<'_, S> {
                 // Idle workers pick in `settle`.
                 self.retry_at = f64::INFINITY;
             }
-            DEPTH => {
-                let ctl = self.depth_ctl.as_mut().expect("adaptive depth");
-                let every = ctl.config().interval;
-                if let Some(d) = ctl.update(now) {
-                    // Shrinking: what is inside finishes, nothing new enters until fewer
-                    // than D are outstanding. Growing: the new slots dispatch at once.
-                    self.sched.set_workers(d).map_err(core)?;
-                    self.svc.set_depth(d, now);
-                }
-                self.push(now + every, DEPTH, 0);
-            }
+            DEPTH => self.adjust_depth(now)?,
             _ => unreachable!(),
         }
+        Ok(())
+    }
+
+    /// Tenant `f`'s `ISSUE` event: a backlogged tenant starts, or a closed-loop client
+    /// issues its next request.
+    fn on_issue(&mut self, f: usize, now: f64) -> Result<(), SimError> {
+        let t = &self.sc.tenants[f];
+        if now > t.stop {
+            return Ok(());
+        }
+        match t.arrival {
+            Arrival::Backlogged { outstanding } => {
+                // The tenant starts: infinite demand in the GPS reference, and
+                // `outstanding` requests at once.
+                self.gps.backlog(self.hot[f].rank as usize, now);
+                self.hot[f].gps_persistent = true;
+                for _ in 0..outstanding {
+                    self.issue(f, now)?;
+                }
+            }
+            Arrival::Closed { .. } => self.issue(f, now)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Refresh charging: the scheduler hears of its running requests' visible progress.
+    #[inline]
+    fn refresh(&mut self, now: f64) -> Result<(), SimError> {
+        for w in self.workers.iter().flatten() {
+            let used = self.svc.visible(w.start, w.job.cost, now);
+            if used > 0.0 {
+                self.sched.progress(w.ticket, used, now).map_err(core)?;
+            }
+        }
+        self.push(now + self.sc.refresh, REFRESH, 0);
+        Ok(())
+    }
+
+    /// The depth controller's period ends: it may set a new depth D.
+    fn adjust_depth(&mut self, now: f64) -> Result<(), SimError> {
+        let ctl = self.depth_ctl.as_mut().expect("adaptive depth");
+        let every = ctl.config().interval;
+        if let Some(d) = ctl.update(now) {
+            // Shrinking: what is inside finishes, nothing new enters until fewer than D are
+            // outstanding. Growing: the new slots dispatch at once.
+            self.sched.set_workers(d).map_err(core)?;
+            self.svc.set_depth(d, now);
+        }
+        self.push(now + every, DEPTH, 0);
         Ok(())
     }
 

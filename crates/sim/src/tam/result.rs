@@ -218,101 +218,111 @@ pub fn write_html(dir: &Path, title: &str, description: &str, runs: &[TamRun]) -
         fairlane_plot::escape(description)
     ));
     for r in runs {
-        let mut ct = Table::new([
-            "client",
-            "completed",
-            "req/s",
-            "mean ms",
-            "p50 ms",
-            "p99 ms",
-        ]);
-        for c in &r.clients {
-            ct.push_row([
-                c.name.clone(),
-                c.completed.to_string(),
-                format!("{:.1}", c.throughput),
-                format!("{:.2}", c.latency_mean * 1e3),
-                format!("{:.2}", c.latency_p50 * 1e3),
-                format!("{:.2}", c.latency_p99 * 1e3),
-            ]);
-        }
-        let mut st = Table::new([
-            "stage",
-            "scheduler",
-            "threads",
-            "mean queue",
-            "max queue",
-            "mean blocked",
-        ]);
-        for s in &r.stages {
-            st.push_row([
-                s.name.clone(),
-                s.scheduler.clone(),
-                s.threads.map_or("on demand".into(), |n| n.to_string()),
-                format!("{:.2}", s.queue_mean),
-                s.queue_max.to_string(),
-                format!("{:.2}", s.blocked_mean),
-            ]);
-        }
-        let mut tput = LineChart::new(
-            "Throughput",
-            Axis::linear("time (s)"),
-            Axis::linear("requests/s"),
-        );
-        let mut lat = LineChart::new("p99 latency", Axis::linear("time (s)"), Axis::linear("ms"));
-        for c in &r.clients {
-            tput = tput.series(Series::new(
-                c.name.clone(),
-                c.series.iter().map(|x| (x.0, x.1)).collect(),
-            ));
-            lat = lat.series(Series::new(
-                c.name.clone(),
-                c.series
-                    .iter()
-                    .filter(|x| x.3.is_finite())
-                    .map(|x| (x.0, x.3 * 1e3))
-                    .collect(),
-            ));
-        }
-        let mut q = LineChart::new(
-            "Queued requests",
-            Axis::linear("time (s)"),
-            Axis::linear("requests"),
-        );
-        let mut b = LineChart::new(
-            "Blocked threads",
-            Axis::linear("time (s)"),
-            Axis::linear("threads"),
-        );
-        for s in &r.stages {
-            q = q.series(Series::new(
-                s.name.clone(),
-                s.series.iter().map(|x| (x.0, x.1 as f64)).collect(),
-            ));
-            b = b.series(Series::new(
-                s.name.clone(),
-                s.series.iter().map(|x| (x.0, x.2 as f64)).collect(),
-            ));
-        }
         let heading = if r.label.is_empty() {
             format!("Pluggable stages: {}", r.scheduler)
         } else {
             format!("Point {}, pluggable stages: {}", r.label, r.scheduler)
         };
-        page = page.section(
-            heading,
-            vec![
-                Block::Table(ct),
-                Block::Svg(tput.to_svg()),
-                Block::Svg(lat.to_svg()),
-                Block::Table(st),
-                Block::Svg(q.to_svg()),
-                Block::Svg(b.to_svg()),
-            ],
-        );
+        let mut blocks = client_blocks(r);
+        blocks.extend(stage_blocks(r));
+        page = page.section(heading, blocks);
     }
     std::fs::create_dir_all(dir)?;
     page.write(dir.join("index.html"))
+}
+
+/// A run's clients: their table, then throughput and p99 latency over time.
+fn client_blocks(r: &TamRun) -> Vec<Block> {
+    let mut ct = Table::new([
+        "client",
+        "completed",
+        "req/s",
+        "mean ms",
+        "p50 ms",
+        "p99 ms",
+    ]);
+    for c in &r.clients {
+        ct.push_row([
+            c.name.clone(),
+            c.completed.to_string(),
+            format!("{:.1}", c.throughput),
+            format!("{:.2}", c.latency_mean * 1e3),
+            format!("{:.2}", c.latency_p50 * 1e3),
+            format!("{:.2}", c.latency_p99 * 1e3),
+        ]);
+    }
+    let mut tput = LineChart::new(
+        "Throughput",
+        Axis::linear("time (s)"),
+        Axis::linear("requests/s"),
+    );
+    let mut lat = LineChart::new("p99 latency", Axis::linear("time (s)"), Axis::linear("ms"));
+    for c in &r.clients {
+        tput = tput.series(Series::new(
+            c.name.clone(),
+            c.series.iter().map(|x| (x.0, x.1)).collect(),
+        ));
+        lat = lat.series(Series::new(
+            c.name.clone(),
+            c.series
+                .iter()
+                .filter(|x| x.3.is_finite())
+                .map(|x| (x.0, x.3 * 1e3))
+                .collect(),
+        ));
+    }
+    vec![
+        Block::Table(ct),
+        Block::Svg(tput.to_svg()),
+        Block::Svg(lat.to_svg()),
+    ]
+}
+
+/// A run's stages: their table, then queued requests and blocked threads over time.
+fn stage_blocks(r: &TamRun) -> Vec<Block> {
+    let mut st = Table::new([
+        "stage",
+        "scheduler",
+        "threads",
+        "mean queue",
+        "max queue",
+        "mean blocked",
+    ]);
+    for s in &r.stages {
+        st.push_row([
+            s.name.clone(),
+            s.scheduler.clone(),
+            s.threads.map_or("on demand".into(), |n| n.to_string()),
+            format!("{:.2}", s.queue_mean),
+            s.queue_max.to_string(),
+            format!("{:.2}", s.blocked_mean),
+        ]);
+    }
+    let mut q = LineChart::new(
+        "Queued requests",
+        Axis::linear("time (s)"),
+        Axis::linear("requests"),
+    );
+    let mut b = LineChart::new(
+        "Blocked threads",
+        Axis::linear("time (s)"),
+        Axis::linear("threads"),
+    );
+    for s in &r.stages {
+        q = q.series(Series::new(
+            s.name.clone(),
+            s.series.iter().map(|x| (x.0, x.1 as f64)).collect(),
+        ));
+        b = b.series(Series::new(
+            s.name.clone(),
+            s.series.iter().map(|x| (x.0, x.2 as f64)).collect(),
+        ));
+    }
+    vec![
+        Block::Table(st),
+        Block::Svg(q.to_svg()),
+        Block::Svg(b.to_svg()),
+    ]
 }
 
 /// Per run: each client's throughput and latency, then each stage's queue and blocking
