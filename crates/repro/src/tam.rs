@@ -22,6 +22,18 @@ fn load((path, text): (&str, &str)) -> Result<Tam, String> {
     Tam::parse(disk.as_deref().unwrap_or(text), path)
 }
 
+/// A figure's (a) and (b) architectures, once `paper` (what the paper shows) is written.
+fn figure(
+    out: &mut Out,
+    a: (&str, &str),
+    b: (&str, &str),
+    paper: &str,
+) -> Result<(Tam, Tam), String> {
+    let both = (load(a)?, load(b)?);
+    out.push_str(paper);
+    Ok(both)
+}
+
 /// A client's throughput per interval: `(t, req/s)`.
 pub(crate) fn throughput(r: &TamRun, client: usize) -> Vec<(f64, f64)> {
     r.clients[client]
@@ -57,14 +69,15 @@ pub(crate) fn chart(
 
 /// Fig. 8: C1's latency against C2's threads, on-demand I/O (a) vs scheduled I/O (b).
 pub(crate) fn fig8(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig8a.toml"))?;
-    let b = load(arch!("experiments/tam-fig8b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig8a.toml"),
+        arch!("experiments/tam-fig8b.toml"),
         "<p>Paper: under (a) EDF at Req Handle cannot help C1 (deadline 15 ms): its latency \
          exceeds the deadline by up to 5× as C2 adds threads, while Req Handle's queue stays \
          empty and the requests pile up at the unscheduled I/O stage. Under (b) the I/O stage's \
          EDF keeps C1 within its deadline.</p>",
-    );
+    )?;
     let mut t = Table::new([
         "C2 threads",
         "(a) C1 ms",
@@ -142,14 +155,15 @@ fn mean_busy(r: &TamRun, stage: usize) -> f64 {
 
 /// Fig. 9: C2's cached requests, unknown I/O in Req Handle (a) vs a separate I/O stage (b).
 pub(crate) fn fig9(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig9a.toml"))?;
-    let b = load(arch!("experiments/tam-fig9b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig9a.toml"),
+        arch!("experiments/tam-fig9b.toml"),
         "<p>Paper: under (a) Req Handle's scheduler treats C2's cold and cached requests alike \
          (it cannot know which will do I/O), so its threads wait on the contended disk while \
          the CPU idles and C2-cached gets little throughput; under (b) the cache lookup and the \
          I/O are separate stages and C2-cached runs at CPU speed.</p>",
-    );
+    )?;
     let (ra, rb) = (a.go()?, b.go()?);
     let span = a.duration() - a.warmup();
     let cached = |r: &TamRun| r.clients[1].completed_by_type[1] as f64 / span;
@@ -192,13 +206,14 @@ pub(crate) fn fig9(out: &mut Out) -> Result<(), String> {
 
 /// Fig. 10: C1's throughput against C2's reply size, two network stages (a) vs one (b).
 pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig10a.toml"))?;
-    let b = load(arch!("experiments/tam-fig10b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig10a.toml"),
+        arch!("experiments/tam-fig10b.toml"),
         "<p>Paper: under (a) Req Read and Req Respond each share fairly, but they contend for \
          the one network link; as C2's replies grow C2 takes up to 95% of the network and \
          C1's throughput falls. Under (b) one stage controls the network and isolates C1.</p>",
-    );
+    )?;
     let sizes = [10_000.0, 50_000.0, 100_000.0, 500_000.0, 1_000_000.0];
     let mut t = Table::new([
         "C2 reply KB",
@@ -267,13 +282,14 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
 /// Fig. 11: C1's throughput before and after C2 turns to I/O at 60 s, blocking (a) vs
 /// asynchronous (b) Req Handle.
 pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig11a.toml"))?;
-    let b = load(arch!("experiments/tam-fig11b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig11a.toml"),
+        arch!("experiments/tam-fig11b.toml"),
         "<p>Paper: at 60 s C2 switches to I/O requests. Under (a) all 10 Req Handle threads end \
          up blocked on the I/O stage and C1 (still CPU-only) collapses; under (b) Req Handle is \
          asynchronous, no thread blocks and C1 keeps a high throughput.</p>",
-    );
+    )?;
     let (ra, rb) = (a.go()?, b.go()?);
     let blocked_after = |r: &TamRun| {
         let s: Vec<f64> = r.stages[0]
@@ -355,14 +371,15 @@ pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
 /// Fig. 12: high-priority C1's latency against C2's threads, ordered LOG Append (a) vs
 /// one WAL per client (b).
 pub(crate) fn fig12(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig12a.toml"))?;
-    let b = load(arch!("experiments/tam-fig12b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig12a.toml"),
+        arch!("experiments/tam-fig12b.toml"),
         "<p>Paper: under (a) high-priority C1's latency grows with LOG Append's queue as \
          low-priority C2 issues more: the stage must serve in arrival order. Under (b) each \
          client has its own WAL, the scheduler picks C1 first and C1 keeps a low latency \
          although LOG Append's queue grows.</p>",
-    );
+    )?;
     let sweep = [5u32, 10, 20, 40];
     let mut t = Table::new([
         "C2 threads",

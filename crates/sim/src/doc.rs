@@ -16,6 +16,25 @@ use serde::Deserialize;
 
 use crate::error::SpecError;
 
+/// The largest number of tenants one `[[tenant]]` group expands to, in every kind.
+pub const MAX_GROUP: usize = 100_000;
+
+/// Serde defaults the kinds' sections share.
+pub(crate) mod default {
+    /// The seed of a spec that names none.
+    pub fn seed() -> u64 {
+        1
+    }
+    /// One, as a weight, share or rate multiplier.
+    pub fn one() -> f64 {
+        1.0
+    }
+    /// One, as a count.
+    pub fn one_count() -> usize {
+        1
+    }
+}
+
 /// A parsed spec document.
 #[derive(Clone, Debug)]
 pub struct Doc {

@@ -90,6 +90,10 @@ impl Clone for Box<dyn Experiment> {
     }
 }
 
+/// The fields of a run's JSON summary that measure wall-clock time, the only ones that
+/// differ between two runs of one spec and seed.
+pub const TIMING_FIELDS: [&str; 3] = ["wall_seconds", "events_per_second", "visits_per_second"];
+
 /// The runs of an experiment, in point-major then scheduler order, and their outputs.
 pub trait Runs: Send + Sync + std::fmt::Debug {
     /// How many runs.
@@ -100,6 +104,24 @@ pub trait Runs: Send + Sync + std::fmt::Debug {
     }
     /// The JSON summary `fairlane simulate --json` prints.
     fn summary_json(&self) -> Value;
+    /// [`Runs::summary_json`] without its wall-clock fields ([`TIMING_FIELDS`]): what the
+    /// same spec and seed give every time.
+    fn untimed_json(&self) -> Value {
+        let mut v = self.summary_json();
+        for r in v
+            .get_mut("runs")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(o) = r.as_object_mut() {
+                for k in TIMING_FIELDS {
+                    o.remove(k);
+                }
+            }
+        }
+        v
+    }
     /// Write the CSV files under `dir/csv`.
     fn write_csv(&self, dir: &Path) -> io::Result<()>;
     /// Write `dir/index.html` with tables and charts.
@@ -136,3 +158,73 @@ pub fn write_outputs(
     runs.write_csv(dir)?;
     runs.write_html(dir, title, description)
 }
+
+/// The points to run: all of them, or only `point` (an error naming how many there are
+/// when it is out of range).
+pub(crate) fn pick<T>(mut points: Vec<T>, point: Option<usize>) -> Result<Vec<T>, AnyError> {
+    match point {
+        None => Ok(points),
+        Some(i) if i < points.len() => Ok(vec![points.swap_remove(i)]),
+        Some(i) => Err(AnyError::Run(crate::error::SimError::spec(format!(
+            "point {i} out of range: the spec has {}",
+            points.len()
+        )))),
+    }
+}
+
+/// Every run's tenants by name, in spec order: [`Runs::tenants`] of a kind whose runs
+/// have `tenants` with `name`s.
+macro_rules! tenant_names {
+    () => {
+        fn tenants(&self) -> Vec<Vec<String>> {
+            self.runs
+                .iter()
+                .map(|r| r.tenants.iter().map(|t| t.name.clone()).collect())
+                .collect()
+        }
+    };
+}
+pub(crate) use tenant_names;
+
+/// The methods every kind's [`Experiment`] implements alike, for a type with a `doc: Doc`
+/// and a typed `spec` whose `name`, `description`, `duration` and `warmup` are fields.
+macro_rules! experiment_basics {
+    () => {
+        fn clone_box(&self) -> Box<dyn $crate::experiment::Experiment> {
+            Box::new(self.clone())
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+        fn doc(&self) -> &$crate::doc::Doc {
+            &self.doc
+        }
+        fn name(&self) -> &str {
+            &self.spec.name
+        }
+        fn description(&self) -> &str {
+            &self.spec.description
+        }
+        fn duration(&self) -> f64 {
+            self.spec.duration
+        }
+        fn warmup(&self) -> f64 {
+            self.spec.warmup
+        }
+    };
+}
+pub(crate) use experiment_basics;
+
+/// The methods every kind's [`Runs`] implements alike, for a type whose `runs` field holds
+/// them.
+macro_rules! runs_basics {
+    () => {
+        fn len(&self) -> usize {
+            self.runs.len()
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    };
+}
+pub(crate) use runs_basics;

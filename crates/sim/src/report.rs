@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
-use fairlane_plot::{Block, Page, Table};
+use fairlane_plot::{Axis, Block, LineChart, Page, Table};
 use serde_json::{json, Value};
 
 /// The file-name stem of one run's outputs, shared by every model's report: `LABEL-SCHEDULER`
@@ -105,4 +105,9 @@ pub(crate) fn num(x: f64) -> Value {
     } else {
         Value::Null
     }
+}
+
+/// A chart of something over simulated time.
+pub(crate) fn time_chart(title: impl Into<String>, y: Axis) -> LineChart {
+    LineChart::new(title, Axis::linear("time (s)"), y)
 }

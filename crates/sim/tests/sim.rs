@@ -32,14 +32,7 @@ cost = { kind = "lognormal", mean = 10.0, cov = 1.0 }
 
 #[test]
 fn same_spec_and_seed_same_output() {
-    let strip = |rs: &[RunResult]| {
-        let mut v = report::summary_json(rs);
-        for r in v["runs"].as_array_mut().unwrap() {
-            r.as_object_mut().unwrap().remove("wall_seconds");
-            r.as_object_mut().unwrap().remove("events_per_second");
-        }
-        v.to_string()
-    };
+    let strip = |rs: &[RunResult]| support::fingerprint(rs);
     let a = run(BASE);
     let b = run(BASE);
     assert_eq!(strip(&a), strip(&b));

@@ -3,7 +3,7 @@
 
 use fairlane_sim::tam::TamRuns;
 use fairlane_sim::tam::{run_all, TamRun, TamSpecFile};
-use fairlane_sim::RunOptions;
+use fairlane_sim::{RunOptions, Runs};
 
 fn runs(text: &str) -> Vec<TamRun> {
     let spec = TamSpecFile::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
@@ -297,14 +297,7 @@ fn an_unknown_cost_is_revealed_only_at_run_time() {
 
 #[test]
 fn same_spec_and_seed_give_the_same_run() {
-    let strip = |rs: Vec<TamRun>| {
-        let mut v = fairlane_sim::tam::summary_json(&rs);
-        for r in v["runs"].as_array_mut().unwrap() {
-            r.as_object_mut().unwrap().remove("wall_seconds");
-            r.as_object_mut().unwrap().remove("visits_per_second");
-        }
-        v
-    };
+    let strip = |runs: Vec<TamRun>| TamRuns { runs }.untimed_json();
     let text = unknown(false).replace("hit_ratio = 0.0", "hit_ratio = 0.5");
     assert_eq!(strip(runs(&text)), strip(runs(&text)));
 }
@@ -537,17 +530,8 @@ set = { "client.C2.threads" = 24, "simulation.duration" = 4.0 }
     assert!(close(c2(&runs[0]), 500.0, 0.02) && close(c2(&runs[2]), 500.0, 0.02));
     assert!(close(c2(&runs[1]), 500.0, 0.02) && close(c2(&runs[3]), 750.0, 0.02));
     assert_eq!(runs[3].sim_seconds, 4.0);
-    let json = all.summary_json();
-    assert_eq!(json["runs"][3]["label"], "C2 24");
-    let strip = |mut v: serde_json::Value| {
-        for r in v["runs"].as_array_mut().unwrap() {
-            let o = r.as_object_mut().unwrap();
-            o.remove("wall_seconds");
-            o.remove("visits_per_second");
-        }
-        v
-    };
-    assert_eq!(strip(json), strip(run(1).summary_json()));
+    assert_eq!(all.summary_json()["runs"][3]["label"], "C2 24");
+    assert_eq!(all.untimed_json(), run(1).untimed_json());
     // A point that names nothing says which point and which path.
     let bad = text.replace("client.C2.threads", "client.C9.threads");
     let e = fairlane_sim::parse(&bad, "sweep.toml", ".".into())

@@ -35,7 +35,6 @@ pub mod report;
 pub mod run;
 pub mod spec;
 
-use std::any::Any;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -44,7 +43,7 @@ pub use spec::{DbSpec, RESERVATION_SCHEDULERS};
 
 use crate::batch::BatchProgress;
 use crate::doc::Doc;
-use crate::error::{AnyError, SimError, SpecError};
+use crate::error::{AnyError, SpecError};
 use crate::experiment::{Experiment, RunOptions, Runs};
 
 /// A database-server spec: its document and its typed sections.
@@ -65,27 +64,7 @@ impl DbSpecFile {
 }
 
 impl Experiment for DbSpecFile {
-    fn clone_box(&self) -> Box<dyn Experiment> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn description(&self) -> &str {
-        &self.spec.description
-    }
-    fn duration(&self) -> f64 {
-        self.spec.duration
-    }
-    fn warmup(&self) -> f64 {
-        self.spec.warmup
-    }
-    fn doc(&self) -> &Doc {
-        &self.doc
-    }
+    crate::experiment::experiment_basics!();
     fn set_all(&mut self, changes: &[(String, toml::Value)]) -> Result<(), SpecError> {
         for (path, value) in changes {
             self.doc.set(path, value.clone())?;
@@ -114,16 +93,18 @@ impl Experiment for DbSpecFile {
     ) -> Result<Box<dyn Runs>, AnyError> {
         let mut spec = self.spec.clone();
         spec.max_events = opts.max_events;
-        if let Some(i) = opts.point {
-            let n = spec.points().len();
-            if i >= n {
-                return Err(AnyError::Run(SimError::spec(format!(
-                    "point {i} out of range: the spec has {n}"
-                ))));
-            }
-            if !spec.sweep.is_empty() {
-                spec.sweep = vec![spec.sweep.swap_remove(i)];
-            }
+        if opts.point.is_some() {
+            let sweep = std::mem::take(&mut spec.sweep);
+            // A spec without a sweep has one point: itself.
+            let points = if sweep.is_empty() {
+                vec![None]
+            } else {
+                sweep.into_iter().map(Some).collect()
+            };
+            spec.sweep = crate::experiment::pick(points, opts.point)?
+                .into_iter()
+                .flatten()
+                .collect();
         }
         let runs = run_all_with(&spec, opts.jobs, progress)?;
         Ok(Box::new(CoresRuns {
@@ -143,9 +124,7 @@ pub struct CoresRuns {
 }
 
 impl Runs for CoresRuns {
-    fn len(&self) -> usize {
-        self.runs.len()
-    }
+    crate::experiment::runs_basics!();
     fn summary_json(&self) -> serde_json::Value {
         report::summary_json(&self.runs)
     }
@@ -164,13 +143,5 @@ impl Runs for CoresRuns {
             "dispatched quanta",
         )
     }
-    fn tenants(&self) -> Vec<Vec<String>> {
-        self.runs
-            .iter()
-            .map(|r| r.tenants.iter().map(|t| t.name.clone()).collect())
-            .collect()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
+    crate::experiment::tenant_names!();
 }

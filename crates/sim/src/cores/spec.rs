@@ -14,15 +14,8 @@ use crate::sched;
 
 pub use crate::sched::RESERVATION_SCHEDULERS;
 
-/// The largest number of tenants one `[[tenant]]` group expands to.
-pub const MAX_GROUP: usize = 100_000;
+pub use crate::doc::MAX_GROUP;
 
-fn one() -> usize {
-    1
-}
-fn default_seed() -> u64 {
-    1
-}
 fn default_cores() -> usize {
     12
 }
@@ -46,7 +39,7 @@ pub struct DbSpec {
     #[serde(default)]
     pub description: String,
     /// Seed of every random stream.
-    #[serde(default = "default_seed")]
+    #[serde(default = "crate::doc::default::seed")]
     pub seed: u64,
     /// Simulated seconds.
     pub duration: f64,
@@ -131,7 +124,7 @@ pub struct DbTenant {
     /// Name (group name when `count > 1`).
     pub name: String,
     /// How many.
-    #[serde(default = "one")]
+    #[serde(default = "crate::doc::default::one_count")]
     pub count: usize,
     /// `ResCPU` (%), 0 or absent for none.
     #[serde(default)]

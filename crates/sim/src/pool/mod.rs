@@ -16,7 +16,6 @@ pub mod spec;
 pub mod trace;
 pub mod workload;
 
-use std::any::Any;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -154,27 +153,7 @@ impl spec::Range {
 }
 
 impl Experiment for SpecFile {
-    fn clone_box(&self) -> Box<dyn Experiment> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn description(&self) -> &str {
-        &self.spec.description
-    }
-    fn duration(&self) -> f64 {
-        self.spec.duration
-    }
-    fn warmup(&self) -> f64 {
-        self.spec.warmup
-    }
-    fn doc(&self) -> &Doc {
-        &self.doc
-    }
+    crate::experiment::experiment_basics!();
     fn set_all(&mut self, changes: &[(String, toml::Value)]) -> Result<(), SpecError> {
         for (path, value) in changes {
             self.doc.set(path, value.clone())?;
@@ -193,16 +172,7 @@ impl Experiment for SpecFile {
         opts: &RunOptions,
         progress: &mut (dyn FnMut(BatchProgress) + Send),
     ) -> Result<Box<dyn Runs>, AnyError> {
-        let mut scenarios = self.scenarios()?;
-        if let Some(i) = opts.point {
-            if i >= scenarios.len() {
-                return Err(AnyError::Run(SimError::spec(format!(
-                    "point {i} out of range: the spec has {}",
-                    scenarios.len()
-                ))));
-            }
-            scenarios = vec![scenarios.swap_remove(i)];
-        }
+        let mut scenarios = crate::experiment::pick(self.scenarios()?, opts.point)?;
         for sc in &mut scenarios {
             sc.max_events = opts.max_events;
         }
@@ -250,9 +220,7 @@ pub struct PoolRuns {
 }
 
 impl Runs for PoolRuns {
-    fn len(&self) -> usize {
-        self.runs.len()
-    }
+    crate::experiment::runs_basics!();
     fn summary_json(&self) -> serde_json::Value {
         report::summary_json(&self.runs)
     }
@@ -268,12 +236,7 @@ impl Runs for PoolRuns {
     fn work(&self) -> (u64, &'static str) {
         (self.runs.iter().map(|r| r.events).sum(), "events")
     }
-    fn tenants(&self) -> Vec<Vec<String>> {
-        self.runs
-            .iter()
-            .map(|r| r.tenants.iter().map(|t| t.name.clone()).collect())
-            .collect()
-    }
+    crate::experiment::tenant_names!();
     fn series_json(&self) -> serde_json::Value {
         self.runs.iter().map(report::series_json).collect()
     }
@@ -288,8 +251,5 @@ impl Runs for PoolRuns {
                 })
             })
             .collect()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::engine::RunResult;
 use crate::metrics::TenantResult;
-use crate::report::{csv_dir, group_by_label, run_stem, write_page, Csv};
+use crate::report::{csv_dir, group_by_label, run_stem, time_chart, write_page, Csv};
 
 /// `{"runs": [{"scheduler", "label", "events", "wall_seconds", …, "tenants": {NAME: {…}}}]}`.
 pub fn summary_json(results: &[RunResult]) -> Value {
@@ -30,27 +30,8 @@ pub fn summary_json(results: &[RunResult]) -> Value {
                         t.insert("intervals_met".into(), json!(b.intervals_met));
                     }
                 }
-                let mut run = json!({
-                    "scheduler": r.scheduler,
-                    "label": r.label,
-                    "events": r.events,
-                    "wall_seconds": r.wall_seconds,
-                    "events_per_second": r.events as f64 / r.wall_seconds.max(1e-9),
-                    "sim_seconds": r.sim_seconds,
-                    "utilization": r.utilization,
-                    "gini_mean": r.gini_mean,
-                    "tenants": tenants,
-                });
-                run["blackbox"] = json!({
-                    "components": bb.components,
-                    "mean_depth": bb.mean_depth,
-                    "mean_outstanding": bb.mean_outstanding,
-                    "max_outstanding": bb.max_outstanding,
-                    "over_depth": bb.over_depth,
-                });
-                return run;
             }
-            json!({
+            let mut run = json!({
                 "scheduler": r.scheduler,
                 "label": r.label,
                 "events": r.events,
@@ -60,7 +41,17 @@ pub fn summary_json(results: &[RunResult]) -> Value {
                 "utilization": r.utilization,
                 "gini_mean": r.gini_mean,
                 "tenants": tenants,
-            })
+            });
+            if let Some(bb) = &r.blackbox {
+                run["blackbox"] = json!({
+                    "components": bb.components,
+                    "mean_depth": bb.mean_depth,
+                    "mean_outstanding": bb.mean_outstanding,
+                    "max_outstanding": bb.max_outstanding,
+                    "over_depth": bb.over_depth,
+                });
+            }
+            run
         })
         .collect();
     json!({ "runs": runs })
@@ -201,14 +192,12 @@ pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
         blocks.extend(blackbox_blocks(runs, &tracked));
     }
     for name in &tracked {
-        let mut service = LineChart::new(
+        let mut service = time_chart(
             format!("Service received by {name} (per sampling interval)"),
-            Axis::linear("time (s)"),
             Axis::linear("units / s"),
         );
-        let mut lag = LineChart::new(
+        let mut lag = time_chart(
             format!("Service lag of {name} against GPS (positive: behind)"),
-            Axis::linear("time (s)"),
             Axis::linear("lag (s of one worker)"),
         );
         for r in runs {
@@ -238,9 +227,8 @@ pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
     }
     blocks.push(Block::Svg(bars.to_svg()));
 
-    let mut g = LineChart::new(
+    let mut g = time_chart(
         "Gini index across tenants (service over GPS entitlement, per interval)",
-        Axis::linear("time (s)"),
         Axis::linear("Gini").range(0.0, 1.0),
     );
     for r in runs {
@@ -282,14 +270,12 @@ pub fn point_blocks(runs: &[&RunResult]) -> Vec<Block> {
 fn blackbox_blocks(runs: &[&RunResult], tracked: &[String]) -> Vec<Block> {
     let mut blocks = Vec::new();
     for name in tracked {
-        let mut rt = LineChart::new(
+        let mut rt = time_chart(
             format!("Mean response time of {name} per interval"),
-            Axis::linear("time (s)"),
             Axis::log("seconds"),
         );
-        let mut tp = LineChart::new(
+        let mut tp = time_chart(
             format!("Throughput of {name} per interval"),
-            Axis::linear("time (s)"),
             Axis::linear("requests / s"),
         );
         for r in runs {
@@ -305,11 +291,7 @@ fn blackbox_blocks(runs: &[&RunResult], tracked: &[String]) -> Vec<Block> {
         blocks.push(Block::Svg(rt.to_svg()));
         blocks.push(Block::Svg(tp.to_svg()));
     }
-    let mut d = LineChart::new(
-        "Depth D (issue slots)",
-        Axis::linear("time (s)"),
-        Axis::linear("D"),
-    );
+    let mut d = time_chart("Depth D (issue slots)", Axis::linear("D"));
     for r in runs {
         if let Some(b) = &r.blackbox {
             d = d.series(Series::new(&r.scheduler, b.depth.clone()).style(Style::Step));

@@ -15,8 +15,7 @@ use super::workload::{self, ClassTable, TenantDef, TraceCache};
 use crate::error::{non_negative, positive, FieldError, SpecError};
 use crate::sched::{self, SchedulerChoice};
 
-/// The largest number of tenants one `[[tenant]]` group expands to.
-pub const MAX_GROUP: usize = 100_000;
+pub use crate::doc::MAX_GROUP;
 
 /// The most issue slots, components or workers of a server.
 const MAX_SLOTS: i64 = 4096;

@@ -11,15 +11,6 @@ use serde::Deserialize;
 pub use crate::doc::SweepPoint;
 pub use crate::sched::SchedulerSpec;
 
-fn default_seed() -> u64 {
-    1
-}
-fn one() -> f64 {
-    1.0
-}
-fn one_usize() -> usize {
-    1
-}
 fn default_refresh() -> f64 {
     0.01
 }
@@ -43,7 +34,7 @@ pub struct Spec {
     #[serde(default)]
     pub description: String,
     /// Seed of every random stream.
-    #[serde(default = "default_seed")]
+    #[serde(default = "crate::doc::default::seed")]
     pub seed: u64,
     /// Simulated seconds.
     pub duration: f64,
@@ -51,7 +42,7 @@ pub struct Spec {
     #[serde(default)]
     pub warmup: f64,
     /// Multiplies every open arrival rate and replays traces this much faster.
-    #[serde(default = "one")]
+    #[serde(default = "crate::doc::default::one")]
     pub speed: f64,
     /// The server.
     pub server: ServerSpec,
@@ -235,10 +226,10 @@ pub struct TenantSpec {
     /// Name (group name when `count > 1`).
     pub name: String,
     /// How many tenants (0 is allowed: a sweep may turn a group off).
-    #[serde(default = "one_usize")]
+    #[serde(default = "crate::doc::default::one_count")]
     pub count: usize,
     /// Weight φ.
-    #[serde(default = "one")]
+    #[serde(default = "crate::doc::default::one")]
     pub weight: f64,
     /// Response-time target in seconds (EDF's relative deadline; the adaptive depth
     /// controller keeps every tenant's mean response time under its target).
@@ -290,7 +281,7 @@ pub enum ArrivalSpec {
     /// `clients` clients, each issuing a request, waiting for it, then thinking.
     Closed {
         /// Clients.
-        #[serde(default = "one_usize")]
+        #[serde(default = "crate::doc::default::one_count")]
         clients: usize,
         /// Mean think time in seconds (exponential; 0 = none).
         #[serde(default)]
@@ -366,7 +357,7 @@ pub struct ClassSpec {
     /// The class (API) name; the same name is the same class across tenants.
     pub name: Option<String>,
     /// Relative share of the tenant's requests.
-    #[serde(default = "one")]
+    #[serde(default = "crate::doc::default::one")]
     pub share: f64,
     /// Its costs.
     pub cost: CostSpec,

@@ -41,7 +41,6 @@ pub use result::{summary_json, write_csv, write_html, ClientResult, StageResult,
 pub use run::{run, run_all};
 pub use spec::TamSpec;
 
-use std::any::Any;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -50,7 +49,7 @@ use toml::Value;
 
 use crate::batch::BatchProgress;
 use crate::doc::{Doc, SweepPoint};
-use crate::error::{AnyError, SimError, SpecError};
+use crate::error::{AnyError, SpecError};
 use crate::experiment::{Experiment, RunOptions, Runs};
 
 /// A TAM simulation file: a model file (with `[[stage]]`s) and its optional `[simulation]`
@@ -217,27 +216,7 @@ fn set_simulation(doc: &mut Doc, path: &str, value: Value) -> Result<(), SpecErr
 }
 
 impl Experiment for TamSpecFile {
-    fn clone_box(&self) -> Box<dyn Experiment> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn description(&self) -> &str {
-        &self.spec.description
-    }
-    fn duration(&self) -> f64 {
-        self.spec.duration
-    }
-    fn warmup(&self) -> f64 {
-        self.spec.warmup
-    }
-    fn doc(&self) -> &Doc {
-        &self.doc
-    }
+    crate::experiment::experiment_basics!();
     fn set_all(&mut self, changes: &[(String, Value)]) -> Result<(), SpecError> {
         for (path, value) in changes {
             set_simulation(&mut self.doc, path, value.clone())?;
@@ -256,16 +235,7 @@ impl Experiment for TamSpecFile {
         opts: &RunOptions,
         progress: &mut (dyn FnMut(BatchProgress) + Send),
     ) -> Result<Box<dyn Runs>, AnyError> {
-        let mut points = TamSpecFile::points(self)?;
-        if let Some(i) = opts.point {
-            if i >= points.len() {
-                return Err(AnyError::Run(SimError::spec(format!(
-                    "point {i} out of range: the spec has {}",
-                    points.len()
-                ))));
-            }
-            points = vec![points.swap_remove(i)];
-        }
+        let mut points = crate::experiment::pick(TamSpecFile::points(self)?, opts.point)?;
         for (_, spec) in &mut points {
             spec.max_events = opts.max_events;
         }
@@ -282,9 +252,7 @@ pub struct TamRuns {
 }
 
 impl Runs for TamRuns {
-    fn len(&self) -> usize {
-        self.runs.len()
-    }
+    crate::experiment::runs_basics!();
     fn summary_json(&self) -> serde_json::Value {
         result::summary_json(&self.runs)
     }
@@ -305,8 +273,5 @@ impl Runs for TamRuns {
             .iter()
             .map(|r| r.clients.iter().map(|c| c.name.clone()).collect())
             .collect()
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
 
-use fairlane_plot::{Axis, Block, LineChart, Page, Series, Table};
+use fairlane_plot::{Axis, Block, Page, Series, Table};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -77,7 +77,7 @@ pub struct TamRun {
     pub resources: Vec<(String, f64)>,
 }
 
-use crate::report::num;
+use crate::report::{num, time_chart};
 
 /// `{"runs": [{"scheduler", "events", "visits", …, "clients": {NAME: {…}}, "stages": {…}}]}`,
 /// with the point's `"label"` when the spec has a sweep.
@@ -251,12 +251,8 @@ fn client_blocks(r: &TamRun) -> Vec<Block> {
             format!("{:.2}", c.latency_p99 * 1e3),
         ]);
     }
-    let mut tput = LineChart::new(
-        "Throughput",
-        Axis::linear("time (s)"),
-        Axis::linear("requests/s"),
-    );
-    let mut lat = LineChart::new("p99 latency", Axis::linear("time (s)"), Axis::linear("ms"));
+    let mut tput = time_chart("Throughput", Axis::linear("requests/s"));
+    let mut lat = time_chart("p99 latency", Axis::linear("ms"));
     for c in &r.clients {
         tput = tput.series(Series::new(
             c.name.clone(),
@@ -298,16 +294,8 @@ fn stage_blocks(r: &TamRun) -> Vec<Block> {
             format!("{:.2}", s.blocked_mean),
         ]);
     }
-    let mut q = LineChart::new(
-        "Queued requests",
-        Axis::linear("time (s)"),
-        Axis::linear("requests"),
-    );
-    let mut b = LineChart::new(
-        "Blocked threads",
-        Axis::linear("time (s)"),
-        Axis::linear("threads"),
-    );
+    let mut q = time_chart("Queued requests", Axis::linear("requests"));
+    let mut b = time_chart("Blocked threads", Axis::linear("threads"));
     for s in &r.stages {
         q = q.series(Series::new(
             s.name.clone(),
