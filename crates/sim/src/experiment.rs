@@ -216,14 +216,24 @@ macro_rules! experiment_basics {
 pub(crate) use experiment_basics;
 
 /// The methods every kind's [`Runs`] implements alike, for a type whose `runs` field holds
-/// them.
+/// them and whose kind's report module `$report` has `summary_json`, `write_csv` and `print`
+/// over a slice of them.
 macro_rules! runs_basics {
-    () => {
+    ($report:ident) => {
         fn len(&self) -> usize {
             self.runs.len()
         }
         fn as_any(&self) -> &dyn std::any::Any {
             self
+        }
+        fn summary_json(&self) -> serde_json::Value {
+            $report::summary_json(&self.runs)
+        }
+        fn write_csv(&self, dir: &std::path::Path) -> std::io::Result<()> {
+            $report::write_csv(dir, &self.runs)
+        }
+        fn print(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+            $report::print(out, &self.runs)
         }
     };
 }

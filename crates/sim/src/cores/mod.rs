@@ -35,7 +35,7 @@ pub mod report;
 pub mod run;
 pub mod spec;
 
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
 pub use run::{run_all, run_all_with, DbRun, DbTenantResult};
@@ -124,18 +124,9 @@ pub struct CoresRuns {
 }
 
 impl Runs for CoresRuns {
-    crate::experiment::runs_basics!();
-    fn summary_json(&self) -> serde_json::Value {
-        report::summary_json(&self.runs)
-    }
-    fn write_csv(&self, dir: &Path) -> io::Result<()> {
-        report::write_csv(dir, &self.runs)
-    }
+    crate::experiment::runs_basics!(report);
     fn write_html(&self, dir: &Path, title: &str, description: &str) -> io::Result<()> {
         report::write_html(dir, title, description, &self.runs)
-    }
-    fn print(&self, out: &mut dyn Write) -> io::Result<()> {
-        report::print(out, &self.runs)
     }
     fn work(&self) -> (u64, &'static str) {
         (

@@ -16,7 +16,7 @@ pub mod spec;
 pub mod trace;
 pub mod workload;
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 pub use engine::{run, run_with_scheduler, RunResult};
@@ -220,18 +220,9 @@ pub struct PoolRuns {
 }
 
 impl Runs for PoolRuns {
-    crate::experiment::runs_basics!();
-    fn summary_json(&self) -> serde_json::Value {
-        report::summary_json(&self.runs)
-    }
-    fn write_csv(&self, dir: &Path) -> io::Result<()> {
-        report::write_csv(dir, &self.runs)
-    }
+    crate::experiment::runs_basics!(report);
     fn write_html(&self, dir: &Path, title: &str, description: &str) -> io::Result<()> {
         report::write_html(dir, title, description, &self.runs, 12)
-    }
-    fn print(&self, out: &mut dyn Write) -> io::Result<()> {
-        report::print(out, &self.runs)
     }
     fn work(&self) -> (u64, &'static str) {
         (self.runs.iter().map(|r| r.events).sum(), "events")

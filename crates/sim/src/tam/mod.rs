@@ -41,7 +41,7 @@ pub use result::{summary_json, write_csv, write_html, ClientResult, StageResult,
 pub use run::{run, run_all};
 pub use spec::TamSpec;
 
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use fairlane_tam::Model;
@@ -252,18 +252,9 @@ pub struct TamRuns {
 }
 
 impl Runs for TamRuns {
-    crate::experiment::runs_basics!();
-    fn summary_json(&self) -> serde_json::Value {
-        result::summary_json(&self.runs)
-    }
-    fn write_csv(&self, dir: &Path) -> io::Result<()> {
-        result::write_csv(dir, &self.runs)
-    }
+    crate::experiment::runs_basics!(result);
     fn write_html(&self, dir: &Path, title: &str, description: &str) -> io::Result<()> {
         result::write_html(dir, title, description, &self.runs)
-    }
-    fn print(&self, out: &mut dyn Write) -> io::Result<()> {
-        result::print(out, &self.runs)
     }
     fn work(&self) -> (u64, &'static str) {
         (self.runs.iter().map(|r| r.visits).sum(), "stage visits")
