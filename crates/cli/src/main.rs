@@ -5,8 +5,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 /// jemalloc, as in the `fairlane-proxy` binary: `fairlane proxy` runs the same code and
-/// should hold the same memory per client connection (issue 19; jemalloc keeps the untouched
-/// part of hyper's 8 KiB connection buffers out of memory).
+/// should hold the same memory per client connection (jemalloc keeps the untouched part of
+/// hyper's 8 KiB connection buffers out of memory).
 #[cfg(all(unix, not(target_env = "musl")))]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -251,7 +251,7 @@ fn proxy_check_validates_and_names_the_field() {
         err.contains("bad.toml") && err.contains("tenant[0].weight"),
         "{err}"
     );
-    // Issue 16, defect 5: a subnormal weight passed the check and later panicked in 2DFQ.
+    // A subnormal weight must be refused: it once passed the check and panicked in 2DFQ.
     let tiny = dir.join("tiny.toml");
     std::fs::write(
         &tiny,

@@ -1,4 +1,4 @@
-//! Issue 15's promise, end to end: one construction of a scheduler — LDF with a reservation,
+//! The seam's promise, end to end: one construction of a scheduler — LDF with a reservation,
 //! and 2DFQᴱ from `Config::for_executor` — handed as a `Box<dyn Scheduler<_> + Send>` to
 //! every executor: the simulator, `FairPool`, `FairGate` and the proxy's gate adapter. Each
 //! executor runs work through it; the simulator's run also checks that the policy did its

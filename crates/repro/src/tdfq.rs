@@ -475,7 +475,7 @@ fn speedup_table(names: &[String], speedups: &[[Vec<f64>; 2]], body: &mut Out) {
     body.table(t);
 }
 
-/// The 2DFQᴱ mechanism experiment (issue 18): does pessimistic estimation give a small,
+/// The 2DFQᴱ mechanism experiment: does pessimistic estimation give a small,
 /// predictable tenant (`probe`) a p99 an order of magnitude below WFQᴱ's and WF²Qᴱ's
 /// (seeds/000 abstract: "up to two orders of magnitude")? Probe latency per scheduler and
 /// point, and the claim at the "5% expensive" point.

@@ -1,4 +1,4 @@
-//! Issue 21: a run does not depend on the order tenants are listed in the spec.
+//! A run does not depend on the order tenants are listed in the spec.
 //!
 //! The engine and the database-server model work on the tenants sorted by name (the order
 //! their first events are scheduled in and the ids their scheduler sees), every tenant's
@@ -239,7 +239,7 @@ schedulers = ["ldf", "drr", "edf", "no-res"]
     }
 }
 
-/// The case of issue 21: 16 backlogged tenants (4 small, 12 large) on 16 workers, 60 s, seed
+/// The case that showed the order mattering: 16 backlogged tenants (4 small, 12 large) on 16 workers, 60 s, seed
 /// 3. Listed large-first, WF²Q used to give the small tenants σ 0.1318 s (their requests were
 /// queued after the large ones had taken every worker at t = 0); small-first, 0.0004 s.
 /// Now both orders give the same, small-first figures.

@@ -1,5 +1,5 @@
-//! Every model under `models/` simulates with the default workload (issue 17: "Every model
-//! under models/ can be simulated with a default workload"), including the discovered ones.
+//! Every model under `models/` simulates with the default workload, including the
+//! discovered ones.
 
 use fairlane_sim::tam::{run_all, whatif};
 use fairlane_sim::Experiment;
