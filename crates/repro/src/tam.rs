@@ -34,6 +34,14 @@ fn figure(
     Ok(both)
 }
 
+/// The (a) and (b) curves of a figure, labelled.
+pub(crate) fn ab(
+    a: (&str, Vec<(f64, f64)>),
+    b: (&str, Vec<(f64, f64)>),
+) -> Vec<(String, Vec<(f64, f64)>)> {
+    vec![(a.0.to_string(), a.1), (b.0.to_string(), b.1)]
+}
+
 /// A client's throughput per interval: `(t, req/s)`.
 pub(crate) fn throughput(r: &TamRun, client: usize) -> Vec<(f64, f64)> {
     r.clients[client]
@@ -108,10 +116,10 @@ pub(crate) fn fig8(out: &mut Out) -> Result<(), String> {
         "Fig. 8: C1's mean latency",
         "C2 threads",
         "ms",
-        vec![
-            ("(a) no scheduling".into(), pa.clone()),
-            ("(b) scheduled I/O".into(), pb.clone()),
-        ],
+        ab(
+            ("(a) no scheduling", pa.clone()),
+            ("(b) scheduled I/O", pb.clone()),
+        ),
     ));
     let last = pa.len() - 1;
     let worst_b = pb.iter().map(|p| p.1).fold(f64::NAN, f64::max);
@@ -245,10 +253,10 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
         "Fig. 10: C1's throughput",
         "C2 reply (KB)",
         "req/s",
-        vec![
-            ("(a) two stages".into(), pa.clone()),
-            ("(b) one stage".into(), pb.clone()),
-        ],
+        ab(
+            ("(a) two stages", pa.clone()),
+            ("(b) one stage", pb.clone()),
+        ),
     ));
     let last = pa.len() - 1;
     out.claim(
@@ -319,10 +327,10 @@ pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
         "Fig. 11: C1's throughput over time",
         "time (s)",
         "req/s",
-        vec![
-            ("(a) blocking".into(), throughput(&ra, 0)),
-            ("(b) asynchronous".into(), throughput(&rb, 0)),
-        ],
+        ab(
+            ("(a) blocking", throughput(&ra, 0)),
+            ("(b) asynchronous", throughput(&rb, 0)),
+        ),
     ));
     let (a0, a1) = (tput(&ra, 0, 10.0, 60.0), tput(&ra, 0, 70.0, 120.0));
     let (b0, b1) = (tput(&rb, 0, 10.0, 60.0), tput(&rb, 0, 70.0, 120.0));
@@ -410,10 +418,10 @@ pub(crate) fn fig12(out: &mut Out) -> Result<(), String> {
         "Fig. 12: C1's mean latency",
         "C2 threads",
         "ms",
-        vec![
-            ("(a) ordered".into(), pa.clone()),
-            ("(b) one WAL per client".into(), pb.clone()),
-        ],
+        ab(
+            ("(a) ordered", pa.clone()),
+            ("(b) one WAL per client", pb.clone()),
+        ),
     ));
     let la: Vec<f64> = pa.iter().map(|p| p.1).collect();
     let r = pearson(&la, &qa);
