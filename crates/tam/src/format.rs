@@ -14,9 +14,9 @@ use toml::{Table, Value};
 /// The format version this crate reads and writes (`format = 1`, optional).
 pub const FORMAT_VERSION: i64 = 1;
 
-/// `simulation` holds the simulator's workload and capacities (read by `fairlane-sim`'s TAM
-/// model, docs/tam.md "Simulate it"); the analysis ignores it.
-const TOP_KEYS: &[&str] = &["format", "model", "hosts", "stage", "simulation"];
+/// `simulation` holds the simulator's workload and capacities and `sweep` its points (read
+/// by `fairlane-sim`'s TAM model, docs/tam.md "Simulate it"); the analysis ignores them.
+const TOP_KEYS: &[&str] = &["format", "model", "hosts", "stage", "simulation", "sweep"];
 const MODEL_KEYS: &[&str] = &["name", "source", "description"];
 const STAGE_KEYS: &[&str] = &[
     "name",
@@ -33,6 +33,11 @@ impl Model {
     /// Parses and validates a model from TOML text.
     pub fn from_toml(text: &str) -> Result<Model, ModelError> {
         parse(text)
+    }
+
+    /// Validates a model from a model file's parsed TOML document.
+    pub fn from_table(table: &Table) -> Result<Model, ModelError> {
+        from_table(table)
     }
 
     /// Reads, parses and validates a model file; errors name the file.
@@ -63,8 +68,13 @@ pub fn parse(text: &str) -> Result<Model, ModelError> {
             e.to_string().trim_end()
         ))])
     })?;
+    from_table(&table)
+}
+
+/// Validates a model from a parsed TOML document.
+fn from_table(table: &Table) -> Result<Model, ModelError> {
     let mut errors = Vec::new();
-    let model = read_model(&table, &mut errors);
+    let model = read_model(table, &mut errors);
     if !errors.is_empty() {
         return Err(ModelError::new(errors));
     }
