@@ -110,7 +110,7 @@ pub struct Allocation {
 
 /// Credit is paid back over this many syncs: an instance owed `c` seat-syncs rounds as if
 /// its fair seats were `c / PAYBACK` higher.
-pub const PAYBACK: f64 = 8.0;
+pub const PAYBACK: f64 = 4.0;
 
 /// Weighted water-filling (max-min fairness with weights): share `capacity` across
 /// `(weight, demand)` pairs so nobody gets more than its demand and the rest is split in
@@ -231,7 +231,8 @@ pub fn allocate(depth: usize, reports: &[Report]) -> Allocation {
         })
         .collect();
     let want: Vec<f64> = seats.iter().map(|&s| s as f64 - spare).collect();
-    fill(&mut parts, &want, &demand, &light);
+    let floor: Vec<bool> = seats.iter().map(|&s| s <= 1).collect();
+    fill(&mut parts, &want, &floor, &demand, &light);
     let instances = reports
         .iter()
         .zip(parts)
@@ -307,12 +308,35 @@ fn split(
         .collect()
 }
 
+/// An instance held at the floor of one seat with no more than one fair seat carries no
+/// credit (it cannot give a seat back): it reports 0 and does not count in the mean.
+pub fn pinned(r: &Report) -> bool {
+    r.target <= 1 && r.credit == 0.0
+}
+
+/// The mean credit of the instances not [`pinned`]: what credits are measured against.
+pub fn mean_credit<'a>(reports: impl IntoIterator<Item = &'a Report>) -> f64 {
+    let (sum, n) = reports
+        .into_iter()
+        .filter(|r| !pinned(r))
+        .fold((0.0, 0usize), |(s, n), r| {
+            (s + sane(r.credit, -MAX_REPORTED, MAX_REPORTED), n + 1)
+        });
+    sum / n.max(1) as f64
+}
+
 /// Step 3a: whole seats from the fair seats, the credits and the last split.
 fn whole_seats(depth: usize, reports: &[&Report], fair: &[f64]) -> Vec<usize> {
-    let owed: Vec<f64> = reports
+    // Credit counts against the others': only the difference is paid back.
+    let credit: Vec<f64> = reports
         .iter()
-        .zip(fair)
-        .map(|(r, f)| f + sane(r.credit, -MAX_REPORTED, MAX_REPORTED) / PAYBACK)
+        .map(|r| sane(r.credit, -MAX_REPORTED, MAX_REPORTED))
+        .collect();
+    let mean = mean_credit(reports.iter().copied());
+    let owed: Vec<f64> = fair
+        .iter()
+        .zip(&credit)
+        .map(|(f, c)| f + (c - mean) / PAYBACK)
         .collect();
     // Keep the last split while it still fits (hysteresis): every instance within one seat.
     let last: Vec<usize> = reports.iter().map(|r| r.target).collect();
@@ -332,10 +356,15 @@ fn whole_seats(depth: usize, reports: &[&Report], fair: &[f64]) -> Vec<usize> {
 /// Step 3b: move parts of tenants served through several instances so that each instance's
 /// parts sum to `want` where the demand there allows. Light tenants' parts stay (they are
 /// their demand). Augmenting paths over instances: an edge j → i where some backlogged tenant
-/// has a part at j and room (demand above its part) at i.
+/// has a part at j and room (demand above its part) at i. First from instances with parts
+/// to spare. Then an instance held at the floor of one seat that its parts do not fill (its
+/// tenants would take the whole seat anyway) is filled from any instance above the floor:
+/// what is missing then shows there, as fair seats below its seats, which its credit pays
+/// back over time.
 fn fill(
     parts: &mut [BTreeMap<String, f64>],
     want: &[f64],
+    floor: &[bool],
     demand: &[BTreeMap<String, f64>],
     light: &dyn Fn(&str) -> bool,
 ) {
@@ -346,42 +375,50 @@ fn fill(
         .collect();
     // Each augmentation empties a gap, a part or a room: bounded by the number of them.
     let rounds = 2 * n + 2 * parts.iter().map(BTreeMap::len).sum::<usize>();
-    for _ in 0..rounds {
-        let Some((path, src)) = augmenting_path(parts, demand, &gap, light) else {
-            return;
-        };
-        let dst = path[0].1;
-        let mut amount = gap[dst].min(-gap[src]);
-        for (j, i, name) in &path {
-            let room = demand[*i].get(name).copied().unwrap_or(0.0) - parts[*i][name];
-            amount = amount.min(parts[*j][name]).min(room);
+    for to_floor in [false, true] {
+        for _ in 0..rounds {
+            let from = |j: usize| if to_floor { !floor[j] } else { gap[j] < -EPS };
+            let to = |i: usize| gap[i] > EPS && (!to_floor || floor[i]);
+            let Some((path, src)) = augmenting_path(parts, demand, light, &from, &to) else {
+                break;
+            };
+            let dst = path[0].1;
+            let mut amount = if to_floor {
+                gap[dst]
+            } else {
+                gap[dst].min(-gap[src])
+            };
+            for (j, i, name) in &path {
+                let room = demand[*i].get(name).copied().unwrap_or(0.0) - parts[*i][name];
+                amount = amount.min(parts[*j][name]).min(room);
+            }
+            if amount <= EPS {
+                break;
+            }
+            for (j, i, name) in &path {
+                *parts[*j].get_mut(name).expect("on the path") -= amount;
+                *parts[*i].get_mut(name).expect("on the path") += amount;
+            }
+            gap[dst] -= amount;
+            gap[src] += amount;
         }
-        if amount <= EPS {
-            return;
-        }
-        for (j, i, name) in &path {
-            *parts[*j].get_mut(name).expect("on the path") -= amount;
-            *parts[*i].get_mut(name).expect("on the path") += amount;
-        }
-        gap[dst] -= amount;
-        gap[src] += amount;
     }
 }
 
-/// A shortest path (breadth first) from an instance with parts to spare (gap < 0) to one
-/// short of parts (gap > 0): the moves `(from, to, tenant)` from the short end back, and the
-/// instance it starts from.
+/// A shortest path (breadth first) from an instance `from` accepts to one `to` accepts: the
+/// moves `(from, to, tenant)` from the far end back, and the instance it starts from.
 fn augmenting_path(
     parts: &[BTreeMap<String, f64>],
     demand: &[BTreeMap<String, f64>],
-    gap: &[f64],
     light: &dyn Fn(&str) -> bool,
+    from: &dyn Fn(usize) -> bool,
+    to: &dyn Fn(usize) -> bool,
 ) -> Option<(Vec<(usize, usize, String)>, usize)> {
     const EPS: f64 = 1e-9;
     let n = parts.len();
     let mut prev: Vec<Option<Option<(usize, String)>>> = vec![None; n];
     let mut queue = std::collections::VecDeque::new();
-    for j in (0..n).filter(|&j| gap[j] < -EPS) {
+    for j in (0..n).filter(|&j| from(j)) {
         prev[j] = Some(None);
         queue.push_back(j);
     }
@@ -399,7 +436,7 @@ fn augmenting_path(
                     continue;
                 }
                 prev[i] = Some(Some((j, name.clone())));
-                if gap[i] > EPS {
+                if to(i) {
                     let mut path = Vec::new();
                     let mut at = i;
                     while let Some(Some((from, name))) = prev[at].clone() {
@@ -521,8 +558,8 @@ mod tests {
         }
         assert_eq!(seats(&allocate(10, &r)), vec![3, 3, 4]);
         // i3 has been ahead: its negative credit moves the seat to the one owed most.
-        r[0].credit = 4.0;
-        r[2].credit = -6.0;
+        r[0].credit = 2.0;
+        r[2].credit = -3.0;
         assert_eq!(seats(&allocate(10, &r)), vec![4, 3, 3]);
     }
 

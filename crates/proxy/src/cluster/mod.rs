@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 pub use alloc::{
     allocate, water_fill, Allocation, InstanceShare, Part, Report, TenantReport, TenantShare,
 };
-pub use member::{settle, Known, Local, Member, Outgoing, Peer, Plan, Reply};
+pub use member::{settle, Local, Member, Outgoing, Peer, Plan, Reply};
 pub use status::{ClusterStatus, ClusterTenant};
 
 use crate::config::{ConfigError, MAX_DEPTH};
@@ -252,13 +252,15 @@ mod host {
     use super::*;
     use fairlane_core::TenantId;
 
-    /// Every tenant's waiting + in-flight count now.
+    /// Every tenant's waiting + in-flight and in-flight counts now, and the seats.
     pub(super) fn sample(inner: &Inner, member: &mut Member) {
         let settings = inner.settings();
-        member.sample(settings.names.iter().enumerate().map(|(i, name)| {
+        let counts = settings.names.iter().enumerate().map(|(i, name)| {
             let v = inner.gate.0.tenant(TenantId(i as u64));
-            (name.as_str(), v.map_or(0, |v| v.queued + v.running))
-        }));
+            let (queued, running) = v.map_or((0, 0), |v| (v.queued, v.running));
+            (name.as_str(), (queued + running) as f64, running as f64)
+        });
+        member.sample(counts, inner.gate.depth());
     }
 
     /// The instance's seats, load, tenants with φ and completions.
@@ -376,11 +378,17 @@ fn failed(inner: &Inner, cluster: &Cluster, why: &str) {
     }
 }
 
-/// One sync: report, exchange, apply.
-async fn sync(inner: &Inner, cluster: &Cluster, member: &mut Member, link: &mut store::Link) {
+/// One sync: report, exchange, apply (`regular`: the one per interval).
+async fn sync(
+    inner: &Inner,
+    cluster: &Cluster,
+    member: &mut Member,
+    link: &mut store::Link,
+    regular: bool,
+) {
     let c = &cluster.config;
     let local = host::local(inner);
-    let out = member.outgoing(&local, Instant::now());
+    let out = member.outgoing(&local, regular);
     let reply = match link.exchange(c, &out).await {
         Ok(reply) => reply,
         Err(why) => {
@@ -389,15 +397,9 @@ async fn sync(inner: &Inner, cluster: &Cluster, member: &mut Member, link: &mut 
             return;
         }
     };
-    let plan = member.absorb(reply, local.seats, Instant::now());
-    let parts = plan
-        .allocation
-        .instances
-        .get(&c.instance)
-        .map(|m| m.tenants.clone())
-        .unwrap_or_default();
+    let plan = member.absorb(reply, local.seats, Instant::now(), regular);
     let weights = host::apply(inner, Some(plan.seats), |name| {
-        parts.get(name).map(|p| p.weight)
+        plan.weights.get(name).copied()
     });
     let forgotten = plan.forgotten;
     let rejoined = cluster.synced(plan, member.credit());
@@ -419,7 +421,7 @@ async fn sync(inner: &Inner, cluster: &Cluster, member: &mut Member, link: &mut 
 }
 
 /// Run the sync loop until aborted: sample the demand `SAMPLES` times per interval, sync
-/// once per interval.
+/// once per interval, and early (at most every other sample) when [`Member::early`] says so.
 pub(crate) async fn run(inner: Arc<Inner>, cluster: Arc<Cluster>) {
     let c = cluster.config().clone();
     let Some(mut link) = store::Link::new(&c) else {
@@ -429,14 +431,19 @@ pub(crate) async fn run(inner: Arc<Inner>, cluster: Arc<Cluster>) {
     let every = Duration::from_millis(c.sync_interval_ms) / SAMPLES;
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut n = 0;
+    let (mut n, mut since) = (0, 0);
     loop {
         tick.tick().await;
         host::sample(&inner, &mut member);
         n += 1;
-        if n >= SAMPLES {
-            n = 0;
-            sync(&inner, &cluster, &mut member, &mut link).await;
+        since += 1;
+        let regular = n >= SAMPLES;
+        if regular || (since >= 2 && member.early(inner.gate.depth(), inner.gate.load().1)) {
+            if regular {
+                n = 0;
+            }
+            since = 0;
+            sync(&inner, &cluster, &mut member, &mut link, regular).await;
         }
     }
 }

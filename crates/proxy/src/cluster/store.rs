@@ -16,32 +16,26 @@ use super::ClusterConfig;
 const EXCHANGE: &str = r"
 local p, me = KEYS[1], ARGV[1]
 local body, lease, seq = ARGV[2], ARGV[3], ARGV[4]
-local held, want, depth = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local known = {}
-for i = 8, #ARGV - 2, 3 do known[ARGV[i]] = {tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])} end
-known[me] = nil
+local held, want, depth, expect = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 local mine = p .. ':member:' .. me
 local previous = redis.call('HGET', mine, 'seq') or ''
 local others, out = 0, {}
 for _, id in ipairs(redis.call('SMEMBERS', p .. ':members')) do
   if id ~= me then
-    local v = redis.call('HMGET', p .. ':member:' .. id, 'report', 'seq', 'claim')
+    local v = redis.call('HMGET', p .. ':member:' .. id, 'report', 'claim')
     if v[1] then
-      local claim = tonumber(v[3]) or 0
-      local k = known[id]
-      if k and k[1] > (tonumber(v[2]) or 0) then claim = math.max(claim, k[2]) end
-      others = others + claim
+      others = others + (tonumber(v[2]) or 0)
       table.insert(out, v[1])
-      table.insert(out, tostring(claim))
+      table.insert(out, v[2] or '0')
     else
       redis.call('SREM', p .. ':members', id)
     end
-    known[id] = nil
   end
 end
-for _, k in pairs(known) do others = others + k[2] end
 local grant = held
-if want > held then grant = math.max(held, math.min(want, depth - others)) end
+if want > held and previous == expect then
+  grant = math.max(held, math.min(want, depth - others))
+end
 redis.call('HSET', mine, 'report', body, 'seq', seq, 'claim', grant)
 redis.call('PEXPIRE', mine, lease)
 redis.call('SADD', p .. ':members', me)
@@ -115,10 +109,8 @@ async fn invoke(
         .arg(out.report.seq)
         .arg(out.held)
         .arg(out.want)
-        .arg(c.depth);
-    for k in &out.known {
-        call.arg(&k.id).arg(k.seq).arg(k.claim);
-    }
+        .arg(c.depth)
+        .arg(out.expect.map_or(String::new(), |s| s.to_string()));
     call.invoke_async(conn).await
 }
 
