@@ -229,6 +229,13 @@ impl Member {
         }
     }
 
+    /// Start counting reports after `seq` (the sync task starts from the clock, so that a
+    /// restarted instance's reports are newer than those it left in Redis).
+    pub fn with_seq(mut self, seq: u64) -> Member {
+        self.seq = seq;
+        self
+    }
+
     /// Record a sample of every tenant's waiting + in-flight and in-flight counts, running
     /// with `seats`.
     pub fn sample<'a>(

@@ -427,7 +427,11 @@ pub(crate) async fn run(inner: Arc<Inner>, cluster: Arc<Cluster>) {
     let Some(mut link) = store::Link::new(&c) else {
         return; // validated at start-up
     };
-    let mut member = Member::new(&c.instance, c.depth, c.lease());
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut member =
+        Member::new(&c.instance, c.depth, c.lease()).with_seq(since_epoch.as_micros() as u64);
     let every = Duration::from_millis(c.sync_interval_ms) / SAMPLES;
     let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -12,13 +12,16 @@ use super::ClusterConfig;
 
 /// Write this instance's report and claim, then return every live report with its claim.
 /// The claim is [`settle`](super::member::settle), computed here so that two instances can
-/// never be granted the same free seat. Returns `{grant, previous seq, report, claim, …}`.
+/// never be granted the same free seat. Returns `{grant, previous seq, report, claim, …}`,
+/// or `{'stale'}` without writing when Redis has a newer report of this instance (an
+/// exchange the instance gave up on, run late by a Redis that hung, must not overwrite it).
 const EXCHANGE: &str = r"
 local p, me = KEYS[1], ARGV[1]
 local body, lease, seq = ARGV[2], ARGV[3], ARGV[4]
 local held, want, depth, expect = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 local mine = p .. ':member:' .. me
 local previous = redis.call('HGET', mine, 'seq') or ''
+if previous ~= '' and tonumber(previous) > tonumber(seq) then return {'stale'} end
 local others, out = 0, {}
 for _, id in ipairs(redis.call('SMEMBERS', p .. ':members')) do
   if id ~= me then
@@ -91,6 +94,9 @@ impl Link {
                 return Err("timed out".into());
             }
         };
+        if raw.first().is_some_and(|r| r == "stale") {
+            return Err("Redis has a newer report of this instance".into());
+        }
         parse(&raw).ok_or_else(|| format!("unexpected answer from Redis ({} items)", raw.len()))
     }
 }
