@@ -405,6 +405,9 @@ fn fill(
     }
 }
 
+/// A part moved along an augmenting path: (from instance, to instance, tenant).
+type Move = (usize, usize, String);
+
 /// A shortest path (breadth first) from an instance `from` accepts to one `to` accepts: the
 /// moves `(from, to, tenant)` from the far end back, and the instance it starts from.
 fn augmenting_path(
@@ -413,7 +416,7 @@ fn augmenting_path(
     light: &dyn Fn(&str) -> bool,
     from: &dyn Fn(usize) -> bool,
     to: &dyn Fn(usize) -> bool,
-) -> Option<(Vec<(usize, usize, String)>, usize)> {
+) -> Option<(Vec<Move>, usize)> {
     const EPS: f64 = 1e-9;
     let n = parts.len();
     let mut prev: Vec<Option<Option<(usize, String)>>> = vec![None; n];

@@ -71,11 +71,9 @@ impl ClusterStatus {
         }
     }
 
-    /// Prometheus text for the cluster gauges and counters.
-    pub fn prometheus(&self) -> String {
-        use std::fmt::Write;
-        let mut o = String::new();
-        let instance: [(&str, &str, &str, f64); 10] = [
+    /// The instance's gauges and counters: (name, help, type, value).
+    fn instance_samples(&self) -> [(&'static str, &'static str, &'static str, f64); 10] {
+        [
             (
                 "fairlane_cluster_fallback",
                 "1 while Redis is unreachable or slow (local fairness within the last share of D).",
@@ -136,8 +134,14 @@ impl ClusterStatus {
                 "gauge",
                 self.instances.len() as f64,
             ),
-        ];
-        for (name, help, kind, v) in instance {
+        ]
+    }
+
+    /// Prometheus text for the cluster gauges and counters.
+    pub fn prometheus(&self) -> String {
+        use std::fmt::Write;
+        let mut o = String::new();
+        for (name, help, kind, v) in self.instance_samples() {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
         }
         type Pick = fn(&ClusterTenant) -> f64;
