@@ -36,5 +36,6 @@ for line in sys.stdin:
     if m:
         rate[m.group(1)].append(int(m.group(2)))
 a, c = statistics.median(rate["alone"]), statistics.median(rate["cluster"])
-print(f"median req/s alone {a:.0f}, cluster {c:.0f}: ratio {c / a:.3f} (target >= 0.97: {\"met\" if c / a >= 0.97 else \"NOT met\"})")
+verdict = "met" if c / a >= 0.97 else "NOT met"
+print(f"median req/s alone {a:.0f}, cluster {c:.0f}: ratio {c / a:.3f} (target >= 0.97: {verdict})")
 '

@@ -286,6 +286,8 @@ struct Run {
     instances: Vec<Instance>,
     rng: Rng,
     now: Instant,
+    /// Changes of an instance's seats so far.
+    moves: usize,
 }
 
 impl Run {
@@ -310,6 +312,7 @@ impl Run {
             },
             instances,
             now: Instant::now(),
+            moves: 0,
             s,
         }
     }
@@ -341,7 +344,9 @@ impl Run {
                 if regular || (inst.since >= 2 && inst.member.early(inst.seats, holding)) {
                     inst.since = 0;
                     let local = inst.local(i, &tenants);
+                    let before = inst.seats;
                     inst.sync(&local, &mut self.store, self.s.depth, now, regular);
+                    self.moves += usize::from(inst.seats != before);
                 }
             }
             let served = self.serve(&demand);
@@ -472,6 +477,8 @@ fn survey() {
     let strat = scenario();
     let mut errs = Vec::new();
     let (mut bad, mut skipped) = (0, 0);
+    // Seat changes per instance over the 10 s window.
+    let mut moves = Vec::new();
     let cases: usize = std::env::var("SURVEY")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -484,7 +491,9 @@ fn survey() {
         }
         let mut run = Run::new(s.clone());
         run.average(150);
+        let before = run.moves;
         let got = run.average(100);
+        moves.push((run.moves - before) as f64 / s.instances as f64);
         let (e, _) = worst(&s, &got);
         if e > 0.05 {
             bad += 1;
@@ -498,13 +507,19 @@ fn survey() {
         errs.push(e);
     }
     errs.sort_by(f64::total_cmp);
-    let q = |p: f64| errs[((errs.len() - 1) as f64 * p) as usize];
+    moves.sort_by(f64::total_cmp);
+    let q = |v: &[f64], p: f64| v[((v.len() - 1) as f64 * p) as usize];
     eprintln!(
-        "n {} (and {skipped} with an instance short of a seat of work) bad {bad} median {:.4} p90 {:.4} p99 {:.4} max {:.4}",
+        "n {} (and {skipped} with an instance short of a seat of work) bad {bad} median {:.4} \
+         p90 {:.4} p99 {:.4} max {:.4}; seat changes per instance in 10 s: median {:.1} p90 \
+         {:.1} max {:.1}",
         errs.len(),
-        q(0.5),
-        q(0.9),
-        q(0.99),
-        q(1.0)
+        q(&errs, 0.5),
+        q(&errs, 0.9),
+        q(&errs, 0.99),
+        q(&errs, 1.0),
+        q(&moves, 0.5),
+        q(&moves, 0.9),
+        q(&moves, 1.0),
     );
 }
