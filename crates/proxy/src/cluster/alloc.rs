@@ -12,14 +12,16 @@
 //!    (hysteresis); otherwise it is re-rounded by largest remainder. Parts of tenants served
 //!    through several instances are then moved between those instances so that each
 //!    instance's parts fill its whole seats exactly (a max-flow over the tenants that span
-//!    instances). What no move can fix — an instance whose tenants are served only there —
+//!    instances; an instance held at the floor of one seat is filled from any instance above
+//!    it). What no move can fix — an instance whose tenants are served only there —
 //!    is paid back over time: each instance accumulates a *credit* (fair seats minus the seats
 //!    it had) and the rounding favours the instance owed the most, so its seats average to its
 //!    fair seats (fractional seats over time).
 //! 4. **Local weights.** A light tenant keeps its configured φ in its instance's scheduler (its
 //!    requests wait for at most one running request, as under one SFQ); a backlogged tenant's
 //!    effective weight is φ × its part here / its global share, so that every instance's
-//!    scheduler runs at the same water level and splits its seats as the parts say.
+//!    scheduler runs at the same water level and splits its seats as the parts say (each
+//!    instance then corrects it by the usage it measures: `member`).
 
 use std::collections::BTreeMap;
 
