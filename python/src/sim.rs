@@ -3,11 +3,11 @@
 
 use std::path::PathBuf;
 
-use fairlane_sim::{dbreport, report, AnyRuns, AnySpec, RunResult};
+use fairlane_sim::{AnyError, Experiment, RunOptions};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::{sim_error, spec_error};
 
@@ -69,15 +69,15 @@ pub fn dict_to_toml(spec: &Bound<'_, PyDict>) -> PyResult<String> {
 }
 
 /// Parse `text` (named `file`, traces relative to `dir`) and apply `overrides`, a list of
-/// `(field path, value)`.
+/// `(field path, value)`, in order.
 fn load(
     py: Python<'_>,
     text: &str,
     file: &str,
     dir: &str,
     overrides: &Bound<'_, PyList>,
-) -> PyResult<AnySpec> {
-    let mut spec = AnySpec::parse(text, file, PathBuf::from(dir))
+) -> PyResult<Box<dyn Experiment>> {
+    let mut spec = fairlane_sim::parse(text, file, PathBuf::from(dir))
         .map_err(|e| spec_error(py, &e.file, &e.field, &e.message))?;
     for item in overrides.iter() {
         let (path, value): (String, Bound<'_, PyAny>) = item.extract()?;
@@ -88,8 +88,8 @@ fn load(
     Ok(spec)
 }
 
-/// How many tasks a spec splits into: its points (sweep points or suite runs; 1 for a plain
-/// spec). A database-server or TAM spec runs as one task.
+/// How many tasks a spec splits into: its points (sweep points or suite runs; 1 for a spec
+/// without them).
 #[pyfunction]
 pub fn count_points(
     py: Python<'_>,
@@ -98,13 +98,9 @@ pub fn count_points(
     dir: &str,
     overrides: &Bound<'_, PyList>,
 ) -> PyResult<usize> {
-    match load(py, text, file, dir, overrides)? {
-        AnySpec::Pool(s) => s
-            .scenarios()
-            .map(|v| v.len())
-            .map_err(|e| spec_error(py, &e.file, &e.field, &e.message)),
-        AnySpec::Cores { .. } | AnySpec::Tam(_) => Ok(1),
-    }
+    load(py, text, file, dir, overrides)?
+        .points()
+        .map_err(|e| spec_error(py, &e.file, &e.field, &e.message))
 }
 
 /// Run a spec (every point, or only point `point`) and return JSON text:
@@ -124,93 +120,25 @@ pub fn run_spec(
     point: Option<usize>,
 ) -> PyResult<String> {
     let spec = load(py, text, file, dir, overrides)?;
-    let name = spec.name().to_string();
-    let out = py.allow_threads(move || -> Result<String, (bool, String, String, String)> {
-        let runs = match (&spec, point) {
-            (AnySpec::Pool(s), Some(i)) => {
-                let mut scenarios = s
-                    .scenarios()
-                    .map_err(|e| (true, e.file, e.field, e.message))?;
-                if i >= scenarios.len() {
-                    return Err((
-                        false,
-                        String::new(),
-                        String::new(),
-                        format!("point {i} out of range: the spec has {}", scenarios.len()),
-                    ));
-                }
-                let mut one = scenarios.swap_remove(i);
-                one.max_events = max_events;
-                fairlane_sim::run_all_batch(&[one], jobs, &mut |_| {})
-                    .map(AnyRuns::Pool)
-                    .map_err(|e| (false, String::new(), String::new(), e.to_string()))?
-            }
-            _ => spec.run(jobs, max_events, &mut |_| {}).map_err(|e| match e {
-                fairlane_sim::AnyError::Spec(e) => (true, e.file, e.field, e.message),
-                // A run error, or a kind added later: reported as a run failure.
-                e => (false, String::new(), String::new(), e.to_string()),
-            })?,
-        };
-        Ok(match &runs {
-            AnyRuns::Pool(r) => json!({
-                "name": name,
-                "summary": report::summary_json(r),
-                "order": r.iter().map(|x| x.tenants.iter().map(|t| t.name.clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
-                "series": r.iter().map(series_json).collect::<Vec<_>>(),
-                "occupancy": r.iter().map(|x| json!({"t0": x.occupancy.t0, "dt": x.occupancy.dt, "cells": x.occupancy.cells})).collect::<Vec<_>>(),
-            }),
-            AnyRuns::Cores(r) => json!({
-                "name": name,
-                "summary": dbreport::summary_json(r),
-                "order": r.iter().map(|x| x.tenants.iter().map(|t| t.name.clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
-                "series": [],
-                "occupancy": [],
-            }),
-            AnyRuns::Tam(r) => json!({
-                "name": name,
-                "summary": fairlane_sim::tam::summary_json(r),
-                "order": r.iter().map(|x| x.clients.iter().map(|c| c.name.clone()).collect::<Vec<_>>()).collect::<Vec<_>>(),
-                "series": [],
-                "occupancy": [],
-            }),
-        }
+    let opts = RunOptions {
+        jobs: jobs.max(1),
+        max_events,
+        point,
+    };
+    let out = py.allow_threads(move || -> Result<String, AnyError> {
+        let runs = spec.run(&opts, &mut |_| {})?;
+        Ok(json!({
+            "name": spec.name(),
+            "summary": runs.summary_json(),
+            "order": runs.tenants(),
+            "series": runs.series_json(),
+            "occupancy": runs.occupancy_json(),
+        })
         .to_string())
     });
-    out.map_err(|(is_spec, file, field, message)| {
-        if is_spec {
-            spec_error(py, &file, &field, &message)
-        } else {
-            sim_error(py, &message)
-        }
+    out.map_err(|e| match e {
+        AnyError::Spec(e) => spec_error(py, &e.file, &e.field, &e.message),
+        // A run error, or a kind added later: reported as a run failure.
+        e => sim_error(py, &e.to_string()),
     })
-}
-
-/// One run's time series in long form: `[[series, tenant, t, value], …]`.
-fn series_json(r: &RunResult) -> Value {
-    let mut rows: Vec<Value> = Vec::new();
-    for s in &r.series {
-        for (t, v) in &s.service {
-            rows.push(json!(["service", s.name, t, v]));
-        }
-        for (t, v) in &s.lag {
-            rows.push(json!(["lag", s.name, t, v]));
-        }
-    }
-    for (t, g) in &r.gini {
-        rows.push(json!(["gini", "", t, g]));
-    }
-    if let Some(bb) = &r.blackbox {
-        for t in &bb.tenants {
-            for (x, y) in &t.response {
-                rows.push(json!(["response", t.name, x, y]));
-            }
-            for (x, y) in &t.throughput {
-                rows.push(json!(["throughput", t.name, x, y]));
-            }
-        }
-        for (x, y) in &bb.depth {
-            rows.push(json!(["depth", "", x, y]));
-        }
-    }
-    Value::Array(rows)
 }

@@ -1,11 +1,11 @@
 //! `fairlane demo pool`: real work on a `FairPool` under several schedulers, side by side
-//! (thin glue over `fairlane_runtime::demo`).
+//! (thin glue over `fairlane_demo`).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use fairlane_runtime::demo::{self, DemoOptions};
+use fairlane_demo::pool::{self as demo, DemoOptions};
 
 #[derive(Subcommand)]
 pub enum DemoCommand {
@@ -66,7 +66,7 @@ fn finish<R, E: std::fmt::Display>(
 }
 
 fn reservations(args: &PoolArgs) -> ExitCode {
-    use fairlane_runtime::reserve_demo::{self, ReserveDemoOptions};
+    use fairlane_demo::reserve::{self as reserve_demo, ReserveDemoOptions};
     let options = ReserveDemoOptions {
         workers: args.workers,
         interval: Duration::from_millis(args.interval_ms),

@@ -5,14 +5,15 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 /// jemalloc, as in the `fairlane-proxy` binary: `fairlane proxy` runs the same code and
-/// should hold the same memory per client connection (issue 19; jemalloc keeps the untouched
-/// part of hyper's 8 KiB connection buffers out of memory).
+/// should hold the same memory per client connection (jemalloc keeps the untouched part of
+/// hyper's 8 KiB connection buffers out of memory).
 #[cfg(all(unix, not(target_env = "musl")))]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod demo;
 mod pg;
+mod out;
 mod proxy;
 mod reproduce;
 mod simulate;
@@ -42,8 +43,8 @@ enum Command {
     Reproduce(reproduce::ReproduceArgs),
     /// Run a TOML experiment spec under each of its schedulers.
     Simulate(simulate::SimulateArgs),
-    /// Thread Architecture Models: check, draw, catalog.
-    #[command(subcommand)]
+    // Thread Architecture Models: the help lists the subcommands (`tam::about`).
+    #[command(subcommand, about = tam::about())]
     Tam(tam::TamCommand),
 }
 

@@ -7,12 +7,18 @@ use std::process::ExitCode;
 use clap::Args;
 use fairlane_repro::{progress::Progress, Options, Source, EXPERIMENTS};
 
+/// The help of NAMES, from the registry.
+fn names_help() -> String {
+    format!(
+        "Which reproductions to run (default: all). Known: {}",
+        fairlane_repro::names().join(", ")
+    )
+}
+
 #[derive(Args)]
 pub struct ReproduceArgs {
-    /// Which reproductions to run (default: all). Known: 2dfq-fig5, 2dfq-fig8, 2dfq-fig9,
-    /// 2dfq-fig11, 2dfq-fig13, interposed-fig3-4, interposed-fig5, interposed-fig6,
-    /// interposed-fig7, interposed-fig8, ldf-table1, ldf-table3, ldf-fig4, ldf-fig5,
-    /// ldf-fig6, tam-table2.
+    // Which reproductions to run: the help lists the registry's names (`names_help`).
+    #[arg(help = names_help())]
     names: Vec<String>,
     /// Run every reproduction (the default when no name is given).
     #[arg(long)]
@@ -91,12 +97,17 @@ pub fn run(args: ReproduceArgs) -> ExitCode {
         eprintln!("reproduce: cannot write {}: {e}", path.display());
         return ExitCode::FAILURE;
     }
-    for o in &outcomes {
-        for c in &o.claims {
-            println!("{}: {}: {}", o.name, c.verdict(), c.text);
+    let printed = crate::out::print(|w| {
+        for o in &outcomes {
+            for c in &o.claims {
+                writeln!(w, "{}: {}: {}", o.name, c.verdict(), c.text)?;
+            }
         }
+        writeln!(w, "wrote {}", path.display())
+    });
+    if let Some(code) = printed {
+        return code;
     }
-    println!("wrote {}", path.display());
     if fairlane_repro::clean(&outcomes) {
         ExitCode::SUCCESS
     } else {

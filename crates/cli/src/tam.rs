@@ -7,6 +7,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::simulate::SetArgs;
+
+/// `fairlane tam`'s one-line help, naming its subcommands as the parser has them.
+pub fn about() -> String {
+    let cmd = <TamCommand as Subcommand>::augment_subcommands(clap::Command::new("tam"));
+    let names: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
+    format!("Thread Architecture Models: {}", names.join(", "))
+}
+
 #[derive(Subcommand)]
 pub enum TamCommand {
     /// Run the five-problem analysis of Yang et al. (OSDI '18, §3) on a model file.
@@ -57,6 +66,9 @@ pub enum TamCommand {
         /// MODEL may then be a spec naming a model in `[server] architecture`.
         #[arg(long)]
         simulate: bool,
+        /// With --simulate: fields of the workload set first, as for `fairlane simulate`.
+        #[command(flatten)]
+        set: SetArgs,
     },
     /// Build a TAM from a running process tree, from outside (Linux; docs/tam.md "Discover it").
     ///
@@ -124,11 +136,13 @@ fn execute(cmd: TamCommand, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             json,
             write,
             simulate,
+            set,
         } => {
             let opts = WhatIfOpts {
                 json,
                 write: write.as_deref(),
                 simulate,
+                set: &set,
             };
             whatif(&model, &changes, opts, out, err)
         }
@@ -247,6 +261,14 @@ struct WhatIfOpts<'a> {
     json: bool,
     write: Option<&'a Path>,
     simulate: bool,
+    set: &'a SetArgs,
+}
+
+/// The TAM simulation in `path` with the `--set` fields applied.
+fn simulation(path: &Path, set: &SetArgs) -> Result<fairlane_sim::tam::TamSpecFile, String> {
+    let mut f = fairlane_sim::tam::TamSpecFile::load(path).map_err(|e| e.to_string())?;
+    set.apply(&mut f, Vec::new())?;
+    Ok(f)
 }
 
 fn whatif(
@@ -260,16 +282,23 @@ fn whatif(
         json,
         write,
         simulate,
+        set,
     } = opts;
     // With --simulate the file may be a spec naming its model; read it as a simulation.
     let sim = if simulate {
-        match fairlane_sim::tam::whatif::load(path) {
+        match simulation(path, set) {
             Ok(f) => Some(f),
             Err(e) => {
                 let _ = writeln!(err, "{e}");
                 return 2;
             }
         }
+    } else if let Ok(changes) = set.changes(Vec::new()) {
+        if !changes.is_empty() {
+            let _ = writeln!(err, "--set changes the workload: give --simulate too");
+            return 2;
+        }
+        None
     } else {
         None
     };
@@ -504,6 +533,7 @@ mod tests {
             json: false,
             write: Some(written.clone()),
             simulate: false,
+            set: SetArgs::default(),
         };
         let (code, out, _) = run_cmd(cmd);
         assert_eq!(code, 0, "{out}");
@@ -523,6 +553,7 @@ mod tests {
             json,
             write: None,
             simulate: true,
+            set: SetArgs::default(),
         };
         let (code, out, err) = run_cmd(cmd(true));
         assert_eq!(code, 0, "{err}");

@@ -72,7 +72,7 @@ fn without_wall_times(mut v: serde_json::Value) -> serde_json::Value {
 fn simulate_json_gives_every_run_and_tenant() {
     let tmp = temp_dir("sim-json");
     let dir = tmp.path();
-    let spec = spec_file(&dir);
+    let spec = spec_file(dir);
     let out = fairlane(&["simulate", s(&spec), "--json", "--jobs", "1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v = json(&out);
@@ -92,7 +92,7 @@ fn simulate_json_gives_every_run_and_tenant() {
 fn simulate_seed_duration_and_jobs() {
     let tmp = temp_dir("sim-flags");
     let dir = tmp.path();
-    let spec = spec_file(&dir);
+    let spec = spec_file(dir);
     let run = |extra: &[&str]| {
         let mut args = vec!["simulate", s(&spec), "--json"];
         args.extend_from_slice(extra);
@@ -116,7 +116,7 @@ fn simulate_seed_duration_and_jobs() {
 fn simulate_out_writes_the_report_and_csv() {
     let tmp = temp_dir("sim-out");
     let dir = tmp.path();
-    let spec = spec_file(&dir);
+    let spec = spec_file(dir);
     let report = dir.join("report");
     let out = fairlane(&["simulate", s(&spec), "--out", s(&report)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -144,7 +144,7 @@ fn simulate_errors_name_the_file_and_field() {
     let out = fairlane(&["simulate", s(&dir.join("missing.toml"))]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("missing.toml"));
-    let spec = spec_file(&dir);
+    let spec = spec_file(dir);
     let out = fairlane(&["simulate", s(&spec), "--duration=-1"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
@@ -188,7 +188,7 @@ fn reproduce_unknown_name_exits_2_listing_the_known() {
 fn reproduce_writes_the_report_and_prints_each_verdict() {
     let tmp = temp_dir("repro");
     let dir = tmp.path();
-    let out = fairlane(&["reproduce", "2dfq-fig5", "tam-table2", "--out", s(&dir)]);
+    let out = fairlane(&["reproduce", "2dfq-fig5", "tam-table2", "--out", s(dir)]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     let verdicts: Vec<&str> = stdout
@@ -214,7 +214,7 @@ fn reproduce_says_which_spec_it_read() {
         "--quick",
         "--embedded",
         "--out",
-        s(&dir),
+        s(dir),
     ]);
     let err = text(&out.stderr);
     assert!(
@@ -251,7 +251,7 @@ fn proxy_check_validates_and_names_the_field() {
         err.contains("bad.toml") && err.contains("tenant[0].weight"),
         "{err}"
     );
-    // Issue 16, defect 5: a subnormal weight passed the check and later panicked in 2DFQ.
+    // A subnormal weight must be refused: it once passed the check and panicked in 2DFQ.
     let tiny = dir.join("tiny.toml");
     std::fs::write(
         &tiny,
@@ -323,4 +323,117 @@ fn tam_check_draw_and_catalog() {
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     assert!(err.contains("bad.toml") && err.contains("`foo`"), "{err}");
+}
+
+#[test]
+fn simulate_set_changes_any_field_by_its_path() {
+    let tmp = temp_dir("sim-set");
+    let spec = spec_file(tmp.path());
+    let base = ["simulate", s(&spec), "--json", "--jobs", "1"];
+    let set = |extra: &[&str]| fairlane(&[&base[..], extra].concat());
+    // A tenant's field, by the tenant's name; the value is TOML.
+    let out = set(&["--set", "tenant.small.arrival.rate=60"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let small = |out: &Output| json(out)["runs"][0]["tenants"]["small"]["arrived"].as_u64();
+    let (few, many) = (small(&out).unwrap(), small(&fairlane(&base)).unwrap());
+    assert!(few * 5 < many, "{few} vs {many}");
+    // Several at once, checked together; a string needs no quotes.
+    let out = set(&[
+        "--set",
+        "schedulers=[\"drr\"]",
+        "--set",
+        "server.model=workers",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(json(&out)["runs"][0]["scheduler"], "drr");
+    // A path that names nothing, or no `=`: exit 2 naming the file and the path.
+    let out = set(&["--set", "tenant.nobody.weight=2"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("two.toml: tenant.nobody.weight") && err.contains("\"nobody\""),
+        "{err}"
+    );
+    let out = set(&["--set", "duration"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("PATH=VALUE"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn simulate_set_reaches_a_tam_models_default_clients() {
+    let base = ["simulate", "models/hbase.toml", "--json", "--duration", "1"];
+    let c2 = |out: &Output| {
+        json(out)["runs"][0]["clients"]["C2"]["completed"]
+            .as_u64()
+            .unwrap()
+    };
+    let before = fairlane(&base);
+    assert!(before.status.success(), "{}", text(&before.stderr));
+    let out = fairlane(&[&base[..], &["--set", "simulation.client.C2.threads=64"]].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The default clients have 8 threads each; C2 with 64 completes more.
+    assert!(c2(&out) > c2(&before), "{} vs {}", c2(&out), c2(&before));
+    assert!(json(&out)["runs"][0]["clients"]["C1"].is_object());
+}
+
+#[test]
+fn simulate_into_a_closed_pipe_ends_quietly_with_status_0() {
+    let tmp = temp_dir("sim-pipe");
+    let spec = spec_file(tmp.path());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fairlane"))
+        .args(["simulate", s(&spec), "--json", "--jobs", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The reader goes away before anything is written (`| true`).
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_suite_of_a_billion_runs_is_refused_up_front() {
+    let tmp = temp_dir("sim-suite");
+    let p = tmp.path().join("huge.toml");
+    let huge = format!(
+        "{SPEC}\n[suite]\nruns = 1_000_000_000\n[suite.vary]\n\"seed\" = {{ min = 1, max = 9, int = true }}\n"
+    );
+    std::fs::write(&p, huge).unwrap();
+    let out = fairlane(&["simulate", s(&p), "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("suite.runs") && err.contains("100000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn help_texts_list_every_experiment_and_subcommand() {
+    let out = fairlane(&["reproduce", "--help"]);
+    let help = text(&out.stdout).replace('\n', " ");
+    for name in [
+        "2dfq-fig8",
+        "2dfqe-mechanism",
+        "ldf-fig6",
+        "tam-table2",
+        "tam-fig13e",
+    ] {
+        assert!(help.contains(name), "{name} missing: {help}");
+    }
+    let out = fairlane(&["tam", "--help"]);
+    let first = text(&out.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    for sub in ["check", "draw", "catalog", "what-if", "discover"] {
+        assert!(first.contains(sub), "{sub} missing: {first}");
+    }
 }

@@ -1,4 +1,4 @@
-//! Issue 15's promise, end to end: one construction of a scheduler — LDF with a reservation,
+//! The seam's promise, end to end: one construction of a scheduler — LDF with a reservation,
 //! and 2DFQᴱ from `Config::for_executor` — handed as a `Box<dyn Scheduler<_> + Send>` to
 //! every executor: the simulator, `FairPool`, `FairGate` and the proxy's gate adapter. Each
 //! executor runs work through it; the simulator's run also checks that the policy did its
@@ -15,8 +15,8 @@ use std::task::{Context, Poll, Waker};
 use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
 use fairlane_core::{ClassId, Config, Scheduler, TenantId};
 use fairlane_runtime::{Acquire, AcquireError, FairGate, FairPool, Permit};
-use fairlane_sim::engine::Job;
-use fairlane_sim::AnySpec;
+use fairlane_sim::pool::engine::Job;
+use fairlane_sim::SpecFile;
 
 /// A scheduler for any executor: its payload type and its time unit (`unit` = one second in
 /// the executor's unit: 1 for the simulator and the proxy, 1e9 for the pool and `FairGate`).
@@ -64,9 +64,7 @@ arrival = {{ kind = "backlogged" }}
 cost = {{ kind = "exponential", mean = 0.01 }}
 "#
     );
-    let AnySpec::Pool(p) = AnySpec::parse(&text, "one-seam.toml", ".".into()).unwrap() else {
-        unreachable!("a pool spec")
-    };
+    let p = SpecFile::parse(&text, "one-seam.toml", ".".into()).unwrap();
     p.scenarios().unwrap().remove(0)
 }
 

@@ -223,7 +223,7 @@ fn temp_dir(name: &str) -> tempfile::TempDir {
 fn healthz_and_forwarding() {
     let tmp = temp_dir("healthz");
     let dir = tmp.path();
-    let mut p = Proxy::start(&config(&dir, upstream(), "sfq", "\"kb\""));
+    let mut p = Proxy::start(&config(dir, upstream(), "sfq", "\"kb\""));
     assert_eq!(get(p.admin, "/healthz", None), (200, "ok\n".to_string()));
     assert_eq!(get(p.addr, "/", Some("ka")), (200, "ok\n".to_string()));
     assert_eq!(get(p.addr, "/", Some("nobody")).0, 401);
@@ -236,11 +236,11 @@ fn reload_revokes_keys_and_warns_about_what_needs_a_restart() {
     let tmp = temp_dir("reload");
     let dir = tmp.path();
     let up = upstream();
-    let path = config(&dir, up, "sfq", "\"kb\"");
+    let path = config(dir, up, "sfq", "\"kb\"");
     let mut p = Proxy::start(&path);
     assert_eq!(get(p.addr, "/", Some("kb")).0, 200);
     // Bob's key replaced, and the algorithm changed (which needs a restart).
-    config(&dir, up, "2dfq", "\"kb2\"");
+    config(dir, up, "2dfq", "\"kb2\"");
     p.signal("HUP");
     p.wait_for_log("SIGHUP, reloaded");
     let warning = p.wait_for_log("reload warning");
@@ -260,7 +260,7 @@ fn reload_revokes_keys_and_warns_about_what_needs_a_restart() {
 fn sigint_drains_and_exits_0() {
     let tmp = temp_dir("sigint");
     let dir = tmp.path();
-    let mut p = Proxy::start(&config(&dir, upstream(), "sfq", "\"kb\""));
+    let mut p = Proxy::start(&config(dir, upstream(), "sfq", "\"kb\""));
     assert_eq!(get(p.addr, "/", Some("ka")).0, 200);
     p.signal("INT");
     p.wait_for_log("SIGINT, draining");

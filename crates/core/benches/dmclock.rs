@@ -1,4 +1,4 @@
-//! fairlane's side of the dmclock comparison (issue 19, target 1): the workload of
+//! fairlane's side of the dmclock comparison: the workload of
 //! `shared/anchors/dmclock_cycle.cc`, the Ceph dmclock `PullPriorityQueue` harness, run through
 //! the public API as a user builds it: `Config::preset(alg).workers(1).build::<u64>()`, a
 //! `Box<dyn Scheduler<u64> + Send>` (dynamic dispatch included, as every executor drives it).

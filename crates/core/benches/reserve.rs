@@ -77,7 +77,7 @@ fn dispatch(c: &mut Criterion) {
     g.warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(20);
-    // `ldf-scan`: the same LDF decisions by the full scan (the reference of issue 19), run
+    // `ldf-scan`: the same LDF decisions by the full scan (the fast path's reference), run
     // beside `ldf` at each size.
     for n in SIZES.into_iter().chain(MORE) {
         for (name, scan) in [("ldf", false), ("ldf-scan", true)] {

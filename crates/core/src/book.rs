@@ -2,7 +2,7 @@
 //! request slots behind tickets. Policies differ only in which tenant they pick and how they
 //! charge it; everything here is the same for all of them.
 //!
-//! Laid out for the hot path (issue 19): a tenant's queue is a doubly linked list threaded
+//! Laid out for the hot path: a tenant's queue is a doubly linked list threaded
 //! through the request slots (no per-tenant allocation, no tombstones: a cancelled request
 //! is unlinked in O(1)), and small tenant ids, the common case, find their tenant through a
 //! dense table instead of a hash.

@@ -243,8 +243,8 @@ impl GpsClock {
             }
         }
         if self.active_weight > 0.0 {
-            // Saturating: a huge time step over a tiny weight must not make v infinite
-            // (issue 16); the active weight is at least MIN_WEIGHT while anything is
+            // Saturating: a huge time step over a tiny weight must not make v infinite;
+            // the active weight is at least MIN_WEIGHT while anything is
             // backlogged, whatever rounding did to the running sum.
             let rate = self.rate();
             self.v = saturate(self.v + (now - self.t) * rate);

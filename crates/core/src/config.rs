@@ -101,7 +101,7 @@ pub const PRESETS: [&str; 17] = [
 
 /// The most workers (threads, issue slots, cores) a scheduler serves. 2DFQ keeps one
 /// eligibility lane per worker in every tenant's node, so `set_workers(u32::MAX)` used to ask
-/// for gigabytes per tenant and abort the process (issue 16); 65,536 is far beyond any pool
+/// for gigabytes per tenant and abort the process; 65,536 is far beyond any pool
 /// or upstream depth.
 pub const MAX_WORKERS: usize = 1 << 16;
 
@@ -266,8 +266,8 @@ impl Config {
         self
     }
 
-    /// The one place an executor turns a preset name into a configuration (issue 15: the
-    /// pool, the gate, the proxy and the simulator all come here).
+    /// The one place an executor turns a preset name into a configuration (the pool, the
+    /// gate, the proxy and the simulator all come here).
     ///
     /// * `workers`: the executor's workers (threads, seats, issue slots).
     /// * `initial`: the estimate of one typical request in the executor's cost unit (1 ms of

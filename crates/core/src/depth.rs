@@ -16,7 +16,8 @@
 //! judged flow leaves D alone.
 //!
 //! Like the schedulers, the controller reads no clock: `now` and response times are in the
-//! caller's unit.
+//! caller's unit. An executor owns it through a [`DepthGovernor`], which also gives targets
+//! and new depths to the scheduler and says when the next period ends.
 //!
 //! ```
 //! use fairlane_core::depth::{DepthConfig, DepthController};
@@ -34,6 +35,9 @@
 use std::collections::BTreeMap;
 
 use crate::types::{Error, TenantId};
+
+mod governor;
+pub use governor::DepthGovernor;
 
 /// The controller's settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -218,6 +222,11 @@ impl DepthController {
     /// The flows judged in the last completed period.
     pub fn last_period(&self) -> &[FlowReport] {
         &self.last
+    }
+
+    /// When the current period ends (`None` before the first call that opens one).
+    pub fn period_end(&self) -> Option<f64> {
+        self.period_end
     }
 
     /// Close the period if `now` reached its end; returns the new depth if it changed.

@@ -11,7 +11,7 @@
 //! The quantum defaults to the largest `charge/φ` seen so far, which lets the tenant at the
 //! front serve at least one request per turn: a dequeue is O(1) amortised. With a smaller
 //! fixed quantum (or a debt left by retroactive charging) a head may need many rounds; a
-//! dequeue then never spins through them (issue 16: one cost of 1e10 stalled the proxy). After
+//! dequeue then never spins through them (one cost of 1e10 must not stall the caller). After
 //! one full round in which nobody fits, it computes how many more rounds each tenant needs,
 //! `⌈(l − deficit) / (quantum · φ)⌉`, grants the smallest number to every tenant at once and
 //! serves the first tenant in ring order that then fits: the same choice the rounds would
@@ -262,7 +262,7 @@ mod tests {
     use proptest::prelude::*;
 
     impl<T> Drr<T> {
-        /// DRR as it was before issue 16: visit the ring one tenant at a time, granting a
+        /// DRR round by round: visit the ring one tenant at a time, granting a
         /// quantum per turn, until a head fits. O(rounds) per dequeue.
         pub(super) fn pick_spinning(&mut self) -> Decision<T> {
             let q = self.quantum();
@@ -323,7 +323,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
-        /// Issue 16: computing the rounds a head needs gives the decisions of the old
+        /// Computing the rounds a head needs gives the decisions of the old
         /// round-by-round loop, deficit for deficit.
         #[test]
         fn jump_matches_spinning(
@@ -403,7 +403,7 @@ mod tests {
         }
     }
 
-    /// Issue 16: one head of cost 1e10 (or f64::MAX) with a quantum of 1 is served in one
+    /// One head of cost 1e10 (or f64::MAX) with a quantum of 1 is served in one
     /// dequeue, not after 10^10 rounds, and the other tenant's deficit grows by the same rounds.
     #[test]
     fn huge_cost_is_served_without_spinning() {

@@ -45,6 +45,7 @@ mod drr;
 mod edf;
 pub mod estimate;
 mod fifo;
+pub mod histogram;
 mod interposed;
 pub mod levels;
 mod queued;

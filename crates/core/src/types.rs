@@ -371,7 +371,7 @@ pub(crate) fn check_cost(what: &'static str, value: f64) -> Result<f64, Error> {
 /// The smallest weight φ a tenant may have. With costs and weights in
 /// [`MIN_WEIGHT`, `MAX_WEIGHT`], `cost / φ` and the weight sums of the virtual clocks stay far
 /// from overflow and underflow (a weight of 1e-320 made `l/φ` infinite and 2DFQ's eligibility
-/// NaN, issue 16); the ratio 10¹² between the extremes is more than any deployment needs.
+/// NaN); the ratio 10¹² between the extremes is more than any deployment needs.
 pub const MIN_WEIGHT: f64 = 1e-6;
 
 /// The largest weight φ a tenant may have (see [`MIN_WEIGHT`]).
@@ -388,7 +388,7 @@ pub(crate) fn check_weight(tenant: TenantId, value: f64) -> Result<f64, Error> {
 /// The largest magnitude a virtual-time tag (start, finish, virtual time, deficit) takes.
 /// Costs may be any finite value up to `f64::MAX` and weights as small as [`MIN_WEIGHT`], so
 /// `tag + cost/φ` can overflow to ∞, and ∞ − ∞ later turns a tag into NaN and a comparison
-/// into a panic or a wrong choice (issue 16). Tags saturate here instead: 1e300 leaves room
+/// into a panic or a wrong choice. Tags saturate here instead: 1e300 leaves room
 /// for `S − (i/n)·l` with any finite `l` and for sums of a few saturated terms. A tenant
 /// whose tag saturates has been charged more than any finite workload could repay; it ties
 /// with other saturated tenants and is served by id among them.

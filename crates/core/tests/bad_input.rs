@@ -238,7 +238,7 @@ fn bad_configs_name_the_field() {
     );
 }
 
-/// Issue 16: weights outside [MIN_WEIGHT, MAX_WEIGHT] are refused with the value named, by
+/// Weights outside [MIN_WEIGHT, MAX_WEIGHT] are refused with the value named, by
 /// `set_weight` and by the configuration (a weight of 1e-320 used to panic 2DFQ).
 #[test]
 fn weights_outside_the_documented_range_are_refused() {
@@ -283,7 +283,7 @@ fn weights_outside_the_documented_range_are_refused() {
     }
 }
 
-/// Issue 16: the extreme finite costs, usages and times the API allows (subnormals to
+/// The extreme finite costs, usages and times the API allows (subnormals to
 /// f64::MAX) never panic, never loop and never make a tag or the virtual time infinite,
 /// with the extreme weights of the range. f64::MAX costs used to panic 2DFQ and 2DFQᴱ, and a
 /// cost of 1e10 stalled DRR for seconds.
@@ -336,7 +336,7 @@ fn extreme_costs_and_weights_keep_every_scheduler_sound() {
     }
 }
 
-/// Issue 16: DRR with a quantum of 1 serves a head of cost 1e10 in one dequeue; the other
+/// DRR with a quantum of 1 serves a head of cost 1e10 in one dequeue; the other
 /// tenant is next, not 10^10 rounds later.
 #[test]
 fn drr_serves_a_huge_cost_without_spinning() {
@@ -357,7 +357,7 @@ fn drr_serves_a_huge_cost_without_spinning() {
     assert_eq!(second.charged, 1e10);
 }
 
-/// Issue 16 (found by the fuzzer): the reservation scheduler closed metering intervals one
+/// Found by the fuzzer: the reservation scheduler closed metering intervals one
 /// by one, so a time jump of 1e15 intervals with a task running never returned, and at
 /// 1e300 `start + interval == start` looped for ever. Long jumps now skip the intervals past
 /// MAX_ROLLS, and times beyond MAX_TIME are refused.
@@ -399,7 +399,7 @@ fn reservations_survive_huge_time_jumps() {
     }
 }
 
-/// Issue 16: a worker count beyond MAX_WORKERS is refused, not allocated (2DFQ keeps a lane
+/// A worker count beyond MAX_WORKERS is refused, not allocated (2DFQ keeps a lane
 /// per worker in every node: `u32::MAX` workers aborted the process).
 #[test]
 fn absurd_worker_counts_are_refused() {

@@ -1,5 +1,5 @@
-//! A deterministic fuzzer over random operation sequences, for every preset (issue 16: "the
-//! core never panics or hangs on finite input").
+//! A deterministic fuzzer over random operation sequences, for every preset: the
+//! core never panics or hangs on finite input.
 //!
 //! Each case is one scheduler and one seed. A driver behaves like an executor (it dequeues only
 //! for free workers, reports cumulative usage that never goes down) but draws every number from

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use crate::axis::{extent, resolve, Axis, Scale};
+use crate::axis::{extent, resolve, Axis, Scale, Scaler};
 use crate::fmt::{c, escape, fmt_sig};
 use crate::svg::{self, palette, text_width, truncate, LegendEntry, Plot, Swatch, FONT};
 
@@ -52,12 +52,7 @@ impl BarChart {
         self
     }
 
-    /// Sets the size in px.
-    pub fn size(mut self, width: u32, height: u32) -> Self {
-        self.width = width;
-        self.height = height;
-        self
-    }
+    crate::svg::size_setter!();
 
     /// The chart as a standalone `<svg>` element.
     pub fn to_svg(&self) -> String {
@@ -130,88 +125,104 @@ impl BarChart {
             &self.y.label,
             m.y_label_x + left - m.left,
         );
-        // x axis line and category labels.
-        let _ = write!(
-            out,
-            "<path d=\"M{} {b}H{}\" stroke=\"#888\" fill=\"none\"/>",
-            c(p.left),
-            c(p.right()),
-            b = c(p.bottom())
-        );
-        let slot = if nc > 0 { p.w / nc as f64 } else { p.w };
-        if nc > 0 {
-            out.push_str(if rotate {
-                "<g text-anchor=\"end\" fill=\"#333\">"
-            } else {
-                "<g text-anchor=\"middle\" fill=\"#333\">"
-            });
-            for (k, (l, full)) in labels.iter().zip(&self.categories).enumerate() {
-                let x = p.left + (k as f64 + 0.5) * slot;
-                let y = p.bottom() + 16.0;
-                if rotate {
-                    let (xs, ys) = (c(x + 4.0), c(y - 4.0));
-                    let _ = write!(
-                        out,
-                        "<text x=\"{xs}\" y=\"{ys}\" transform=\"rotate(-40 {xs} {ys})\">{}",
-                        escape(l)
-                    );
-                } else {
-                    let _ = write!(out, "<text x=\"{}\" y=\"{}\">{}", c(x), c(y), escape(l));
-                }
-                if l != full {
-                    let _ = write!(out, "<title>{}</title>", escape(full));
-                }
-                out.push_str("</text>");
-            }
-            out.push_str("</g>");
-        }
-
+        self.draw_categories(&mut out, &p, &labels, rotate);
         if has_data && nc > 0 && !self.groups.is_empty() {
-            let ng = self.groups.len() as f64;
-            let bar_w = slot * 0.8 / ng;
-            let base_y = if ys.log {
-                p.bottom()
-            } else {
-                ys.frac(0.0).map_or(p.bottom(), |f| p.y(f.clamp(0.0, 1.0)))
-            };
-            for (g, (name, vals)) in self.groups.iter().enumerate() {
-                let _ = write!(out, "<g fill=\"{}\">", palette(g));
-                for (k, &v) in vals.iter().take(nc).enumerate() {
-                    let Some(f) = ys.frac(v) else { continue };
-                    let top = p.y(f.clamp(0.0, 1.0));
-                    let x = p.left + k as f64 * slot + slot * 0.1 + g as f64 * bar_w;
-                    let _ = write!(
-                        out,
-                        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}{}: {}</title></rect>",
-                        c(x),
-                        c(top.min(base_y)),
-                        c((bar_w - if bar_w > 4.0 { 1.0 } else { 0.0 }).max(0.5)),
-                        c((top - base_y).abs()),
-                        if name.is_empty() {
-                            String::new()
-                        } else {
-                            format!("{} \u{b7} ", escape(name))
-                        },
-                        escape(&self.categories[k]),
-                        fmt_sig(v, 4)
-                    );
-                }
-                out.push_str("</g>");
-            }
-            if !ys.log && ys.lo < 0.0 {
-                let _ = write!(
-                    out,
-                    "<path d=\"M{} {y}H{}\" stroke=\"#555\" fill=\"none\"/>",
-                    c(p.left),
-                    c(p.right()),
-                    y = c(base_y)
-                );
-            }
+            self.draw_bars(&mut out, &p, &ys);
         } else {
             svg::no_data(&mut out, &p);
         }
         svg::legend(&mut out, &entries, &place, &p, height);
         out.push_str("</svg>");
         out
+    }
+
+    /// The width of one category's slot.
+    fn slot(&self, p: &Plot) -> f64 {
+        let nc = self.categories.len();
+        if nc > 0 {
+            p.w / nc as f64
+        } else {
+            p.w
+        }
+    }
+
+    /// The x axis line and the category labels (`labels`, truncated), rotated if asked.
+    fn draw_categories(&self, out: &mut String, p: &Plot, labels: &[String], rotate: bool) {
+        svg::x_axis_line(out, p);
+        if self.categories.is_empty() {
+            return;
+        }
+        let slot = self.slot(p);
+        out.push_str(if rotate {
+            "<g text-anchor=\"end\" fill=\"#333\">"
+        } else {
+            "<g text-anchor=\"middle\" fill=\"#333\">"
+        });
+        for (k, (l, full)) in labels.iter().zip(&self.categories).enumerate() {
+            let x = p.left + (k as f64 + 0.5) * slot;
+            let y = p.bottom() + 16.0;
+            if rotate {
+                let (xs, ys) = (c(x + 4.0), c(y - 4.0));
+                let _ = write!(
+                    out,
+                    "<text x=\"{xs}\" y=\"{ys}\" transform=\"rotate(-40 {xs} {ys})\">{}",
+                    escape(l)
+                );
+            } else {
+                let _ = write!(out, "<text x=\"{}\" y=\"{}\">{}", c(x), c(y), escape(l));
+            }
+            if l != full {
+                let _ = write!(out, "<title>{}</title>", escape(full));
+            }
+            out.push_str("</text>");
+        }
+        out.push_str("</g>");
+    }
+
+    /// One bar per group and category with a value, rising from 0 (or the bottom of a log
+    /// axis), with its value on hover.
+    fn draw_bars(&self, out: &mut String, p: &Plot, ys: &Scaler) {
+        let nc = self.categories.len();
+        let slot = self.slot(p);
+        let ng = self.groups.len() as f64;
+        let bar_w = slot * 0.8 / ng;
+        let base_y = if ys.log {
+            p.bottom()
+        } else {
+            ys.frac(0.0).map_or(p.bottom(), |f| p.y(f.clamp(0.0, 1.0)))
+        };
+        for (g, (name, vals)) in self.groups.iter().enumerate() {
+            let _ = write!(out, "<g fill=\"{}\">", palette(g));
+            for (k, &v) in vals.iter().take(nc).enumerate() {
+                let Some(f) = ys.frac(v) else { continue };
+                let top = p.y(f.clamp(0.0, 1.0));
+                let x = p.left + k as f64 * slot + slot * 0.1 + g as f64 * bar_w;
+                let _ = write!(
+                    out,
+                    "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}{}: {}</title></rect>",
+                    c(x),
+                    c(top.min(base_y)),
+                    c((bar_w - if bar_w > 4.0 { 1.0 } else { 0.0 }).max(0.5)),
+                    c((top - base_y).abs()),
+                    if name.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{} \u{b7} ", escape(name))
+                    },
+                    escape(&self.categories[k]),
+                    fmt_sig(v, 4)
+                );
+            }
+            out.push_str("</g>");
+        }
+        if !ys.log && ys.lo < 0.0 {
+            let _ = write!(
+                out,
+                "<path d=\"M{} {y}H{}\" stroke=\"#555\" fill=\"none\"/>",
+                c(p.left),
+                c(p.right()),
+                y = c(base_y)
+            );
+        }
     }
 }

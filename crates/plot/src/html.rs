@@ -107,36 +107,22 @@ impl From<Table> for Block {
         Block::Table(t)
     }
 }
-impl From<&LineChart> for Block {
-    fn from(c: &LineChart) -> Self {
-        Block::Svg(c.to_svg())
-    }
+/// A chart given to a page is drawn into it as SVG.
+macro_rules! chart_blocks {
+    ($($chart:ty),*) => {$(
+        impl From<&$chart> for Block {
+            fn from(c: &$chart) -> Self {
+                Block::Svg(c.to_svg())
+            }
+        }
+        impl From<$chart> for Block {
+            fn from(c: $chart) -> Self {
+                Block::Svg(c.to_svg())
+            }
+        }
+    )*};
 }
-impl From<LineChart> for Block {
-    fn from(c: LineChart) -> Self {
-        Block::Svg(c.to_svg())
-    }
-}
-impl From<&BarChart> for Block {
-    fn from(c: &BarChart) -> Self {
-        Block::Svg(c.to_svg())
-    }
-}
-impl From<BarChart> for Block {
-    fn from(c: BarChart) -> Self {
-        Block::Svg(c.to_svg())
-    }
-}
-impl From<&Occupancy> for Block {
-    fn from(c: &Occupancy) -> Self {
-        Block::Svg(c.to_svg())
-    }
-}
-impl From<Occupancy> for Block {
-    fn from(c: Occupancy) -> Self {
-        Block::Svg(c.to_svg())
-    }
-}
+chart_blocks!(LineChart, BarChart, Occupancy);
 
 impl Block {
     fn write(&self, out: &mut String) {

@@ -96,12 +96,7 @@ impl LineChart {
         self
     }
 
-    /// Sets the size in px.
-    pub fn size(mut self, width: u32, height: u32) -> Self {
-        self.width = width;
-        self.height = height;
-        self
-    }
+    crate::svg::size_setter!();
 
     /// The chart as a standalone `<svg>` element.
     ///
@@ -167,51 +162,8 @@ impl LineChart {
                 .iter()
                 .filter_map(|&(x, y)| Some((p.x(xs.frac(x)?), p.y(ys.frac(y)?))))
                 .collect();
-            if px.is_empty() {
-                continue;
-            }
-            let color = escape(&self.color_of(i));
-            let name = escape(&s.name);
-            if matches!(s.style, Style::Line | Style::Step | Style::LinePoints) {
-                let kept = downsample(&px);
-                let mut d = format!("M{} {}", c(kept[0].0), c(kept[0].1));
-                if s.style == Style::Step {
-                    for w in kept.windows(2) {
-                        let (a, b) = (w[0], w[1]);
-                        if c(a.0) != c(b.0) {
-                            let _ = write!(d, "H{}", c(b.0));
-                        }
-                        if c(a.1) != c(b.1) {
-                            let _ = write!(d, "V{}", c(b.1));
-                        }
-                    }
-                } else if kept.len() > 1 {
-                    d.push('L');
-                    for (j, q) in kept[1..].iter().enumerate() {
-                        if j > 0 {
-                            d.push(' ');
-                        }
-                        let _ = write!(d, "{} {}", c(q.0), c(q.1));
-                    }
-                } else {
-                    // A single point still shows as a dot.
-                    d.push_str("h0");
-                }
-                let _ = write!(
-                    body,
-                    "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.75\" \
-                     stroke-linejoin=\"round\" stroke-linecap=\"round\"><title>{name}</title></path>"
-                );
-            }
-            if matches!(s.style, Style::Points | Style::LinePoints) {
-                let mut seen = BTreeSet::new();
-                let _ = write!(body, "<g fill=\"{color}\"><title>{name}</title>");
-                for &(x, y) in &px {
-                    if seen.insert((x.round() as i64, y.round() as i64)) {
-                        let _ = write!(body, "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\"/>", c(x), c(y));
-                    }
-                }
-                body.push_str("</g>");
+            if !px.is_empty() {
+                draw_series(&mut body, s, &px, &escape(&self.color_of(i)));
             }
         }
 
@@ -237,6 +189,58 @@ impl LineChart {
             .clone()
             .unwrap_or_else(|| palette(i).to_string())
     }
+}
+
+/// One series at its pixel positions `px` (non-empty): its line (thinned per pixel column),
+/// its dots (at most one per pixel), or both.
+fn draw_series(body: &mut String, s: &Series, px: &[(f64, f64)], color: &str) {
+    let name = escape(&s.name);
+    if matches!(s.style, Style::Line | Style::Step | Style::LinePoints) {
+        let d = line_path(&downsample(px), s.style == Style::Step);
+        let _ = write!(
+            body,
+            "<path d=\"{d}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"1.75\" \
+             stroke-linejoin=\"round\" stroke-linecap=\"round\"><title>{name}</title></path>"
+        );
+    }
+    if matches!(s.style, Style::Points | Style::LinePoints) {
+        let mut seen = BTreeSet::new();
+        let _ = write!(body, "<g fill=\"{color}\"><title>{name}</title>");
+        for &(x, y) in px {
+            if seen.insert((x.round() as i64, y.round() as i64)) {
+                let _ = write!(body, "<circle cx=\"{}\" cy=\"{}\" r=\"2.5\"/>", c(x), c(y));
+            }
+        }
+        body.push_str("</g>");
+    }
+}
+
+/// Path data through `kept` (non-empty): straight segments, or horizontal-then-vertical
+/// steps; a single point still shows as a dot.
+fn line_path(kept: &[(f64, f64)], step: bool) -> String {
+    let mut d = format!("M{} {}", c(kept[0].0), c(kept[0].1));
+    if step {
+        for w in kept.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if c(a.0) != c(b.0) {
+                let _ = write!(d, "H{}", c(b.0));
+            }
+            if c(a.1) != c(b.1) {
+                let _ = write!(d, "V{}", c(b.1));
+            }
+        }
+    } else if kept.len() > 1 {
+        d.push('L');
+        for (j, q) in kept[1..].iter().enumerate() {
+            if j > 0 {
+                d.push(' ');
+            }
+            let _ = write!(d, "{} {}", c(q.0), c(q.1));
+        }
+    } else {
+        d.push_str("h0");
+    }
+    d
 }
 
 /// Thins a polyline given in pixel coordinates for drawing.

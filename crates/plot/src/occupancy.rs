@@ -118,12 +118,7 @@ impl Occupancy {
         self
     }
 
-    /// Sets the size in px.
-    pub fn size(mut self, width: u32, height: u32) -> Self {
-        self.width = width;
-        self.height = height;
-        self
-    }
+    crate::svg::size_setter!();
 
     /// The chart as a standalone `<svg>` element.
     pub fn to_svg(&self) -> String {
@@ -133,32 +128,12 @@ impl Occupancy {
         let n = self.cells.iter().map(Vec::len).max().unwrap_or(0);
         let dt_ok = self.dt.is_finite() && self.dt > 0.0 && self.t0.is_finite();
         let has_data = nrows > 0 && n > 0 && dt_ok;
-
-        // Colour scale over the busy values.
-        let cell_value = |v: &Option<f64>| v.filter(|x| x.is_finite());
-        let mut range: Option<(f64, f64)> = None;
-        for v in self.cells.iter().flatten().filter_map(cell_value) {
-            if self.log_color && v <= 0.0 {
-                continue;
-            }
-            range = Some(range.map_or((v, v), |(a, b)| (a.min(v), b.max(v))));
-        }
-        let any_busy = self.cells.iter().flatten().any(|v| cell_value(v).is_some());
-        let color_axis = Axis {
-            label: String::new(),
-            scale: if self.log_color {
-                crate::Scale::Log
-            } else {
-                crate::Scale::Linear
-            },
-            min: range.map(|r| r.0),
-            max: range.map(|r| r.1),
-        };
-        let (cs, cticks) = resolve(&color_axis, range, 4, false);
-        let level = |v: f64| -> usize {
-            let f = cs.frac(v).unwrap_or(0.0).clamp(0.0, 1.0);
-            (f * (LEVELS - 1) as f64).round() as usize
-        };
+        let (range, cs, cticks) = self.color_scale();
+        let any_busy = self
+            .cells
+            .iter()
+            .flatten()
+            .any(|v| v.is_some_and(f64::is_finite));
 
         // Layout.
         let names: Vec<String> = (0..nrows)
@@ -200,79 +175,14 @@ impl Occupancy {
         let (ts, tticks) = resolve(&time, None, ((p.w / 90.0) as usize).clamp(2, 12), false);
         svg::x_axis(&mut out, &p, &ts, &tticks, &time.label);
 
-        // Rows: background, label, busy runs.
-        let rh = if nrows > 0 { p.h / nrows as f64 } else { p.h };
-        let gap = if rh >= 6.0 { 1.0 } else { 0.0 };
-        let fs = (rh * 0.85).clamp(7.0, FONT);
-        let label_every = ((fs * 1.15) / rh).ceil().max(1.0) as usize;
-        let _ = write!(out, "<g fill=\"{IDLE}\">");
-        for r in 0..nrows {
-            let _ = write!(
-                out,
-                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-                c(p.left),
-                c(p.top + r as f64 * rh),
-                c(p.w),
-                c((rh - gap).max(0.5))
-            );
-        }
-        out.push_str("</g>");
-        let _ = write!(
-            out,
-            "<g text-anchor=\"end\" fill=\"#333\" font-size=\"{}\">",
-            c(fs)
-        );
-        for (r, name) in names.iter().enumerate() {
-            if r % label_every != 0 || name.is_empty() {
-                continue;
-            }
-            let _ = write!(
-                out,
-                "<text x=\"{}\" y=\"{}\">{}</text>",
-                c(p.left - 6.0),
-                c(p.top + (r as f64 + 0.5) * rh + fs * 0.35),
-                escape(name)
-            );
-        }
-        out.push_str("</g>");
-
+        let rows = Rows::new(&p, nrows);
+        rows.draw_backgrounds(&mut out, &p, &names);
         if has_data {
-            let cols = (p.w.floor() as usize).max(1);
-            out.push_str("<g>");
-            for r in 0..nrows {
-                let row = self.cells.get(r).map_or(&[][..], Vec::as_slice);
-                let runs = self.runs(row, n, cols, &level);
-                let name = self.rows.get(r).map_or("", String::as_str);
-                for run in runs {
-                    let x0 = p.x(run.start as f64 / n as f64);
-                    let x1 = p.x(run.end as f64 / n as f64);
-                    let value = if run.vmin == run.vmax {
-                        fmt_num(run.vmin)
-                    } else {
-                        format!("{}\u{2013}{}", fmt_num(run.vmin), fmt_num(run.vmax))
-                    };
-                    let _ = write!(
-                        out,
-                        "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\">\
-                         <title>{}t {}\u{2013}{} s: {} {}</title></rect>",
-                        c(x0),
-                        c(p.top + r as f64 * rh),
-                        c((x1 - x0).max(0.01)),
-                        c((rh - gap).max(0.5)),
-                        level_color(run.level),
-                        if name.is_empty() {
-                            String::new()
-                        } else {
-                            format!("{} \u{b7} ", escape(name))
-                        },
-                        fmt_num(self.t0 + run.start as f64 * self.dt),
-                        fmt_num(self.t0 + run.end as f64 * self.dt),
-                        escape(&self.value_label),
-                        value
-                    );
-                }
-            }
-            out.push_str("</g>");
+            let level = |v: f64| -> usize {
+                let f = cs.frac(v).unwrap_or(0.0).clamp(0.0, 1.0);
+                (f * (LEVELS - 1) as f64).round() as usize
+            };
+            self.draw_runs(&mut out, &p, &rows, n, &level);
         } else {
             svg::no_data(&mut out, &p);
         }
@@ -287,6 +197,82 @@ impl Occupancy {
         );
         out.push_str("</svg>");
         out
+    }
+
+    /// The colour scale over the busy values (positive ones with a log ramp): their range,
+    /// the scale and its ticks.
+    fn color_scale(&self) -> (Option<(f64, f64)>, Scaler, Vec<crate::Tick>) {
+        let mut range: Option<(f64, f64)> = None;
+        for v in self
+            .cells
+            .iter()
+            .flatten()
+            .filter_map(|v| v.filter(|x| x.is_finite()))
+        {
+            if self.log_color && v <= 0.0 {
+                continue;
+            }
+            range = Some(range.map_or((v, v), |(a, b)| (a.min(v), b.max(v))));
+        }
+        let color_axis = Axis {
+            label: String::new(),
+            scale: if self.log_color {
+                crate::Scale::Log
+            } else {
+                crate::Scale::Linear
+            },
+            min: range.map(|r| r.0),
+            max: range.map(|r| r.1),
+        };
+        let (cs, cticks) = resolve(&color_axis, range, 4, false);
+        (range, cs, cticks)
+    }
+
+    /// Every row's busy runs, coloured by level, with their times and values on hover.
+    fn draw_runs(
+        &self,
+        out: &mut String,
+        p: &Plot,
+        rows: &Rows,
+        n: usize,
+        level: &dyn Fn(f64) -> usize,
+    ) {
+        let cols = (p.w.floor() as usize).max(1);
+        out.push_str("<g>");
+        for r in 0..rows.count {
+            let row = self.cells.get(r).map_or(&[][..], Vec::as_slice);
+            let runs = self.runs(row, n, cols, level);
+            let name = self.rows.get(r).map_or("", String::as_str);
+            for run in runs {
+                let x0 = p.x(run.start as f64 / n as f64);
+                let x1 = p.x(run.end as f64 / n as f64);
+                let value = if run.vmin == run.vmax {
+                    fmt_num(run.vmin)
+                } else {
+                    format!("{}\u{2013}{}", fmt_num(run.vmin), fmt_num(run.vmax))
+                };
+                let _ = write!(
+                    out,
+                    "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\">\
+                     <title>{}t {}\u{2013}{} s: {} {}</title></rect>",
+                    c(x0),
+                    c(p.top + r as f64 * rows.height),
+                    c((x1 - x0).max(0.01)),
+                    c((rows.height - rows.gap).max(0.5)),
+                    level_color(run.level),
+                    if name.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{} \u{b7} ", escape(name))
+                    },
+                    fmt_num(self.t0 + run.start as f64 * self.dt),
+                    fmt_num(self.t0 + run.end as f64 * self.dt),
+                    escape(&self.value_label),
+                    value
+                );
+            }
+        }
+        out.push_str("</g>");
     }
 
     /// The runs of equal colour in `row`, binned to `cols` pixel columns if longer.
@@ -379,13 +365,8 @@ impl Occupancy {
             }
             out.push_str("</g><g fill=\"#333\">");
             let mut marks = String::new();
-            for t in ticks {
-                let (Some(f), Some(label)) = (cs.frac(t.value), &t.label) else {
-                    continue;
-                };
-                if !(-1e-9..=1.0 + 1e-9).contains(&f) {
-                    continue;
-                }
+            for (f, t) in svg::visible_ticks(cs, ticks) {
+                let Some(label) = &t.label else { continue };
                 let y = bar_top + (1.0 - f) * bar_h;
                 let _ = write!(marks, "M{} {}h4", c(x + 14.0), c(y));
                 let _ = write!(
@@ -411,6 +392,64 @@ impl Occupancy {
             c(x + 20.0),
             c(idle_y + 9.0)
         );
+    }
+}
+
+/// The rows' geometry: `count` strips of `height` px (a `gap` between them when there is
+/// room), labelled in a font that fits, every `label_every`-th row.
+struct Rows {
+    count: usize,
+    height: f64,
+    gap: f64,
+    font: f64,
+    label_every: usize,
+}
+
+impl Rows {
+    fn new(p: &Plot, count: usize) -> Rows {
+        let height = if count > 0 { p.h / count as f64 } else { p.h };
+        let font = (height * 0.85).clamp(7.0, FONT);
+        Rows {
+            count,
+            height,
+            gap: if height >= 6.0 { 1.0 } else { 0.0 },
+            font,
+            label_every: ((font * 1.15) / height).ceil().max(1.0) as usize,
+        }
+    }
+
+    /// The idle background of every row, and the row labels (`names`, truncated).
+    fn draw_backgrounds(&self, out: &mut String, p: &Plot, names: &[String]) {
+        let _ = write!(out, "<g fill=\"{IDLE}\">");
+        for r in 0..self.count {
+            let _ = write!(
+                out,
+                "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
+                c(p.left),
+                c(p.top + r as f64 * self.height),
+                c(p.w),
+                c((self.height - self.gap).max(0.5))
+            );
+        }
+        out.push_str("</g>");
+        let _ = write!(
+            out,
+            "<g text-anchor=\"end\" fill=\"#333\" font-size=\"{}\">",
+            c(self.font)
+        );
+        for (r, name) in names.iter().enumerate() {
+            if r % self.label_every != 0 || name.is_empty() {
+                continue;
+            }
+            let _ = write!(
+                out,
+                "<text x=\"{}\" y=\"{}\">{}</text>",
+                c(p.left - 6.0),
+                c(p.top + (r as f64 + 0.5) * self.height + self.font * 0.35),
+                escape(name)
+            );
+        }
+        out.push_str("</g>");
     }
 }
 

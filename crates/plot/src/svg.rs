@@ -92,35 +92,16 @@ impl Plot {
 /// Grid lines, tick marks and labels of a horizontal axis along the bottom of `p`, and the
 /// axis label under them.
 pub(crate) fn x_axis(out: &mut String, p: &Plot, s: &Scaler, ticks: &[Tick], label: &str) {
-    let mut grid = String::new();
-    let mut marks = String::new();
-    let mut text = String::new();
-    for t in ticks {
-        let Some(f) = s.frac(t.value) else { continue };
-        if !(-1e-9..=1.0 + 1e-9).contains(&f) {
-            continue;
-        }
+    let b = c(p.bottom());
+    axis_ticks(out, s, ticks, "middle", |parts, f, len, tick| {
         let x = c(p.x(f));
-        let len = if t.label.is_some() { 5.0 } else { 3.0 };
-        let _ = write!(marks, "M{x} {}v{len}", c(p.bottom()));
-        if let Some(l) = &t.label {
-            let _ = write!(grid, "M{x} {}V{}", c(p.top), c(p.bottom()));
-            let _ = write!(
-                text,
-                "<text x=\"{x}\" y=\"{}\">{}</text>",
-                c(p.bottom() + 17.0),
-                escape(l)
-            );
+        let _ = write!(parts.marks, "M{x} {b}v{len}");
+        if let Some(l) = tick {
+            let _ = write!(parts.grid, "M{x} {}V{b}", c(p.top));
+            parts.label(&x, &c(p.bottom() + 17.0), l);
         }
-    }
-    axis_parts(out, &grid, &marks, &text, "middle");
-    let _ = write!(
-        out,
-        "<path d=\"M{} {b}H{}\" stroke=\"{AXIS}\" fill=\"none\"/>",
-        c(p.left),
-        c(p.right()),
-        b = c(p.bottom())
-    );
+    });
+    x_axis_line(out, p);
     if !label.is_empty() {
         let _ = write!(
             out,
@@ -130,6 +111,17 @@ pub(crate) fn x_axis(out: &mut String, p: &Plot, s: &Scaler, ticks: &[Tick], lab
             escape(label)
         );
     }
+}
+
+/// The line along the bottom of `p`.
+pub(crate) fn x_axis_line(out: &mut String, p: &Plot) {
+    let _ = write!(
+        out,
+        "<path d=\"M{} {b}H{}\" stroke=\"{AXIS}\" fill=\"none\"/>",
+        c(p.left),
+        c(p.right()),
+        b = c(p.bottom())
+    );
 }
 
 /// Grid lines, tick marks and labels of a vertical axis along the left of `p`, and the
@@ -142,35 +134,20 @@ pub(crate) fn y_axis(
     label: &str,
     label_x: f64,
 ) {
-    let mut grid = String::new();
-    let mut marks = String::new();
-    let mut text = String::new();
-    for t in ticks {
-        let Some(f) = s.frac(t.value) else { continue };
-        if !(-1e-9..=1.0 + 1e-9).contains(&f) {
-            continue;
-        }
+    let l = c(p.left);
+    axis_ticks(out, s, ticks, "end", |parts, f, len, tick| {
         let y = c(p.y(f));
-        let len = if t.label.is_some() { 5.0 } else { 3.0 };
-        let _ = write!(marks, "M{} {y}h-{len}", c(p.left));
-        if let Some(l) = &t.label {
-            let _ = write!(grid, "M{} {y}H{}", c(p.left), c(p.right()));
-            let _ = write!(
-                text,
-                "<text x=\"{}\" y=\"{}\">{}</text>",
-                c(p.left - 8.0),
-                c(p.y(f) + 4.0),
-                escape(l)
-            );
+        let _ = write!(parts.marks, "M{l} {y}h-{len}");
+        if let Some(t) = tick {
+            let _ = write!(parts.grid, "M{l} {y}H{}", c(p.right()));
+            parts.label(&c(p.left - 8.0), &c(p.y(f) + 4.0), t);
         }
-    }
-    axis_parts(out, &grid, &marks, &text, "end");
+    });
     let _ = write!(
         out,
         "<path d=\"M{l} {}V{}\" stroke=\"{AXIS}\" fill=\"none\"/>",
         c(p.top),
         c(p.bottom()),
-        l = c(p.left)
     );
     if !label.is_empty() {
         let (x, y) = (c(label_x), c(p.y(0.5)));
@@ -183,7 +160,51 @@ pub(crate) fn y_axis(
     }
 }
 
-fn axis_parts(out: &mut String, grid: &str, marks: &str, text: &str, anchor: &str) {
+/// An axis's grid lines, tick marks and tick labels, gathered before they are written.
+#[derive(Default)]
+struct AxisParts {
+    grid: String,
+    marks: String,
+    text: String,
+}
+
+impl AxisParts {
+    fn label(&mut self, x: &str, y: &str, text: &str) {
+        let _ = write!(
+            self.text,
+            "<text x=\"{x}\" y=\"{y}\">{}</text>",
+            escape(text)
+        );
+    }
+}
+
+/// The ticks that fall on the axis (`s` places them at a fraction within [0, 1]), each with
+/// its fraction and the length of its mark (longer when labelled).
+pub(crate) fn visible_ticks<'a>(
+    s: &'a Scaler,
+    ticks: &'a [Tick],
+) -> impl Iterator<Item = (f64, &'a Tick)> + 'a {
+    ticks.iter().filter_map(move |t| {
+        let f = s.frac(t.value)?;
+        (-1e-9..=1.0 + 1e-9).contains(&f).then_some((f, t))
+    })
+}
+
+/// Draw the visible ticks through `each` (fraction, mark length, label), then write the
+/// grid, the marks and the labels (anchored by `anchor`).
+fn axis_ticks(
+    out: &mut String,
+    s: &Scaler,
+    ticks: &[Tick],
+    anchor: &str,
+    mut each: impl FnMut(&mut AxisParts, f64, f64, Option<&str>),
+) {
+    let mut parts = AxisParts::default();
+    for (f, t) in visible_ticks(s, ticks) {
+        let len = if t.label.is_some() { 5.0 } else { 3.0 };
+        each(&mut parts, f, len, t.label.as_deref());
+    }
+    let AxisParts { grid, marks, text } = parts;
     if !grid.is_empty() {
         let _ = write!(out, "<path d=\"{grid}\" stroke=\"{GRID}\" fill=\"none\"/>");
     }
@@ -397,3 +418,16 @@ pub(crate) fn margins(
         y_label_x,
     }
 }
+
+/// A chart's `size(width, height)` builder method (its `width` and `height` fields, in px).
+macro_rules! size_setter {
+    () => {
+        /// Sets the size in px.
+        pub fn size(mut self, width: u32, height: u32) -> Self {
+            self.width = width;
+            self.height = height;
+            self
+        }
+    };
+}
+pub(crate) use size_setter;

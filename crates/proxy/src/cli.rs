@@ -110,11 +110,19 @@ async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> Ex
         (None, Some(tls)) => format!("https://{tls}"),
         _ => format!("http://{}", proxy.local_addr()),
     };
+    // With [cluster], D here is this instance's seats until its first sync; the global D is
+    // the cluster's.
+    let depth = match &config.cluster {
+        Some(c) => format!(
+            "local D = {} until the first sync, global D = {} over the cluster as instance {}",
+            config.scheduler.depth, c.depth, c.instance
+        ),
+        None => format!("D = {}", config.scheduler.depth),
+    };
     eprintln!(
-        "fairlane proxy: listening on {listening} → upstream {} ({}, D = {}); admin http://{}/dashboard{}",
+        "fairlane proxy: listening on {listening} → upstream {} ({}, {depth}); admin http://{}/dashboard{}",
         config.upstream.addr,
         config.scheduler.algorithm,
-        config.scheduler.depth,
         proxy.admin_addr(),
         fds.map_or(String::new(), |n| format!("; open-files limit {n}")),
     );

@@ -104,6 +104,10 @@ impl Inner {
             self.started.elapsed().as_secs_f64(),
         );
         status.cluster = self.cluster.as_ref().map(|c| c.status(self.gate.depth()));
+        if let Some(c) = &status.cluster {
+            // φ as configured; the cluster's effective weight is in `cluster.tenants`.
+            c.show_configured_weights(&mut status.tenants);
+        }
         status
     }
 }

@@ -9,7 +9,7 @@ use fairlane_plot::{fmt_num, Axis, LineChart, Series, Style, Table};
 
 use crate::claim::{Claim, Relation};
 use crate::out::{distinct, join, mean, Out};
-use crate::runs::RunResult;
+use crate::runs::{BlackBoxResult, RunResult};
 
 fn fig(body: &mut Out, svg: String) {
     body.fig(svg);
@@ -58,34 +58,7 @@ pub fn fig3_4(results: &[RunResult], body: &mut Out) {
     };
     let periods = ((end - 10.0) / 20.0).floor().max(0.0) as usize + 1;
     let last = periods - 1;
-    for r in results {
-        let which = if r.scheduler == "edf" {
-            "Fig. 3"
-        } else {
-            "Fig. 4"
-        };
-        let mut rt = LineChart::new(
-            format!(
-                "{which}: mean response time per second under {}",
-                r.scheduler
-            ),
-            Axis::linear("time (s)"),
-            Axis::log("response time (s)"),
-        );
-        let mut tp = LineChart::new(
-            format!("{which}: throughput per second under {}", r.scheduler),
-            Axis::linear("time (s)"),
-            Axis::linear("IO/s"),
-        );
-        if let Some(bb) = &r.blackbox {
-            for t in &bb.tenants {
-                rt = rt.series(Series::new(&t.name, t.response.clone()));
-                tp = tp.series(Series::new(&t.name, t.throughput.clone()).style(Style::Step));
-            }
-        }
-        fig(body, rt.to_svg());
-        fig(body, tp.to_svg());
-    }
+    fig3_4_charts(results, body);
     let mut t = Table::new([
         "scheduler",
         "client 1 mean",
@@ -130,7 +103,48 @@ pub fn fig3_4(results: &[RunResult], body: &mut Out) {
          share … its response time grows without bound, while the response time for client 2 \
          remains stable at around 18 ms\" (Fig. 4).</p>",
     );
-    for (s, c2_first, c2_last, c1_first, c1_last, c2_mean) in &rows {
+    fig3_4_claims(&rows, body);
+}
+
+/// Fig. 3 and 4: each run's response times and throughput per second.
+fn fig3_4_charts(results: &[RunResult], body: &mut Out) {
+    for r in results {
+        let which = if r.scheduler == "edf" {
+            "Fig. 3"
+        } else {
+            "Fig. 4"
+        };
+        let mut rt = LineChart::new(
+            format!(
+                "{which}: mean response time per second under {}",
+                r.scheduler
+            ),
+            Axis::linear("time (s)"),
+            Axis::log("response time (s)"),
+        );
+        let mut tp = LineChart::new(
+            format!("{which}: throughput per second under {}", r.scheduler),
+            Axis::linear("time (s)"),
+            Axis::linear("IO/s"),
+        );
+        if let Some(bb) = &r.blackbox {
+            for t in &bb.tenants {
+                rt = rt.series(Series::new(&t.name, t.response.clone()));
+                tp = tp.series(Series::new(&t.name, t.throughput.clone()).style(Style::Step));
+            }
+        }
+        fig(body, rt.to_svg());
+        fig(body, tp.to_svg());
+    }
+}
+
+/// Per scheduler: its name, client 2's response in the first and last ON period, client
+/// 1's in the same, and client 2's mean.
+type OnPeriods = (String, f64, f64, f64, f64, f64);
+
+/// Fig. 3 and 4's claims: EDF does not isolate client 2, FSFQ and RW do.
+fn fig3_4_claims(rows: &[OnPeriods], body: &mut Out) {
+    for (s, c2_first, c2_last, c1_first, c1_last, c2_mean) in rows {
         if s == "edf" {
             body.claim(
                 Claim::new(
@@ -349,6 +363,14 @@ pub fn fig5(results: &[RunResult], body: &mut Out) {
          paper's figure gives no numbers in the text.</p>",
     );
     body.claim(isolation);
+    fig5_claims(&lvl, body);
+}
+
+/// Client 1's response under overload by (weights, client 1's rate, scheduler).
+type Levels = BTreeMap<(String, u32, String), f64>;
+
+/// Fig. 5's claims on client 1's level: weights matter when it is busy, FSFQ beats SFQ.
+fn fig5_claims(lvl: &Levels, body: &mut Out) {
     let get = |p: &str, c: u32, s: &str| {
         lvl.get(&(p.to_string(), c, s.to_string()))
             .copied()
@@ -507,20 +529,7 @@ pub fn fig7(results: &[RunResult], body: &mut Out) {
         .filter_map(|p| p.strip_prefix('D')?.parse().ok())
         .collect();
     depths.sort();
-    for c1 in [30u32, 240] {
-        for s in ["fsfq", "rw"] {
-            let lines: Vec<(String, Curve)> = depths
-                .iter()
-                .map(|d| (format!("{s}({d})"), curve(results, s, &format!("D{d}"), c1)))
-                .collect();
-            curve_charts(
-                body,
-                &format!("Fig. 7, {s}, client 1 at {c1} IO/s, weights 2:1"),
-                &lines,
-                true,
-            );
-        }
-    }
+    fig7_charts(results, &depths, body);
     let mut t = Table::new([
         "D",
         "X(D) = 900·D/(D+5) IO/s",
@@ -563,6 +572,35 @@ pub fn fig7(results: &[RunResult], body: &mut Out) {
          system has inadequate concurrency\"; \"RW always offers tighter control than FSFQ\" \
          but \"client 2 always suffers higher response times under RW than FSFQ\".</p>",
     );
+    fig7_depth_claims(&depths, &lv, body);
+    fig7_rw_claims(&depths, &lv, body);
+}
+
+/// Fig. 7: each curve of client 1's and 2's response, per scheduler and depth.
+fn fig7_charts(results: &[RunResult], depths: &[u32], body: &mut Out) {
+    for c1 in [30u32, 240] {
+        for s in ["fsfq", "rw"] {
+            let lines: Vec<(String, Curve)> = depths
+                .iter()
+                .map(|d| (format!("{s}({d})"), curve(results, s, &format!("D{d}"), c1)))
+                .collect();
+            curve_charts(
+                body,
+                &format!("Fig. 7, {s}, client 1 at {c1} IO/s, weights 2:1"),
+                &lines,
+                true,
+            );
+        }
+    }
+}
+
+/// Per depth D: client 1's level (FSFQ and RW at 30, then at 240 IO/s), and client 2's
+/// response at 400 IO/s under FSFQ and RW.
+type DepthLevels = BTreeMap<u32, ([f64; 4], f64, f64)>;
+
+/// Fig. 7's claims on the depth: a higher D weakens isolation and lets client 2 take more;
+/// D = 4 starves the disks.
+fn fig7_depth_claims(depths: &[u32], lv: &DepthLevels, body: &mut Out) {
     let get = |d: u32| lv.get(&d);
     // Higher D weakens isolation: from D = 8 up, client 1's level under FSFQ does not fall
     // (5 % noise allowed) and ends clearly higher. A depth without runs counts as missing.
@@ -642,6 +680,12 @@ pub fn fig7(results: &[RunResult], body: &mut Out) {
             1.5,
         ),
     );
+}
+
+/// Fig. 7's claims on RW against FSFQ at every depth.
+fn fig7_rw_claims(depths: &[u32], lv: &DepthLevels, body: &mut Out) {
+    let get = |d: u32| lv.get(&d);
+    let nan3 = ([f64::NAN; 4], f64::NAN, f64::NAN);
     let mut no_worse = Claim::new("rw-client1-every-d", "");
     let mut tighter = Vec::new();
     let mut no_better = Claim::new(
@@ -649,7 +693,7 @@ pub fn fig7(results: &[RunResult], body: &mut Out) {
         "RW gives client 2 (400 IO/s against client 1's 240) a response no better than FSFQ at \
          every D",
     );
-    for &d in &depths {
+    for &d in depths {
         let x = get(d).unwrap_or(&nan3);
         let ratio = x.0[3] / x.0[2];
         if ratio > 1.02 {
@@ -697,34 +741,7 @@ pub fn fig8(results: &[RunResult], body: &mut Out) {
     let mut checks = Vec::new();
     for r in results {
         let Some(bb) = &r.blackbox else { continue };
-        let mut rt = LineChart::new(
-            format!(
-                "Fig. 8 ({}): mean response time per second under FSFQ(D), adaptive D",
-                r.label
-            ),
-            Axis::linear("time (s)"),
-            Axis::log("response time (s)"),
-        );
-        for b in &bb.tenants {
-            rt = rt.series(Series::new(&b.name, b.response.clone()));
-            if let Some(target) = b.target {
-                rt = rt.series(
-                    Series::new(
-                        format!("{} target", b.name),
-                        vec![(0.0, target), (r.sim_seconds, target)],
-                    )
-                    .style(Style::Step),
-                );
-            }
-        }
-        fig(body, rt.to_svg());
-        let d = LineChart::new(
-            format!("Fig. 8 ({}): depth D chosen by the controller", r.label),
-            Axis::linear("time (s)"),
-            Axis::linear("D"),
-        )
-        .series(Series::new("D", bb.depth.clone()).style(Style::Step));
-        fig(body, d.to_svg());
+        fig8_charts(r, bb, body);
         let mut claim = Claim::new(format!("targets-met {}", r.label), "");
         let mut parts = Vec::new();
         for (b, tr) in bb.tenants.iter().zip(&r.tenants) {
@@ -788,4 +805,37 @@ pub fn fig8(results: &[RunResult], body: &mut Out) {
     for c in checks {
         body.claim(c);
     }
+}
+
+/// Fig. 8, one point: each client's response per second against its target, and the depth
+/// D the controller chose.
+fn fig8_charts(r: &RunResult, bb: &BlackBoxResult, body: &mut Out) {
+    let mut rt = LineChart::new(
+        format!(
+            "Fig. 8 ({}): mean response time per second under FSFQ(D), adaptive D",
+            r.label
+        ),
+        Axis::linear("time (s)"),
+        Axis::log("response time (s)"),
+    );
+    for b in &bb.tenants {
+        rt = rt.series(Series::new(&b.name, b.response.clone()));
+        if let Some(target) = b.target {
+            rt = rt.series(
+                Series::new(
+                    format!("{} target", b.name),
+                    vec![(0.0, target), (r.sim_seconds, target)],
+                )
+                .style(Style::Step),
+            );
+        }
+    }
+    fig(body, rt.to_svg());
+    let d = LineChart::new(
+        format!("Fig. 8 ({}): depth D chosen by the controller", r.label),
+        Axis::linear("time (s)"),
+        Axis::linear("D"),
+    )
+    .series(Series::new("D", bb.depth.clone()).style(Style::Step));
+    fig(body, d.to_svg());
 }

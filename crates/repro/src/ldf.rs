@@ -137,6 +137,29 @@ pub(crate) fn table1(runs: &[DbRun], _cap: f64, body: &mut Out) {
         fmt_num(res)
     );
     body.table(t);
+    fig2(&p99, &p99_8, body);
+    body.claim(ldf_ok);
+    nores_ok.text = format!(
+        "No Res falls with the bullies as the paper's does (within 0.5 points of 11.89 … 5.97; ours {} at 8)",
+        fmt2(at8[3])
+    );
+    body.claim(nores_ok);
+    body.claim(
+        Claim::new(
+            "drr-below-ldf",
+            format!(
+                "DRR falls below LDF as bullies are added (paper 17.5 vs 25.09 at 8; ours {} vs {})",
+                fmt2(at8[1]),
+                fmt2(at8[0])
+            ),
+        )
+        .check("T8's CPU points, LDF − DRR, 8 bullies", at8[0] - at8[1], Relation::Above, 3.0),
+    );
+    p99_claims(&p99_8, body);
+}
+
+/// Fig. 2: T8's p99 latency against the bullies, per scheduler, and the ratios at 8.
+fn fig2(p99: &[Vec<(f64, f64)>], p99_8: &[f64; 4], body: &mut Out) {
     let mut c = LineChart::new(
         "Fig. 2: 99th percentile latency of T8's queries",
         Axis::linear("number of bullies"),
@@ -158,23 +181,10 @@ pub(crate) fn table1(runs: &[DbRun], _cap: f64, body: &mut Out) {
         times(p99_8[1] / p99_8[0]),
         times(p99_8[2] / p99_8[0]),
     );
-    body.claim(ldf_ok);
-    nores_ok.text = format!(
-        "No Res falls with the bullies as the paper's does (within 0.5 points of 11.89 … 5.97; ours {} at 8)",
-        fmt2(at8[3])
-    );
-    body.claim(nores_ok);
-    body.claim(
-        Claim::new(
-            "drr-below-ldf",
-            format!(
-                "DRR falls below LDF as bullies are added (paper 17.5 vs 25.09 at 8; ours {} vs {})",
-                fmt2(at8[1]),
-                fmt2(at8[0])
-            ),
-        )
-        .check("T8's CPU points, LDF − DRR, 8 bullies", at8[0] - at8[1], Relation::Above, 3.0),
-    );
+}
+
+/// T8's p99 at 8 bullies: LDF's against No Res, DRR and EDF.
+fn p99_claims(p99_8: &[f64; 4], body: &mut Out) {
     body.claim(
         Claim::new(
             "p99-vs-nores",
@@ -277,6 +287,13 @@ const PAPER_T4: [(u32, [(f64, f64); 4]); 5] = [
 ];
 
 pub(crate) fn table3(runs: &[DbRun], cap: f64, body: &mut Out) {
+    no_bullies(runs, cap, body);
+    table4(runs, cap, body);
+    fig3(runs, body);
+}
+
+/// Table 3 and Jain's index: every tenant's CPU and violation without bullies.
+fn no_bullies(runs: &[DbRun], cap: f64, body: &mut Out) {
     let mut t = Table::new(
         ["tenant", "ResCPU", "share"]
             .into_iter()
@@ -345,6 +362,11 @@ pub(crate) fn table3(runs: &[DbRun], cap: f64, body: &mut Out) {
         fmt_num(total)
     );
     body.table(t);
+    jain(runs, [ldf_prop, edf_ok], body);
+}
+
+/// Jain's index over the tenants' mean ViolCPU without bullies, after Table 3's `claims`.
+fn jain(runs: &[DbRun], claims: [Claim; 2], body: &mut Out) {
     let jain = |s: &str| find(runs, "0", s).map_or(f64::NAN, |r| r.jain);
     let (jl, jd, je) = (jain("ldf"), jain("drr"), jain("edf"));
     let _ = write!(
@@ -354,8 +376,9 @@ pub(crate) fn table3(runs: &[DbRun], cap: f64, body: &mut Out) {
         fmt_num(jd),
         fmt_num(je)
     );
-    body.claim(ldf_prop);
-    body.claim(edf_ok);
+    for c in claims {
+        body.claim(c);
+    }
     body.claim(
         Claim::new(
             "jain",
@@ -379,7 +402,10 @@ pub(crate) fn table3(runs: &[DbRun], cap: f64, body: &mut Out) {
             0.92,
         ),
     );
-    // Table 4.
+}
+
+/// Table 4: T8's CPU with 0–8 bullies, overbooked.
+fn table4(runs: &[DbRun], cap: f64, body: &mut Out) {
     let mut t4 = Table::new(
         ["bullies"].into_iter().map(String::from).chain(
             SCHEDS
@@ -391,7 +417,6 @@ pub(crate) fn table3(runs: &[DbRun], cap: f64, body: &mut Out) {
     let mut steady_share = f64::NAN;
     let mut at8 = [f64::NAN; 4];
     let mut at0 = [f64::NAN; 4];
-    let mut p99: Vec<(String, Vec<f64>)> = Vec::new();
     for (bullies, paper) in PAPER_T4 {
         let label = bullies.to_string();
         let mut row = vec![label.clone()];
@@ -449,6 +474,11 @@ pub(crate) fn table3(runs: &[DbRun], cap: f64, body: &mut Out) {
             3.0,
         ),
     );
+}
+
+/// Fig. 3: T1's and T8's p99 latency with 8 bullies.
+fn fig3(runs: &[DbRun], body: &mut Out) {
+    let mut p99: Vec<(String, Vec<f64>)> = Vec::new();
     for (s, n) in SCHEDS {
         let vals: Vec<f64> = ["T1", "T8"]
             .iter()
@@ -561,6 +591,12 @@ pub(crate) fn fig4(runs: &[DbRun], _cap: f64, body: &mut Out) {
     }
     fig(body, chart.to_svg());
     body.table(t);
+    fig4_claims(&ratios, impact, body);
+}
+
+/// Fig. 4's claims: elastic reservations cut the bursty tenants' latency; boosting barely
+/// touches the static ones.
+fn fig4_claims(ratios: &[(&str, &str, f64)], impact: Option<f64>, body: &mut Out) {
     let r = |scen: &str, s: &str| {
         ratios
             .iter()
@@ -622,21 +658,6 @@ fn penalty_pct(r: &DbRun) -> f64 {
 pub(crate) fn fig5(runs: &[DbRun], _cap: f64, body: &mut Out) {
     let scheds = ["ldf-noopt", "ldf-opt", "drr-noopt", "drr-opt", "edf"];
     let labels = labels(runs);
-    let mut pen = BarChart::new(
-        "Fig. 5(a): penalty (% of the maximum revenue)",
-        labels.clone(),
-        Axis::linear("% penalty"),
-    );
-    let mut jain = BarChart::new(
-        "Fig. 5(b): Jain's index over ViolCPU",
-        labels.clone(),
-        Axis::linear("Jain"),
-    );
-    let mut gold = BarChart::new(
-        "Fig. 5(c): p99 latency of a Gold tenant's queries",
-        labels.clone(),
-        Axis::linear("p99 latency (ms)"),
-    );
     let mut t = Table::new(
         ["configuration"].into_iter().map(String::from).chain(
             scheds
@@ -696,7 +717,37 @@ pub(crate) fn fig5(runs: &[DbRun], _cap: f64, body: &mut Out) {
             );
         }
     }
-    for s in scheds {
+    fig5_charts(runs, &labels, &scheds, body);
+    body.table(t);
+    body.push_str(
+        "<p>Paper (§6.5): LDF-Opt refunds considerably less than LDF-NoOpt; EDF less than \
+         LDF-NoOpt but more than LDF-Opt; DRR's local decisions do not reach the global optimum; \
+         optimization lowers Jain's index and improves Gold's p99 by 20–30 %.</p>",
+    );
+    body.claim(opt_better);
+    body.claim(opt_vs_edf);
+    body.claim(less_fair);
+}
+
+/// Fig. 5 (a)–(c): penalty, Jain's index and a Gold tenant's p99, per configuration and
+/// scheduler.
+fn fig5_charts(runs: &[DbRun], labels: &[String], scheds: &[&str], body: &mut Out) {
+    let mut pen = BarChart::new(
+        "Fig. 5(a): penalty (% of the maximum revenue)",
+        labels.to_vec(),
+        Axis::linear("% penalty"),
+    );
+    let mut jain = BarChart::new(
+        "Fig. 5(b): Jain's index over ViolCPU",
+        labels.to_vec(),
+        Axis::linear("Jain"),
+    );
+    let mut gold = BarChart::new(
+        "Fig. 5(c): p99 latency of a Gold tenant's queries",
+        labels.to_vec(),
+        Axis::linear("p99 latency (ms)"),
+    );
+    for &s in scheds {
         let col = |f: &dyn Fn(&DbRun) -> f64| -> Vec<f64> {
             labels
                 .iter()
@@ -716,15 +767,6 @@ pub(crate) fn fig5(runs: &[DbRun], _cap: f64, body: &mut Out) {
     fig(body, pen.to_svg());
     fig(body, jain.to_svg());
     fig(body, gold.to_svg());
-    body.table(t);
-    body.push_str(
-        "<p>Paper (§6.5): LDF-Opt refunds considerably less than LDF-NoOpt; EDF less than \
-         LDF-NoOpt but more than LDF-Opt; DRR's local decisions do not reach the global optimum; \
-         optimization lowers Jain's index and improves Gold's p99 by 20–30 %.</p>",
-    );
-    body.claim(opt_better);
-    body.claim(opt_vs_edf);
-    body.claim(less_fair);
 }
 
 pub(crate) fn fig6(runs: &[DbRun], _cap: f64, body: &mut Out) {

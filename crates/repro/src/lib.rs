@@ -40,17 +40,41 @@ pub use claim::{Check, Claim, Relation, Verdict};
 pub use error::{ReproError, ReproErrorKind};
 
 use out::Out;
-use runs::{Runs, Server};
+use runs::Runs;
 
 /// How an experiment computes its section.
 #[derive(Clone, Copy)]
 pub(crate) enum Analysis {
-    /// A spec for the worker pool or black-box server, analysed from its runs.
-    Pool(fn(&[runs::RunResult], &mut Out)),
-    /// A spec for the database server, analysed from its runs and the spec's utilization cap.
-    Db(fn(&[runs::DbRun], f64, &mut Out)),
+    /// A spec, analysed from its runs; `Err(())` when they are not of the kind the
+    /// analysis reads.
+    Spec(fn(&dyn Runs, &mut Out) -> Result<(), ()>),
     /// No spec: the section computes everything itself (the worked example, TAM Table 2).
     Direct(fn(&mut Out) -> Result<(), String>),
+}
+
+/// An analysis of a worker-pool or black-box spec's runs (`fn(&[RunResult], &mut Out)`).
+macro_rules! on_pool {
+    ($f:path) => {{
+        fn analyse(runs: &dyn Runs, out: &mut Out) -> Result<(), ()> {
+            let r = runs::typed::<runs::PoolRuns>(runs).ok_or(())?;
+            $f(&r.runs, out);
+            Ok(())
+        }
+        Analysis::Spec(analyse)
+    }};
+}
+
+/// An analysis of a database-server spec's runs and its utilization cap
+/// (`fn(&[DbRun], f64, &mut Out)`).
+macro_rules! on_cores {
+    ($f:path) => {{
+        fn analyse(runs: &dyn Runs, out: &mut Out) -> Result<(), ()> {
+            let r = runs::typed::<runs::CoresRuns>(runs).ok_or(())?;
+            $f(&r.runs, r.utilization_cap, out);
+            Ok(())
+        }
+        Analysis::Spec(analyse)
+    }};
 }
 
 /// One reproduction.
@@ -84,91 +108,91 @@ pub const EXPERIMENTS: [Experiment; 27] = [
         name: "2dfq-fig8",
         title: "",
         spec: spec!("experiments/2dfq-fig8.toml"),
-        analysis: Analysis::Pool(tdfq::fig8),
+        analysis: on_pool!(tdfq::fig8),
     },
     Experiment {
         name: "2dfq-fig9",
         title: "",
         spec: spec!("experiments/2dfq-fig9-production.toml"),
-        analysis: Analysis::Pool(tdfq::fig9),
+        analysis: on_pool!(tdfq::fig9),
     },
     Experiment {
         name: "2dfq-fig11",
         title: "",
         spec: spec!("experiments/2dfq-fig11-unpredictable.toml"),
-        analysis: Analysis::Pool(tdfq::fig11),
+        analysis: on_pool!(tdfq::fig11),
     },
     Experiment {
         name: "2dfq-fig13",
         title: "",
         spec: spec!("experiments/2dfq-fig13-suite.toml"),
-        analysis: Analysis::Pool(tdfq::fig13),
+        analysis: on_pool!(tdfq::fig13),
     },
     Experiment {
         name: "2dfqe-mechanism",
         title: "",
         spec: spec!("experiments/2dfqe-mechanism.toml"),
-        analysis: Analysis::Pool(tdfq::mechanism),
+        analysis: on_pool!(tdfq::mechanism),
     },
     Experiment {
         name: "interposed-fig3-4",
         title: "",
         spec: spec!("experiments/interposed-fig3-4.toml"),
-        analysis: Analysis::Pool(interposed::fig3_4),
+        analysis: on_pool!(interposed::fig3_4),
     },
     Experiment {
         name: "interposed-fig5",
         title: "",
         spec: spec!("experiments/interposed-fig5.toml"),
-        analysis: Analysis::Pool(interposed::fig5),
+        analysis: on_pool!(interposed::fig5),
     },
     Experiment {
         name: "interposed-fig6",
         title: "",
         spec: spec!("experiments/interposed-fig6.toml"),
-        analysis: Analysis::Pool(interposed::fig6),
+        analysis: on_pool!(interposed::fig6),
     },
     Experiment {
         name: "interposed-fig7",
         title: "",
         spec: spec!("experiments/interposed-fig7.toml"),
-        analysis: Analysis::Pool(interposed::fig7),
+        analysis: on_pool!(interposed::fig7),
     },
     Experiment {
         name: "interposed-fig8",
         title: "",
         spec: spec!("experiments/interposed-fig8.toml"),
-        analysis: Analysis::Pool(interposed::fig8),
+        analysis: on_pool!(interposed::fig8),
     },
     Experiment {
         name: "ldf-table1",
         title: "",
         spec: spec!("experiments/ldf-table1.toml"),
-        analysis: Analysis::Db(ldf::table1),
+        analysis: on_cores!(ldf::table1),
     },
     Experiment {
         name: "ldf-table3",
         title: "",
         spec: spec!("experiments/ldf-table3.toml"),
-        analysis: Analysis::Db(ldf::table3),
+        analysis: on_cores!(ldf::table3),
     },
     Experiment {
         name: "ldf-fig4",
         title: "",
         spec: spec!("experiments/ldf-fig4.toml"),
-        analysis: Analysis::Db(ldf::fig4),
+        analysis: on_cores!(ldf::fig4),
     },
     Experiment {
         name: "ldf-fig5",
         title: "",
         spec: spec!("experiments/ldf-fig5.toml"),
-        analysis: Analysis::Db(ldf::fig5),
+        analysis: on_cores!(ldf::fig5),
     },
     Experiment {
         name: "ldf-fig6",
         title: "",
         spec: spec!("experiments/ldf-fig6.toml"),
-        analysis: Analysis::Db(ldf::fig6),
+        analysis: on_cores!(ldf::fig6),
     },
     Experiment {
         name: "tam-table2",
@@ -288,15 +312,16 @@ pub fn planned_runs(e: &Experiment, opts: &Options) -> Result<usize, ReproError>
     let Some((rel, embedded)) = e.spec else {
         return Ok(1);
     };
-    let server = match e.analysis {
-        Analysis::Db(_) => Server::Db,
-        _ => Server::Pool,
-    };
     let fail = |kind| ReproError::new(e.name, kind);
     let (text, file, dir, _) = spec_text(rel, embedded, opts).map_err(fail)?;
-    let parsed = runs::parse(server, &text, &file, dir, opts.quick)
-        .map_err(|message| fail(ReproErrorKind::Spec { file, message }))?;
-    Ok(parsed.runs)
+    let spec_error = |message| {
+        fail(ReproErrorKind::Spec {
+            file: file.clone(),
+            message,
+        })
+    };
+    let parsed = runs::parse(&text, &file, dir, opts.quick).map_err(spec_error)?;
+    parsed.planned_runs().map_err(|e| spec_error(e.to_string()))
 }
 
 /// Where a spec was read from.
@@ -388,50 +413,25 @@ pub fn run(
             (e.title.to_string(), Source::None)
         }
         (None, _) => return Err(fail(ReproErrorKind::NoSpec)),
-        (Some((rel, embedded)), analysis) => {
+        (Some((rel, embedded)), Analysis::Spec(f)) => {
             let (text, file, dir, source) = spec_text(rel, embedded, opts).map_err(fail)?;
-            let server = match analysis {
-                Analysis::Db(_) => Server::Db,
-                _ => Server::Pool,
-            };
-            let parsed = runs::parse(server, &text, &file, dir, opts.quick).map_err(|message| {
+            let parsed = runs::parse(&text, &file, dir, opts.quick).map_err(|message| {
                 fail(ReproErrorKind::Spec {
                     file: file.clone(),
                     message,
                 })
             })?;
-            let (results, events, unit) = parsed
-                .run(opts.jobs, progress)
+            let results = runs::run(parsed.as_ref(), opts.jobs, progress)
                 .map_err(|message| fail(ReproErrorKind::Run { file, message }))?;
-            let nruns = match &results {
-                Runs::Pool(r) => r.len(),
-                Runs::Db { runs, .. } => runs.len(),
-            };
-            let from = match &source {
-                Source::Disk(p) => format!(
-                    "read from <code>{}</code>",
-                    escape(&p.display().to_string())
-                ),
-                _ => "the copy compiled into this binary (no repository found)".into(),
-            };
-            out.push_str(&format!(
-                "<p>{} Spec: <code>{rel}</code>, {from}{}; {nruns} runs of {} simulated seconds, {events} {unit}.</p>",
-                escape(&parsed.description),
-                if opts.quick { " (--quick: half duration)" } else { "" },
-                parsed.duration,
+            out.push_str(&spec_line(
+                rel,
+                &source,
+                parsed.as_ref(),
+                results.as_ref(),
+                opts.quick,
             ));
-            match (analysis, &results) {
-                (Analysis::Pool(f), Runs::Pool(r)) => f(r, &mut out),
-                (
-                    Analysis::Db(f),
-                    Runs::Db {
-                        runs,
-                        utilization_cap,
-                    },
-                ) => f(runs, *utilization_cap, &mut out),
-                _ => return Err(fail(ReproErrorKind::AnalysisMismatch)),
-            }
-            (parsed.name, source)
+            f(results.as_ref(), &mut out).map_err(|()| fail(ReproErrorKind::AnalysisMismatch))?;
+            (parsed.name().to_string(), source)
         }
     };
     // An analysis that could judge nothing (no runs, no points) must not pass silently.
@@ -448,6 +448,32 @@ pub fn run(
         blocks: out.blocks,
         claims: out.claims,
     })
+}
+
+/// The paragraph opening a spec's section: its description, where the spec came from, and
+/// how much was simulated.
+fn spec_line(
+    rel: &str,
+    source: &Source,
+    spec: &dyn fairlane_sim::Experiment,
+    results: &dyn Runs,
+    quick: bool,
+) -> String {
+    let from = match source {
+        Source::Disk(p) => format!(
+            "read from <code>{}</code>",
+            escape(&p.display().to_string())
+        ),
+        _ => "the copy compiled into this binary (no repository found)".into(),
+    };
+    let (events, unit) = results.work();
+    format!(
+        "<p>{} Spec: <code>{rel}</code>, {from}{}; {} runs of {} simulated seconds, {events} {unit}.</p>",
+        escape(spec.description()),
+        if quick { " (--quick: half duration)" } else { "" },
+        results.len(),
+        spec.duration(),
+    )
 }
 
 /// The report page: a table of every claim's verdict, then each experiment's section.
@@ -496,13 +522,22 @@ mod tests {
     /// never passes.
     #[test]
     fn empty_runs_give_no_data_never_a_pass() {
+        let pool = runs::PoolRuns::default();
+        let cores = runs::CoresRuns {
+            runs: Vec::new(),
+            utilization_cap: 95.0,
+        };
         for e in &EXPERIMENTS {
             let mut out = Out::default();
-            match e.analysis {
-                Analysis::Pool(f) => f(&[], &mut out),
-                Analysis::Db(f) => f(&[], 95.0, &mut out),
-                Analysis::Direct(_) => continue,
-            }
+            let Analysis::Spec(f) = e.analysis else {
+                continue;
+            };
+            // Each analysis reads one kind of runs and refuses the other.
+            let read: Vec<bool> = [&pool as &dyn Runs, &cores]
+                .into_iter()
+                .map(|r| f(r, &mut out).is_ok())
+                .collect();
+            assert_eq!(read.iter().filter(|&&ok| ok).count(), 1, "{}", e.name);
             if out.claims.is_empty() {
                 continue; // run() adds its "no data" claim then; see below
             }

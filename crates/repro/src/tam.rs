@@ -4,10 +4,10 @@
 //! section sweeps what the caption varies and states the figure's shape as typed claims.
 
 use fairlane_plot::{Axis, LineChart, Series, Table};
-use fairlane_sim::tam::{run, spec::Loop, TamRun, TamSpec, TamSpecFile};
 
 use crate::claim::{Claim, Relation};
 use crate::out::{fmt2, Out};
+use crate::runs::{Tam, TamRun};
 
 macro_rules! arch {
     ($path:literal) => {
@@ -16,20 +16,39 @@ macro_rules! arch {
 }
 
 /// Read an architecture: from the repository when run inside it, else the copy compiled in.
-fn load((path, text): (&str, &str)) -> Result<TamSpec, String> {
+fn load((path, text): (&str, &str)) -> Result<Tam, String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let disk = std::fs::read_to_string(root.join(path)).ok();
-    TamSpecFile::parse(disk.as_deref().unwrap_or(text), path)
-        .map(|f| f.spec)
-        .map_err(|e| e.to_string())
+    Tam::parse(disk.as_deref().unwrap_or(text), path)
 }
 
-pub(crate) fn go(spec: &TamSpec) -> Result<TamRun, String> {
-    run(spec, 0, &mut |_| {}).map_err(|e| e.to_string())
+/// A figure's (a) and (b) architectures, once `paper` (what the paper shows) is written.
+fn figure(
+    out: &mut Out,
+    a: (&str, &str),
+    b: (&str, &str),
+    paper: &str,
+) -> Result<(Tam, Tam), String> {
+    let both = (load(a)?, load(b)?);
+    out.push_str(paper);
+    Ok(both)
 }
 
-pub(crate) fn set_threads(spec: &mut TamSpec, client: usize, threads: u32) {
-    spec.clients[client].kind = Loop::Closed { threads };
+/// The (a) and (b) curves of a figure, labelled.
+pub(crate) fn ab(
+    a: (&str, Vec<(f64, f64)>),
+    b: (&str, Vec<(f64, f64)>),
+) -> Vec<(String, Vec<(f64, f64)>)> {
+    vec![(a.0.to_string(), a.1), (b.0.to_string(), b.1)]
+}
+
+/// A client's throughput per interval: `(t, req/s)`.
+pub(crate) fn throughput(r: &TamRun, client: usize) -> Vec<(f64, f64)> {
+    r.clients[client]
+        .series
+        .iter()
+        .map(|x| (x.0, x.1))
+        .collect()
 }
 
 /// Mean of a client's per-interval throughput over `(from, to]`.
@@ -58,14 +77,15 @@ pub(crate) fn chart(
 
 /// Fig. 8: C1's latency against C2's threads, on-demand I/O (a) vs scheduled I/O (b).
 pub(crate) fn fig8(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig8a.toml"))?;
-    let b = load(arch!("experiments/tam-fig8b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig8a.toml"),
+        arch!("experiments/tam-fig8b.toml"),
         "<p>Paper: under (a) EDF at Req Handle cannot help C1 (deadline 15 ms): its latency \
          exceeds the deadline by up to 5× as C2 adds threads, while Req Handle's queue stays \
          empty and the requests pile up at the unscheduled I/O stage. Under (b) the I/O stage's \
          EDF keeps C1 within its deadline.</p>",
-    );
+    )?;
     let mut t = Table::new([
         "C2 threads",
         "(a) C1 ms",
@@ -77,9 +97,9 @@ pub(crate) fn fig8(out: &mut Out) -> Result<(), String> {
     let sweep = [10u32, 50, 100, 200];
     for &n in &sweep {
         let (mut sa, mut sb) = (a.clone(), b.clone());
-        set_threads(&mut sa, 1, n);
-        set_threads(&mut sb, 1, n);
-        let (ra, rb) = (go(&sa)?, go(&sb)?);
+        sa.set_threads(1, n)?;
+        sb.set_threads(1, n)?;
+        let (ra, rb) = (sa.go()?, sb.go()?);
         pa.push((n as f64, ra.clients[0].latency_mean * 1e3));
         pb.push((n as f64, rb.clients[0].latency_mean * 1e3));
         t.push_row([
@@ -96,10 +116,10 @@ pub(crate) fn fig8(out: &mut Out) -> Result<(), String> {
         "Fig. 8: C1's mean latency",
         "C2 threads",
         "ms",
-        vec![
-            ("(a) no scheduling".into(), pa.clone()),
-            ("(b) scheduled I/O".into(), pb.clone()),
-        ],
+        ab(
+            ("(a) no scheduling", pa.clone()),
+            ("(b) scheduled I/O", pb.clone()),
+        ),
     ));
     let last = pa.len() - 1;
     let worst_b = pb.iter().map(|p| p.1).fold(f64::NAN, f64::max);
@@ -143,16 +163,17 @@ fn mean_busy(r: &TamRun, stage: usize) -> f64 {
 
 /// Fig. 9: C2's cached requests, unknown I/O in Req Handle (a) vs a separate I/O stage (b).
 pub(crate) fn fig9(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig9a.toml"))?;
-    let b = load(arch!("experiments/tam-fig9b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig9a.toml"),
+        arch!("experiments/tam-fig9b.toml"),
         "<p>Paper: under (a) Req Handle's scheduler treats C2's cold and cached requests alike \
          (it cannot know which will do I/O), so its threads wait on the contended disk while \
          the CPU idles and C2-cached gets little throughput; under (b) the cache lookup and the \
          I/O are separate stages and C2-cached runs at CPU speed.</p>",
-    );
-    let (ra, rb) = (go(&a)?, go(&b)?);
-    let span = a.duration - a.warmup;
+    )?;
+    let (ra, rb) = (a.go()?, b.go()?);
+    let span = a.duration() - a.warmup();
     let cached = |r: &TamRun| r.clients[1].completed_by_type[1] as f64 / span;
     let cold = |r: &TamRun, c: usize| r.clients[c].completed_by_type[0] as f64 / span;
     let mut t = Table::new([
@@ -193,14 +214,14 @@ pub(crate) fn fig9(out: &mut Out) -> Result<(), String> {
 
 /// Fig. 10: C1's throughput against C2's reply size, two network stages (a) vs one (b).
 pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig10a.toml"))?;
-    let b = load(arch!("experiments/tam-fig10b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig10a.toml"),
+        arch!("experiments/tam-fig10b.toml"),
         "<p>Paper: under (a) Req Read and Req Respond each share fairly, but they contend for \
          the one network link; as C2's replies grow C2 takes up to 95% of the network and \
          C1's throughput falls. Under (b) one stage controls the network and isolates C1.</p>",
-    );
-    let rate = 1e9 / 8.0;
+    )?;
     let sizes = [10_000.0, 50_000.0, 100_000.0, 500_000.0, 1_000_000.0];
     let mut t = Table::new([
         "C2 reply KB",
@@ -212,9 +233,11 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
     let (mut pa, mut pb) = (Vec::new(), Vec::new());
     for &sz in &sizes {
         let (mut sa, mut sb) = (a.clone(), b.clone());
-        set_cost(&mut sa, 1, 1, sz / rate);
-        set_cost(&mut sb, 1, 0, (sz + 1000.0) / rate);
-        let (ra, rb) = (go(&sa)?, go(&sb)?);
+        // The reply is C2's second visit under (a), its only one under (b); a net cost is
+        // net_bytes over the host's default 1 Gbit/s.
+        sa.set("request.1.path.1.net_bytes", sz)?;
+        sb.set("request.1.path.0.net_bytes", sz + 1000.0)?;
+        let (ra, rb) = (sa.go()?, sb.go()?);
         pa.push((sz / 1e3, ra.clients[0].throughput));
         pb.push((sz / 1e3, rb.clients[0].throughput));
         t.push_row([
@@ -230,10 +253,10 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
         "Fig. 10: C1's throughput",
         "C2 reply (KB)",
         "req/s",
-        vec![
-            ("(a) two stages".into(), pa.clone()),
-            ("(b) one stage".into(), pb.clone()),
-        ],
+        ab(
+            ("(a) two stages", pa.clone()),
+            ("(b) one stage", pb.clone()),
+        ),
     ));
     let last = pa.len() - 1;
     out.claim(
@@ -264,24 +287,18 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
     Ok(())
 }
 
-/// Set the known cost (seconds) of request type `req`'s visit `visit`'s first step.
-pub(crate) fn set_cost(spec: &mut TamSpec, req: usize, visit: usize, seconds: f64) {
-    let v = &mut spec.requests[req].visits[visit];
-    v.steps[0].seconds = seconds;
-    v.declared = v.steps.iter().map(|s| s.seconds).sum();
-}
-
 /// Fig. 11: C1's throughput before and after C2 turns to I/O at 60 s, blocking (a) vs
 /// asynchronous (b) Req Handle.
 pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig11a.toml"))?;
-    let b = load(arch!("experiments/tam-fig11b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig11a.toml"),
+        arch!("experiments/tam-fig11b.toml"),
         "<p>Paper: at 60 s C2 switches to I/O requests. Under (a) all 10 Req Handle threads end \
          up blocked on the I/O stage and C1 (still CPU-only) collapses; under (b) Req Handle is \
          asynchronous, no thread blocks and C1 keeps a high throughput.</p>",
-    );
-    let (ra, rb) = (go(&a)?, go(&b)?);
+    )?;
+    let (ra, rb) = (a.go()?, b.go()?);
     let blocked_after = |r: &TamRun| {
         let s: Vec<f64> = r.stages[0]
             .series
@@ -310,16 +327,10 @@ pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
         "Fig. 11: C1's throughput over time",
         "time (s)",
         "req/s",
-        vec![
-            (
-                "(a) blocking".into(),
-                ra.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
-            ),
-            (
-                "(b) asynchronous".into(),
-                rb.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
-            ),
-        ],
+        ab(
+            ("(a) blocking", throughput(&ra, 0)),
+            ("(b) asynchronous", throughput(&rb, 0)),
+        ),
     ));
     let (a0, a1) = (tput(&ra, 0, 10.0, 60.0), tput(&ra, 0, 70.0, 120.0));
     let (b0, b1) = (tput(&rb, 0, 10.0, 60.0), tput(&rb, 0, 70.0, 120.0));
@@ -368,14 +379,15 @@ pub(crate) fn fig11(out: &mut Out) -> Result<(), String> {
 /// Fig. 12: high-priority C1's latency against C2's threads, ordered LOG Append (a) vs
 /// one WAL per client (b).
 pub(crate) fn fig12(out: &mut Out) -> Result<(), String> {
-    let a = load(arch!("experiments/tam-fig12a.toml"))?;
-    let b = load(arch!("experiments/tam-fig12b.toml"))?;
-    out.push_str(
+    let (a, b) = figure(
+        out,
+        arch!("experiments/tam-fig12a.toml"),
+        arch!("experiments/tam-fig12b.toml"),
         "<p>Paper: under (a) high-priority C1's latency grows with LOG Append's queue as \
          low-priority C2 issues more: the stage must serve in arrival order. Under (b) each \
          client has its own WAL, the scheduler picks C1 first and C1 keeps a low latency \
          although LOG Append's queue grows.</p>",
-    );
+    )?;
     let sweep = [5u32, 10, 20, 40];
     let mut t = Table::new([
         "C2 threads",
@@ -387,9 +399,9 @@ pub(crate) fn fig12(out: &mut Out) -> Result<(), String> {
     let (mut pa, mut pb, mut qa) = (Vec::new(), Vec::new(), Vec::new());
     for &n in &sweep {
         let (mut sa, mut sb) = (a.clone(), b.clone());
-        set_threads(&mut sa, 1, n);
-        set_threads(&mut sb, 1, n);
-        let (ra, rb) = (go(&sa)?, go(&sb)?);
+        sa.set_threads(1, n)?;
+        sb.set_threads(1, n)?;
+        let (ra, rb) = (sa.go()?, sb.go()?);
         pa.push((n as f64, ra.clients[0].latency_mean * 1e3));
         pb.push((n as f64, rb.clients[0].latency_mean * 1e3));
         qa.push(ra.stages[1].queue_mean);
@@ -406,10 +418,10 @@ pub(crate) fn fig12(out: &mut Out) -> Result<(), String> {
         "Fig. 12: C1's mean latency",
         "C2 threads",
         "ms",
-        vec![
-            ("(a) ordered".into(), pa.clone()),
-            ("(b) one WAL per client".into(), pb.clone()),
-        ],
+        ab(
+            ("(a) ordered", pa.clone()),
+            ("(b) one WAL per client", pb.clone()),
+        ),
     ));
     let la: Vec<f64> = pa.iter().map(|p| p.1).collect();
     let r = pearson(&la, &qa);

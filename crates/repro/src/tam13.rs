@@ -8,11 +8,11 @@
 //! node alike (docs/tam.md, "Fig. 13: Orig- vs Tamed-HBase").
 
 use fairlane_plot::{Axis, BarChart, Table};
-use fairlane_sim::tam::{TamRun, TamSpec, TamSpecFile};
 
 use crate::claim::{Claim, Relation};
 use crate::out::{fmt2, Out};
-use crate::tam::{chart, go, set_cost, set_threads, tput};
+use crate::runs::{Tam, TamRun};
+use crate::tam::{chart, throughput, tput};
 
 /// An experiment spec and the model file it names, both compiled in as a fallback.
 struct Pair {
@@ -37,39 +37,13 @@ fn text((path, compiled): (&str, &'static str)) -> String {
 
 /// The spec's `[simulation]` on the model it names: the model file's document with the
 /// spec's simulation and name, so a copy compiled in needs no file system.
-fn load(p: &Pair) -> Result<TamSpec, String> {
-    let spec: toml::Value =
-        toml::from_str(&text(p.spec)).map_err(|e| format!("{}: {e}", p.spec.0))?;
-    let mut doc: toml::Value =
-        toml::from_str(&text(p.model)).map_err(|e| format!("{}: {e}", p.model.0))?;
-    let table = doc
-        .as_table_mut()
-        .ok_or_else(|| format!("{}: not a table", p.model.0))?;
-    if let Some(sim) = spec.get("simulation") {
-        table.insert("simulation".into(), sim.clone());
-    }
-    let mut f = TamSpecFile::from_doc(doc, p.spec.0, std::path::Path::new("."))
-        .map_err(|e| e.to_string())?;
-    if let Some(n) = spec.get("name").and_then(toml::Value::as_str) {
-        f.spec.name = n.to_string();
-    }
-    Ok(f.spec)
-}
-
-/// Set a stage's thread count (by name).
-fn set_stage_threads(spec: &mut TamSpec, stage: &str, threads: u32) -> Result<(), String> {
-    let s = spec
-        .stages
-        .iter_mut()
-        .find(|s| s.name == stage)
-        .ok_or_else(|| format!("no stage `{stage}`"))?;
-    s.threads = Some(threads);
-    Ok(())
+fn load(p: &Pair) -> Result<Tam, String> {
+    Tam::on_model((p.spec.0, &text(p.spec)), (p.model.0, &text(p.model)))
 }
 
 /// Per-request-type throughput of a client over the measured span.
-fn by_type(r: &TamRun, spec: &TamSpec, client: usize, req: usize) -> f64 {
-    r.clients[client].completed_by_type[req] as f64 / (spec.duration - spec.warmup)
+fn by_type(r: &TamRun, spec: &Tam, client: usize, req: usize) -> f64 {
+    r.clients[client].completed_by_type[req] as f64 / (spec.duration() - spec.warmup())
 }
 
 /// The C2 thread counts of the (a) and (e) sweeps (the paper: 40 to 200).
@@ -77,13 +51,13 @@ const C2_THREADS: [u32; 5] = [40, 80, 120, 160, 200];
 
 /// A sweep of C2's threads on both architectures: `(threads, Orig C1, Orig C2, Tamed C1,
 /// Tamed C2)` throughputs.
-fn thread_sweep(orig: &TamSpec, tamed: &TamSpec) -> Result<Vec<[f64; 5]>, String> {
+fn thread_sweep(orig: &Tam, tamed: &Tam) -> Result<Vec<[f64; 5]>, String> {
     let mut rows = Vec::new();
     for &n in &C2_THREADS {
         let (mut so, mut st) = (orig.clone(), tamed.clone());
-        set_threads(&mut so, 1, n);
-        set_threads(&mut st, 1, n);
-        let (ro, rt) = (go(&so)?, go(&st)?);
+        so.set_threads(1, n)?;
+        st.set_threads(1, n)?;
+        let (ro, rt) = (so.go()?, st.go()?);
         rows.push([
             n as f64,
             ro.clients[0].throughput,
@@ -193,9 +167,9 @@ pub(crate) fn fig13a(out: &mut Out) -> Result<(), String> {
     // Not in the paper: with fewer handlers than client threads, RPC Handle's WFQ gates
     // Data Xceive and isolates C1 by count even in Orig-HBase.
     let mut gated = orig.clone();
-    set_stage_threads(&mut gated, "RPC Handle", 30)?;
-    set_threads(&mut gated, 1, C2_THREADS[C2_THREADS.len() - 1]);
-    let rg = go(&gated)?;
+    gated.set("stage.RPC Handle.threads", 30)?;
+    gated.set_threads(1, C2_THREADS[C2_THREADS.len() - 1])?;
+    let rg = gated.go()?;
     out.push_str(&format!(
         "<p>Our Orig-HBase run gives RPC Handle 500 handlers, more than the client threads, so \
          its WFQ never holds a queue. With HBase 2.0's default 30 handlers and 200 C2 threads, \
@@ -228,7 +202,7 @@ pub(crate) fn fig13b(out: &mut Out) -> Result<(), String> {
          Tamed-HBase gains throughput for C2's cached Gets without reducing C1's or C2's cold \
          Gets.</p>",
     );
-    let (ro, rt) = (go(&orig)?, go(&tamed)?);
+    let (ro, rt) = (orig.go()?, tamed.go()?);
     let mut t = Table::new([
         "architecture",
         "C1 cold req/s",
@@ -269,7 +243,7 @@ pub(crate) fn fig13b(out: &mut Out) -> Result<(), String> {
     }
     out.fig(bars.to_svg());
     let cached = (by_type(&ro, &orig, 1, 1), by_type(&rt, &tamed, 1, 1));
-    let cold = |r: &TamRun, s: &TamSpec| by_type(r, s, 0, 0) + by_type(r, s, 1, 0);
+    let cold = |r: &TamRun, s: &Tam| by_type(r, s, 0, 0) + by_type(r, s, 1, 0);
     let (c1o, c1t) = (by_type(&ro, &orig, 0, 0), by_type(&rt, &tamed, 0, 0));
     out.push_str(&format!(
         "<p>Where we differ: the disk is saturated in both runs, and Tamed-HBase's I/O stage \
@@ -325,14 +299,13 @@ pub(crate) fn fig13c(out: &mut Out) -> Result<(), String> {
          from 10 to 200 KB. Orig-HBase cannot isolate C1: RPC Read and RPC Respond share the \
          network with nobody scheduling it. Tamed-HBase's one Network stage isolates C1.</p>",
     );
-    let rate = 1e9 / 8.0;
     let mut rows = Vec::new();
     for kb in [10.0, 50.0, 100.0, 200.0] {
         let (mut so, mut st) = (orig.clone(), tamed.clone());
         // The reply is the last visit of request type `c2` on both architectures.
-        set_cost(&mut so, 1, 2, kb * 1e3 / rate);
-        set_cost(&mut st, 1, 2, kb * 1e3 / rate);
-        let (ro, rt) = (go(&so)?, go(&st)?);
+        so.set("request.1.path.2.net_bytes", kb * 1e3)?;
+        st.set("request.1.path.2.net_bytes", kb * 1e3)?;
+        let (ro, rt) = (so.go()?, st.go()?);
         rows.push([
             kb,
             ro.clients[0].throughput,
@@ -365,10 +338,8 @@ pub(crate) fn fig13d(out: &mut Out) -> Result<(), String> {
         "experiments/tam-fig13d-tamed.toml",
         "models/tamed-hbase.toml"
     ))?;
-    let switch = orig.clients[1]
-        .phases
-        .get(1)
-        .map(|p| p.at)
+    let switch = orig
+        .number("client.1.phases.0.at")
         .ok_or("tam-fig13d: C2 needs a second phase")?;
     out.push_str(&format!(
         "<p>Paper (§4.1.4): C1 and C2 issue cached Gets; at 60 s C2 requests uncached data \
@@ -377,8 +348,8 @@ pub(crate) fn fig13d(out: &mut Out) -> Result<(), String> {
          C1's throughput high. Our switch is at {switch} s (the steady state is reached \
          within a second).</p>",
     ));
-    let (ro, rt) = (go(&orig)?, go(&tamed)?);
-    let end = orig.duration;
+    let (ro, rt) = (orig.go()?, tamed.go()?);
+    let end = orig.duration();
     let blocked = |r: &TamRun| {
         let s: Vec<f64> = r.stages[1]
             .series
@@ -388,7 +359,7 @@ pub(crate) fn fig13d(out: &mut Out) -> Result<(), String> {
             .collect();
         s.iter().sum::<f64>() / s.len().max(1) as f64
     };
-    let before = |r: &TamRun| tput(r, 0, orig.warmup + 1.0, switch);
+    let before = |r: &TamRun| tput(r, 0, orig.warmup() + 1.0, switch);
     let after = |r: &TamRun| tput(r, 0, switch + 2.0, end);
     let mut t = Table::new([
         "architecture",
@@ -412,14 +383,8 @@ pub(crate) fn fig13d(out: &mut Out) -> Result<(), String> {
         "time (s)",
         "req/s",
         vec![
-            (
-                "Orig-HBase".into(),
-                ro.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
-            ),
-            (
-                "Tamed-HBase".into(),
-                rt.clients[0].series.iter().map(|x| (x.0, x.1)).collect(),
-            ),
+            ("Orig-HBase".into(), throughput(&ro, 0)),
+            ("Tamed-HBase".into(), throughput(&rt, 0)),
         ],
     ));
     let (o, tm) = (after(&ro) / before(&ro), after(&rt) / before(&rt));

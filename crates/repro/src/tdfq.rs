@@ -404,44 +404,7 @@ pub(crate) fn fig13(results: &[RunResult], body: &mut Out) {
             }
         }
     }
-    let mut t = Table::new([
-        "tenant",
-        "runs",
-        "vs WFQᴱ: min",
-        "p25",
-        "median",
-        "p75",
-        "max",
-        "vs WF²Qᴱ: min",
-        "p25",
-        "median",
-        "p75",
-        "max",
-    ]);
-    for (n, s) in names.iter().zip(&speedups) {
-        let mut row = vec![n.clone(), s[0].len().to_string()];
-        for v in s {
-            let mut v = v.clone();
-            for q in [0.0, 0.25, 0.5, 0.75, 1.0] {
-                row.push(times(quantile(&mut v, q)));
-            }
-        }
-        t.push_row(row);
-    }
-    let samples = vec![
-        ("T1 vs WFQᴱ".to_string(), speedups[0][0].clone()),
-        ("T1 vs WF²Qᴱ".to_string(), speedups[0][1].clone()),
-        ("T10 vs WFQᴱ".to_string(), speedups[9][0].clone()),
-        ("t1 vs WFQᴱ".to_string(), speedups[12][0].clone()),
-    ];
-    let mut c = cdf(
-        "Fig. 13: p99 speedup of 2DFQᴱ across the suite",
-        Axis::log("speedup (baseline p99 / 2DFQᴱ p99)"),
-        &samples,
-    );
-    c.y.label = "fraction of runs".into();
-    fig(body, c.to_svg());
-    body.table(t);
+    speedup_table(&names, &speedups, body);
     let mut a = speedups[0][0].clone();
     let mut b = speedups[0][1].clone();
     let (ma, mb) = (quantile(&mut a, 0.5), quantile(&mut b, 0.5));
@@ -470,7 +433,49 @@ pub(crate) fn fig13(results: &[RunResult], body: &mut Out) {
     );
 }
 
-/// The 2DFQᴱ mechanism experiment (issue 18): does pessimistic estimation give a small,
+/// Fig. 13: the quantiles of every tenant's p99 speedup, and their CDF for T1, T10 and t1.
+fn speedup_table(names: &[String], speedups: &[[Vec<f64>; 2]], body: &mut Out) {
+    let mut t = Table::new([
+        "tenant",
+        "runs",
+        "vs WFQᴱ: min",
+        "p25",
+        "median",
+        "p75",
+        "max",
+        "vs WF²Qᴱ: min",
+        "p25",
+        "median",
+        "p75",
+        "max",
+    ]);
+    for (n, s) in names.iter().zip(speedups) {
+        let mut row = vec![n.clone(), s[0].len().to_string()];
+        for v in s {
+            let mut v = v.clone();
+            for q in [0.0, 0.25, 0.5, 0.75, 1.0] {
+                row.push(times(quantile(&mut v, q)));
+            }
+        }
+        t.push_row(row);
+    }
+    let samples = vec![
+        ("T1 vs WFQᴱ".to_string(), speedups[0][0].clone()),
+        ("T1 vs WF²Qᴱ".to_string(), speedups[0][1].clone()),
+        ("T10 vs WFQᴱ".to_string(), speedups[9][0].clone()),
+        ("t1 vs WFQᴱ".to_string(), speedups[12][0].clone()),
+    ];
+    let mut c = cdf(
+        "Fig. 13: p99 speedup of 2DFQᴱ across the suite",
+        Axis::log("speedup (baseline p99 / 2DFQᴱ p99)"),
+        &samples,
+    );
+    c.y.label = "fraction of runs".into();
+    fig(body, c.to_svg());
+    body.table(t);
+}
+
+/// The 2DFQᴱ mechanism experiment: does pessimistic estimation give a small,
 /// predictable tenant (`probe`) a p99 an order of magnitude below WFQᴱ's and WF²Qᴱ's
 /// (seeds/000 abstract: "up to two orders of magnitude")? Probe latency per scheduler and
 /// point, and the claim at the "5% expensive" point.

@@ -16,7 +16,7 @@
 //! Run: `cargo bench -p fairlane-runtime --bench pool`; the loop alone, longer:
 //! `POOL_ROUNDS=201 POOL_PRESETS=2dfqe cargo bench -p fairlane-runtime --bench pool -- nothing`
 //!
-//! ## The floor: lower-bound pools in the same loop (issue 19, target 4)
+//! ## The floor: lower-bound pools in the same loop
 //!
 //! To split FairPool's gap to crossbeam into "the price of any pool that makes 2DFQᴱ's
 //! decisions" and "FairPool's own features", the loop also runs a ladder of minimal pools,

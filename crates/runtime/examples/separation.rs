@@ -1,4 +1,4 @@
-//! Issue 18 on real threads: the `experiments/2dfqe-mechanism.toml` workload on a `FairPool` of
+//! 2DFQᴱ's separation on real threads: the `experiments/2dfqe-mechanism.toml` workload on a `FairPool` of
 //! 16 worker threads (more than the machine's cores) whose tasks *sleep* for their cost, so
 //! that the pool's dispatch decisions, not the CPU, decide who waits. Costs are measured as
 //! wall time ([`CostClock::Wall`]); 1 cost unit = 1 ms.

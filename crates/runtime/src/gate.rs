@@ -5,10 +5,12 @@
 //!
 //! The gate is executor-agnostic (std `Waker`s only): it works under tokio, async-std, smol
 //! or a hand-written poll loop. It is the one gate of the workspace: the proxy runs on it
-//! too, so it also has what the proxy needs: seats changed at run time ([`FairGate::set_seats`],
-//! an adaptive depth), per-tenant caps and response-time targets, a timer for schedulers that
-//! idle until a time ([`Decision::RetryAt`], honoured as its documentation says), a drain,
-//! a time unit of the caller's choosing and an injected [`Clock`](crate::Clock).
+//! too, so it also has what the proxy needs: seats changed at run time ([`FairGate::set_seats`]),
+//! an adaptive depth it runs itself ([`GateBuilder::adaptive_depth`]: the interposed paper's
+//! §5.4 controller, fed the response time of every released permit and run on the gate's
+//! timer), per-tenant caps and response-time targets, a timer for schedulers that idle until
+//! a time ([`Decision::RetryAt`], honoured as its documentation says), a drain, a time unit
+//! of the caller's choosing and an injected [`Clock`](crate::Clock).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -18,14 +20,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use fairlane_core::{
-    BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
-};
+use fairlane_core::depth::{DepthConfig, DepthGovernor, FlowReport};
+use fairlane_core::{BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, Ticket};
 
-use crate::pool::{config_error, BuildError};
+use crate::error::{config_error, BuildError};
 use crate::setup::{self, common_setters, Common};
-use crate::stats::{MetricsSnapshot, Stats};
-use crate::time::{nanos_f64, SharedClock};
+use crate::stats::Stats;
+use crate::time::{self, nanos_f64, SharedClock};
 
 /// Why a request could not get a seat.
 #[derive(Clone, Debug, PartialEq)]
@@ -87,6 +88,7 @@ pub struct GateBuilder {
     common: Common,
     initial_estimate: f64,
     unit: Duration,
+    depth: Option<DepthConfig>,
 }
 
 impl fmt::Debug for GateBuilder {
@@ -94,6 +96,7 @@ impl fmt::Debug for GateBuilder {
         f.debug_struct("GateBuilder")
             .field("common", &self.common)
             .field("unit", &self.unit)
+            .field("depth", &self.depth)
             .finish_non_exhaustive()
     }
 }
@@ -104,6 +107,7 @@ impl Default for GateBuilder {
             common: Common::default(),
             initial_estimate: 1e6,
             unit: Duration::from_nanos(1),
+            depth: None,
         }
     }
 }
@@ -135,17 +139,38 @@ impl GateBuilder {
         self
     }
 
+    /// Adapt the number of seats to the tenants' response-time targets
+    /// ([`FairGate::set_target`]) with the depth controller of the interposed paper's §5.4
+    /// (`fairlane_core::depth`): the gate starts at `config.initial` seats (whatever
+    /// [`seats`](GateBuilder::seats) said), observes each request's response time — from
+    /// joining the queue to releasing the permit — and at the end of every
+    /// `config.interval` (in the gate's [`time_unit`](GateBuilder::time_unit)) sets the seats
+    /// to the controller's depth, on the gate's own timer. Nothing else to wire.
+    pub fn adaptive_depth(mut self, config: DepthConfig) -> Self {
+        self.depth = Some(config);
+        self
+    }
+
     /// Build the gate.
     pub fn build(self) -> Result<FairGate, BuildError> {
         let unit = self.unit.as_nanos() as f64;
         let (max_waiting, max_waiting_per_tenant) =
             (self.common.max_queued, self.common.max_queued_per_tenant);
-        let (sched, clock) = self
-            .common
-            .build("seats", "max_waiting", self.initial_estimate)?;
+        let (mut sched, clock) =
+            self.common
+                .build("seats", "max_waiting", self.initial_estimate)?;
         if unit == 0.0 {
             return Err(config_error("time_unit", "must be at least 1 ns".into()));
         }
+        let depth = match self.depth {
+            Some(cfg) => {
+                let mut gov = DepthGovernor::new(cfg)?;
+                gov.start(&mut *sched, nanos_f64(clock.now()) / unit)?;
+                Some(gov)
+            }
+            None => None,
+        };
+        let adaptive = depth.is_some();
         let seats = sched.workers();
         let (requires_cost, name) = (sched.requires_cost(), sched.name());
         let shared = Arc::new(GateShared {
@@ -167,6 +192,7 @@ impl GateBuilder {
                 errors: 0,
                 stats: Stats::new("gate"),
                 unit,
+                depth,
             }),
             timer_cv: Condvar::new(),
             clock: clock.clone(),
@@ -175,12 +201,10 @@ impl GateBuilder {
             name,
         });
         // A manual clock's jump fires a due `RetryAt` timer at once.
-        let weak = Arc::downgrade(&shared);
-        clock.on_advance(Arc::new(move || {
-            if let Some(s) = weak.upgrade() {
-                FairGate { shared: s }.tick();
-            }
-        }));
+        time::on_advance(&clock, &shared, |s| FairGate { shared: s }.tick());
+        if adaptive {
+            start_timer(&shared); // the depth's control periods end on the gate's timer
+        }
         Ok(FairGate { shared })
     }
 }
@@ -201,6 +225,8 @@ enum Slot {
         /// When the seat was granted, on the gate's clock: the holder is charged from here,
         /// not from when its task got round to polling.
         at: Duration,
+        /// When it joined the queue, in the gate's unit (its response time starts here).
+        since: f64,
     },
     Closed,
 }
@@ -239,6 +265,8 @@ struct GateState {
     stats: Stats,
     /// Nanoseconds per gate unit (a copy of [`GateShared::unit`]).
     unit: f64,
+    /// The adaptive depth ([`GateBuilder::adaptive_depth`]).
+    depth: Option<DepthGovernor>,
 }
 
 struct GateShared {
@@ -309,13 +337,18 @@ impl GateState {
                     let tenant = request.tenant;
                     let unit = self.unit;
                     if let Some(w) = self.waiter(request.payload) {
-                        if let Slot::Waiting { since, waker, .. } = std::mem::replace(
+                        let since = match w.slot {
+                            Slot::Waiting { since, .. } => since,
+                            _ => now,
+                        };
+                        if let Slot::Waiting { waker, .. } = std::mem::replace(
                             &mut w.slot,
                             Slot::Granted {
                                 ticket,
                                 tenant,
                                 seat,
                                 at: Duration::from_nanos((now * unit) as u64),
+                                since,
                             },
                         ) {
                             let waited = ((now - since).max(0.0) * unit) as u64;
@@ -388,6 +421,55 @@ impl GateState {
         }
     }
 
+    /// Change the seats to `seats`, the scheduler's workers being that already. Held seats
+    /// are unaffected; seats beyond the new number retire as their holders release them, and
+    /// new seats are offered to waiters at once.
+    fn resize(&mut self, seats: usize, now: f64, wake: &mut Wakers) {
+        let old = std::mem::replace(&mut self.seats, seats);
+        self.free.retain(|&s| s < seats);
+        if self.busy.len() < seats {
+            self.busy.resize(seats, false);
+        }
+        for s in (old..seats).rev() {
+            if !self.busy[s] {
+                self.free.push(s);
+            }
+        }
+        self.offer_free(now, wake);
+    }
+
+    /// When the gate's timer must next fire: an armed `RetryAt`, or the end of the adaptive
+    /// depth's control period, whichever is first.
+    fn next_due(&self) -> Option<f64> {
+        let depth = self.depth.as_ref().and_then(DepthGovernor::due);
+        match (self.timer, depth) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Do what is due at `now`: a `RetryAt` timer's offer of the free seats, the end of a
+    /// depth control period.
+    fn fire(&mut self, now: f64, wake: &mut Wakers) {
+        if self.timer.is_some_and(|t| t <= now) {
+            self.timer = None;
+            self.offer_free(now, wake);
+        }
+        self.poll_depth(now, wake);
+    }
+
+    /// If a depth control period ended, give the seats the controller's new depth.
+    fn poll_depth(&mut self, now: f64, wake: &mut Wakers) {
+        let Some(gov) = self.depth.as_mut() else {
+            return;
+        };
+        match gov.poll(&mut *self.sched, now) {
+            Ok(Some(d)) => self.resize(d, now, wake),
+            Ok(None) => {}
+            Err(e) => self.error("a depth change", Some(e)),
+        }
+    }
+
     /// Count and log a failed scheduler call: the gate carries on, but never silently.
     fn error(&mut self, what: &str, e: Option<fairlane_core::Error>) {
         self.errors += 1;
@@ -455,8 +537,9 @@ fn start_timer(shared: &Arc<GateShared>) {
     }
 }
 
-/// The timer thread: fires the armed `RetryAt` time on the gate's clock. It holds the gate
-/// only while waiting (at most a second without a timer), so it ends soon after the gate.
+/// The timer thread: fires the armed `RetryAt` time and the adaptive depth's period ends on
+/// the gate's clock. It holds the gate only while waiting (at most a second without a
+/// timer), so it ends soon after the gate.
 fn timer_main(weak: &Weak<GateShared>) {
     loop {
         let Some(shared) = weak.upgrade() else { return };
@@ -464,22 +547,23 @@ fn timer_main(weak: &Weak<GateShared>) {
         {
             let mut st = shared.lock();
             let now = shared.now();
-            match st.timer {
-                Some(t) if t <= now => {
-                    st.timer = None;
-                    st.offer_free(now, &mut wake);
-                }
+            match st.next_due() {
+                Some(t) if t <= now => st.fire(now, &mut wake),
                 Some(t) if shared.clock.is_real() => {
                     let wait = ((t - now) * shared.unit).clamp(1e3, 1e9);
-                    let _ = shared
-                        .timer_cv
-                        .wait_timeout(st, Duration::from_nanos(wait as u64));
+                    drop(time::wait(
+                        &shared.timer_cv,
+                        st,
+                        Some(Duration::from_nanos(wait as u64)),
+                    ));
                 }
                 // Another clock fires through its advance hook (`tick`); look once a second
                 // whether the gate is still there.
-                _ => {
-                    let _ = shared.timer_cv.wait_timeout(st, Duration::from_secs(1));
-                }
+                _ => drop(time::wait(
+                    &shared.timer_cv,
+                    st,
+                    Some(Duration::from_secs(1)),
+                )),
             }
         }
         wake.2 = false; // this thread is the timer
@@ -569,17 +653,6 @@ impl FairGate {
         a
     }
 
-    /// Set a tenant's weight φ (default 1).
-    pub fn set_weight(
-        &self,
-        tenant: impl Into<TenantId>,
-        weight: f64,
-    ) -> Result<(), fairlane_core::Error> {
-        let mut st = self.shared.lock();
-        let now = self.shared.now();
-        st.sched.set_weight(tenant.into(), weight, now)
-    }
-
     /// Refuse new requests and fail every waiter with [`AcquireError::Closed`]. Permits
     /// already held stay valid.
     pub fn close(&self) {
@@ -636,9 +709,10 @@ impl FairGate {
         self.shared.lock().seats
     }
 
-    /// Change the number of seats (an adaptive depth controller does). Held seats are
-    /// unaffected; seats beyond the new number retire as their holders release them, and new
-    /// seats are offered to waiters at once.
+    /// Change the number of seats. Held seats are unaffected; seats beyond the new number
+    /// retire as their holders release them, and new seats are offered to waiters at once.
+    /// With an [adaptive depth](GateBuilder::adaptive_depth), the controller's next change
+    /// replaces this number.
     pub fn set_seats(&self, seats: usize) -> Result<(), fairlane_core::Error> {
         let mut wake = Wakers::default();
         {
@@ -647,18 +721,8 @@ impl FairGate {
                 return Ok(());
             }
             st.sched.set_workers(seats)?;
-            let old = std::mem::replace(&mut st.seats, seats);
-            st.free.retain(|&s| s < seats);
-            if st.busy.len() < seats {
-                st.busy.resize(seats, false);
-            }
-            for s in (old..seats).rev() {
-                if !st.busy[s] {
-                    st.free.push(s);
-                }
-            }
             let now = self.shared.now();
-            st.offer_free(now, &mut wake);
+            st.resize(seats, now, &mut wake);
         }
         wake.wake(&self.shared);
         Ok(())
@@ -682,30 +746,42 @@ impl FairGate {
     }
 
     /// Set a tenant's response-time target (EDF's deadline = arrival + target; the other
-    /// schedulers ignore it).
+    /// schedulers ignore it). With an [adaptive depth](GateBuilder::adaptive_depth) the
+    /// depth controller judges the tenant by it too.
     pub fn set_target(
         &self,
         tenant: impl Into<TenantId>,
         target: Option<Duration>,
     ) -> Result<(), fairlane_core::Error> {
-        let mut st = self.shared.lock();
+        let mut guard = self.shared.lock();
+        let st = &mut *guard;
         let now = self.shared.now();
         let target = target.map(|d| d.as_nanos() as f64 / self.shared.unit);
-        st.sched.set_target(tenant.into(), target, now)
+        match st.depth.as_mut() {
+            Some(gov) => gov.set_target(&mut *st.sched, tenant.into(), target, now),
+            None => st.sched.set_target(tenant.into(), target, now),
+        }
     }
 
-    /// Fire a due `RetryAt` timer now: offer free seats if the time the scheduler asked to
-    /// be asked again at has come. The timer thread and a manual clock's `advance` call it;
+    /// With an [adaptive depth](GateBuilder::adaptive_depth): its settings and what the
+    /// controller judged in its last period (each flow's mean response time against its
+    /// target, in the gate's unit).
+    pub fn depth_control(&self) -> Option<(DepthConfig, Vec<FlowReport>)> {
+        let st = self.shared.lock();
+        let gov = st.depth.as_ref()?;
+        Some((*gov.config(), gov.last_period().to_vec()))
+    }
+
+    /// Do what is due now on the gate's timer: offer free seats if the time the scheduler
+    /// asked to be asked again at has come (`RetryAt`), and end the adaptive depth's control
+    /// period if its time has come. The timer thread and a manual clock's `advance` call it;
     /// calling it early does nothing.
     pub fn tick(&self) {
         let mut wake = Wakers::default();
         {
             let mut st = self.shared.lock();
             let now = self.shared.now();
-            if st.timer.is_some_and(|t| t <= now) {
-                st.timer = None;
-                st.offer_free(now, &mut wake);
-            }
+            st.fire(now, &mut wake);
         }
         wake.wake(&self.shared);
     }
@@ -725,11 +801,6 @@ impl FairGate {
         self.shared.lock().sched.virtual_time()
     }
 
-    /// Scheduler calls that failed so far (each was logged to stderr).
-    pub fn scheduler_errors(&self) -> u64 {
-        self.shared.lock().errors
-    }
-
     /// Requests waiting for a seat.
     pub fn waiting(&self) -> usize {
         self.shared.lock().sched.queued()
@@ -740,20 +811,12 @@ impl FairGate {
         self.shared.lock().sched.running()
     }
 
-    /// The scheduler's preset-style name.
-    pub fn scheduler_name(&self) -> &'static str {
-        self.shared.name
-    }
-
-    /// The scheduler's view of a tenant (weight, waiting and holding counts, start tag).
-    pub fn tenant(&self, tenant: impl Into<TenantId>) -> Option<TenantView> {
-        self.shared.lock().sched.tenant(tenant.into())
-    }
-
-    /// Per-tenant counters and histograms (wait in ns, cost in the gate's cost unit).
-    pub fn metrics(&self) -> MetricsSnapshot {
-        self.shared.lock().stats.snapshot()
-    }
+    setup::scheduler_views!(
+        set_weight: "Set a tenant's weight φ (default 1).",
+        tenant: "The scheduler's view of a tenant (weight, waiting and holding counts, start tag).",
+        metrics: "Per-tenant counters and histograms (wait in ns, cost in the gate's cost unit).",
+        errors: "Scheduler calls that failed so far (each was logged to stderr).",
+    );
 }
 
 enum AcquireState {
@@ -762,6 +825,16 @@ enum AcquireState {
     Granted(Permit),
     Waiting(u64),
     Done,
+}
+
+/// A granted seat as its waiter picks it up.
+struct Grant {
+    ticket: Ticket,
+    seat: usize,
+    /// When it was granted, on the gate's clock.
+    at: Duration,
+    /// When the request joined the queue, in the gate's unit.
+    since: f64,
 }
 
 /// The future of [`FairGate::acquire`]: resolves to a [`Permit`] once a seat is granted.
@@ -785,13 +858,14 @@ impl fmt::Debug for Acquire {
 }
 
 impl Acquire {
-    fn permit(&self, (ticket, seat, granted): (Ticket, usize, Duration)) -> Permit {
+    fn permit(&self, g: Grant) -> Permit {
         Permit {
             gate: self.gate.clone(),
-            ticket,
-            seat,
+            ticket: g.ticket,
+            seat: g.seat,
             tenant: self.tenant,
-            granted,
+            granted: g.at,
+            joined: g.since,
             cost: None,
         }
     }
@@ -881,15 +955,24 @@ impl Acquire {
         st: &mut GateState,
         k: u64,
         cx: Option<&mut Context<'_>>,
-    ) -> Poll<Result<(Ticket, usize, Duration), AcquireError>> {
+    ) -> Poll<Result<Grant, AcquireError>> {
         let Some(w) = st.waiter(k) else {
             return Poll::Ready(Err(AcquireError::Closed));
         };
         match &mut w.slot {
             Slot::Granted {
-                ticket, seat, at, ..
+                ticket,
+                seat,
+                at,
+                since,
+                ..
             } => {
-                let r = (*ticket, *seat, *at);
+                let r = Grant {
+                    ticket: *ticket,
+                    seat: *seat,
+                    at: *at,
+                    since: *since,
+                };
                 st.free_waiter(k);
                 Poll::Ready(Ok(r))
             }
@@ -1025,6 +1108,8 @@ pub struct Permit {
     tenant: TenantId,
     /// When the seat was granted, on the gate's clock.
     granted: Duration,
+    /// When the request joined the queue, in the gate's unit.
+    joined: f64,
     cost: Option<f64>,
 }
 
@@ -1075,7 +1160,11 @@ impl Drop for Permit {
                 _ => shared.in_units(at.saturating_sub(self.granted)),
             };
             st.stats.get(self.tenant).finished(cost, false);
+            if let Some(gov) = st.depth.as_mut() {
+                gov.observe(self.tenant, (now - self.joined).max(0.0), now);
+            }
             st.release(self.ticket, self.seat, cost, now, &mut wake);
+            st.poll_depth(now, &mut wake);
         }
         wake.wake(shared);
     }

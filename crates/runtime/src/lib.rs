@@ -15,7 +15,6 @@
 //!   (axum, tonic, hyper), tenant and class read from the request by a closure.
 //! * Per-tenant [`MetricsSnapshot`]s (queued, running, completed, rejected, wait-time and cost
 //!   histograms), optionally exported through the `metrics` facade (feature `metrics`).
-//! * [`demo`] — tenants of different kinds on a real pool under FIFO, WFQᴱ, WF²Qᴱ and 2DFQᴱ.
 //!
 //! ```
 //! use fairlane_runtime::FairPool;
@@ -37,14 +36,13 @@
 #![deny(unsafe_code)] // only `cpu` reads thread CPU clocks through libc
 
 pub mod cpu;
-pub mod demo;
+mod error;
 mod gate;
 mod histogram;
 mod layer;
 mod meter;
 mod oneshot;
 mod pool;
-pub mod reserve_demo;
 mod setup;
 mod stats;
 mod time;
@@ -55,13 +53,12 @@ mod time;
 pub struct ReadmeDoctest;
 
 pub use cpu::CostClock;
+pub use error::{BuildError, Panic, SubmitError, TaskError};
 pub use fairlane_core::BoxedScheduler;
 pub use fairlane_core::{ClassId, Config, TenantId, TenantView};
 pub use gate::{Acquire, AcquireError, FairGate, GateBuilder, Permit};
 pub use histogram::Histogram;
 pub use layer::{FairError, FairFuture, FairLayer, FairService};
-pub use pool::{
-    BuildError, FairPool, Panic, PendingTask, PoolBuilder, SubmitError, TaskError, TaskHandle,
-};
+pub use pool::{FairPool, PendingTask, PoolBuilder, TaskHandle};
 pub use stats::{MetricsSnapshot, TenantMetrics};
 pub use time::{AdvanceHook, Clock, ManualClock, SystemClock};

@@ -11,7 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-use crate::pool::{Panic, TaskError};
+use crate::error::{Panic, TaskError};
 
 enum State<R> {
     Pending {

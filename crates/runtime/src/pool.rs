@@ -6,7 +6,6 @@
 //! the total (`complete`, retroactive charging). Costs are the worker thread's CPU time in
 //! nanoseconds ([`CostClock::ThreadCpu`]), so the scheduler sees what each task really cost.
 
-use std::any::Any;
 use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
@@ -17,178 +16,15 @@ use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fairlane_core::{
-    BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, TenantView, Ticket,
-};
+use fairlane_core::{BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, Ticket};
 
 use crate::cpu::CostClock;
+use crate::error::{config_error, BuildError, SubmitError, TaskError};
 use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
-use crate::setup::{common_setters, Common};
-use crate::stats::{MetricsSnapshot, Stats};
-use crate::time::{nanos, nanos_at, SharedClock};
-
-/// Why a task's handle holds no value.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum TaskError {
-    /// The task panicked; the panic is here, and the worker carried on.
-    Panicked(Panic),
-    /// [`TaskHandle::cancel`] removed the task before it started.
-    Cancelled,
-    /// The task was never run: [`FairPool::shutdown_now`] handed it back and the
-    /// [`PendingTask`] was dropped without [`PendingTask::run`].
-    NotRun,
-}
-
-impl fmt::Display for TaskError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TaskError::Panicked(p) => write!(f, "task panicked: {}", p.message()),
-            TaskError::Cancelled => f.write_str("task was cancelled before it started"),
-            TaskError::NotRun => f.write_str("task was handed back at shutdown and never run"),
-        }
-    }
-}
-
-impl std::error::Error for TaskError {}
-
-/// A caught panic: its message and its payload.
-pub struct Panic(Box<PanicInner>);
-
-/// Boxed so that a task's result slot, which can hold a [`TaskError`], stays small: every
-/// task allocates one, only a panicking task allocates this.
-struct PanicInner {
-    message: String,
-    payload: Mutex<Box<dyn Any + Send>>,
-}
-
-impl Panic {
-    pub(crate) fn new(payload: Box<dyn Any + Send>) -> Self {
-        let message = if let Some(s) = payload.downcast_ref::<&'static str>() {
-            (*s).to_string()
-        } else if let Some(s) = payload.downcast_ref::<String>() {
-            s.clone()
-        } else {
-            "<non-string panic payload>".to_string()
-        };
-        Panic(Box::new(PanicInner {
-            message,
-            payload: Mutex::new(payload),
-        }))
-    }
-
-    /// The panic message (`"<non-string panic payload>"` if the payload was not a string).
-    pub fn message(&self) -> &str {
-        &self.0.message
-    }
-
-    /// The payload, as `std::panic::catch_unwind` returned it.
-    pub fn into_payload(self) -> Box<dyn Any + Send> {
-        self.0
-            .payload
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Continue the panic on the calling thread.
-    pub fn resume(self) -> ! {
-        std::panic::resume_unwind(self.into_payload())
-    }
-}
-
-impl fmt::Debug for Panic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Panic")
-            .field("message", &self.0.message)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Why [`FairPool::submit`] refused a task. A refused task is dropped without running.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub enum SubmitError {
-    /// The pool already holds `limit` queued tasks.
-    QueueFull {
-        /// [`PoolBuilder::max_queued`].
-        limit: usize,
-    },
-    /// The tenant already has `limit` queued tasks.
-    TenantQueueFull {
-        /// The tenant.
-        tenant: TenantId,
-        /// [`PoolBuilder::max_queued_per_tenant`].
-        limit: usize,
-    },
-    /// The pool is shutting down or shut down.
-    ShutDown,
-    /// The scheduler refused the request (an invalid cost, or a scheduler that needs costs
-    /// up front and got none).
-    Scheduler(fairlane_core::Error),
-}
-
-impl fmt::Display for SubmitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SubmitError::QueueFull { limit } => {
-                write!(f, "pool queue is full ({limit} tasks queued)")
-            }
-            SubmitError::TenantQueueFull { tenant, limit } => {
-                write!(f, "queue of {tenant} is full ({limit} tasks queued)")
-            }
-            SubmitError::ShutDown => f.write_str("pool is shut down"),
-            SubmitError::Scheduler(e) => write!(f, "scheduler refused the task: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for SubmitError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            SubmitError::Scheduler(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-/// Why a [`FairPool`] or [`FairGate`](crate::FairGate) could not be built.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum BuildError {
-    /// A configuration value is out of range (names the field).
-    Config(fairlane_core::Error),
-    /// A thread could not be started.
-    Spawn(std::io::Error),
-}
-
-impl fmt::Display for BuildError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BuildError::Config(e) => write!(f, "{e}"),
-            BuildError::Spawn(e) => write!(f, "could not start a thread: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for BuildError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BuildError::Config(e) => Some(e),
-            BuildError::Spawn(e) => Some(e),
-        }
-    }
-}
-
-impl From<fairlane_core::Error> for BuildError {
-    fn from(e: fairlane_core::Error) -> Self {
-        BuildError::Config(e)
-    }
-}
-
-pub(crate) fn config_error(field: &'static str, reason: String) -> BuildError {
-    BuildError::Config(fairlane_core::Error::InvalidConfig { field, reason })
-}
+use crate::setup::{self, common_setters, Common};
+use crate::stats::Stats;
+use crate::time::{self, nanos, nanos_at, SharedClock};
 
 /// What travels through the scheduler: the wrapped task and when it was submitted.
 pub(crate) struct Job {
@@ -575,16 +411,13 @@ impl PoolBuilder {
             name,
         });
         // A manual clock's jump may end a `RetryAt` wait: wake the workers to ask again.
-        let weak = Arc::downgrade(&shared);
-        clock.on_advance(Arc::new(move || {
-            if let Some(s) = weak.upgrade() {
-                drop(s.lock());
-                s.work.notify_all();
-                if let Some(every) = s.refresh {
-                    refresh_due(&s, every);
-                }
+        time::on_advance(&clock, &shared, |s| {
+            drop(s.lock());
+            s.work.notify_all();
+            if let Some(every) = s.refresh {
+                refresh_due(&s, every);
             }
-        }));
+        });
         let pool = FairPool {
             shared: shared.clone(),
             threads: Mutex::new(Threads::default()),
@@ -774,28 +607,15 @@ impl FairPool {
         })
     }
 
-    /// Set a tenant's weight φ (its share is proportional to it; default 1).
-    pub fn set_weight(
-        &self,
-        tenant: impl Into<TenantId>,
-        weight: f64,
-    ) -> Result<(), fairlane_core::Error> {
-        let mut st = self.shared.lock();
-        let now = self.shared.now();
-        st.sched.set_weight(tenant.into(), weight, now)
-    }
-
-    /// The scheduler's view of a tenant: weight, queued and running counts, and its virtual
-    /// start tag (nanoseconds of cost per unit weight), which refresh and retroactive charging
-    /// move.
-    pub fn tenant(&self, tenant: impl Into<TenantId>) -> Option<TenantView> {
-        self.shared.lock().sched.tenant(tenant.into())
-    }
-
-    /// Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).
-    pub fn metrics(&self) -> MetricsSnapshot {
-        self.shared.lock().stats.snapshot()
-    }
+    setup::scheduler_views!(
+        set_weight: "Set a tenant's weight φ (its share is proportional to it; default 1).",
+        tenant: "The scheduler's view of a tenant: weight, queued and running counts, and its \
+                 virtual start tag (nanoseconds of cost per unit weight), which refresh and \
+                 retroactive charging move.",
+        metrics: "Per-tenant counters and histograms (wait time in ns, cost in CPU or wall ns).",
+        errors: "Scheduler calls that failed so far (each was logged to stderr). Zero unless the \
+                 scheduler has a bug or refused a report.",
+    );
 
     /// Tasks queued now.
     pub fn queued(&self) -> usize {
@@ -810,17 +630,6 @@ impl FairPool {
     /// Number of worker threads.
     pub fn workers(&self) -> usize {
         self.shared.workers
-    }
-
-    /// The scheduler's preset-style name (`"2dfqe"`, `"fifo"`, …).
-    pub fn scheduler_name(&self) -> &'static str {
-        self.shared.name
-    }
-
-    /// Scheduler calls that failed so far (each was logged to stderr). Zero unless the
-    /// scheduler has a bug or refused a report.
-    pub fn scheduler_errors(&self) -> u64 {
-        self.shared.lock().errors
     }
 
     /// How task costs are measured.
@@ -840,11 +649,7 @@ impl FairPool {
         let mut st = self.shared.lock();
         while st.sched.queued() + st.sched.running() > 0 {
             st.idle_waiters += 1;
-            st = self
-                .shared
-                .idle_cv
-                .wait(st)
-                .unwrap_or_else(|e| e.into_inner());
+            st = time::wait(&self.shared.idle_cv, st, None);
             st.idle_waiters -= 1;
         }
     }
@@ -974,6 +779,57 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
     })
 }
 
+/// Worker `w`'s next task from the scheduler, waiting while none may run: until a submit
+/// or a completion notifies, or until the time a `RetryAt` named. `None` once the pool
+/// stops (or, draining, has nothing left for this worker).
+#[inline]
+fn wait_for_task(shared: &Shared, w: usize, meter: &mut WorkerMeter) -> Option<Started> {
+    let mut st = shared.lock();
+    loop {
+        let now = shared.now();
+        match st.sched.dequeue(w, now) {
+            Ok(Decision::Run(d)) => {
+                if let Some(t) = start(&mut st, w, d, now, meter.resume()) {
+                    return Some(t);
+                }
+            }
+            Ok(Decision::RetryAt(t)) => {
+                // `Decision`'s contract: ask again at `t` (a timed wait), at the
+                // next completion (`retrying` makes it notify) or enqueue.
+                if st.phase == Phase::Stopping {
+                    return None;
+                }
+                st.idle += 1;
+                st.retrying += 1;
+                // ∞ or a time not after now: at the next event (no spin);
+                // a clock that is not real wakes the workers when it moves.
+                let timed = t.is_finite() && t > now && shared.clock.is_real();
+                let timeout =
+                    timed.then(|| Duration::from_nanos((t - now).clamp(1e3, 1e12) as u64));
+                st = time::wait(&shared.work, st, timeout);
+                st.retrying -= 1;
+                st.idle -= 1;
+                st.waking = st.waking.saturating_sub(1);
+            }
+            r @ (Ok(Decision::Empty) | Err(_)) => {
+                if let Err(e) = r {
+                    st.sched_error("a dequeue", e);
+                }
+                if st.phase != Phase::Open {
+                    return None;
+                }
+                st.idle += 1;
+                st = time::wait(&shared.work, st, None);
+                st.idle -= 1;
+                // Woken by a submit, another notification or spuriously: either
+                // way one pending wake-up is used up (an undercount only costs
+                // a spare wake-up later; an overcount cannot arise).
+                st.waking = st.waking.saturating_sub(1);
+            }
+        }
+    }
+}
+
 fn worker_main(shared: &Arc<Shared>, w: usize) {
     WORKER_OF.with(|c| c.set(Arc::as_ptr(shared) as usize));
     let mut meter = WorkerMeter::for_this_thread(shared.cost_clock == CostClock::ThreadCpu);
@@ -981,59 +837,10 @@ fn worker_main(shared: &Arc<Shared>, w: usize) {
     loop {
         let task = match next.take() {
             Some(t) => t,
-            None => {
-                let mut st = shared.lock();
-                loop {
-                    let now = shared.now();
-                    match st.sched.dequeue(w, now) {
-                        Ok(Decision::Run(d)) => {
-                            if let Some(t) = start(&mut st, w, d, now, meter.resume()) {
-                                break t;
-                            }
-                        }
-                        Ok(Decision::RetryAt(t)) => {
-                            // `Decision`'s contract: ask again at `t` (a timed wait), at the
-                            // next completion (`retrying` makes it notify) or enqueue.
-                            if st.phase == Phase::Stopping {
-                                return;
-                            }
-                            st.idle += 1;
-                            st.retrying += 1;
-                            // ∞ or a time not after now: at the next event (no spin);
-                            // a clock that is not real wakes the workers when it moves.
-                            st = if t.is_finite() && t > now && shared.clock.is_real() {
-                                let wait =
-                                    Duration::from_nanos((t - now).clamp(1_000.0, 1e12) as u64);
-                                shared
-                                    .work
-                                    .wait_timeout(st, wait)
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .0
-                            } else {
-                                shared.work.wait(st).unwrap_or_else(|e| e.into_inner())
-                            };
-                            st.retrying -= 1;
-                            st.idle -= 1;
-                            st.waking = st.waking.saturating_sub(1);
-                        }
-                        r @ (Ok(Decision::Empty) | Err(_)) => {
-                            if let Err(e) = r {
-                                st.sched_error("a dequeue", e);
-                            }
-                            if st.phase != Phase::Open {
-                                return;
-                            }
-                            st.idle += 1;
-                            st = shared.work.wait(st).unwrap_or_else(|e| e.into_inner());
-                            st.idle -= 1;
-                            // Woken by a submit, another notification or spuriously: either
-                            // way one pending wake-up is used up (an undercount only costs
-                            // a spare wake-up later; an overcount cannot arise).
-                            st.waking = st.waking.saturating_sub(1);
-                        }
-                    }
-                }
-            }
+            None => match wait_for_task(shared, w, &mut meter) {
+                Some(t) => t,
+                None => return,
+            },
         };
         let Started { ticket, stat, job } = task;
         let mut settled = false;
@@ -1096,16 +903,8 @@ fn refresh_main(shared: &Shared, every: Duration) {
                 }
                 // Real time and clock time agree for the system clock; another clock's
                 // advance reports on its own (`refresh_due`), so only a stop wakes us.
-                stop = if shared.clock.is_real() {
-                    let wait = (stop.1 - now).min(every);
-                    shared
-                        .stop_cv
-                        .wait_timeout(stop, wait)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                } else {
-                    shared.stop_cv.wait(stop).unwrap_or_else(|e| e.into_inner())
-                };
+                let timeout = shared.clock.is_real().then(|| (stop.1 - now).min(every));
+                stop = time::wait(&shared.stop_cv, stop, timeout);
             }
         }
         refresh_due(shared, every);

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use fairlane_core::{BoxedScheduler, Config};
 
-use crate::pool::{config_error, BuildError};
+use crate::error::{config_error, BuildError};
 use crate::time::{SharedClock, SystemClock};
 
 /// Where the scheduler comes from.
@@ -223,3 +223,47 @@ macro_rules! common_setters {
     };
 }
 pub(crate) use common_setters;
+
+/// The methods the pool and the gate share over their scheduler, written once (each has a
+/// `shared` with `lock()` → `sched`, `stats`, `errors`, and `now()` and `name`); the strings
+/// are their documentation in the executor's words.
+macro_rules! scheduler_views {
+    (
+        set_weight: $weight:literal,
+        tenant: $tenant:literal,
+        metrics: $metrics:literal,
+        errors: $errors:literal $(,)?
+    ) => {
+        #[doc = $weight]
+        pub fn set_weight(
+            &self,
+            tenant: impl Into<$crate::TenantId>,
+            weight: f64,
+        ) -> Result<(), ::fairlane_core::Error> {
+            let mut st = self.shared.lock();
+            let now = self.shared.now();
+            st.sched.set_weight(tenant.into(), weight, now)
+        }
+
+        #[doc = $tenant]
+        pub fn tenant(&self, tenant: impl Into<$crate::TenantId>) -> Option<$crate::TenantView> {
+            self.shared.lock().sched.tenant(tenant.into())
+        }
+
+        #[doc = $metrics]
+        pub fn metrics(&self) -> $crate::MetricsSnapshot {
+            self.shared.lock().stats.snapshot()
+        }
+
+        /// The scheduler's preset-style name (`"2dfqe"`, `"fifo"`, …).
+        pub fn scheduler_name(&self) -> &'static str {
+            self.shared.name
+        }
+
+        #[doc = $errors]
+        pub fn scheduler_errors(&self) -> u64 {
+            self.shared.lock().errors
+        }
+    };
+}
+pub(crate) use scheduler_views;

@@ -178,14 +178,9 @@ impl TenantStats {
         self.exported.rejected.increment(1);
     }
 
+    /// A waiting request left the queue unserved.
     pub fn cancelled(&mut self) {
-        self.m.queued = self.m.queued.saturating_sub(1);
-        self.m.cancelled += 1;
-        #[cfg(feature = "metrics")]
-        {
-            self.exported.queued.decrement(1.0);
-            self.exported.cancelled.increment(1);
-        }
+        self.gave_up(false);
     }
 
     /// A request started after waiting `wait_ns`.
@@ -224,11 +219,26 @@ impl TenantStats {
     /// A request that had started was given up without running (a granted permit dropped
     /// before its holder saw it).
     pub fn abandoned(&mut self) {
-        self.m.running = self.m.running.saturating_sub(1);
+        self.gave_up(true);
+    }
+
+    /// A request given up, while it waited or (`started`) after it was given its turn.
+    fn gave_up(&mut self, started: bool) {
+        let count = if started {
+            &mut self.m.running
+        } else {
+            &mut self.m.queued
+        };
+        *count = count.saturating_sub(1);
         self.m.cancelled += 1;
         #[cfg(feature = "metrics")]
         {
-            self.exported.running.decrement(1.0);
+            let gauge = if started {
+                &self.exported.running
+            } else {
+                &self.exported.queued
+            };
+            gauge.decrement(1.0);
             self.exported.cancelled.increment(1);
         }
     }

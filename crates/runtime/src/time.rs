@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// A callback a clock calls when its time jumps (see [`Clock::on_advance`]).
@@ -164,6 +164,37 @@ impl<C: Clock> Clock for Arc<C> {
 
 /// A shared clock as executors hold it.
 pub(crate) type SharedClock = Arc<dyn Clock>;
+
+/// Call `hook` with `shared` whenever `clock`'s time jumps, for as long as `shared` lives
+/// (the clock holds it weakly).
+pub(crate) fn on_advance<S: Send + Sync + 'static>(
+    clock: &SharedClock,
+    shared: &Arc<S>,
+    hook: impl Fn(Arc<S>) + Send + Sync + 'static,
+) {
+    let weak = Arc::downgrade(shared);
+    clock.on_advance(Arc::new(move || {
+        if let Some(s) = weak.upgrade() {
+            hook(s);
+        }
+    }));
+}
+
+/// Wait on `cv` until notified, or at most `timeout` (a poisoned lock is taken as it is).
+pub(crate) fn wait<'a, T>(
+    cv: &Condvar,
+    guard: MutexGuard<'a, T>,
+    timeout: Option<Duration>,
+) -> MutexGuard<'a, T> {
+    match timeout {
+        Some(t) => {
+            cv.wait_timeout(guard, t)
+                .unwrap_or_else(|e| e.into_inner())
+                .0
+        }
+        None => cv.wait(guard).unwrap_or_else(|e| e.into_inner()),
+    }
+}
 
 /// Nanoseconds since the clock's epoch, as the scheduler's `now`.
 pub(crate) fn nanos(clock: &dyn Clock) -> f64 {

@@ -303,3 +303,39 @@ async fn under_tokio_a_timed_out_waiter_leaves_no_ghost() {
     assert_eq!((g.holding(), g.waiting()), (0, 0));
     assert_eq!(g.metrics().total().completed, 42);
 }
+
+/// On the system clock the gate's own timer thread ends the adaptive depth's control
+/// periods: after requests that missed their target, the seats shrink with no further
+/// call into the gate (the 20 ms period passes while the test yields).
+#[test]
+fn adaptive_depth_runs_on_the_gates_timer_thread() {
+    use fairlane_core::depth::DepthConfig;
+    let g = FairGate::builder()
+        .adaptive_depth(DepthConfig {
+            min: 1,
+            max: 8,
+            initial: 8,
+            interval: 20e6, // 20 ms
+            min_samples: 1,
+            ..DepthConfig::default()
+        })
+        .build()
+        .unwrap();
+    assert_eq!(g.seats(), 8);
+    g.set_target(1u64, Some(Duration::from_nanos(1))).unwrap(); // out of reach
+    for _ in 0..3 {
+        let mut a = g.join(1u64, 0u32).unwrap();
+        drop(a.granted().expect("a free seat is taken at once"));
+    }
+    // Nothing calls into the gate now: only its timer can end the period. Yield until it
+    // has (a liveness guard, not a timing assertion).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while g.seats() == 8 && std::time::Instant::now() < deadline {
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        g.seats(),
+        4,
+        "the timer ended the period and halved the depth"
+    );
+}

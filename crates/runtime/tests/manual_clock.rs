@@ -2,6 +2,9 @@
 //! `RetryAt` timers, refresh charging, run-time seats, caps, targets and drain. Time moves
 //! only when a test says so: no sleeps, exact numbers.
 
+mod common;
+use common::spin_cpu;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::mpsc;
@@ -10,7 +13,6 @@ use std::time::Duration;
 
 use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
 use fairlane_core::{BoxedScheduler, Config, TenantId};
-use fairlane_runtime::cpu::thread_cpu_time;
 use fairlane_runtime::{Acquire, AcquireError, FairGate, FairPool, ManualClock, Permit};
 
 const MS: Duration = Duration::from_millis(1);
@@ -184,17 +186,6 @@ fn gate_seats_caps_targets_and_drain_at_run_time() {
     assert_eq!(g.scheduler_errors(), 0);
 }
 
-/// Burn `d` of this thread's CPU time.
-fn spin_cpu(d: Duration) {
-    let start = thread_cpu_time().expect("per-thread CPU clock");
-    let mut x = 1u64;
-    while thread_cpu_time().unwrap() - start < d {
-        for _ in 0..200 {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-        }
-    }
-}
-
 /// A task spins 40 ms of CPU, then blocks (still running) until released; the clock moves
 /// `advance` meanwhile. Returns the tenant's start tag seen while it blocks.
 fn tag_while_running(refresh: Option<Duration>, advance: Duration) -> f64 {
@@ -284,4 +275,54 @@ fn pool_retry_at_waits_for_the_clock() {
     ran_rx.recv().unwrap();
     h.join().unwrap();
     assert_eq!(pool.scheduler_errors(), 0);
+}
+
+/// The gate runs the adaptive depth itself: it observes each released permit's response
+/// time (queue + hold) and, when a control period ends on its clock, sets the seats to the
+/// controller's depth — halved after a period that missed the target, one more after a
+/// period with headroom (below the depth that missed).
+#[test]
+fn gate_adaptive_depth_follows_response_times_on_its_own_timer() {
+    use fairlane_core::depth::DepthConfig;
+    let clock = ManualClock::new();
+    let g = FairGate::builder()
+        .seats(2) // replaced by the depth's initial value
+        .clock(clock.clone())
+        .adaptive_depth(DepthConfig {
+            min: 1,
+            max: 16,
+            initial: 8,
+            interval: 1e9, // 1 s in the gate's unit, ns
+            min_samples: 1,
+            ..DepthConfig::default()
+        })
+        .build()
+        .unwrap();
+    assert_eq!(g.seats(), 8);
+    g.set_target(1u64, Some(10 * MS)).unwrap();
+
+    // Period 1: eight requests held 30 ms against a 10 ms target.
+    let mut held: Vec<Permit> = (0..8).map(|_| ready(&mut g.acquire(1u64, 0u32))).collect();
+    clock.advance(30 * MS);
+    held.clear();
+    assert_eq!(g.seats(), 8, "nothing changes before the period ends");
+    clock.advance(970 * MS);
+    assert_eq!(g.seats(), 4, "missed: halved when the period ended");
+    let (_, judged) = g.depth_control().unwrap();
+    assert_eq!((judged[0].tenant, judged[0].count), (TenantId(1), 8));
+    assert!((judged[0].mean - 30e6).abs() < 1.0, "{}", judged[0].mean);
+
+    // Period 2: six requests on four seats, each done within 2 ms.
+    let mut acquires: Vec<Acquire> = (0..6).map(|_| g.acquire(1u64, 0u32)).collect();
+    let first: Vec<Permit> = acquires[..4].iter_mut().map(ready).collect();
+    assert!(poll(&mut acquires[4]).is_pending() && poll(&mut acquires[5]).is_pending());
+    clock.advance(MS);
+    drop(first);
+    let second: Vec<Permit> = acquires[4..].iter_mut().map(ready).collect();
+    clock.advance(MS);
+    drop(second);
+    clock.advance(998 * MS);
+    assert_eq!(g.seats(), 5, "headroom: one more seat");
+    let m = g.metrics();
+    assert_eq!(m.tenant(1u64).unwrap().completed, 14);
 }

@@ -2,23 +2,15 @@
 //! refresh charging, and shutdown without loss. No test asserts on elapsed time; loops that
 //! wait for a condition are bounded only as a liveness guard.
 
+mod common;
+use common::spin_cpu;
+
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use fairlane_runtime::cpu::thread_cpu_time;
 use fairlane_runtime::{BuildError, CostClock, FairPool, SubmitError, TaskError, TenantId};
-
-/// Burn `d` of this thread's CPU time (so a task's cost is what we say, whatever the VM does).
-fn spin_cpu(d: Duration) {
-    let start = thread_cpu_time().expect("per-thread CPU clock");
-    let mut x = 1u64;
-    while thread_cpu_time().unwrap() - start < d {
-        for _ in 0..200 {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-        }
-    }
-}
 
 /// Wait until other threads make `cond` hold; panics after `limit` (a liveness guard, not a
 /// timing assertion). Yields instead of sleeping: what is awaited is progress, not time

@@ -5,7 +5,7 @@
 //! run. A model ([`Model`]) owns its queue and handles one event at a time; [`drive`] pops
 //! events until the simulated end, reports progress and enforces the event cap.
 
-use crate::engine::SimError;
+use crate::error::SimError;
 
 /// The default cap on the events one run may process (`--max-events`): about ten minutes
 /// of one core at the simulator's usual pace.

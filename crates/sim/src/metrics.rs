@@ -3,6 +3,7 @@
 //! in memory: time series are thinned to at most `max_points` points, so memory grows with
 //! tenants and outstanding requests, not with simulated duration.
 
+use fairlane_core::histogram::{Histogram, LogLinear};
 use serde::Serialize;
 
 /// A time series that keeps at most `cap` points by dropping every other point (and sampling
@@ -116,71 +117,24 @@ pub fn gini(values: &mut [f64]) -> f64 {
     s / (n as f64 * total)
 }
 
-/// Per-tenant latency histogram (nanoseconds, 3 significant digits).
+/// Per-tenant latency histogram (nanoseconds, 3 significant digits): the core's one
+/// [`Histogram`] in HdrHistogram's layout with 1,024 buckets per power of two
+/// ([`LogLinear<1024>`]: 2,048 sub-buckets, values below 2,048 ns exact), so the quantiles and
+/// means reported are those of `hdrhistogram::Histogram::<u32>::new(3)` to the bit (a test
+/// checks it against the crate). Recording is an index computation and one increment into
+/// pages of one-byte counts allocated where the tenant's latencies fall (see
+/// `fairlane_core::histogram`).
 ///
-/// The bucket layout and arithmetic of `hdrhistogram::Histogram::<u32>::new(3)`, which the
-/// simulator used before, so the reported quantiles and means are the same to the bit (a test
-/// checks it against the crate): 2,048 sub-buckets per power of two, values below 2,048 ns
-/// exact. Recording is an index computation and one increment — the crate's general
-/// `record` (auto-resize, error paths, min/max tracking) cost about a tenth of a simulation
-/// run — and the mean is one pass over the counts instead of the crate's iterator.
-///
-/// The counts live in pages of 1,024 (one half-bucket), allocated when first counted in: a
-/// tenant's latencies touch a few powers of two, so a histogram holds those pages only,
-/// instead of one array from zero to its largest latency that is zeroed and copied as it
-/// grows (with 100 tenants that array was 10 MB and its page faults and copies 5 % of a run).
-///
-/// A page holds each count's low byte (1 KiB); the higher bits sit in a page of `u32`
-/// carries allocated at the page's first carry (a count passing a multiple of 256). The
-/// increment at each completion lands at a random place in the tenant's pages, and the
-/// pages of 100 tenants did not stay in cache beside the scheduler's requests: with one
-/// byte per count a cache line holds 64 neighbouring counts instead of 16, and the pages
-/// take a quarter of the memory (and of the page faults that first touch it).
+/// The simulator's rules, kept here: a latency in seconds is counted as whole nanoseconds
+/// (rounded, at least 1, at most 2⁶³ − 1); a quantile is the highest value of its bucket
+/// (the lowest for q = 0); the mean counts each value at the middle of its bucket.
 #[derive(Clone, Debug, Default)]
-pub struct Latency {
-    pages: Vec<Option<Box<[u8; PAGE]>>>,
-    /// Per page, the carries out of its low bytes (`None` until the first).
-    carries: Vec<Option<Box<[u32; PAGE]>>>,
-    total: u64,
-}
+pub struct Latency(Histogram<LogLinear<1024>>);
 
-/// log2 of the sub-buckets per bucket (2,048 for three significant digits).
-const SUB_BUCKET_BITS: u32 = 11;
-/// log2 of half of them: every bucket after the first uses only its upper half.
-const HALF_BITS: u32 = SUB_BUCKET_BITS - 1;
-const HALF: u64 = 1 << HALF_BITS;
-/// Counts per page: one half-bucket.
-const PAGE: usize = HALF as usize;
-/// Counts summed at a time when scanning.
-const CHUNK: usize = 16;
 /// The largest value recorded: larger ones are clamped to it (about 146 years in ns).
 const MAX_VALUE: u64 = u64::MAX >> 1;
 
 impl Latency {
-    /// The bucket (power of two beyond the first 2,048 values) of `ns`.
-    #[inline]
-    fn bucket(ns: u64) -> u32 {
-        (64 - SUB_BUCKET_BITS) - (ns | ((1 << SUB_BUCKET_BITS) - 1)).leading_zeros()
-    }
-
-    /// The index of the count `ns` goes to.
-    #[inline]
-    fn index(ns: u64) -> usize {
-        let b = Self::bucket(ns);
-        let sub = ns >> b; // in [1024, 2048) beyond the first bucket
-        (((b as u64 + 1) << HALF_BITS) + sub - HALF) as usize
-    }
-
-    /// The lowest value counted at `index`, and the width of its range.
-    fn lowest_and_width(index: usize) -> (u64, u64) {
-        let i = index as u64;
-        match (i >> HALF_BITS).checked_sub(1) {
-            // The lower half of the first bucket: one value each.
-            None => (i, 1),
-            Some(b) => (((i & (HALF - 1)) + HALF) << b, 1 << b),
-        }
-    }
-
     /// `seconds` in whole nanoseconds as `(seconds · 1e9).round().max(1.0) as u64`, clamped to
     /// `MAX_VALUE`, without the `round` call (a libm call on baseline x86-64).
     #[inline]
@@ -206,83 +160,21 @@ impl Latency {
     /// Record one latency in seconds.
     #[inline]
     pub fn record(&mut self, seconds: f64) {
-        let i = Self::index(Self::nanos(seconds));
-        let page = match self.pages.get_mut(i / PAGE) {
-            Some(Some(page)) => page,
-            _ => self.add_page(i / PAGE),
-        };
-        let c = &mut page[i % PAGE];
-        *c = c.wrapping_add(1);
-        if *c == 0 {
-            self.carry(i);
-        }
-        self.total += 1;
-    }
-
-    /// Allocate page `p` (out of line: a few times per tenant).
-    #[cold]
-    #[inline(never)]
-    fn add_page(&mut self, p: usize) -> &mut [u8; PAGE] {
-        if p >= self.pages.len() {
-            self.pages.resize_with(p + 1, || None);
-        }
-        self.pages[p].get_or_insert_with(|| Box::new([0; PAGE]))
-    }
-
-    /// Count `i`'s low byte wrapped to 0: carry 256 into its high part (out of line: once
-    /// per 256 counts of one value).
-    #[cold]
-    #[inline(never)]
-    fn carry(&mut self, i: usize) {
-        let p = i / PAGE;
-        if p >= self.carries.len() {
-            self.carries.resize_with(p + 1, || None);
-        }
-        let high = self.carries[p].get_or_insert_with(|| Box::new([0; PAGE]));
-        high[i % PAGE] = high[i % PAGE].saturating_add(1);
-    }
-
-    /// Visit the non-empty pages in index order with the index of their first count and
-    /// their counts — the low bytes alone, or widened with their carries to `u32`
-    /// (saturating, as the counts were before they were split) — until `f` returns a value.
-    fn scan<R>(&self, mut f: impl FnMut(usize, PageCounts<'_>) -> Option<R>) -> Option<R> {
-        let mut wide = [0u32; PAGE];
-        for (p, page) in self.pages.iter().enumerate() {
-            let Some(low) = page.as_deref() else {
-                continue;
-            };
-            let counts = match self.carries.get(p).and_then(|c| c.as_deref()) {
-                None => PageCounts::Low(low),
-                Some(high) => {
-                    for ((c, &l), &h) in wide.iter_mut().zip(low).zip(high) {
-                        *c = ((h as u64) << 8 | l as u64).min(u32::MAX as u64) as u32;
-                    }
-                    PageCounts::Wide(&wide)
-                }
-            };
-            if let Some(r) = f(p * PAGE, counts) {
-                return Some(r);
-            }
-        }
-        None
+        self.0.record(Self::nanos(seconds));
     }
 
     /// The `q` quantile in seconds (NaN when empty: `null` in JSON): the highest value
     /// equivalent to the count at which the running total first reaches ⌈q·n⌉ (at least 1).
     pub fn quantile(&self, q: f64) -> f64 {
-        if self.total == 0 {
+        let n = self.0.count();
+        if n == 0 {
             return f64::NAN;
         }
         let q = q.min(1.0);
-        let target = ((q * self.total as f64).ceil() as u64).max(1);
-        let mut sum = 0u64;
-        let index = self.scan(|first, counts| match counts {
-            PageCounts::Low(c) => quantile_in(c, first, &mut sum, target),
-            PageCounts::Wide(c) => quantile_in(c, first, &mut sum, target),
-        });
-        match index {
+        let target = ((q * n as f64).ceil() as u64).max(1);
+        match self.0.index_at_rank(target) {
             Some(i) => {
-                let (low, width) = Self::lowest_and_width(i);
+                let (low, width) = self.0.range(i);
                 let v = if q == 0.0 { low } else { low + width - 1 };
                 v as f64 / 1e9
             }
@@ -293,80 +185,27 @@ impl Latency {
     /// Mean in seconds: each count at the middle of its range (rounded up), summed in index
     /// order as `Σ mid·count / n`.
     pub fn mean(&self) -> f64 {
-        if self.total == 0 {
+        let n = self.0.count();
+        if n == 0 {
             return 0.0;
         }
-        let n = self.total as f64;
+        let n = n as f64;
         let mut total = 0.0f64;
-        self.scan::<()>(|first, counts| {
-            match counts {
-                PageCounts::Low(c) => add_means(c, first, n, &mut total),
-                PageCounts::Wide(c) => add_means(c, first, n, &mut total),
-            }
-            None
+        self.0.for_each(|i, c| {
+            let (low, width) = self.0.range(i);
+            total += (low + (width >> 1)) as f64 * c as f64 / n;
         });
         total / 1e9
     }
 
     /// Samples.
     pub fn len(&self) -> u64 {
-        self.total
+        self.0.count()
     }
 
     /// No samples.
     pub fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-}
-
-/// One page's counts as [`Latency::scan`] gives them.
-enum PageCounts<'a> {
-    /// No count of the page passed 255.
-    Low(&'a [u8; PAGE]),
-    /// Low bytes and carries together.
-    Wide(&'a [u32; PAGE]),
-}
-
-/// Add a page's counts (the first at index `first`) to `sum` until it reaches `target`:
-/// the index where it does. Whole chunks first (the compiler vectorises their sums), then
-/// the one that crosses.
-fn quantile_in<C: Copy + Into<u64>>(
-    counts: &[C; PAGE],
-    first: usize,
-    sum: &mut u64,
-    target: u64,
-) -> Option<usize> {
-    for (k, chunk) in counts.chunks(CHUNK).enumerate() {
-        let part: u64 = chunk.iter().map(|&c| c.into()).sum();
-        if *sum + part < target {
-            *sum += part;
-            continue;
-        }
-        for (j, &c) in chunk.iter().enumerate() {
-            *sum += c.into();
-            if *sum >= target {
-                return Some(first + k * CHUNK + j);
-            }
-        }
-    }
-    None
-}
-
-/// Add a page's counts (the first at index `first`) at the middle of their ranges, each
-/// over `n`, to `total`, in index order.
-fn add_means<C: Copy + Into<u64>>(counts: &[C; PAGE], first: usize, n: f64, total: &mut f64) {
-    for (k, chunk) in counts.chunks(CHUNK).enumerate() {
-        // Most of a page is empty: skip empty chunks with one vectorised test.
-        if chunk.iter().fold(0u64, |a, &c| a | c.into()) == 0 {
-            continue;
-        }
-        for (j, &c) in chunk.iter().enumerate() {
-            let c: u64 = c.into();
-            if c != 0 {
-                let (low, width) = Latency::lowest_and_width(first + k * CHUNK + j);
-                *total += (low + (width >> 1)) as f64 * c as f64 / n;
-            }
-        }
+        self.0.is_empty()
     }
 }
 
@@ -435,7 +274,7 @@ mod tests {
     use crate::rng::Rng;
     use hdrhistogram::Histogram;
 
-    /// What the simulator computed with hdrhistogram before `Latency` had its own counts.
+    /// The same figures from the hdrhistogram crate, the reference `Latency` reproduces.
     fn reference(samples: &[f64]) -> Histogram<u32> {
         let mut h = Histogram::<u32>::new(3).unwrap();
         for &s in samples {
@@ -515,7 +354,6 @@ mod tests {
             samples.swap(k, j);
             l.record(samples[k]);
         }
-        assert!(l.carries.iter().flatten().count() >= 1);
         assert_eq!(l.len(), h.len());
         assert_eq!(l.mean().to_bits(), (h.mean() / 1e9).to_bits());
         for q in [0.0, 0.01, 0.5, 0.9, 0.93, 0.99, 0.999, 1.0] {

@@ -8,8 +8,8 @@
 //!
 //! Three models implement it:
 //! - [`WorkerPool`]: `n` worker threads of `rate` units per second (2DFQ's server);
-//! - [`crate::blackbox::BlackBoxService`]: D issue slots in front of K hidden FIFO components
-//!   (the interposed schedulers' server, seeds/002 §5);
+//! - [`crate::pool::blackbox::BlackBoxService`]: D issue slots in front of K hidden FIFO
+//!   components (the interposed schedulers' server, seeds/002 §5);
 //! - [`Cores`]: CPU cores running non-preemptive quanta (the database server of the CPU
 //!   reservations paper, seeds/003 §6): a task runs at most one quantum, then re-enters the
 //!   scheduler with its remaining demand ([`Outcome::Yield`]).
@@ -20,9 +20,7 @@
 //! a `Service` frees a slot only when its request is done, so the TAM model keeps stages and
 //! resources inside itself (docs/architecture.md, "Inside fairlane-sim").
 
-use crate::blackbox::BlackBoxResult;
 use crate::rng::Rng;
-use crate::spec::Scenario;
 
 /// What a request brings to its service: its cost (units of work) and what was drawn for it
 /// at arrival (so a request is served the same under every scheduler).
@@ -62,6 +60,8 @@ pub enum Outcome {
 
 /// A server model behind the engine's scheduler. `at(t, idx)` schedules the service's event
 /// `idx` at time `t` on the engine's one queue; it comes back through [`Service::fire`].
+/// What a model measures of its service beside the requests is the model's own business
+/// (the request engine's [`crate::pool::engine::Measure`]).
 pub trait Service {
     /// Places a request can run at once: threads, issue slots, cores. Slots are numbered
     /// `0..slots()`; the engine gives a free slot to each dispatched request.
@@ -95,21 +95,6 @@ pub trait Service {
     /// when the cost is all (the default). The engine keeps it beside the queued request and
     /// hands it to [`Service::begin`]; with `None`, `begin` gets just the cost.
     fn arrival(&self, _cost: f64, _rng: &mut Rng) -> Option<Work> {
-        None
-    }
-
-    /// Measurement hook: a request of tenant `tenant` completed after `response` seconds
-    /// (after the warm-up).
-    fn record(&mut self, _tenant: usize, _response: f64) {}
-
-    /// Measurement hook: the end of a sampling interval.
-    fn sample(&mut self, _now: f64, _sc: &Scenario, _measured: bool, _track_slot: &[u32]) {}
-
-    /// The service's own measurements at the end of a run (the black box's).
-    fn report(self, _sc: &Scenario) -> Option<BlackBoxResult>
-    where
-        Self: Sized,
-    {
         None
     }
 }

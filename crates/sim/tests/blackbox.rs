@@ -5,7 +5,7 @@
 
 mod support;
 
-use fairlane_sim::{report, RunResult};
+use fairlane_sim::RunResult;
 use support::{assert_edits_refused, err, run};
 
 /// One backlogged client keeping far more than D requests outstanding: the server always
@@ -159,14 +159,7 @@ cost = { kind = "constant", value = 1.0 }
 
 #[test]
 fn same_spec_and_seed_same_black_box_output() {
-    let strip = |rs: &[RunResult]| {
-        let mut v = report::summary_json(rs);
-        for r in v["runs"].as_array_mut().unwrap() {
-            r.as_object_mut().unwrap().remove("wall_seconds");
-            r.as_object_mut().unwrap().remove("events_per_second");
-        }
-        v.to_string()
-    };
+    let strip = |rs: &[RunResult]| support::fingerprint(rs);
     let (a, b) = (run(TWO), run(TWO));
     assert_eq!(strip(&a), strip(&b));
     for (x, y) in a.iter().zip(&b) {

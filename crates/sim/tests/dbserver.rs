@@ -1,7 +1,7 @@
 //! The database-server simulator (Das et al., VLDB '14 §6): determinism, reservations met and
 //! limits held end to end, the utilization cap, spec errors that name the field.
 
-use fairlane_sim::dbserver::{run_all, DbSpec};
+use fairlane_sim::cores::{run_all, DbSpec};
 
 const BASE: &str = r#"
 name = "t"

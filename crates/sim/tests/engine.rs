@@ -1,17 +1,34 @@
-//! The one engine: every spec kind through `AnySpec`, errors against the spec's own kind,
+//! The one interface: every spec kind through `Experiment`, errors against the spec's own kind,
 //! a user-edited copy of a shipped reservation spec, determinism of all three service
 //! models, and the limits that refuse absurd specs.
 
 use std::path::{Path, PathBuf};
 
-use fairlane_sim::{AnyError, AnyRuns, AnySpec};
+use fairlane_sim::cores::{CoresRuns, DbSpecFile};
+use fairlane_sim::{AnyError, Experiment, RunOptions, Runs, SpecFile};
 
 fn experiments() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments")
 }
 
-fn run(spec: &AnySpec) -> Result<AnyRuns, AnyError> {
-    spec.run(2, fairlane_sim::events::DEFAULT_MAX_EVENTS, &mut |_| {})
+fn opts(jobs: usize, max_events: u64) -> RunOptions {
+    RunOptions {
+        jobs,
+        max_events,
+        point: None,
+    }
+}
+
+fn run(spec: &dyn Experiment) -> Result<Box<dyn Runs>, AnyError> {
+    spec.run(
+        &opts(2, fairlane_sim::events::DEFAULT_MAX_EVENTS),
+        &mut |_| {},
+    )
+}
+
+/// The pool spec behind an experiment.
+fn pool(e: &dyn Experiment) -> &SpecFile {
+    e.as_any().downcast_ref::<SpecFile>().expect("a pool spec")
 }
 
 const POOL: &str = r#"
@@ -66,44 +83,40 @@ count = 2
 workload = { kind = "closed", connections = 8, demand = { kind = "uniform", min = 0.01, max = 0.03 } }
 "#;
 
-fn parse(text: &str) -> Result<AnySpec, String> {
-    AnySpec::parse(text, "t.toml", ".".into()).map_err(|e| e.to_string())
+fn parse(text: &str) -> Result<Box<dyn Experiment>, String> {
+    fairlane_sim::parse(text, "t.toml", ".".into()).map_err(|e| e.to_string())
 }
 
 /// Everything a run reports except its wall time.
-fn fingerprint(runs: &AnyRuns) -> String {
-    let mut v = match runs {
-        AnyRuns::Pool(r) => fairlane_sim::report::summary_json(r),
-        AnyRuns::Cores(r) => fairlane_sim::dbreport::summary_json(r),
-        AnyRuns::Tam(r) => fairlane_sim::tam::summary_json(r),
-    };
-    for r in v["runs"].as_array_mut().unwrap() {
-        let o = r.as_object_mut().unwrap();
-        o.remove("wall_seconds");
-        o.remove("events_per_second");
-    }
-    v.to_string()
+fn fingerprint(runs: &dyn Runs) -> String {
+    runs.untimed_json().to_string()
 }
 
 #[test]
 fn every_service_model_is_deterministic() {
     for text in [POOL, BLACKBOX, CORES] {
         let spec = parse(text).unwrap();
-        let a = fingerprint(&run(&spec).unwrap());
-        let b = fingerprint(&spec.run(1, u64::MAX, &mut |_| {}).unwrap());
+        let a = fingerprint(run(spec.as_ref()).unwrap().as_ref());
+        let b = fingerprint(spec.run(&opts(1, u64::MAX), &mut |_| {}).unwrap().as_ref());
         assert_eq!(a, b, "{}", spec.name());
         // A different seed gives a different run (the streams are used).
         let mut other = spec.clone();
         other.set("seed", toml::Value::Integer(99)).unwrap();
-        assert_ne!(a, fingerprint(&run(&other).unwrap()), "{}", spec.name());
+        assert_ne!(
+            a,
+            fingerprint(run(other.as_ref()).unwrap().as_ref()),
+            "{}",
+            spec.name()
+        );
     }
 }
 
 #[test]
 fn the_kind_is_read_from_the_server_model() {
-    assert!(matches!(parse(POOL).unwrap(), AnySpec::Pool(_)));
-    assert!(matches!(parse(BLACKBOX).unwrap(), AnySpec::Pool(_)));
-    assert!(matches!(parse(CORES).unwrap(), AnySpec::Cores { .. }));
+    let is_pool = |t: &str| parse(t).unwrap().as_any().is::<SpecFile>();
+    assert!(is_pool(POOL));
+    assert!(is_pool(BLACKBOX));
+    assert!(parse(CORES).unwrap().as_any().is::<DbSpecFile>());
 }
 
 #[test]
@@ -121,8 +134,7 @@ fn a_database_field_in_a_pool_spec_names_the_pool_fields() {
     assert!(e.contains("server") && e.contains("`workers`"), "{e}");
     // A reservation scheduler on a pool.
     let e = parse(&POOL.replace("\"drr\"]", "\"ldf\"]")).unwrap();
-    let AnySpec::Pool(p) = e else { unreachable!() };
-    let e = p.scenarios().unwrap_err().to_string();
+    let e = pool(e.as_ref()).scenarios().unwrap_err().to_string();
     assert!(
         e.contains("schedulers[1]") && e.contains("CPU-reservation"),
         "{e}"
@@ -173,12 +185,15 @@ fn an_edited_copy_of_ldf_table1_runs_and_reports_each_tenants_cpu() {
     let bully = tenants.last_mut().unwrap().as_table_mut().unwrap();
     bully.insert("count".into(), toml::Value::Integer(6));
     let edited = toml::to_string(&doc).unwrap();
-    let spec = AnySpec::parse(&edited, "my-ldf.toml", ".".into()).unwrap();
-    let AnyRuns::Cores(runs) = run(&spec).unwrap() else {
-        panic!("a database-server spec");
-    };
+    let spec = fairlane_sim::parse(&edited, "my-ldf.toml", ".".into()).unwrap();
+    let all = run(spec.as_ref()).unwrap();
+    let runs = &all
+        .as_any()
+        .downcast_ref::<CoresRuns>()
+        .expect("a database-server spec")
+        .runs;
     assert_eq!(runs.len(), 4);
-    let json = fairlane_sim::dbreport::summary_json(&runs);
+    let json = all.summary_json();
     for (k, r) in runs.iter().enumerate() {
         let tenants = &json["runs"][k]["tenants"];
         assert_eq!(
@@ -213,16 +228,14 @@ fn every_shipped_experiment_parses_as_some_kind() {
     for e in std::fs::read_dir(experiments()).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "toml") {
-            let spec = AnySpec::load(&p).unwrap_or_else(|e| panic!("{e}"));
+            let spec = fairlane_sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
             let name = p.file_name().unwrap().to_string_lossy().to_string();
             assert_eq!(
                 name.starts_with("ldf-"),
-                matches!(spec, AnySpec::Cores { .. }),
+                spec.as_any().is::<DbSpecFile>(),
                 "{name}"
             );
-            if let AnySpec::Pool(s) = &spec {
-                s.scenarios().unwrap_or_else(|e| panic!("{e}"));
-            }
+            spec.planned_runs().unwrap_or_else(|e| panic!("{e}"));
             n += 1;
         }
     }
@@ -233,7 +246,7 @@ fn every_shipped_experiment_parses_as_some_kind() {
 fn absurd_specs_are_refused_up_front() {
     let refused = |text: String, what: &str| {
         let spec = parse(&text).unwrap_or_else(|e| panic!("{what}: {e}"));
-        match run(&spec) {
+        match run(spec.as_ref()) {
             Err(AnyError::Run(e)) => {
                 assert!(
                     e.message.contains("refused") && e.message.contains("--max-events"),
@@ -263,10 +276,10 @@ fn absurd_specs_are_refused_up_front() {
         "schedulers = [\"wfq\", \"drr\"]",
         "schedulers = [\"wfq\"]\n[[scheduler]]\npreset = \"drr\"\nquantum = 1e-300",
     );
-    let AnySpec::Pool(p) = parse(&text).unwrap() else {
-        unreachable!()
-    };
-    let e = p.scenarios().unwrap_err().to_string();
+    let e = pool(parse(&text).unwrap().as_ref())
+        .scenarios()
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("scheduler[0].quantum") && e.contains("too small"),
         "{e}"
@@ -276,7 +289,7 @@ fn absurd_specs_are_refused_up_front() {
 #[test]
 fn the_event_cap_stops_a_run() {
     let spec = parse(POOL).unwrap();
-    match spec.run(1, 1000, &mut |_| {}) {
+    match spec.run(&opts(1, 1000), &mut |_| {}) {
         Err(AnyError::Run(e)) => {
             assert!(e.message.contains("--max-events"), "{e}");
             assert_eq!(e.kind, fairlane_sim::SimErrorKind::EventCap);
@@ -331,16 +344,14 @@ name = "a"
 arrival = { kind = "backlogged" }
 cost = { kind = "constant", value = 1.0 }
 "#;
-    let AnySpec::Pool(p) = parse(text).unwrap() else {
-        unreachable!()
-    };
-    let sc = &p.scenarios().unwrap()[0];
+    let spec = parse(text).unwrap();
+    let sc = &pool(spec.as_ref()).scenarios().unwrap()[0];
     let sched = fairlane_core::Config::preset("fifo")
         .unwrap()
         .workers(2)
-        .build::<fairlane_sim::engine::Job>()
+        .build::<fairlane_sim::pool::engine::Job>()
         .unwrap();
-    let r = fairlane_sim::engine::run_on(sc, sched, true, TwoSpeed, &mut |_| {}).unwrap();
+    let r = fairlane_sim::pool::engine::run_on(sc, sched, true, TwoSpeed, &mut |_| {}).unwrap();
     // 100 + 50 unit-cost requests per second, for 20 s.
     let done = r.tenants[0].completed as f64;
     assert!((done - 3000.0).abs() <= 2.0, "{done}");

@@ -1,4 +1,4 @@
-//! Issue 18: does 2DFQᴱ's pessimistic estimation give a small, predictable tenant an order of
+//! Does 2DFQᴱ's pessimistic estimation give a small, predictable tenant an order of
 //! magnitude lower p99 latency than WFQᴱ and WF²Qᴱ (seeds/000 §3.2, §5)? This runs the shipped
 //! `experiments/2dfqe-mechanism.toml` (shortened to 60 simulated seconds and the three
 //! estimating schedulers) and checks, by value, what docs/results.md ("2DFQᴱ mechanism")

@@ -4,10 +4,10 @@
 
 mod support;
 
+use fairlane_sim::pool::report;
+use fairlane_sim::pool::spec::CostSpec;
 use fairlane_sim::rng::Rng;
-use fairlane_sim::spec::CostSpec;
-use fairlane_sim::workload::CostDist;
-use fairlane_sim::{report, run_all, RunResult, SpecFile};
+use fairlane_sim::{run_all, Experiment, RunResult, SpecFile};
 use support::{assert_edits_refused, err, run, spec, tmp};
 
 const BASE: &str = r#"
@@ -32,14 +32,7 @@ cost = { kind = "lognormal", mean = 10.0, cov = 1.0 }
 
 #[test]
 fn same_spec_and_seed_same_output() {
-    let strip = |rs: &[RunResult]| {
-        let mut v = report::summary_json(rs);
-        for r in v["runs"].as_array_mut().unwrap() {
-            r.as_object_mut().unwrap().remove("wall_seconds");
-            r.as_object_mut().unwrap().remove("events_per_second");
-        }
-        v.to_string()
-    };
+    let strip = |rs: &[RunResult]| support::fingerprint(rs);
     let a = run(BASE);
     let b = run(BASE);
     assert_eq!(strip(&a), strip(&b));
@@ -274,7 +267,7 @@ fn cost_distributions_have_their_moments() {
     let mut rng = Rng::new(42, 7);
     let n = 200_000;
     let check = |spec: CostSpec, mean: f64, sd: f64, rng: &mut Rng| {
-        let d = CostDist::from_spec(&spec).unwrap();
+        let d = spec.resolve().unwrap();
         let xs: Vec<f64> = (0..n).map(|_| d.sample(rng)).collect();
         let m = xs.iter().sum::<f64>() / n as f64;
         let s = (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n as f64).sqrt();
@@ -351,10 +344,11 @@ fn cost_distributions_have_their_moments() {
         &mut rng,
     );
     // A normal with mass below 0 is redrawn: every cost stays positive.
-    let d = CostDist::from_spec(&CostSpec::Normal {
+    let d = CostSpec::Normal {
         mean: 1.0,
         std: 2.0,
-    })
+    }
+    .resolve()
     .unwrap();
     assert!((0..10_000).all(|_| d.sample(&mut rng) > 0.0));
 }
@@ -421,6 +415,13 @@ fn sweeps_and_suites_expand_deterministically() {
     assert!(w.iter().all(|&x| (2..=64).contains(&x)));
     assert!(w.windows(2).any(|p| p[0] != p[1]), "{w:?}");
     assert_eq!(a[0].label, "run-0");
+    // A suite of 10⁹ runs is refused before any point is drawn or held.
+    let huge = suite.replace("runs = 5", "runs = 1_000_000_000");
+    let e = spec(&huge).scenarios().unwrap_err().to_string();
+    assert!(
+        e.contains("suite.runs") && e.contains("between 1 and 100000") && e.contains("1000000000"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -14,7 +14,7 @@ fn block<'a>(text: &'a str, after: &str, lang: &str) -> &'a str {
 
 fn run(text: &str) -> TamRun {
     let spec = TamSpecFile::parse(text, "kvcache.toml").unwrap_or_else(|e| panic!("{e}"));
-    run_all(&spec.spec, &mut |_| {}).unwrap().remove(0)
+    run_all(&spec.spec, 1, &mut |_| {}).unwrap().remove(0)
 }
 
 fn near(x: f64, doc: f64) -> bool {

@@ -1,12 +1,13 @@
 //! Each mechanism of the TAM service model in isolation, on a tiny model with a
 //! hand-computed expectation (seeds/004 §3's five problems), and the spec errors.
 
+use fairlane_sim::tam::TamRuns;
 use fairlane_sim::tam::{run_all, TamRun, TamSpecFile};
-use fairlane_sim::{AnyRuns, AnySpec};
+use fairlane_sim::{RunOptions, Runs};
 
 fn runs(text: &str) -> Vec<TamRun> {
     let spec = TamSpecFile::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    run_all(&spec.spec, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
+    run_all(&spec.spec, 1, &mut |_| {}).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn err(text: &str) -> String {
@@ -56,6 +57,9 @@ fn an_on_demand_stage_lets_the_heavier_client_take_the_disk_in_proportion_to_its
     let (c1, c2) = (r.clients[0].throughput, r.clients[1].throughput);
     assert!(close(c1, 25.0, 0.03), "{c1}");
     assert!(close(c2, 75.0, 0.03), "{c2}");
+    // Its report says so: no threads to count and no scheduler.
+    assert_eq!(r.stages[0].threads, None);
+    assert_eq!(r.stages[0].scheduler, "none");
     // A pluggable stage of one thread with WFQ shares the disk equally instead: 50 / 50.
     let r = &runs(&disk_stage(
         "pluggable",
@@ -293,14 +297,7 @@ fn an_unknown_cost_is_revealed_only_at_run_time() {
 
 #[test]
 fn same_spec_and_seed_give_the_same_run() {
-    let strip = |rs: Vec<TamRun>| {
-        let mut v = fairlane_sim::tam::summary_json(&rs);
-        for r in v["runs"].as_array_mut().unwrap() {
-            r.as_object_mut().unwrap().remove("wall_seconds");
-            r.as_object_mut().unwrap().remove("visits_per_second");
-        }
-        v
-    };
+    let strip = |runs: Vec<TamRun>| TamRuns { runs }.untimed_json();
     let text = unknown(false).replace("hit_ratio = 0.0", "hit_ratio = 0.5");
     assert_eq!(strip(runs(&text)), strip(runs(&text)));
 }
@@ -343,6 +340,27 @@ fn a_blocks_on_cycle_is_refused_up_front_naming_the_stages() {
         );
     let e = err(&text);
     assert!(e.contains("blocks_on") && e.contains("A → B → A"), "{e}");
+}
+
+#[test]
+fn an_unknown_scheduler_is_named_with_each_known_one_once() {
+    let e = err(&disk_stage(
+        "pluggable",
+        "[simulation.stage.S]\nscheduler = \"wfqq\"",
+    ));
+    assert!(
+        e.contains("simulation.stage.S.scheduler") && e.contains("unknown scheduler `wfqq`"),
+        "{e}"
+    );
+    let known = e.split("known: ").nth(1).unwrap_or_else(|| panic!("{e}"));
+    let names: Vec<&str> = known.split(", ").collect();
+    for name in ["fifo", "priority", "wfq", "2dfq", "edf"] {
+        assert_eq!(
+            names.iter().filter(|n| **n == name).count(),
+            1,
+            "{name} in {e}"
+        );
+    }
 }
 
 #[test]
@@ -398,7 +416,7 @@ fn a_run_time_deadlock_is_reported_with_the_stages() {
         )
     );
     let spec = TamSpecFile::parse(&text, "t.toml").unwrap();
-    let e = run_all(&spec.spec, &mut |_| {}).unwrap_err().to_string();
+    let e = run_all(&spec.spec, 1, &mut |_| {}).unwrap_err().to_string();
     assert!(e.contains("deadlock") && e.contains("`A`"), "{e}");
 }
 
@@ -411,13 +429,20 @@ fn every_shipped_model_simulates_with_the_default_workload() {
         if p.extension().is_none_or(|x| x != "toml") {
             continue;
         }
-        let mut spec = AnySpec::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        let mut spec = fairlane_sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
         spec.set("duration", toml::Value::Float(1.0)).unwrap();
-        let runs = match spec.run(1, u64::MAX, &mut |_| {}) {
-            Ok(AnyRuns::Tam(r)) => r,
-            Ok(_) => panic!("{}: not a TAM run", p.display()),
-            Err(e) => panic!("{}: {e}", p.display()),
+        let opts = RunOptions {
+            max_events: u64::MAX,
+            ..RunOptions::default()
         };
+        let all = spec
+            .run(&opts, &mut |_| {})
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let runs = &all
+            .as_any()
+            .downcast_ref::<TamRuns>()
+            .unwrap_or_else(|| panic!("{}: not a TAM run", p.display()))
+            .runs;
         assert!(
             runs[0].clients.iter().all(|c| c.completed > 0),
             "{}",
@@ -438,7 +463,7 @@ fn every_shipped_tam_experiment_parses() {
             .is_some_and(|f| f.to_string_lossy().starts_with("tam-"))
         {
             assert!(
-                matches!(AnySpec::load(&p), Ok(AnySpec::Tam(_))),
+                fairlane_sim::load(&p).is_ok_and(|s| s.as_any().is::<TamSpecFile>()),
                 "{}",
                 p.display()
             );
@@ -446,4 +471,77 @@ fn every_shipped_tam_experiment_parses() {
         }
     }
     assert!(n >= 11, "{n}");
+}
+
+/// `[[sweep]]` in a TAM file: each point sets fields of `[simulation]` by the same paths as
+/// `--set`, runs under every scheduler, and is labelled in the JSON; `--jobs` changes nothing
+/// but the wall time.
+#[test]
+fn a_tam_sweep_runs_each_point_under_each_scheduler() {
+    let text = r#"
+[model]
+name = "sweep"
+[[stage]]
+name = "S"
+scheduling = "pluggable"
+resources = { io = true }
+[simulation]
+duration = 5.0
+schedulers = ["wfq", "fifo"]
+[simulation.stage.S]
+threads = 1
+[[simulation.request]]
+name = "get"
+path = [{ stage = "S", io_bytes = 100_000 }]
+[[sweep]]
+label = "C2 8"
+[[sweep]]
+label = "C2 24"
+set = { "client.C2.threads" = 24, "simulation.duration" = 4.0 }
+"#;
+    let spec = fairlane_sim::parse(text, "sweep.toml", ".".into()).unwrap();
+    assert_eq!(spec.points().unwrap(), 2);
+    assert_eq!(spec.planned_runs().unwrap(), 4);
+    let run = |jobs| {
+        let opts = RunOptions {
+            jobs,
+            ..RunOptions::default()
+        };
+        spec.run(&opts, &mut |_| {}).unwrap()
+    };
+    let all = run(2);
+    let runs = &all.as_any().downcast_ref::<TamRuns>().unwrap().runs;
+    let points: Vec<(&str, &str)> = runs
+        .iter()
+        .map(|r| (r.label.as_str(), r.scheduler.as_str()))
+        .collect();
+    assert_eq!(
+        points,
+        [
+            ("C2 8", "wfq"),
+            ("C2 8", "fifo"),
+            ("C2 24", "wfq"),
+            ("C2 24", "fifo")
+        ]
+    );
+    // One disk, 1000 requests a second (1 ms each). WFQ shares it evenly whatever C2's
+    // threads; FIFO by threads: 8 of 16, then 24 of 32 (the default C1 has 8).
+    let c2 = |r: &TamRun| r.clients[1].throughput;
+    assert!(close(c2(&runs[0]), 500.0, 0.02) && close(c2(&runs[2]), 500.0, 0.02));
+    assert!(close(c2(&runs[1]), 500.0, 0.02) && close(c2(&runs[3]), 750.0, 0.02));
+    assert_eq!(runs[3].sim_seconds, 4.0);
+    assert_eq!(all.summary_json()["runs"][3]["label"], "C2 24");
+    assert_eq!(all.untimed_json(), run(1).untimed_json());
+    // A point that names nothing says which point and which path.
+    let bad = text.replace("client.C2.threads", "client.C9.threads");
+    let e = fairlane_sim::parse(&bad, "sweep.toml", ".".into())
+        .unwrap()
+        .run(&RunOptions::default(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sweep.toml: set.\"client.C9.threads\" (point \"C2 24\")")
+            && e.contains("\"C9\""),
+        "{e}"
+    );
 }

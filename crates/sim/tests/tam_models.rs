@@ -1,7 +1,8 @@
-//! Every model under `models/` simulates with the default workload (issue 17: "Every model
-//! under models/ can be simulated with a default workload"), including the discovered ones.
+//! Every model under `models/` simulates with the default workload, including the
+//! discovered ones.
 
 use fairlane_sim::tam::{run_all, whatif};
+use fairlane_sim::Experiment;
 
 #[test]
 fn every_model_file_simulates_with_the_default_workload() {
@@ -23,7 +24,8 @@ fn every_model_file_simulates_with_the_default_workload() {
         // The default is 10 s; 2 s shows the same thing faster.
         f.set("duration", toml::Value::Float(2.0))
             .unwrap_or_else(|e| panic!("{e}"));
-        let runs = run_all(&f.spec, &mut |_| {}).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let runs =
+            run_all(&f.spec, 1, &mut |_| {}).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let r = &runs[0];
         assert_eq!(r.clients.len(), 2, "{}", p.display());
         for c in &r.clients {

@@ -90,7 +90,7 @@ fn split_gives_each_part_its_resources_cost_and_reveals_known_unknowns() {
 fn a_drawn_cost_that_the_change_would_reveal_is_refused_with_its_field() {
     let mut f = spec("experiments/tam-fig13b-orig.toml");
     // Cold Gets miss half the time instead of always.
-    f.doc["simulation"]["request"][0]["path"][1]["unknown"]
+    f.doc.value["simulation"]["request"][0]["path"][1]["unknown"]
         .as_table_mut()
         .unwrap()
         .insert("hit_ratio".into(), toml::Value::Float(0.5));

@@ -3,7 +3,7 @@
 
 use crate::model::{Model, Resource, Scheduling, Stage};
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 /// The five scheduling problems of §3, in the column order of Table 2 (N, U, C, B, O).
@@ -210,7 +210,13 @@ pub fn analyze(model: &Model) -> Report {
     problems.extend(model.stages.iter().filter_map(no_scheduling));
     problems.extend(model.stages.iter().filter_map(unknown_resource_usage));
     problems.extend(hidden_contention(model));
-    problems.extend(model.stages.iter().filter_map(|s| blocking(model, s)));
+    let index = model.names();
+    problems.extend(
+        model
+            .stages
+            .iter()
+            .filter_map(|s| blocking(model, &index, s)),
+    );
     problems.extend(model.stages.iter().filter_map(ordering_constraint));
     Report { problems }
 }
@@ -283,16 +289,12 @@ fn unknown_resource_usage(s: &Stage) -> Option<Problem> {
 /// finding per (host, resource), naming every such stage.
 fn hidden_contention(model: &Model) -> Vec<Problem> {
     let mut out = Vec::new();
-    for host in model.host_ids() {
+    for (host, members) in model.stages_by_host() {
         for resource in Resource::ALL {
-            let stages: Vec<String> = model
-                .stages
+            let stages: Vec<String> = members
                 .iter()
-                .filter(|s| {
-                    s.host == host
-                        && s.scheduling.has_queue()
-                        && s.resources.get(resource).may_use()
-                })
+                .map(|&i| &model.stages[i])
+                .filter(|s| s.scheduling.has_queue() && s.resources.get(resource).may_use())
                 .map(|s| s.name.clone())
                 .collect();
             if stages.len() < 2 {
@@ -332,7 +334,7 @@ fn hidden_contention(model: &Model) -> Vec<Problem> {
 }
 
 /// §3.4: a bounded stage that blocks on other stages.
-fn blocking(model: &Model, s: &Stage) -> Option<Problem> {
+fn blocking(model: &Model, index: &HashMap<&str, usize>, s: &Stage) -> Option<Problem> {
     if !s.scheduling.has_queue() || s.blocks_on.is_empty() {
         return None;
     }
@@ -342,7 +344,7 @@ fn blocking(model: &Model, s: &Stage) -> Option<Problem> {
     let waited: BTreeSet<Resource> = s
         .blocks_on
         .iter()
-        .filter_map(|b| model.stage(b))
+        .filter_map(|b| index.get(b.as_str()).map(|&i| &model.stages[i]))
         .flat_map(|b| b.resources.used())
         .collect();
     let waited: Vec<Resource> = waited.into_iter().collect();

@@ -14,9 +14,9 @@ use toml::{Table, Value};
 /// The format version this crate reads and writes (`format = 1`, optional).
 pub const FORMAT_VERSION: i64 = 1;
 
-/// `simulation` holds the simulator's workload and capacities (read by `fairlane-sim`'s TAM
-/// model, docs/tam.md "Simulate it"); the analysis ignores it.
-const TOP_KEYS: &[&str] = &["format", "model", "hosts", "stage", "simulation"];
+/// `simulation` holds the simulator's workload and capacities and `sweep` its points (read
+/// by `fairlane-sim`'s TAM model, docs/tam.md "Simulate it"); the analysis ignores them.
+const TOP_KEYS: &[&str] = &["format", "model", "hosts", "stage", "simulation", "sweep"];
 const MODEL_KEYS: &[&str] = &["name", "source", "description"];
 const STAGE_KEYS: &[&str] = &[
     "name",
@@ -33,6 +33,11 @@ impl Model {
     /// Parses and validates a model from TOML text.
     pub fn from_toml(text: &str) -> Result<Model, ModelError> {
         parse(text)
+    }
+
+    /// Validates a model from a model file's parsed TOML document.
+    pub fn from_table(table: &Table) -> Result<Model, ModelError> {
+        from_table(table)
     }
 
     /// Reads, parses and validates a model file; errors name the file.
@@ -63,8 +68,13 @@ pub fn parse(text: &str) -> Result<Model, ModelError> {
             e.to_string().trim_end()
         ))])
     })?;
+    from_table(&table)
+}
+
+/// Validates a model from a parsed TOML document.
+fn from_table(table: &Table) -> Result<Model, ModelError> {
     let mut errors = Vec::new();
-    let model = read_model(&table, &mut errors);
+    let model = read_model(table, &mut errors);
     if !errors.is_empty() {
         return Err(ModelError::new(errors));
     }
@@ -95,33 +105,7 @@ fn read_model(top: &Table, errors: &mut Vec<FieldError>) -> Model {
         )),
     }
     match top.get("model") {
-        Some(Value::Table(t)) => {
-            for key in t.keys() {
-                if !MODEL_KEYS.contains(&key.as_str()) {
-                    errors.push(FieldError::model(
-                        &format!("model.{key}"),
-                        format!("unknown key; allowed: {}", MODEL_KEYS.join(", ")),
-                    ));
-                }
-            }
-            match t.get("name") {
-                Some(Value::String(s)) => model.name = s.clone(),
-                Some(v) => errors.push(FieldError::model(
-                    "model.name",
-                    format!("expected a string, found {}", v.type_str()),
-                )),
-                None => errors.push(FieldError::model(
-                    "model.name",
-                    "missing; every model needs a name",
-                )),
-            }
-            model.source = opt_string(t, "source", errors, |f, m| {
-                FieldError::model(&format!("model.{f}"), m)
-            });
-            model.description = opt_string(t, "description", errors, |f, m| {
-                FieldError::model(&format!("model.{f}"), m)
-            });
-        }
+        Some(Value::Table(t)) => read_model_table(t, &mut model, errors),
         Some(v) => errors.push(FieldError::model(
             "model",
             format!("expected a table [model], found {}", v.type_str()),
@@ -133,32 +117,7 @@ fn read_model(top: &Table, errors: &mut Vec<FieldError>) -> Model {
     }
     match top.get("hosts") {
         None => {}
-        Some(Value::Table(t)) => {
-            for (key, value) in t {
-                let id = match key.parse::<u32>() {
-                    Ok(id) if id > 0 => id,
-                    _ => {
-                        errors.push(FieldError::model(
-                            &format!("hosts.{key}"),
-                            "host IDs are positive integers, e.g. `1 = \"RegionServer\"`",
-                        ));
-                        continue;
-                    }
-                };
-                match value {
-                    Value::String(s) => {
-                        model.hosts.insert(id, s.clone());
-                    }
-                    v => errors.push(FieldError::model(
-                        &format!("hosts.{key}"),
-                        format!(
-                            "expected a string (the host's label), found {}",
-                            v.type_str()
-                        ),
-                    )),
-                }
-            }
-        }
+        Some(Value::Table(t)) => read_hosts(t, &mut model, errors),
         Some(v) => errors.push(FieldError::model(
             "hosts",
             format!("expected a table [hosts], found {}", v.type_str()),
@@ -190,12 +149,67 @@ fn read_model(top: &Table, errors: &mut Vec<FieldError>) -> Model {
     model
 }
 
+/// `[model]`: name, source, description.
+fn read_model_table(t: &Table, model: &mut Model, errors: &mut Vec<FieldError>) {
+    for key in t.keys() {
+        if !MODEL_KEYS.contains(&key.as_str()) {
+            errors.push(FieldError::model(
+                &format!("model.{key}"),
+                format!("unknown key; allowed: {}", MODEL_KEYS.join(", ")),
+            ));
+        }
+    }
+    match t.get("name") {
+        Some(Value::String(s)) => model.name = s.clone(),
+        Some(v) => errors.push(FieldError::model(
+            "model.name",
+            format!("expected a string, found {}", v.type_str()),
+        )),
+        None => errors.push(FieldError::model(
+            "model.name",
+            "missing; every model needs a name",
+        )),
+    }
+    let in_model = |f: &str, m| FieldError::model(&format!("model.{f}"), m);
+    model.source = opt_string(t, "source", errors, in_model);
+    model.description = opt_string(t, "description", errors, in_model);
+}
+
+/// `[hosts]`: positive host IDs to labels.
+fn read_hosts(t: &Table, model: &mut Model, errors: &mut Vec<FieldError>) {
+    for (key, value) in t {
+        let id = match key.parse::<u32>() {
+            Ok(id) if id > 0 => id,
+            _ => {
+                errors.push(FieldError::model(
+                    &format!("hosts.{key}"),
+                    "host IDs are positive integers, e.g. `1 = \"RegionServer\"`",
+                ));
+                continue;
+            }
+        };
+        match value {
+            Value::String(s) => {
+                model.hosts.insert(id, s.clone());
+            }
+            v => errors.push(FieldError::model(
+                &format!("hosts.{key}"),
+                format!(
+                    "expected a string (the host's label), found {}",
+                    v.type_str()
+                ),
+            )),
+        }
+    }
+}
+
 fn read_stage(t: &Table, index: usize, errors: &mut Vec<FieldError>) -> Option<Stage> {
+    let numbered = || format!("#{}", index + 1);
     let name = match t.get("name") {
         Some(Value::String(s)) => Some(s.clone()),
         Some(v) => {
             errors.push(FieldError::stage(
-                &format!("#{}", index + 1),
+                &numbered(),
                 "name",
                 format!("expected a string, found {}", v.type_str()),
             ));
@@ -203,7 +217,7 @@ fn read_stage(t: &Table, index: usize, errors: &mut Vec<FieldError>) -> Option<S
         }
         None => {
             errors.push(FieldError::stage(
-                &format!("#{}", index + 1),
+                &numbered(),
                 "name",
                 "missing; every stage needs a name",
             ));
@@ -212,123 +226,26 @@ fn read_stage(t: &Table, index: usize, errors: &mut Vec<FieldError>) -> Option<S
     };
     let who = match &name {
         Some(n) if !n.trim().is_empty() => n.clone(),
-        _ => format!("#{}", index + 1),
+        _ => numbered(),
     };
-    let err = |field: &str, message: String| FieldError::stage(&who, field, message);
     let before = errors.len();
+    let mut fields = StageFields {
+        t,
+        who: &who,
+        errors,
+    };
     for key in t.keys() {
         if !STAGE_KEYS.contains(&key.as_str()) {
-            errors.push(err(
+            fields.push(
                 key,
                 format!("unknown key; allowed: {}", STAGE_KEYS.join(", ")),
-            ));
+            );
         }
     }
-    let host = match t.get("host") {
-        None => 1,
-        Some(Value::Integer(h)) if *h > 0 && *h <= u32::MAX as i64 => *h as u32,
-        Some(Value::Integer(h)) => {
-            errors.push(err(
-                "host",
-                format!("must be a positive integer (Definition 2), found {h}"),
-            ));
-            1
-        }
-        Some(v) => {
-            errors.push(err(
-                "host",
-                format!("expected a positive integer, found {}", v.type_str()),
-            ));
-            1
-        }
-    };
-    let allowed = || {
-        Scheduling::ALL
-            .map(|s| format!("\"{}\"", s.key()))
-            .join(", ")
-    };
-    let scheduling = match t.get("scheduling") {
-        Some(Value::String(s)) => match Scheduling::from_key(s) {
-            Some(q) => Some(q),
-            None => {
-                errors.push(err(
-                    "scheduling",
-                    format!(
-                        "`{s}` is not a scheduling type; expected one of {}",
-                        allowed()
-                    ),
-                ));
-                None
-            }
-        },
-        Some(v) => {
-            errors.push(err(
-                "scheduling",
-                format!("expected one of {}, found {}", allowed(), v.type_str()),
-            ));
-            None
-        }
-        None => {
-            errors.push(err(
-                "scheduling",
-                format!("missing; expected one of {}", allowed()),
-            ));
-            None
-        }
-    };
-    let mut resources = ResourceVector::NONE;
-    match t.get("resources") {
-        None => {}
-        Some(Value::Table(r)) => {
-            for (key, value) in r {
-                let field = format!("resources.{key}");
-                let Some(resource) = Resource::from_key(key) else {
-                    errors.push(err(
-                        &field,
-                        format!(
-                            "unknown resource; expected {}",
-                            Resource::ALL.map(|r| r.key()).join(", ")
-                        ),
-                    ));
-                    continue;
-                };
-                match value {
-                    Value::Boolean(true) => resources.set(resource, Usage::True),
-                    Value::Boolean(false) => resources.set(resource, Usage::False),
-                    Value::String(s) if s == "unknown" => resources.set(resource, Usage::Unknown),
-                    Value::String(s) => errors.push(err(
-                        &field,
-                        format!("expected true, false or \"unknown\", found \"{s}\""),
-                    )),
-                    v => errors.push(err(
-                        &field,
-                        format!(
-                            "expected true, false or \"unknown\", found {}",
-                            v.type_str()
-                        ),
-                    )),
-                }
-            }
-        }
-        Some(v) => errors.push(err(
-            "resources",
-            format!(
-                "expected a table such as {{ cpu = true, io = \"unknown\" }}, found {}",
-                v.type_str()
-            ),
-        )),
-    }
-    let ordering = match t.get("ordering") {
-        None => false,
-        Some(Value::Boolean(b)) => *b,
-        Some(v) => {
-            errors.push(err(
-                "ordering",
-                format!("expected true or false, found {}", v.type_str()),
-            ));
-            false
-        }
-    };
+    let host = fields.host();
+    let scheduling = fields.scheduling();
+    let resources = fields.resources();
+    let ordering = fields.ordering();
     let downstream = string_list(t, "downstream", &who, errors);
     let blocks_on = string_list(t, "blocks_on", &who, errors);
     let note = opt_string(t, "note", errors, |f, m| FieldError::stage(&who, f, m));
@@ -345,6 +262,128 @@ fn read_stage(t: &Table, index: usize, errors: &mut Vec<FieldError>) -> Option<S
         blocks_on,
         note,
     })
+}
+
+/// The fields of one `[[stage]]` table, each read with errors naming the stage and field.
+struct StageFields<'a> {
+    t: &'a Table,
+    who: &'a str,
+    errors: &'a mut Vec<FieldError>,
+}
+
+impl StageFields<'_> {
+    fn push(&mut self, field: &str, message: String) {
+        self.errors
+            .push(FieldError::stage(self.who, field, message));
+    }
+
+    /// `host`: a positive integer, 1 when absent (or wrong, with the error recorded).
+    fn host(&mut self) -> u32 {
+        match self.t.get("host") {
+            None => 1,
+            Some(Value::Integer(h)) if *h > 0 && *h <= u32::MAX as i64 => *h as u32,
+            Some(Value::Integer(h)) => {
+                self.push(
+                    "host",
+                    format!("must be a positive integer (Definition 2), found {h}"),
+                );
+                1
+            }
+            Some(v) => {
+                self.push(
+                    "host",
+                    format!("expected a positive integer, found {}", v.type_str()),
+                );
+                1
+            }
+        }
+    }
+
+    /// `scheduling`: one of the scheduling types' keys; required.
+    fn scheduling(&mut self) -> Option<Scheduling> {
+        let allowed = || {
+            Scheduling::ALL
+                .map(|s| format!("\"{}\"", s.key()))
+                .join(", ")
+        };
+        let message = match self.t.get("scheduling") {
+            Some(Value::String(s)) => match Scheduling::from_key(s) {
+                Some(q) => return Some(q),
+                None => format!(
+                    "`{s}` is not a scheduling type; expected one of {}",
+                    allowed()
+                ),
+            },
+            Some(v) => format!("expected one of {}, found {}", allowed(), v.type_str()),
+            None => format!("missing; expected one of {}", allowed()),
+        };
+        self.push("scheduling", message);
+        None
+    }
+
+    /// `resources`: a table of resource keys to `true`, `false` or `"unknown"`.
+    fn resources(&mut self) -> ResourceVector {
+        let mut resources = ResourceVector::NONE;
+        let r = match self.t.get("resources") {
+            None => return resources,
+            Some(Value::Table(r)) => r,
+            Some(v) => {
+                self.push(
+                    "resources",
+                    format!(
+                        "expected a table such as {{ cpu = true, io = \"unknown\" }}, found {}",
+                        v.type_str()
+                    ),
+                );
+                return resources;
+            }
+        };
+        for (key, value) in r {
+            let field = format!("resources.{key}");
+            let Some(resource) = Resource::from_key(key) else {
+                self.push(
+                    &field,
+                    format!(
+                        "unknown resource; expected {}",
+                        Resource::ALL.map(|r| r.key()).join(", ")
+                    ),
+                );
+                continue;
+            };
+            match value {
+                Value::Boolean(true) => resources.set(resource, Usage::True),
+                Value::Boolean(false) => resources.set(resource, Usage::False),
+                Value::String(s) if s == "unknown" => resources.set(resource, Usage::Unknown),
+                Value::String(s) => self.push(
+                    &field,
+                    format!("expected true, false or \"unknown\", found \"{s}\""),
+                ),
+                v => self.push(
+                    &field,
+                    format!(
+                        "expected true, false or \"unknown\", found {}",
+                        v.type_str()
+                    ),
+                ),
+            }
+        }
+        resources
+    }
+
+    /// `ordering`: a boolean, false when absent.
+    fn ordering(&mut self) -> bool {
+        match self.t.get("ordering") {
+            None => false,
+            Some(Value::Boolean(b)) => *b,
+            Some(v) => {
+                self.push(
+                    "ordering",
+                    format!("expected true or false, found {}", v.type_str()),
+                );
+                false
+            }
+        }
+    }
 }
 
 fn string_list(t: &Table, field: &str, who: &str, errors: &mut Vec<FieldError>) -> Vec<String> {

@@ -51,71 +51,118 @@ pub struct Band {
     pub max_col: usize,
 }
 
-/// Computes the layout; deterministic (ties broken by file order).
+/// Computes the layout; deterministic (ties broken by file order). Linear in the stages and
+/// edges (plus the waypoints of long edges), up to the sorting of each cell.
 pub fn layout(model: &Model) -> Layout {
     let n = model.stages.len();
-    let edges: Vec<Vec<usize>> = model
-        .stages
-        .iter()
-        .map(|s| {
-            s.downstream
-                .iter()
-                .filter_map(|d| model.index_of(d))
-                .collect()
-        })
-        .collect();
+    let edges = model.downstream_indices();
     let back_edges = find_back_edges(&edges);
     let col = longest_path_columns(&edges, &back_edges);
     let columns = col.iter().max().map_or(0, |c| c + 1);
-    let hosts = model.host_ids();
-
-    // Nodes 0..n are stages; nodes n.. are waypoints of long edges, in the source's band.
-    let mut node_col = col.clone();
-    let mut node_band: Vec<usize> = model
-        .stages
-        .iter()
-        .map(|s| hosts.iter().position(|h| *h == s.host).unwrap_or(0))
-        .collect();
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut chains: BTreeMap<(usize, usize), Vec<usize>> = BTreeMap::new();
-    for (u, out) in edges.iter().enumerate() {
-        for &v in out {
-            if back_edges.contains(&(u, v)) || col[v] <= col[u] {
-                continue;
-            }
-            let mut prev = u;
-            let mut chain = Vec::new();
-            for c in col[u] + 1..col[v] {
-                let w = node_col.len();
-                node_col.push(c);
-                node_band.push(node_band[u]);
-                preds.push(vec![prev]);
-                chain.push(w);
-                prev = w;
-            }
-            preds[v].push(prev);
-            if !chain.is_empty() {
-                chains.insert((u, v), chain);
-            }
+    let by_host = model.stages_by_host();
+    let mut band_of = vec![0; n];
+    for (b, (_, members)) in by_host.iter().enumerate() {
+        for &i in members {
+            band_of[i] = b;
         }
     }
-    let total = node_col.len();
-
-    // Cells (band, column), ordered by the barycentre of each node's predecessors in the
-    // same band; ties by file order, waypoints after stages.
-    let mut cells: Vec<Vec<Vec<usize>>> = vec![vec![Vec::new(); columns]; hosts.len()];
-    for w in 0..total {
-        cells[node_band[w]][node_col[w]].push(w);
+    let mut nodes = Nodes {
+        col: col.clone(),
+        band: band_of,
+        preds: vec![Vec::new(); n],
+    };
+    let chains = nodes.add_waypoints(&edges, &back_edges);
+    let cells = nodes.ordered_cells();
+    let (bands, slot) = place(&cells, &by_host, nodes.col.len());
+    let routes = chains
+        .into_iter()
+        .map(|(edge, chain)| {
+            let points = chain
+                .into_iter()
+                .map(|w| Waypoint {
+                    col: nodes.col[w],
+                    band: nodes.band[w],
+                    slot: slot[w],
+                })
+                .collect();
+            (edge, points)
+        })
+        .collect();
+    Layout {
+        slot: slot[..n].to_vec(),
+        band_of: nodes.band[..n].to_vec(),
+        col,
+        bands,
+        back_edges,
+        routes,
+        columns,
     }
-    let mut key: Vec<f64> = (0..total).map(|w| w as f64).collect();
-    let mut rank = vec![0f64; total];
-    for c in 0..columns {
-        for (b, band_cells) in cells.iter_mut().enumerate() {
-            let cell = &mut band_cells[c];
+}
+
+/// The nodes of the layered graph: 0..n are the stages, the rest waypoints of long edges (in
+/// the band of the edge's source).
+struct Nodes {
+    col: Vec<usize>,
+    band: Vec<usize>,
+    /// Each node's predecessors along forward edges (always in earlier columns).
+    preds: Vec<Vec<usize>>,
+}
+
+/// The nodes of each non-empty (column, band) cell, keyed in the order cells are placed.
+type Cells = BTreeMap<(usize, usize), Vec<usize>>;
+
+impl Nodes {
+    /// A waypoint in every column a forward edge spans; returns each long edge's chain.
+    fn add_waypoints(
+        &mut self,
+        edges: &[Vec<usize>],
+        back_edges: &BTreeSet<(usize, usize)>,
+    ) -> BTreeMap<(usize, usize), Vec<usize>> {
+        let mut chains = BTreeMap::new();
+        for (u, out) in edges.iter().enumerate() {
+            for &v in out {
+                let (cu, cv) = (self.col[u], self.col[v]);
+                if back_edges.contains(&(u, v)) || cv <= cu {
+                    continue;
+                }
+                let mut prev = u;
+                let mut chain = Vec::new();
+                for c in cu + 1..cv {
+                    let w = self.col.len();
+                    self.col.push(c);
+                    self.band.push(self.band[u]);
+                    self.preds.push(vec![prev]);
+                    chain.push(w);
+                    prev = w;
+                }
+                self.preds[v].push(prev);
+                if !chain.is_empty() {
+                    chains.insert((u, v), chain);
+                }
+            }
+        }
+        chains
+    }
+
+    /// The cells, each ordered by the barycentre of its nodes' predecessors in the same band;
+    /// ties by file order, waypoints after stages. Cells are visited column by column, so a
+    /// node's predecessors are ranked before it.
+    fn ordered_cells(&self) -> Cells {
+        let total = self.col.len();
+        let mut cells = Cells::new();
+        for w in 0..total {
+            cells
+                .entry((self.col[w], self.band[w]))
+                .or_default()
+                .push(w);
+        }
+        let mut key: Vec<f64> = (0..total).map(|w| w as f64).collect();
+        let mut rank = vec![0f64; total];
+        for (&(_, b), cell) in cells.iter_mut() {
             for &w in cell.iter() {
-                let same_band: Vec<f64> = preds[w]
+                let same_band: Vec<f64> = self.preds[w]
                     .iter()
-                    .filter(|&&p| node_band[p] == b)
+                    .filter(|&&p| self.band[p] == b)
                     .map(|&p| rank[p])
                     .collect();
                 if !same_band.is_empty() {
@@ -128,49 +175,41 @@ pub fn layout(model: &Model) -> Layout {
                 rank[w] = r as f64;
             }
         }
+        cells
     }
+}
 
-    let mut bands = Vec::new();
-    let mut node_slot = vec![0f64; total];
-    for (b, &host) in hosts.iter().enumerate() {
-        let rows = cells[b].iter().map(Vec::len).max().unwrap_or(0);
-        let used: Vec<usize> = (0..columns).filter(|&c| !cells[b][c].is_empty()).collect();
-        for cell in &cells[b] {
-            let offset = (rows - cell.len()) as f64 / 2.0;
-            for (r, &w) in cell.iter().enumerate() {
-                node_slot[w] = r as f64 + offset;
-            }
-        }
-        bands.push(Band {
+/// The host bands and every node's slot: a band has as many rows as its fullest cell, and a
+/// cell with fewer nodes is centred.
+fn place(cells: &Cells, by_host: &[(u32, Vec<usize>)], total: usize) -> (Vec<Band>, Vec<f64>) {
+    let mut bands: Vec<Band> = by_host
+        .iter()
+        .map(|&(host, _)| Band {
             host,
-            rows,
-            min_col: used.first().copied().unwrap_or(0),
-            max_col: used.last().copied().unwrap_or(0),
-        });
-    }
-    let routes = chains
-        .into_iter()
-        .map(|(edge, chain)| {
-            let points = chain
-                .into_iter()
-                .map(|w| Waypoint {
-                    col: node_col[w],
-                    band: node_band[w],
-                    slot: node_slot[w],
-                })
-                .collect();
-            (edge, points)
+            rows: 0,
+            min_col: usize::MAX,
+            max_col: 0,
         })
         .collect();
-    Layout {
-        slot: node_slot[..n].to_vec(),
-        band_of: node_band[..n].to_vec(),
-        col,
-        bands,
-        back_edges,
-        routes,
-        columns,
+    for (&(c, b), cell) in cells {
+        let band = &mut bands[b];
+        band.rows = band.rows.max(cell.len());
+        band.min_col = band.min_col.min(c);
+        band.max_col = band.max_col.max(c);
     }
+    let mut slot = vec![0f64; total];
+    for (&(_, b), cell) in cells {
+        let offset = (bands[b].rows - cell.len()) as f64 / 2.0;
+        for (r, &w) in cell.iter().enumerate() {
+            slot[w] = r as f64 + offset;
+        }
+    }
+    for band in &mut bands {
+        if band.min_col == usize::MAX {
+            band.min_col = 0;
+        }
+    }
+    (bands, slot)
 }
 
 /// Longest-path layering over the acyclic part (Kahn's algorithm, file order).

@@ -2,7 +2,7 @@
 //! Definition 2 (a stage is the 5-tuple (n, h, r, o, q)).
 
 use crate::error::{FieldError, ModelError};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 /// The four resources of Definition 2, in the order of the resource vector `r`
@@ -235,9 +235,35 @@ impl Model {
         self.stages.iter().find(|s| s.name == name)
     }
 
-    /// Index of the stage named `name` in [`Model::stages`].
+    /// Index of the stage named `name` in [`Model::stages`] (a scan: to resolve many names,
+    /// build [`Model::names`] once).
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.stages.iter().position(|s| s.name == name)
+    }
+
+    /// Every stage name with its index in [`Model::stages`] (the first, for a name given
+    /// twice), so that resolving the relations of a large model stays linear.
+    pub fn names(&self) -> HashMap<&str, usize> {
+        let mut names = HashMap::with_capacity(self.stages.len());
+        for (i, s) in self.stages.iter().enumerate() {
+            names.entry(s.name.as_str()).or_insert(i);
+        }
+        names
+    }
+
+    /// The downstream relation D as stage indices (names that resolve to no stage left
+    /// out), in each stage's order.
+    pub fn downstream_indices(&self) -> Vec<Vec<usize>> {
+        let names = self.names();
+        self.stages
+            .iter()
+            .map(|s| {
+                s.downstream
+                    .iter()
+                    .filter_map(|d| names.get(d.as_str()).copied())
+                    .collect()
+            })
+            .collect()
     }
 
     /// A label for a host: its name if given, else `host N`.
@@ -254,17 +280,31 @@ impl Model {
         ids.into_iter().collect()
     }
 
+    /// The stages of each host in use, ascending by host ID, each list in file order.
+    pub fn stages_by_host(&self) -> Vec<(u32, Vec<usize>)> {
+        let mut by_host: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, s) in self.stages.iter().enumerate() {
+            by_host.entry(s.host).or_default().push(i);
+        }
+        by_host.into_iter().collect()
+    }
+
     /// Checks the invariants the analysis relies on; reports every violation, each naming
     /// the stage and field.
     pub fn validate(&self) -> Result<(), ModelError> {
         let mut errors = Vec::new();
-        let mut seen = BTreeSet::new();
         if self.stages.is_empty() {
             errors.push(FieldError::model(
                 "stage",
                 "a model needs at least one [[stage]]",
             ));
         }
+        let mut check = Relations {
+            names: self.names(),
+            squashed: None,
+            model: self,
+        };
+        let mut seen = BTreeSet::new();
         for (i, stage) in self.stages.iter().enumerate() {
             let who = stage_label(stage, i);
             if stage.name.trim().is_empty() {
@@ -283,8 +323,8 @@ impl Model {
                     "must be a positive integer (Definition 2)",
                 ));
             }
-            self.check_relation(&who, stage, "downstream", &stage.downstream, &mut errors);
-            self.check_relation(&who, stage, "blocks_on", &stage.blocks_on, &mut errors);
+            check.relation(&who, stage, "downstream", &stage.downstream, &mut errors);
+            check.relation(&who, stage, "blocks_on", &stage.blocks_on, &mut errors);
         }
         for host in self.hosts.keys() {
             if *host == 0 {
@@ -300,9 +340,20 @@ impl Model {
             Err(ModelError::new(errors))
         }
     }
+}
 
-    fn check_relation(
-        &self,
+/// Resolves the stage names of relations while validating: one name index for the model,
+/// and the "did you mean" index built at the first unknown name only.
+struct Relations<'a> {
+    names: HashMap<&'a str, usize>,
+    /// Squashed name (case, spaces, `-` and `_` ignored) → the first stage with it.
+    squashed: Option<HashMap<String, &'a str>>,
+    model: &'a Model,
+}
+
+impl<'a> Relations<'a> {
+    fn relation(
+        &mut self,
         who: &str,
         stage: &Stage,
         field: &str,
@@ -318,7 +369,7 @@ impl Model {
                     "a stage cannot be downstream of itself"
                 };
                 errors.push(FieldError::stage(who, field, what));
-            } else if self.index_of(target).is_none() {
+            } else if !self.names.contains_key(target.as_str()) {
                 errors.push(FieldError::stage(
                     who,
                     field,
@@ -335,22 +386,27 @@ impl Model {
     }
 
     /// A "did you mean" hint: the stage name equal ignoring case and spaces, if any.
-    fn suggest(&self, target: &str) -> String {
-        let squash = |s: &str| {
-            s.chars()
-                .filter(|c| !c.is_whitespace() && *c != '-' && *c != '_')
-                .collect::<String>()
-                .to_lowercase()
-        };
-        match self
-            .stages
-            .iter()
-            .find(|s| squash(&s.name) == squash(target))
-        {
-            Some(s) => format!(" (did you mean `{}`?)", s.name),
+    fn suggest(&mut self, target: &str) -> String {
+        let model = self.model;
+        let squashed = self.squashed.get_or_insert_with(|| {
+            let mut m = HashMap::new();
+            for s in &model.stages {
+                m.entry(squash(&s.name)).or_insert(s.name.as_str());
+            }
+            m
+        });
+        match squashed.get(&squash(target)) {
+            Some(name) => format!(" (did you mean `{name}`?)"),
             None => String::new(),
         }
     }
+}
+
+fn squash(s: &str) -> String {
+    s.chars()
+        .filter(|c| !c.is_whitespace() && *c != '-' && *c != '_')
+        .collect::<String>()
+        .to_lowercase()
 }
 
 fn stage_label(stage: &Stage, index: usize) -> String {

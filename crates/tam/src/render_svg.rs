@@ -8,10 +8,11 @@
 //! boundaries. Findings of the analysis can be highlighted with numbered badges.
 
 use crate::analysis::{Problem, ProblemKind};
-use crate::layout::{layout, Band, Layout};
+use crate::layout::{layout, Band, Layout, Waypoint};
 use crate::model::{Model, Resource, Scheduling, Stage, Usage};
-use crate::style::{kind_color, kind_fill, text_width, xml_escape as esc};
+use crate::style::{kind_color, kind_fill, text_width, Marks};
 use crate::DrawOptions;
+use fairlane_plot::escape as esc;
 use std::fmt::Write;
 
 const FONT: &str = "Helvetica, Arial, sans-serif";
@@ -138,9 +139,10 @@ pub fn render_svg(model: &Model, options: &DrawOptions) -> String {
         col_w: &col_w,
         band_y: &band_y,
     };
-    draw_edges(&mut body, model, &lay, &placed, &grid, findings);
+    let marks = Marks::new(model, findings);
+    draw_edges(&mut body, model, &lay, &placed, &grid, &marks);
     for (i, stage) in model.stages.iter().enumerate() {
-        draw_stage(&mut body, stage, &placed[i], findings);
+        draw_stage(&mut body, stage, &placed[i], &marks, i);
     }
     // Host labels last, with a halo, so that edges crossing a boundary do not hide them.
     for (b, band) in lay.bands.iter().enumerate() {
@@ -152,7 +154,7 @@ pub fn render_svg(model: &Model, options: &DrawOptions) -> String {
             esc(&model.host_label(band.host))
         );
     }
-    draw_badges(&mut body, model, &placed, findings);
+    draw_badges(&mut body, &placed, &marks);
     let mut y = diagram_bottom + 18.0;
     if !findings.is_empty() {
         y = draw_findings(&mut body, findings, &findings_lines, y);
@@ -220,25 +222,8 @@ fn draw_band(out: &mut String, band: &Band, y: f64, col_x: &[f64], col_w: &[f64]
     );
 }
 
-/// Whether a finding is drawn on `stage`. A blocking finding is drawn on the blocked
-/// stage only; the dashed arrows already lead to the stages it waits on.
-fn marks_stage(p: &Problem, stage: &str) -> bool {
-    if p.kind == ProblemKind::Blocking {
-        p.stages.first().is_some_and(|s| s == stage)
-    } else {
-        p.stages.iter().any(|s| s == stage)
-    }
-}
-
-/// Whether a finding marks `resource` on `stage`: blocking marks no resource boxes (the
-/// dashed arrows carry it); the others mark the resources they name.
-fn resource_marked(p: &Problem, stage: &str, r: Resource) -> bool {
-    p.kind != ProblemKind::Blocking
-        && p.resources.contains(&r)
-        && p.stages.iter().any(|s| s == stage)
-}
-
-fn draw_stage(out: &mut String, stage: &Stage, at: &Placed, findings: &[Problem]) {
+/// Stage `i`: its queue, plug and stop sign, box, name and resource boxes.
+fn draw_stage(out: &mut String, stage: &Stage, at: &Placed, marks: &Marks, i: usize) {
     let qx = at.x;
     let mid = at.mid();
     let _ = writeln!(
@@ -278,7 +263,7 @@ fn draw_stage(out: &mut String, stage: &Stage, at: &Placed, findings: &[Problem]
     if stage.ordering {
         draw_stop(out, qx + 14.0, mid + 20.0);
     }
-    let (stroke, sw) = match findings.iter().find(|p| marks_stage(p, &stage.name)) {
+    let (stroke, sw) = match marks.first(i) {
         Some(p) => (kind_color(p.kind), "2.6"),
         None => ("#222222", "1.4"),
     };
@@ -308,9 +293,8 @@ fn draw_stage(out: &mut String, stage: &Stage, at: &Placed, findings: &[Problem]
     for (r, label) in used.iter().zip(&labels) {
         let w = chip_w(label);
         let unknown = stage.resources.get(*r) == Usage::Unknown;
-        let fill = findings
-            .iter()
-            .find(|p| resource_marked(p, &stage.name, *r))
+        let fill = marks
+            .resource(i, *r)
             .map_or("#f1f3f5", |p| kind_fill(p.kind));
         let dash = if unknown {
             r##" stroke-dasharray="3 2""##
@@ -399,12 +383,13 @@ fn draw_edges(
     lay: &Layout,
     placed: &[Placed],
     grid: &Grid,
-    findings: &[Problem],
+    marks: &Marks,
 ) {
+    let index = model.names();
     let mut arc = 0usize;
     for (u, stage) in model.stages.iter().enumerate() {
         for target in &stage.downstream {
-            let Some(v) = model.index_of(target) else {
+            let Some(&v) = index.get(target.as_str()) else {
                 continue;
             };
             let (a, b) = (&placed[u], &placed[v]);
@@ -417,33 +402,9 @@ fn draw_edges(
                 b.mid(),
             );
             let forward = lay.col[v] > lay.col[u] && !lay.back_edges.contains(&(u, v));
-            let start = (a.right(), a.mid());
             let d = if forward {
-                // Through the waypoints of a long edge: straight across each reserved slot,
-                // S-curves between columns.
-                let mut points = vec![start];
-                for w in lay.routes.get(&(u, v)).map_or(&[][..], |r| &r[..]) {
-                    let y = grid.band_y[w.band] + STAGE_TOP + w.slot * ROW_PITCH + BOX_H / 2.0;
-                    points.push((grid.col_x[w.col], y));
-                    points.push((grid.col_x[w.col] + QUEUE_W + grid.col_w[w.col], y));
-                }
-                points.push(end);
-                let mut d = format!("M{}", pt(start));
-                for (k, pair) in points.windows(2).enumerate() {
-                    let (p, q) = (pair[0], pair[1]);
-                    if k % 2 == 1 {
-                        d += &format!(" L{}", pt(q));
-                    } else {
-                        let dx = (q.0 - p.0) / 2.0;
-                        d += &format!(
-                            " C{} {} {}",
-                            pt((p.0 + dx, p.1)),
-                            pt((q.0 - dx, q.1)),
-                            pt(q)
-                        );
-                    }
-                }
-                d
+                let route = lay.routes.get(&(u, v)).map_or(&[][..], |r| &r[..]);
+                forward_path((a.right(), a.mid()), route, grid, end)
             } else {
                 // An edge closing a cycle: arch over the boxes, entering the queue from the left.
                 let lift = 44.0 + 10.0 * (arc % 3) as f64;
@@ -460,34 +421,16 @@ fn draw_edges(
         }
     }
     for (u, stage) in model.stages.iter().enumerate() {
-        let marked = findings
-            .iter()
-            .any(|p| p.kind == ProblemKind::Blocking && p.stages.first() == Some(&stage.name));
-        let (color, width) = if marked {
+        let (color, width) = if marks.blocked(u) {
             (kind_color(ProblemKind::Blocking), "2")
         } else {
             ("#1971c2", "1.4")
         };
         for (k, target) in stage.blocks_on.iter().enumerate() {
-            let Some(v) = model.index_of(target) else {
+            let Some(&v) = index.get(target.as_str()) else {
                 continue;
             };
-            // Dashed arrow from the stage waited on back to the blocked stage (§2.2).
-            let (a, b) = (&placed[v], &placed[u]);
-            let d = if b.y + BOX_H + 24.0 < a.y {
-                // The blocked stage is higher up: leave from the top, arrive at its bottom.
-                let (p0, p1) = ((a.box_x() + 14.0, a.y), (b.right() - 14.0, b.y + BOX_H));
-                let bend = (p0.1 - p1.1) / 2.0;
-                bezier(p0, (p0.0, p0.1 - bend), (p1.0, p1.1 + bend), p1)
-            } else {
-                // Otherwise dip under both boxes and arrive at the blocked stage's bottom.
-                let (p0, p1) = (
-                    (a.box_x() + 14.0, a.y + BOX_H),
-                    (b.right() - 14.0, b.y + BOX_H),
-                );
-                let bottom = p0.1.max(p1.1) + 30.0 + 9.0 * k as f64;
-                bezier(p0, (p0.0, bottom), (p1.0, bottom), p1)
-            };
+            let d = blocking_path(&placed[v], &placed[u], k);
             let _ = writeln!(
                 out,
                 r##"<path class="blocking" d="{d}" fill="none" stroke="{color}" stroke-width="{width}" stroke-dasharray="6 4" marker-end="url(#arrow-blocking)"><title>{}</title></path>"##,
@@ -497,15 +440,55 @@ fn draw_edges(
     }
 }
 
-fn draw_badges(out: &mut String, model: &Model, placed: &[Placed], findings: &[Problem]) {
-    for (i, stage) in model.stages.iter().enumerate() {
-        let mine: Vec<(usize, &Problem)> = findings
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| marks_stage(p, &stage.name))
-            .collect();
-        let at = &placed[i];
-        for (k, (number, p)) in mine.iter().enumerate() {
+/// A forward edge from `start` to `end` through the waypoints of a long edge: straight
+/// across each reserved slot, S-curves between columns.
+fn forward_path(start: (f64, f64), route: &[Waypoint], grid: &Grid, end: (f64, f64)) -> String {
+    let mut points = vec![start];
+    for w in route {
+        let y = grid.band_y[w.band] + STAGE_TOP + w.slot * ROW_PITCH + BOX_H / 2.0;
+        points.push((grid.col_x[w.col], y));
+        points.push((grid.col_x[w.col] + QUEUE_W + grid.col_w[w.col], y));
+    }
+    points.push(end);
+    let mut d = format!("M{}", pt(start));
+    for (k, pair) in points.windows(2).enumerate() {
+        let (p, q) = (pair[0], pair[1]);
+        if k % 2 == 1 {
+            d += &format!(" L{}", pt(q));
+        } else {
+            let dx = (q.0 - p.0) / 2.0;
+            d += &format!(
+                " C{} {} {}",
+                pt((p.0 + dx, p.1)),
+                pt((q.0 - dx, q.1)),
+                pt(q)
+            );
+        }
+    }
+    d
+}
+
+/// The `k`-th dashed arrow of a blocked stage `b`, from the stage `a` it waits on (§2.2).
+fn blocking_path(a: &Placed, b: &Placed, k: usize) -> String {
+    if b.y + BOX_H + 24.0 < a.y {
+        // The blocked stage is higher up: leave from the top, arrive at its bottom.
+        let (p0, p1) = ((a.box_x() + 14.0, a.y), (b.right() - 14.0, b.y + BOX_H));
+        let bend = (p0.1 - p1.1) / 2.0;
+        bezier(p0, (p0.0, p0.1 - bend), (p1.0, p1.1 + bend), p1)
+    } else {
+        // Otherwise dip under both boxes and arrive at the blocked stage's bottom.
+        let (p0, p1) = (
+            (a.box_x() + 14.0, a.y + BOX_H),
+            (b.right() - 14.0, b.y + BOX_H),
+        );
+        let bottom = p0.1.max(p1.1) + 30.0 + 9.0 * k as f64;
+        bezier(p0, (p0.0, bottom), (p1.0, bottom), p1)
+    }
+}
+
+fn draw_badges(out: &mut String, placed: &[Placed], marks: &Marks) {
+    for (i, at) in placed.iter().enumerate() {
+        for (k, (number, p)) in marks.on(i).enumerate() {
             draw_badge(
                 out,
                 at.right() - 6.0 - 19.0 * k as f64,

@@ -1,6 +1,7 @@
 //! Shared drawing vocabulary: colours per problem kind, text escaping, text width.
 
-use crate::analysis::ProblemKind;
+use crate::analysis::{Problem, ProblemKind};
+use crate::model::{Model, Resource};
 
 /// Stroke colour marking a finding of `kind`.
 pub fn kind_color(kind: ProblemKind) -> &'static str {
@@ -24,22 +25,6 @@ pub fn kind_fill(kind: ProblemKind) -> &'static str {
     }
 }
 
-/// Escapes text for XML (SVG) and Graphviz HTML-like labels.
-pub fn xml_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
 /// Approximate width of `text` in a sans-serif font of `size` px. Without font metrics we
 /// over-estimate slightly so that text stays inside its box.
 pub fn text_width(text: &str, size: f64) -> f64 {
@@ -54,4 +39,62 @@ pub fn text_width(text: &str, size: f64) -> f64 {
         })
         .sum();
     units * size
+}
+
+/// Which findings a drawing marks on each stage, resolved once (a finding may name every
+/// stage of a large model): a blocking finding marks the blocked stage only, the dashed
+/// arrows already lead to the stages it waits on; the others mark every stage they name.
+pub(crate) struct Marks<'a> {
+    findings: &'a [Problem],
+    /// Per stage (index in `Model::stages`), the indices of the findings marking it,
+    /// ascending.
+    per_stage: Vec<Vec<usize>>,
+}
+
+impl<'a> Marks<'a> {
+    pub(crate) fn new(model: &Model, findings: &'a [Problem]) -> Marks<'a> {
+        let index = model.names();
+        let mut per_stage: Vec<Vec<usize>> = vec![Vec::new(); model.stages.len()];
+        for (k, p) in findings.iter().enumerate() {
+            let named = if p.kind == ProblemKind::Blocking {
+                &p.stages[..p.stages.len().min(1)]
+            } else {
+                &p.stages[..]
+            };
+            for name in named {
+                if let Some(&i) = index.get(name.as_str()) {
+                    if per_stage[i].last() != Some(&k) {
+                        per_stage[i].push(k);
+                    }
+                }
+            }
+        }
+        Marks {
+            findings,
+            per_stage,
+        }
+    }
+
+    /// The findings marking stage `i`, with their numbers (0-based), in report order.
+    pub(crate) fn on(&self, i: usize) -> impl Iterator<Item = (usize, &'a Problem)> + '_ {
+        self.per_stage[i].iter().map(|&k| (k, &self.findings[k]))
+    }
+
+    /// The first finding marking stage `i` (its colour draws the stage's border).
+    pub(crate) fn first(&self, i: usize) -> Option<&'a Problem> {
+        self.on(i).next().map(|(_, p)| p)
+    }
+
+    /// Whether a blocking finding is about stage `i` (its arrows are drawn bolder).
+    pub(crate) fn blocked(&self, i: usize) -> bool {
+        self.on(i).any(|(_, p)| p.kind == ProblemKind::Blocking)
+    }
+
+    /// The first finding marking resource `r` on stage `i`: blocking marks no resource boxes
+    /// (the dashed arrows carry it); the others mark the resources they name.
+    pub(crate) fn resource(&self, i: usize, r: Resource) -> Option<&'a Problem> {
+        self.on(i)
+            .map(|(_, p)| p)
+            .find(|p| p.kind != ProblemKind::Blocking && p.resources.contains(&r))
+    }
 }

@@ -1,4 +1,4 @@
-//! LDF's dispatch without evaluating every active tenant (issue 19), making exactly the
+//! LDF's dispatch without evaluating every active tenant, making exactly the
 //! decisions of the full scan ([`ReserveScheduler::select_ldf_scan`]).
 //!
 //! # Why a sorted key works

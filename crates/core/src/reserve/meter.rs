@@ -20,7 +20,7 @@
 //! and a tenant's delay over any stretch in which its `q` and `r` stay put is the change of
 //! `Σ_{k=r+1}^{r+q} T_k` — read when the tenant's own counts change, when its interval
 //! closes (a heap of the waiting tenants' interval ends) or when it is read. An event costs
-//! O(log tenants + min(q, cores)) instead of O(tenants with ready tasks) (issue 19). The
+//! O(log tenants + min(q, cores)) instead of O(tenants with ready tasks). The
 //! delays equal the per-event sums of the earlier meter up to rounding (the sums are
 //! grouped differently; `meter_scan.rs`, the earlier meter, is the tests' reference), and a
 //! tenant that waited only while nothing else ran accrues exactly 0.
@@ -32,8 +32,8 @@ use crate::types::{saturate, Error, TenantId};
 
 /// The most metering intervals one event closes one at a time. A longer jump of time (a clock
 /// that leapt, an absurd `now`) closes the first ones and skips the rest unrecorded, so that
-/// no call loops for as many intervals as the jump spans (issue 16: `now` = 1e300 with
-/// 1-second intervals never returned). 4096 intervals with a task running throughout is far
+/// no call loops for as many intervals as the jump spans (`now` = 1e300 with 1-second
+/// intervals must return). 4096 intervals with a task running throughout is far
 /// beyond any reservation experiment; a jump over idle intervals is skipped in one step anyway.
 pub(crate) const MAX_ROLLS: usize = 4096;
 
@@ -613,7 +613,7 @@ impl Meter {
 
     /// [`Meter::schedule_end`] only for an end later than `after`: at times so large that
     /// `start + len == start` the interval cannot move, and the heap must not return the
-    /// same end for ever (issue 16's loop).
+    /// same end for ever.
     fn schedule_end_after(&mut self, t: usize, after: f64) {
         let m = &mut self.tenants[t];
         let end = m.usage.end();

@@ -1,4 +1,4 @@
-//! The meter before issue 19, kept as the lazy meter's test reference. Metering (Das et al., VLDB '14 §2.2, §3.5): per tenant CPU, Delay, effective utilization
+//! The eager meter (delay accrued per waiting tenant at every event), kept as the lazy meter's test reference. Metering (Das et al., VLDB '14 §2.2, §3.5): per tenant CPU, Delay, effective utilization
 //! `CPU_eff = CPU·100 / (CPU + Delay)`, the fractional violation `ViolCPU` and whether the
 //! reservation (or the elastic burst) was violated in each metering interval. Independent of
 //! the scheduling policy: it only sees tasks becoming ready, starting and stopping.
@@ -19,8 +19,8 @@ use crate::types::{saturate, Error, TenantId};
 
 /// The most metering intervals one event closes one at a time. A longer jump of time (a clock
 /// that leapt, an absurd `now`) closes the first ones and skips the rest unrecorded, so that
-/// no call loops for as many intervals as the jump spans (issue 16: `now` = 1e300 with
-/// 1-second intervals never returned). 4096 intervals with a task running throughout is far
+/// no call loops for as many intervals as the jump spans (`now` = 1e300 with 1-second
+/// intervals must return). 4096 intervals with a task running throughout is far
 /// beyond any reservation experiment; a jump over idle intervals is skipped in one step anyway.
 pub(crate) const MAX_ROLLS: usize = 4096;
 

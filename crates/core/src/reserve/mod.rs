@@ -63,7 +63,7 @@ pub(crate) fn proptest_cases(cases: u32) -> proptest::test_runner::Config {
 mod ldf;
 mod ldf_fast;
 mod meter;
-/// The meter before issue 19 (delay accrued per waiting tenant at every event): the
+/// The eager meter (delay accrued per waiting tenant at every event): the
 /// reference of the lazy one's tests.
 #[cfg(test)]
 #[allow(dead_code)]
@@ -548,7 +548,7 @@ impl<T> ReserveScheduler<T> {
         self.meter.take_records()
     }
 
-    /// Dispatch LDF by evaluating every active tenant's deficit, as before issue 19, instead
+    /// Dispatch LDF by evaluating every active tenant's deficit, instead
     /// of the sorted walk: the same decisions, O(active tenants) per dispatch. For benchmarks
     /// and tests that compare the two; no other effect.
     #[doc(hidden)]
@@ -564,7 +564,7 @@ impl<T> ReserveScheduler<T> {
 
     fn observe(&mut self, now: f64) -> Result<f64, Error> {
         // The meter multiplies times by task counts and sums them: beyond ±MAX_TIME that
-        // could overflow, so such times are refused (issue 16).
+        // could overflow, so such times are refused.
         if !(now.is_finite() && now.abs() <= MAX_TIME) {
             return Err(Error::InvalidTime(now));
         }

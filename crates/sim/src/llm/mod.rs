@@ -60,7 +60,7 @@ pub use workload::{LlmRequest, Mode, Suite, SUITES};
 use fairlane_core::TokenCost;
 use serde::Serialize;
 
-use crate::engine::SimError;
+use crate::SimError;
 use crate::events::{drive, DEFAULT_MAX_EVENTS};
 use model::LlmSim;
 

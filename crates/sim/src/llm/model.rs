@@ -12,7 +12,7 @@ use super::policy::{Disclosure, Policy, Rpm};
 use super::server::{peak_excess, Batching, Footprint, Server};
 use super::workload::LlmRequest;
 use super::{LlmOptions, Trace};
-use crate::engine::SimError;
+use crate::SimError;
 use crate::events::{EventQueue, Model};
 
 #[cfg(test)]
@@ -260,7 +260,7 @@ impl<'a> LlmSim<'a> {
                     }
                     None => {
                         return Err(SimError::new(
-                            crate::engine::SimErrorKind::Internal,
+                            crate::SimErrorKind::Internal,
                             format!("the scheduler dispatched request {i}, which is not queued"),
                         ))
                     }

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use fairlane_core::{Algorithm, Config, EstimatorKind};
 use serde::Serialize;
 
-use crate::engine::SimError;
+use crate::SimError;
 
 /// What the scheduler learns of a request at arrival (its `Request::cost`). Whatever it is
 /// told, `progress` and `complete` report the cumulative cost `w_p·input + w_q·output so

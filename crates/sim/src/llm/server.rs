@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::engine::SimError;
+use crate::SimError;
 
 /// How long one iteration takes: `fixed + per_prefill_token · P + per_decode_token · D`
 /// seconds for `P` prompt tokens prefilled and `D` tokens decoded (one per running

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::engine::SimError;
+use crate::SimError;
 use crate::rng::{purpose, stream_id, Rng};
 
 /// One request of a workload: when it arrives, whose it is, its prompt and output tokens.

@@ -1,10 +1,10 @@
 //! What a TAM run measured, and its JSON, CSV and HTML (the same outputs as other specs).
 
 use std::fmt::Write as _;
-use std::io;
+use std::io::{self, Write};
 use std::path::Path;
 
-use fairlane_plot::{Axis, Block, LineChart, Page, Series, Table};
+use fairlane_plot::{Axis, Block, Page, Series, Table};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -57,6 +57,8 @@ pub struct StageResult {
 /// One run of a TAM simulation.
 #[derive(Clone, Debug, Serialize)]
 pub struct TamRun {
+    /// The sweep point's label (empty without a sweep).
+    pub label: String,
     /// The scheduler given to the pluggable stages without their own.
     pub scheduler: String,
     /// Events processed.
@@ -75,15 +77,10 @@ pub struct TamRun {
     pub resources: Vec<(String, f64)>,
 }
 
-fn num(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        Value::Null
-    }
-}
+use crate::report::{num, time_chart};
 
-/// `{"runs": [{"scheduler", "events", "visits", …, "clients": {NAME: {…}}, "stages": {…}}]}`.
+/// `{"runs": [{"scheduler", "events", "visits", …, "clients": {NAME: {…}}, "stages": {…}}]}`,
+/// with the point's `"label"` when the spec has a sweep.
 pub fn summary_json(runs: &[TamRun]) -> Value {
     let runs: Vec<Value> = runs
         .iter()
@@ -128,7 +125,7 @@ pub fn summary_json(runs: &[TamRun]) -> Value {
                 .iter()
                 .map(|(n, u)| (n.clone(), num(*u)))
                 .collect();
-            json!({
+            let mut run = json!({
                 "scheduler": r.scheduler,
                 "events": r.events,
                 "visits": r.visits,
@@ -138,14 +135,18 @@ pub fn summary_json(runs: &[TamRun]) -> Value {
                 "clients": clients,
                 "stages": stages,
                 "utilization": resources,
-            })
+            });
+            if !r.label.is_empty() {
+                run["label"] = json!(r.label);
+            }
+            run
         })
         .collect();
     json!({ "runs": runs })
 }
 
 fn stem(r: &TamRun) -> String {
-    crate::report::run_stem("", &r.scheduler)
+    crate::report::run_stem(&r.label, &r.scheduler)
 }
 
 /// Write `csv/SCHED-clients.csv`, `-client-series.csv`, `-stages.csv`, `-stage-series.csv`.
@@ -217,94 +218,147 @@ pub fn write_html(dir: &Path, title: &str, description: &str, runs: &[TamRun]) -
         fairlane_plot::escape(description)
     ));
     for r in runs {
-        let mut ct = Table::new([
-            "client",
-            "completed",
-            "req/s",
-            "mean ms",
-            "p50 ms",
-            "p99 ms",
-        ]);
-        for c in &r.clients {
-            ct.push_row([
-                c.name.clone(),
-                c.completed.to_string(),
-                format!("{:.1}", c.throughput),
-                format!("{:.2}", c.latency_mean * 1e3),
-                format!("{:.2}", c.latency_p50 * 1e3),
-                format!("{:.2}", c.latency_p99 * 1e3),
-            ]);
-        }
-        let mut st = Table::new([
-            "stage",
-            "scheduler",
-            "threads",
-            "mean queue",
-            "max queue",
-            "mean blocked",
-        ]);
-        for s in &r.stages {
-            st.push_row([
-                s.name.clone(),
-                s.scheduler.clone(),
-                s.threads.map_or("on demand".into(), |n| n.to_string()),
-                format!("{:.2}", s.queue_mean),
-                s.queue_max.to_string(),
-                format!("{:.2}", s.blocked_mean),
-            ]);
-        }
-        let mut tput = LineChart::new(
-            "Throughput",
-            Axis::linear("time (s)"),
-            Axis::linear("requests/s"),
-        );
-        let mut lat = LineChart::new("p99 latency", Axis::linear("time (s)"), Axis::linear("ms"));
-        for c in &r.clients {
-            tput = tput.series(Series::new(
-                c.name.clone(),
-                c.series.iter().map(|x| (x.0, x.1)).collect(),
-            ));
-            lat = lat.series(Series::new(
-                c.name.clone(),
-                c.series
-                    .iter()
-                    .filter(|x| x.3.is_finite())
-                    .map(|x| (x.0, x.3 * 1e3))
-                    .collect(),
-            ));
-        }
-        let mut q = LineChart::new(
-            "Queued requests",
-            Axis::linear("time (s)"),
-            Axis::linear("requests"),
-        );
-        let mut b = LineChart::new(
-            "Blocked threads",
-            Axis::linear("time (s)"),
-            Axis::linear("threads"),
-        );
-        for s in &r.stages {
-            q = q.series(Series::new(
-                s.name.clone(),
-                s.series.iter().map(|x| (x.0, x.1 as f64)).collect(),
-            ));
-            b = b.series(Series::new(
-                s.name.clone(),
-                s.series.iter().map(|x| (x.0, x.2 as f64)).collect(),
-            ));
-        }
-        page = page.section(
-            format!("Pluggable stages: {}", r.scheduler),
-            vec![
-                Block::Table(ct),
-                Block::Svg(tput.to_svg()),
-                Block::Svg(lat.to_svg()),
-                Block::Table(st),
-                Block::Svg(q.to_svg()),
-                Block::Svg(b.to_svg()),
-            ],
-        );
+        let heading = if r.label.is_empty() {
+            format!("Pluggable stages: {}", r.scheduler)
+        } else {
+            format!("Point {}, pluggable stages: {}", r.label, r.scheduler)
+        };
+        let mut blocks = client_blocks(r);
+        blocks.extend(stage_blocks(r));
+        page = page.section(heading, blocks);
     }
     std::fs::create_dir_all(dir)?;
     page.write(dir.join("index.html"))
+}
+
+/// A run's clients: their table, then throughput and p99 latency over time.
+fn client_blocks(r: &TamRun) -> Vec<Block> {
+    let mut ct = Table::new([
+        "client",
+        "completed",
+        "req/s",
+        "mean ms",
+        "p50 ms",
+        "p99 ms",
+    ]);
+    for c in &r.clients {
+        ct.push_row([
+            c.name.clone(),
+            c.completed.to_string(),
+            format!("{:.1}", c.throughput),
+            format!("{:.2}", c.latency_mean * 1e3),
+            format!("{:.2}", c.latency_p50 * 1e3),
+            format!("{:.2}", c.latency_p99 * 1e3),
+        ]);
+    }
+    let mut tput = time_chart("Throughput", Axis::linear("requests/s"));
+    let mut lat = time_chart("p99 latency", Axis::linear("ms"));
+    for c in &r.clients {
+        tput = tput.series(Series::new(
+            c.name.clone(),
+            c.series.iter().map(|x| (x.0, x.1)).collect(),
+        ));
+        lat = lat.series(Series::new(
+            c.name.clone(),
+            c.series
+                .iter()
+                .filter(|x| x.3.is_finite())
+                .map(|x| (x.0, x.3 * 1e3))
+                .collect(),
+        ));
+    }
+    vec![
+        Block::Table(ct),
+        Block::Svg(tput.to_svg()),
+        Block::Svg(lat.to_svg()),
+    ]
+}
+
+/// A run's stages: their table, then queued requests and blocked threads over time.
+fn stage_blocks(r: &TamRun) -> Vec<Block> {
+    let mut st = Table::new([
+        "stage",
+        "scheduler",
+        "threads",
+        "mean queue",
+        "max queue",
+        "mean blocked",
+    ]);
+    for s in &r.stages {
+        st.push_row([
+            s.name.clone(),
+            s.scheduler.clone(),
+            s.threads.map_or("on demand".into(), |n| n.to_string()),
+            format!("{:.2}", s.queue_mean),
+            s.queue_max.to_string(),
+            format!("{:.2}", s.blocked_mean),
+        ]);
+    }
+    let mut q = time_chart("Queued requests", Axis::linear("requests"));
+    let mut b = time_chart("Blocked threads", Axis::linear("threads"));
+    for s in &r.stages {
+        q = q.series(Series::new(
+            s.name.clone(),
+            s.series.iter().map(|x| (x.0, x.1 as f64)).collect(),
+        ));
+        b = b.series(Series::new(
+            s.name.clone(),
+            s.series.iter().map(|x| (x.0, x.2 as f64)).collect(),
+        ));
+    }
+    vec![
+        Block::Table(st),
+        Block::Svg(q.to_svg()),
+        Block::Svg(b.to_svg()),
+    ]
+}
+
+/// Per run: each client's throughput and latency, then each stage's queue and blocking
+/// (what `fairlane simulate` prints).
+pub fn print(out: &mut dyn Write, runs: &[TamRun]) -> io::Result<()> {
+    for r in runs {
+        let point = if r.label.is_empty() {
+            String::new()
+        } else {
+            format!("point {}, ", r.label)
+        };
+        writeln!(
+            out,
+            "== {point}pluggable stages: {} ({} stage visits, {} events in {:.2}s)",
+            r.scheduler, r.visits, r.events, r.wall_seconds
+        )?;
+        writeln!(
+            out,
+            "{:<16} {:>10} {:>10} {:>10} {:>10}",
+            "client", "req/s", "mean ms", "p50 ms", "p99 ms"
+        )?;
+        for c in &r.clients {
+            writeln!(
+                out,
+                "{:<16} {:>10.1} {:>10.3} {:>10.3} {:>10.3}",
+                c.name,
+                c.throughput,
+                c.latency_mean * 1e3,
+                c.latency_p50 * 1e3,
+                c.latency_p99 * 1e3
+            )?;
+        }
+        writeln!(
+            out,
+            "{:<24} {:<14} {:>8} {:>10} {:>10}",
+            "stage", "scheduler", "threads", "mean queue", "blocked"
+        )?;
+        for s in &r.stages {
+            writeln!(
+                out,
+                "{:<24} {:<14} {:>8} {:>10.2} {:>10.2}",
+                s.name,
+                s.scheduler,
+                s.threads.map_or("demand".to_string(), |n| n.to_string()),
+                s.queue_mean,
+                s.blocked_mean
+            )?;
+        }
+    }
+    Ok(())
 }

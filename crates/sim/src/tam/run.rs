@@ -16,7 +16,7 @@ use fairlane_core::{Decision, Request, Scheduler, TenantId, Ticket};
 
 use super::result::{ClientResult, StageResult, TamRun};
 use super::spec::{knows_costs, Loop, Queue, StageDef, TamSpec};
-use crate::engine::{SimError, SimErrorKind};
+use crate::error::{SimError, SimErrorKind};
 use crate::events::{drive, EventQueue, Model};
 use crate::metrics::Latency;
 use crate::rng::{stream_id, Rng};
@@ -104,15 +104,38 @@ struct Sim<'a> {
     freed: Vec<usize>,
 }
 
-/// Run every scheduler of the spec (`schedulers`), one run each.
-pub fn run_all(spec: &TamSpec, progress: &mut dyn FnMut(f64)) -> Result<Vec<TamRun>, SimError> {
-    let n = spec.schedulers.len();
-    let mut out = Vec::new();
-    for i in 0..n {
-        let base = i as f64 / n as f64;
-        out.push(run(spec, i, &mut |x| progress(base + x / n as f64))?);
-    }
-    Ok(out)
+/// Run every scheduler of the spec (`schedulers`), one run each, `jobs` at a time.
+pub fn run_all(
+    spec: &TamSpec,
+    jobs: usize,
+    progress: &mut (dyn FnMut(f64) + Send),
+) -> Result<Vec<TamRun>, SimError> {
+    run_points(
+        &[(String::new(), spec.clone())],
+        jobs,
+        &mut |p: crate::batch::BatchProgress| progress(p.fraction),
+    )
+}
+
+/// Run every labelled point under each of its schedulers, `jobs` runs at a time; results
+/// point-major, then scheduler order.
+pub fn run_points(
+    points: &[(String, TamSpec)],
+    jobs: usize,
+    progress: &mut (dyn FnMut(crate::batch::BatchProgress) + Send),
+) -> Result<Vec<TamRun>, SimError> {
+    let tasks: Vec<(&str, &TamSpec, usize)> = points
+        .iter()
+        .flat_map(|(label, spec)| {
+            (0..spec.schedulers.len()).map(move |i| (label.as_str(), spec, i))
+        })
+        .collect();
+    crate::batch::parallel(tasks.len(), jobs, progress, |i, report| {
+        let (label, spec, k) = tasks[i];
+        let mut r = run(spec, k, report)?;
+        r.label = label.to_string();
+        Ok(r)
+    })
 }
 
 /// Run `spec` with `spec.schedulers[run]` at the pluggable stages without their own.
@@ -126,12 +149,8 @@ pub fn run(spec: &TamSpec, run: usize, progress: &mut dyn FnMut(f64)) -> Result<
             Queue::Fifo => StageQueue::Fifo(VecDeque::new()),
             Queue::Priority => StageQueue::Priority(BinaryHeap::new()),
             Queue::Core(c) => {
-                let mut s = c
-                    .workers(threads.max(1) as usize)
-                    .build::<u32>()
-                    .map_err(|e| {
-                        SimError::scheduler(e).context(format_args!("stage `{}`", def.name))
-                    })?;
+                let mut s = crate::sched::build::<u32>(c, threads.max(1) as usize)
+                    .map_err(|e| sched_err(&def, e))?;
                 for (i, c) in spec.clients.iter().enumerate() {
                     let t = TenantId(i as u64);
                     s.set_weight(t, c.weight, 0.0)
@@ -552,6 +571,7 @@ impl Sim<'_> {
         let span = spec.duration - spec.warmup;
         let samples_sched = &spec.schedulers[run.min(spec.schedulers.len() - 1)];
         TamRun {
+            label: String::new(),
             scheduler: samples_sched.clone(),
             events: self.events,
             visits: self.visits_done,

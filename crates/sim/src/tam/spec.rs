@@ -12,7 +12,7 @@ use fairlane_core::{Config, EstimatorKind};
 use fairlane_tam::{Model, Resource, Scheduling, Usage};
 use toml::{Table, Value};
 
-use crate::spec::SpecError;
+use crate::error::SpecError;
 
 /// One shared resource of a host: `units` parallel servers of `rate` work units per second,
 /// served in arrival order (a host's resources have no scheduler: hidden contention).
@@ -44,8 +44,9 @@ pub struct StageDef {
     pub threads: Option<u32>,
     /// Its queue's order (set per run by [`TamSpec::stages_for`]).
     pub queue: Queue,
-    /// The scheduler's name in reports (`fifo` for general stages, `NAME (ordered)` for an
-    /// ordered pluggable stage, which serves in arrival order whatever NAME says).
+    /// The scheduler's name in reports (`fifo` for general stages, `none` for on-demand
+    /// ones, which have no queue, `NAME (ordered)` for an ordered pluggable stage, which
+    /// serves in arrival order whatever NAME says).
     pub scheduler: String,
     /// The model's scheduling type.
     pub scheduling: Scheduling,
@@ -211,6 +212,9 @@ const PHASE_KEYS: &[&str] = &["at", "requests", "think", "rate"];
 /// Default stage threads (bounded stages without `threads`).
 pub const DEFAULT_THREADS: u32 = 10;
 
+/// Threads of each default client (`C1` and `C2`, when the section has no clients).
+pub const DEFAULT_CLIENT_THREADS: u32 = 8;
+
 struct Ctx<'a> {
     file: &'a str,
 }
@@ -304,7 +308,7 @@ fn join(at: &str, key: &str) -> String {
     }
 }
 
-/// Host capacities.
+/// Host capacities, and the indices of its resources in [`TamSpec::resources`].
 struct Host {
     cpu: u32,
     ghz: f64,
@@ -315,9 +319,13 @@ struct Host {
     locks: BTreeMap<String, u32>,
 }
 
+/// The hosts of a model by id.
+type Hosts = BTreeMap<u32, Host>;
+
 impl TamSpec {
     /// Build the simulation of `model` from the `[simulation]` table of its file (`sim`,
-    /// `None` for the default workload). `file` names the file in errors.
+    /// `None` for the default workload). `file` names the file in errors. Each section
+    /// reads and checks itself and names its fields (`simulation.client[1].threads`).
     pub fn from_model(
         model: &Model,
         sim: Option<&Value>,
@@ -330,240 +338,25 @@ impl TamSpec {
             None => &empty,
         };
         cx.keys(top, SIM_KEYS, "simulation")?;
-        let at = "simulation";
-        let seed = cx.num(top, "seed", at, 1.0)?;
-        if seed < 0.0 || seed.fract() != 0.0 {
-            return Err(cx.err("simulation.seed", "must be a non-negative integer"));
-        }
-        let duration = cx.pos(top, "duration", at, 10.0)?;
-        let warmup = cx.nonneg(top, "warmup", at)?;
-        if warmup >= duration {
-            return Err(cx.err("simulation.warmup", "must be shorter than the duration"));
-        }
-        let interval = cx.pos(top, "interval", at, (duration / 50.0).max(0.01))?;
-        let mut schedulers = Vec::new();
-        for (i, v) in cx.array(top, "schedulers", at)?.iter().enumerate() {
-            let name = v.as_str().ok_or_else(|| {
-                cx.err(
-                    format!("simulation.schedulers[{i}]"),
-                    "expected a scheduler name",
-                )
-            })?;
-            parse_queue(name)
-                .map_err(|e| cx.err(format!("simulation.schedulers[{i}]"), e.to_string()))?;
-            schedulers.push(name.to_string());
-        }
-        if schedulers.is_empty() {
-            schedulers.push("wfq".to_string());
-        }
-
-        // Hosts: defaults are the paper's node (1 GHz CPU, 100 MB/s disk, 1 Gbps network).
-        let host_tables = match top.get("host") {
-            None => None,
-            Some(v) => Some(cx.table(v, "simulation.host")?),
-        };
-        let mut hosts: BTreeMap<u32, Host> = BTreeMap::new();
+        let run = RunSection::read(&cx, top)?;
         let mut resources = Vec::new();
-        for id in model.host_ids() {
-            let hat = format!("simulation.host.{id}");
-            let t = match host_tables.and_then(|h| h.get(&id.to_string())) {
-                Some(v) => cx.table(v, &hat)?.clone(),
-                None => Table::new(),
-            };
-            cx.keys(&t, HOST_KEYS, &hat)?;
-            let cores = cx.count(&t, "cpu_cores", &hat, 1)?;
-            let ghz = cx.pos(&t, "cpu_ghz", &hat, 1.0)?;
-            let mbps = cx.pos(&t, "disk_mbps", &hat, 100.0)?;
-            let par = cx.count(&t, "disk_parallelism", &hat, 1)?;
-            let gbps = cx.pos(&t, "net_gbps", &hat, 1.0)?;
-            let mut h = Host {
-                cpu: push(&mut resources, format!("host {id} cpu"), cores),
-                ghz,
-                disk: push(&mut resources, format!("host {id} disk"), par),
-                disk_rate: mbps * 1e6 / par as f64,
-                net: push(&mut resources, format!("host {id} network"), 1),
-                net_rate: gbps * 1e9 / 8.0,
-                locks: BTreeMap::new(),
-            };
-            for (i, v) in cx.array(&t, "locks", &hat)?.iter().enumerate() {
-                let name = v
-                    .as_str()
-                    .ok_or_else(|| cx.err(format!("{hat}.locks[{i}]"), "expected a lock name"))?;
-                let idx = push(&mut resources, format!("host {id} lock {name}"), 1);
-                h.locks.insert(name.to_string(), idx);
-            }
-            // A stage that uses a lock extensively gets the host's default lock.
-            if model
-                .stages
-                .iter()
-                .any(|s| s.host == id && s.resources.get(Resource::Lock).may_use())
-                && !h.locks.contains_key("lock")
-            {
-                let idx = push(&mut resources, format!("host {id} lock lock"), 1);
-                h.locks.insert("lock".into(), idx);
-            }
-            hosts.insert(id, h);
-        }
-        if let Some(ht) = host_tables {
-            for k in ht.keys() {
-                if !k.parse::<u32>().is_ok_and(|id| hosts.contains_key(&id)) {
-                    return Err(cx.err(
-                        format!("simulation.host.{k}"),
-                        format!(
-                            "no stage runs on host `{k}`; hosts of this model: {:?}",
-                            model.host_ids()
-                        ),
-                    ));
-                }
-            }
-        }
-
+        let hosts = Host::read_all(&cx, model, top, &mut resources)?;
         check_blocking_cycles(model).map_err(|e| cx.err("stage.blocks_on", e.to_string()))?;
-
-        // Stages.
-        let stage_tables = match top.get("stage") {
-            None => None,
-            Some(v) => Some(cx.table(v, "simulation.stage")?),
-        };
-        if let Some(st) = stage_tables {
-            for k in st.keys() {
-                if model.index_of(k).is_none() {
-                    return Err(cx.err(
-                        format!("simulation.stage.{k}"),
-                        format!("no stage named `{k}` in the model"),
-                    ));
-                }
-            }
-        }
-        let mut stages = Vec::new();
-        for s in &model.stages {
-            let sat = format!("simulation.stage.{}", quote_key(&s.name));
-            let t = match stage_tables.and_then(|st| st.get(&s.name)) {
-                Some(v) => cx.table(v, &sat)?.clone(),
-                None => Table::new(),
-            };
-            cx.keys(&t, STAGE_KEYS, &sat)?;
-            let threads = match s.scheduling {
-                Scheduling::OnDemand => {
-                    if t.contains_key("threads") {
-                        return Err(cx.err(
-                            join(&sat, "threads"),
-                            "an on-demand stage starts a thread per request; it has no thread count",
-                        ));
-                    }
-                    None
-                }
-                _ => Some(cx.count(&t, "threads", &sat, DEFAULT_THREADS)?),
-            };
-            let sched = match t.get("scheduler") {
-                None => None,
-                Some(Value::String(name)) => {
-                    if s.scheduling != Scheduling::Pluggable {
-                        return Err(cx.err(
-                            join(&sat, "scheduler"),
-                            format!(
-                                "only a pluggable stage takes a scheduler; `{}` is {}",
-                                s.name, s.scheduling
-                            ),
-                        ));
-                    }
-                    parse_queue(name)
-                        .map_err(|e| cx.err(join(&sat, "scheduler"), e.to_string()))?;
-                    Some(name.clone())
-                }
-                Some(v) => {
-                    return Err(cx.err(
-                        join(&sat, "scheduler"),
-                        format!("expected a scheduler name, found {}", v.type_str()),
-                    ))
-                }
-            };
-            stages.push(StageDef {
-                name: s.name.clone(),
-                threads,
-                queue: Queue::Fifo,
-                scheduler: "fifo".into(),
-                scheduling: s.scheduling,
-                ordered: s.ordering,
-                own: sched,
-            });
-        }
-
-        // Requests.
-        let mut requests = Vec::new();
-        let req_values = cx.array(top, "request", at)?;
-        for (i, v) in req_values.iter().enumerate() {
-            let rat = format!("simulation.request[{i}]");
-            let t = cx.table(v, &rat)?;
-            cx.keys(t, &["name", "path"], &rat)?;
-            let name = match t.get("name") {
-                Some(Value::String(s)) => s.clone(),
-                _ => return Err(cx.err(join(&rat, "name"), "every request type needs a name")),
-            };
-            if requests.iter().any(|r: &RequestDef| r.name == name) {
-                return Err(cx.err(
-                    join(&rat, "name"),
-                    format!("duplicate request type `{name}`"),
-                ));
-            }
-            let path = cx.array(t, "path", &rat)?;
-            if path.is_empty() {
-                return Err(cx.err(
-                    join(&rat, "path"),
-                    "a request type needs at least one visit",
-                ));
-            }
-            let mut visits = Vec::new();
-            for (j, pv) in path.iter().enumerate() {
-                let vat = format!("{rat}.path[{j}]");
-                visits.push(visit(&cx, model, &hosts, cx.table(pv, &vat)?, &vat)?);
-            }
-            requests.push(RequestDef {
-                name,
-                visits: with_release(model, visits),
-            });
-        }
-        if requests.is_empty() {
-            requests.push(default_request(model, &hosts));
-        }
-
-        // Clients.
-        let mut clients = Vec::new();
-        let client_values = cx.array(top, "client", at)?;
-        for (i, v) in client_values.iter().enumerate() {
-            let cat = format!("simulation.client[{i}]");
-            clients.push(client(&cx, cx.table(v, &cat)?, &cat, &requests)?);
-        }
-        if clients.is_empty() {
-            for (name, threads) in [("C1", 8), ("C2", 8)] {
-                clients.push(ClientDef {
-                    name: name.into(),
-                    kind: Loop::Closed { threads },
-                    weight: 1.0,
-                    priority: 0,
-                    deadline: None,
-                    phases: vec![Phase {
-                        at: 0.0,
-                        mix: vec![(0, 1.0)],
-                        think: 0.0,
-                        rate: 0.0,
-                    }],
-                });
-            }
-        }
-
+        let stages = StageDef::read_all(&cx, model, top)?;
+        let requests = RequestDef::read_all(&cx, model, &hosts, top)?;
+        let clients = ClientDef::read_all(&cx, top, &requests)?;
         Ok(TamSpec {
             name: model.name.clone(),
             description: model.description.clone().unwrap_or_default(),
-            seed: seed as u64,
-            duration,
-            warmup,
-            interval,
+            seed: run.seed,
+            duration: run.duration,
+            warmup: run.warmup,
+            interval: run.interval,
             resources,
             stages,
             requests,
             clients,
-            schedulers,
+            schedulers: run.schedulers,
             max_events: crate::events::DEFAULT_MAX_EVENTS,
         })
     }
@@ -593,6 +386,308 @@ impl TamSpec {
     }
 }
 
+/// The run settings at the top of `[simulation]`.
+struct RunSection {
+    seed: u64,
+    duration: f64,
+    warmup: f64,
+    interval: f64,
+    schedulers: Vec<String>,
+}
+
+impl RunSection {
+    fn read(cx: &Ctx, top: &Table) -> Result<RunSection, SpecError> {
+        let at = "simulation";
+        let seed = cx.num(top, "seed", at, 1.0)?;
+        if seed < 0.0 || seed.fract() != 0.0 {
+            return Err(cx.err("simulation.seed", "must be a non-negative integer"));
+        }
+        let duration = cx.pos(top, "duration", at, 10.0)?;
+        let warmup = cx.nonneg(top, "warmup", at)?;
+        if warmup >= duration {
+            return Err(cx.err("simulation.warmup", "must be shorter than the duration"));
+        }
+        let interval = cx.pos(top, "interval", at, (duration / 50.0).max(0.01))?;
+        let mut schedulers = Vec::new();
+        for (i, v) in cx.array(top, "schedulers", at)?.iter().enumerate() {
+            let name = v.as_str().ok_or_else(|| {
+                cx.err(
+                    format!("simulation.schedulers[{i}]"),
+                    "expected a scheduler name",
+                )
+            })?;
+            parse_queue(name)
+                .map_err(|e| cx.err(format!("simulation.schedulers[{i}]"), e.to_string()))?;
+            schedulers.push(name.to_string());
+        }
+        if schedulers.is_empty() {
+            schedulers.push("wfq".to_string());
+        }
+        Ok(RunSection {
+            seed: seed as u64,
+            duration,
+            warmup,
+            interval,
+            schedulers,
+        })
+    }
+}
+
+impl Host {
+    /// `[simulation.host.N]` for every host of the model (defaults: the paper's node, 1 GHz
+    /// CPU, 100 MB/s disk, 1 Gbps network); each host's resources are appended to
+    /// `resources`.
+    fn read_all(
+        cx: &Ctx,
+        model: &Model,
+        top: &Table,
+        resources: &mut Vec<ResourceDef>,
+    ) -> Result<Hosts, SpecError> {
+        let tables = match top.get("host") {
+            None => None,
+            Some(v) => Some(cx.table(v, "simulation.host")?),
+        };
+        let mut hosts = Hosts::new();
+        for id in model.host_ids() {
+            let hat = format!("simulation.host.{id}");
+            let t = match tables.and_then(|h| h.get(&id.to_string())) {
+                Some(v) => cx.table(v, &hat)?.clone(),
+                None => Table::new(),
+            };
+            hosts.insert(id, Host::read(cx, model, id, &t, &hat, resources)?);
+        }
+        for k in tables.into_iter().flat_map(|t| t.keys()) {
+            if !k.parse::<u32>().is_ok_and(|id| hosts.contains_key(&id)) {
+                return Err(cx.err(
+                    format!("simulation.host.{k}"),
+                    format!(
+                        "no stage runs on host `{k}`; hosts of this model: {:?}",
+                        model.host_ids()
+                    ),
+                ));
+            }
+        }
+        Ok(hosts)
+    }
+
+    fn read(
+        cx: &Ctx,
+        model: &Model,
+        id: u32,
+        t: &Table,
+        hat: &str,
+        resources: &mut Vec<ResourceDef>,
+    ) -> Result<Host, SpecError> {
+        cx.keys(t, HOST_KEYS, hat)?;
+        let cores = cx.count(t, "cpu_cores", hat, 1)?;
+        let ghz = cx.pos(t, "cpu_ghz", hat, 1.0)?;
+        let mbps = cx.pos(t, "disk_mbps", hat, 100.0)?;
+        let par = cx.count(t, "disk_parallelism", hat, 1)?;
+        let gbps = cx.pos(t, "net_gbps", hat, 1.0)?;
+        let mut h = Host {
+            cpu: push(resources, format!("host {id} cpu"), cores),
+            ghz,
+            disk: push(resources, format!("host {id} disk"), par),
+            disk_rate: mbps * 1e6 / par as f64,
+            net: push(resources, format!("host {id} network"), 1),
+            net_rate: gbps * 1e9 / 8.0,
+            locks: BTreeMap::new(),
+        };
+        for (i, v) in cx.array(t, "locks", hat)?.iter().enumerate() {
+            let name = v
+                .as_str()
+                .ok_or_else(|| cx.err(format!("{hat}.locks[{i}]"), "expected a lock name"))?;
+            let idx = push(resources, format!("host {id} lock {name}"), 1);
+            h.locks.insert(name.to_string(), idx);
+        }
+        // A stage that uses a lock extensively gets the host's default lock.
+        if model
+            .stages
+            .iter()
+            .any(|s| s.host == id && s.resources.get(Resource::Lock).may_use())
+            && !h.locks.contains_key("lock")
+        {
+            let idx = push(resources, format!("host {id} lock lock"), 1);
+            h.locks.insert("lock".into(), idx);
+        }
+        Ok(h)
+    }
+}
+
+impl StageDef {
+    /// Every stage of the model with its `[simulation.stage.NAME]` settings.
+    fn read_all(cx: &Ctx, model: &Model, top: &Table) -> Result<Vec<StageDef>, SpecError> {
+        let tables = match top.get("stage") {
+            None => None,
+            Some(v) => Some(cx.table(v, "simulation.stage")?),
+        };
+        if let Some(k) = tables
+            .into_iter()
+            .flat_map(|t| t.keys())
+            .find(|k| model.index_of(k).is_none())
+        {
+            return Err(cx.err(
+                format!("simulation.stage.{k}"),
+                format!("no stage named `{k}` in the model"),
+            ));
+        }
+        let mut stages = Vec::new();
+        for s in &model.stages {
+            let sat = format!("simulation.stage.{}", quote_key(&s.name));
+            let t = match tables.and_then(|st| st.get(&s.name)) {
+                Some(v) => cx.table(v, &sat)?.clone(),
+                None => Table::new(),
+            };
+            stages.push(StageDef::read(cx, s, &t, &sat)?);
+        }
+        Ok(stages)
+    }
+
+    fn read(
+        cx: &Ctx,
+        s: &fairlane_tam::Stage,
+        t: &Table,
+        sat: &str,
+    ) -> Result<StageDef, SpecError> {
+        cx.keys(t, STAGE_KEYS, sat)?;
+        let threads = match s.scheduling {
+            Scheduling::OnDemand => {
+                if t.contains_key("threads") {
+                    return Err(cx.err(
+                        join(sat, "threads"),
+                        "an on-demand stage starts a thread per request; it has no thread count",
+                    ));
+                }
+                None
+            }
+            _ => Some(cx.count(t, "threads", sat, DEFAULT_THREADS)?),
+        };
+        let own = match t.get("scheduler") {
+            None => None,
+            Some(Value::String(name)) => {
+                if s.scheduling != Scheduling::Pluggable {
+                    return Err(cx.err(
+                        join(sat, "scheduler"),
+                        format!(
+                            "only a pluggable stage takes a scheduler; `{}` is {}",
+                            s.name, s.scheduling
+                        ),
+                    ));
+                }
+                parse_queue(name).map_err(|e| cx.err(join(sat, "scheduler"), e.to_string()))?;
+                Some(name.clone())
+            }
+            Some(v) => {
+                return Err(cx.err(
+                    join(sat, "scheduler"),
+                    format!("expected a scheduler name, found {}", v.type_str()),
+                ))
+            }
+        };
+        Ok(StageDef {
+            name: s.name.clone(),
+            threads,
+            queue: Queue::Fifo,
+            // An on-demand stage has no queue, so nothing to schedule.
+            scheduler: if threads.is_none() { "none" } else { "fifo" }.into(),
+            scheduling: s.scheduling,
+            ordered: s.ordering,
+            own,
+        })
+    }
+}
+
+impl RequestDef {
+    /// `[[simulation.request]]`, or the default request.
+    fn read_all(
+        cx: &Ctx,
+        model: &Model,
+        hosts: &Hosts,
+        top: &Table,
+    ) -> Result<Vec<RequestDef>, SpecError> {
+        let mut requests: Vec<RequestDef> = Vec::new();
+        for (i, v) in cx.array(top, "request", "simulation")?.iter().enumerate() {
+            let rat = format!("simulation.request[{i}]");
+            let r = RequestDef::read(cx, model, hosts, cx.table(v, &rat)?, &rat, &requests)?;
+            requests.push(r);
+        }
+        if requests.is_empty() {
+            requests.push(default_request(model, hosts));
+        }
+        Ok(requests)
+    }
+
+    /// One request type, its name not among `before`'s.
+    fn read(
+        cx: &Ctx,
+        model: &Model,
+        hosts: &Hosts,
+        t: &Table,
+        rat: &str,
+        before: &[RequestDef],
+    ) -> Result<RequestDef, SpecError> {
+        cx.keys(t, &["name", "path"], rat)?;
+        let name = match t.get("name") {
+            Some(Value::String(s)) => s.clone(),
+            _ => return Err(cx.err(join(rat, "name"), "every request type needs a name")),
+        };
+        if before.iter().any(|x| x.name == name) {
+            return Err(cx.err(
+                join(rat, "name"),
+                format!("duplicate request type `{name}`"),
+            ));
+        }
+        let path = cx.array(t, "path", rat)?;
+        if path.is_empty() {
+            return Err(cx.err(join(rat, "path"), "a request type needs at least one visit"));
+        }
+        let mut visits = Vec::new();
+        for (j, pv) in path.iter().enumerate() {
+            let vat = format!("{rat}.path[{j}]");
+            visits.push(Visit::read(cx, model, hosts, cx.table(pv, &vat)?, &vat)?);
+        }
+        Ok(RequestDef {
+            name,
+            visits: with_release(model, visits),
+        })
+    }
+}
+
+impl ClientDef {
+    /// `[[simulation.client]]`, or the two default clients of 8 threads.
+    fn read_all(
+        cx: &Ctx,
+        top: &Table,
+        requests: &[RequestDef],
+    ) -> Result<Vec<ClientDef>, SpecError> {
+        let mut clients = Vec::new();
+        for (i, v) in cx.array(top, "client", "simulation")?.iter().enumerate() {
+            let cat = format!("simulation.client[{i}]");
+            clients.push(client(cx, cx.table(v, &cat)?, &cat, requests)?);
+        }
+        if clients.is_empty() {
+            for name in ["C1", "C2"] {
+                clients.push(ClientDef {
+                    name: name.into(),
+                    kind: Loop::Closed {
+                        threads: DEFAULT_CLIENT_THREADS,
+                    },
+                    weight: 1.0,
+                    priority: 0,
+                    deadline: None,
+                    phases: vec![Phase {
+                        at: 0.0,
+                        mix: vec![(0, 1.0)],
+                        think: 0.0,
+                        rate: 0.0,
+                    }],
+                });
+            }
+        }
+        Ok(clients)
+    }
+}
+
 fn push(resources: &mut Vec<ResourceDef>, name: String, units: u32) -> u32 {
     resources.push(ResourceDef { name, units });
     (resources.len() - 1) as u32
@@ -618,11 +713,16 @@ pub struct UnknownScheduler {
 
 impl fmt::Display for UnknownScheduler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let presets: Vec<&str> = fairlane_core::PRESETS
+            .iter()
+            .copied()
+            .filter(|p| *p != "fifo")
+            .collect();
         write!(
             f,
             "unknown scheduler `{}`; known: fifo, priority, {}",
             self.name,
-            fairlane_core::PRESETS.join(", ")
+            presets.join(", ")
         )
     }
 }
@@ -720,131 +820,160 @@ pub fn check_blocking_cycles(model: &Model) -> Result<(), BlockingCycle> {
     Ok(())
 }
 
-fn visit(
-    cx: &Ctx,
-    model: &Model,
-    hosts: &BTreeMap<u32, Host>,
-    t: &Table,
-    at: &str,
-) -> Result<Visit, SpecError> {
-    cx.keys(t, VISIT_KEYS, at)?;
-    let name = match t.get("stage") {
-        Some(Value::String(s)) => s,
-        _ => return Err(cx.err(join(at, "stage"), "every visit names its stage")),
+impl Visit {
+    /// One visit of a path: its stage and, on the stage's host, its resource uses in
+    /// order — CPU, disk, network, a lock, then an unknown use.
+    fn read(
+        cx: &Ctx,
+        model: &Model,
+        hosts: &Hosts,
+        t: &Table,
+        at: &str,
+    ) -> Result<Visit, SpecError> {
+        cx.keys(t, VISIT_KEYS, at)?;
+        let name = match t.get("stage") {
+            Some(Value::String(s)) => s,
+            _ => return Err(cx.err(join(at, "stage"), "every visit names its stage")),
+        };
+        let si = model.index_of(name).ok_or_else(|| {
+            cx.err(
+                join(at, "stage"),
+                format!(
+                    "the path goes through `{name}`, which is not a stage of the model; stages: {}",
+                    model
+                        .stages
+                        .iter()
+                        .map(|s| format!("`{}`", s.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
+        })?;
+        let stage = &model.stages[si];
+        let h = &hosts[&stage.host];
+        let mut steps = known_steps(cx, h, t, at)?;
+        steps.extend(lock_step(cx, stage, h, t, at)?);
+        if let Some(u) = t.get("unknown") {
+            steps.push(unknown_step(cx, stage, h, u, &join(at, "unknown"))?);
+        }
+        let declared = steps.iter().map(|s| s.seconds).sum();
+        Ok(Visit {
+            stage: si as u32,
+            steps,
+            declared,
+            release_after: 0,
+        })
+    }
+}
+
+/// A visit's known uses of the CPU, the disk and the network.
+fn known_steps(cx: &Ctx, h: &Host, t: &Table, at: &str) -> Result<Vec<Step>, SpecError> {
+    let known = |resource, seconds| Step {
+        resource,
+        seconds,
+        unknown: None,
     };
-    let si = model.index_of(name).ok_or_else(|| {
-        cx.err(
-            join(at, "stage"),
-            format!(
-                "the path goes through `{name}`, which is not a stage of the model; stages: {}",
-                model
-                    .stages
-                    .iter()
-                    .map(|s| format!("`{}`", s.name))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )
-    })?;
-    let h = &hosts[&model.stages[si].host];
     let mut steps = Vec::new();
     let cpu = cx.nonneg(t, "cpu_cycles", at)? / (h.ghz * 1e9) + cx.nonneg(t, "cpu_us", at)? * 1e-6;
     if cpu > 0.0 {
-        steps.push(Step {
-            resource: h.cpu,
-            seconds: cpu,
-            unknown: None,
-        });
+        steps.push(known(h.cpu, cpu));
     }
     // `io_us` is disk time that does not scale with bytes: a seek or a sync (fsync).
     let io = cx.nonneg(t, "io_bytes", at)? / h.disk_rate + cx.nonneg(t, "io_us", at)? * 1e-6;
     if io > 0.0 {
-        steps.push(Step {
-            resource: h.disk,
-            seconds: io,
-            unknown: None,
-        });
+        steps.push(known(h.disk, io));
     }
     let net = cx.nonneg(t, "net_bytes", at)?;
     if net > 0.0 {
-        steps.push(Step {
-            resource: h.net,
-            seconds: net / h.net_rate,
-            unknown: None,
-        });
+        steps.push(known(h.net, net / h.net_rate));
     }
+    Ok(steps)
+}
+
+/// A visit's hold of one of its host's locks (`lock` for `lock_us`).
+fn lock_step(
+    cx: &Ctx,
+    stage: &fairlane_tam::Stage,
+    h: &Host,
+    t: &Table,
+    at: &str,
+) -> Result<Option<Step>, SpecError> {
     let lock_us = cx.nonneg(t, "lock_us", at)?;
-    if let Some(v) = t.get("lock") {
-        let lname = v
-            .as_str()
-            .ok_or_else(|| cx.err(join(at, "lock"), "expected a lock name"))?;
-        let idx = *h.locks.get(lname).ok_or_else(|| {
-            cx.err(
-                join(at, "lock"),
-                format!(
-                    "host {} has no lock `{lname}`; declare it in [simulation.host.{}] locks",
-                    model.stages[si].host, model.stages[si].host
-                ),
-            )
-        })?;
-        if lock_us <= 0.0 {
-            return Err(cx.err(join(at, "lock_us"), "a lock visit needs its hold time > 0"));
+    let Some(v) = t.get("lock") else {
+        if lock_us > 0.0 {
+            return Err(cx.err(join(at, "lock"), "lock_us is given without the lock's name"));
         }
-        steps.push(Step {
-            resource: idx,
-            seconds: lock_us * 1e-6,
-            unknown: None,
-        });
-    } else if lock_us > 0.0 {
-        return Err(cx.err(join(at, "lock"), "lock_us is given without the lock's name"));
+        return Ok(None);
+    };
+    let lname = v
+        .as_str()
+        .ok_or_else(|| cx.err(join(at, "lock"), "expected a lock name"))?;
+    let idx = *h.locks.get(lname).ok_or_else(|| {
+        cx.err(
+            join(at, "lock"),
+            format!(
+                "host {} has no lock `{lname}`; declare it in [simulation.host.{}] locks",
+                stage.host, stage.host
+            ),
+        )
+    })?;
+    if lock_us <= 0.0 {
+        return Err(cx.err(join(at, "lock_us"), "a lock visit needs its hold time > 0"));
     }
-    if let Some(u) = t.get("unknown") {
-        let uat = join(at, "unknown");
-        let u = cx.table(u, &uat)?;
-        cx.keys(u, UNKNOWN_KEYS, &uat)?;
-        let res = match u.get("resource").and_then(Value::as_str) {
-            Some(r) => Resource::from_key(r)
-                .filter(|r| *r != Resource::Lock)
-                .ok_or_else(|| cx.err(join(&uat, "resource"), "expected cpu, io or network"))?,
-            None => {
-                return Err(cx.err(
-                    join(&uat, "resource"),
-                    "name the resource: cpu, io or network",
-                ))
-            }
-        };
-        if model.stages[si].resources.get(res) != Usage::Unknown {
+    Ok(Some(Step {
+        resource: idx,
+        seconds: lock_us * 1e-6,
+        unknown: None,
+    }))
+}
+
+/// A visit's `unknown` use: `hit` with probability `hit_ratio`, else `miss` (cycles or
+/// bytes), of a resource the stage marks unknown.
+fn unknown_step(
+    cx: &Ctx,
+    stage: &fairlane_tam::Stage,
+    h: &Host,
+    u: &Value,
+    uat: &str,
+) -> Result<Step, SpecError> {
+    let u = cx.table(u, uat)?;
+    cx.keys(u, UNKNOWN_KEYS, uat)?;
+    let res = match u.get("resource").and_then(Value::as_str) {
+        Some(r) => Resource::from_key(r)
+            .filter(|r| *r != Resource::Lock)
+            .ok_or_else(|| cx.err(join(uat, "resource"), "expected cpu, io or network"))?,
+        None => {
             return Err(cx.err(
-                join(&uat, "resource"),
-                format!(
-                    "stage `{name}` does not mark {} as \"unknown\" in its resources",
-                    res.key()
-                ),
-            ));
+                join(uat, "resource"),
+                "name the resource: cpu, io or network",
+            ))
         }
-        let ratio = cx.num(u, "hit_ratio", &uat, 0.0)?;
-        if !(0.0..=1.0).contains(&ratio) {
-            return Err(cx.err(join(&uat, "hit_ratio"), "must be in [0, 1]"));
-        }
-        let (resource, rate) = match res {
-            Resource::Cpu => (h.cpu, h.ghz * 1e9),
-            Resource::Io => (h.disk, h.disk_rate),
-            _ => (h.net, h.net_rate),
-        };
-        let hit = cx.nonneg(u, "hit", &uat)? / rate;
-        let miss = cx.nonneg(u, "miss", &uat)? / rate;
-        steps.push(Step {
-            resource,
-            seconds: hit,
-            unknown: Some((ratio, hit, miss)),
-        });
+    };
+    if stage.resources.get(res) != Usage::Unknown {
+        return Err(cx.err(
+            join(uat, "resource"),
+            format!(
+                "stage `{}` does not mark {} as \"unknown\" in its resources",
+                stage.name,
+                res.key()
+            ),
+        ));
     }
-    let declared = steps.iter().map(|s| s.seconds).sum();
-    Ok(Visit {
-        stage: si as u32,
-        steps,
-        declared,
-        release_after: 0,
+    let ratio = cx.num(u, "hit_ratio", uat, 0.0)?;
+    if !(0.0..=1.0).contains(&ratio) {
+        return Err(cx.err(join(uat, "hit_ratio"), "must be in [0, 1]"));
+    }
+    let (resource, rate) = match res {
+        Resource::Cpu => (h.cpu, h.ghz * 1e9),
+        Resource::Io => (h.disk, h.disk_rate),
+        _ => (h.net, h.net_rate),
+    };
+    let hit = cx.nonneg(u, "hit", uat)? / rate;
+    let miss = cx.nonneg(u, "miss", uat)? / rate;
+    Ok(Step {
+        resource,
+        seconds: hit,
+        unknown: Some((ratio, hit, miss)),
     })
 }
 
@@ -871,7 +1000,7 @@ fn with_release(model: &Model, mut visits: Vec<Visit>) -> Vec<Visit> {
 /// issues to, in depth-first order, each visited once; a stage's extensive resources cost
 /// 100 µs of CPU, 64 KB of I/O, 16 KB of network and 50 µs of its lock, and an unknown one
 /// misses half the time.
-fn default_request(model: &Model, hosts: &BTreeMap<u32, Host>) -> RequestDef {
+fn default_request(model: &Model, hosts: &Hosts) -> RequestDef {
     let n = model.stages.len();
     let fed: Vec<bool> = (0..n)
         .map(|i| {

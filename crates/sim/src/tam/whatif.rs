@@ -48,7 +48,7 @@
 //! ```
 
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use fairlane_tam::whatif::ChangeError;
 use fairlane_tam::{Change, Model, Resource, Scheduling, Usage};
@@ -56,8 +56,8 @@ use serde_json::{json, Value as Json};
 use toml::{Table, Value};
 
 use super::{run_all, TamRun, TamSpecFile};
-use crate::engine::SimError;
-use crate::spec::SpecError;
+use crate::doc::Doc;
+use crate::error::{SimError, SpecError};
 
 /// Why a what-if could not be simulated.
 #[derive(Debug)]
@@ -99,19 +99,7 @@ pub struct Comparison {
 /// Read a TAM simulation file (a model file, or a spec naming one in
 /// `[server] architecture`).
 pub fn load(path: &Path) -> Result<TamSpecFile, SpecError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-        file: file.clone(),
-        field: String::new(),
-        message: format!("cannot read: {e}"),
-    })?;
-    let doc: toml::Value = toml::from_str(&text).map_err(|e| SpecError {
-        file: file.clone(),
-        field: String::new(),
-        message: format!("not valid TOML: {}", e.message().trim()),
-    })?;
-    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    TamSpecFile::from_doc(doc, &file, &dir)
+    TamSpecFile::load(path)
 }
 
 /// The simulation of the changed architecture: `changes` applied in order to the model,
@@ -130,18 +118,15 @@ pub fn changed(file: &TamSpecFile, changes: &[Change]) -> Result<TamSpecFile, Wh
             WhatIfError::Change(ChangeError::new(e.kind, format!("{change}: {}", e.message)))
         })?;
     }
-    resolve_unknown(&after, &mut sim, &file.file)?;
-    let mut doc: Value = toml::from_str(&after.to_toml()).map_err(|e| {
-        WhatIfError::Spec(SpecError {
-            file: file.file.clone(),
-            field: String::new(),
-            message: format!("the changed model does not read back: {e}"),
-        })
-    })?;
-    if let Some(t) = doc.as_table_mut() {
-        t.insert("simulation".into(), sim);
-    }
-    let mut out = TamSpecFile::from_doc(doc, &file.file, Path::new(".")).map_err(|mut e| {
+    resolve_unknown(&after, &mut sim, &file.doc.file)?;
+    let mut top = Table::new();
+    top.insert("simulation".into(), sim);
+    let doc = Doc {
+        file: file.doc.file.clone(),
+        dir: PathBuf::from("."),
+        value: Value::Table(top),
+    };
+    let mut out = TamSpecFile::with_model(doc, after).map_err(|mut e| {
         e.message = format!("after the changes: {}", e.message);
         WhatIfError::Spec(e)
     })?;
@@ -152,8 +137,8 @@ pub fn changed(file: &TamSpecFile, changes: &[Change]) -> Result<TamSpecFile, Wh
 /// Run the original and the changed architecture with the same workload and seed.
 pub fn compare(file: &TamSpecFile, changes: &[Change]) -> Result<Comparison, WhatIfError> {
     let after = changed(file, changes)?;
-    let original = run_all(&file.spec, &mut |_| {}).map_err(WhatIfError::Sim)?;
-    let changed = run_all(&after.spec, &mut |_| {}).map_err(WhatIfError::Sim)?;
+    let original = run_all(&file.spec, 1, &mut |_| {}).map_err(WhatIfError::Sim)?;
+    let changed = run_all(&after.spec, 1, &mut |_| {}).map_err(WhatIfError::Sim)?;
     Ok(Comparison {
         changes: changes.iter().map(ToString::to_string).collect(),
         seed: file.spec.seed,
@@ -197,112 +182,139 @@ fn stage_of(visit: &Table) -> Option<&str> {
 
 /// Carry the simulation section over one change, given the model before it.
 fn carry(before: &Model, sim: &mut Value, change: &Change) {
-    let Some(top) = sim.as_table_mut() else {
-        return;
-    };
     match change {
-        Change::Combine { stages, name } => {
-            if let Some(st) = top.get_mut("stage").and_then(Value::as_table_mut) {
-                let first = stages.iter().find_map(|s| st.get(s).cloned());
-                for s in stages {
-                    st.remove(s);
-                }
-                if let Some(t) = first {
-                    st.insert(name.clone(), t);
-                }
-            }
-            for v in visits_mut(sim) {
-                if stage_of(v).is_some_and(|s| stages.iter().any(|x| x == s)) {
-                    v.insert("stage".into(), Value::String(name.clone()));
-                }
-            }
-        }
+        Change::Combine { stages, name } => carry_combine(sim, stages, name),
         Change::Split { stage } => {
-            let Some(s) = before.stage(stage) else {
-                return;
-            };
-            let used = s.resources.used();
-            let part = |r: Resource| format!("{} ({})", s.name, r.label());
-            if let Some(st) = top.get_mut("stage").and_then(Value::as_table_mut) {
-                if let Some(t) = st.remove(stage) {
-                    for &r in &used {
-                        st.insert(part(r), t.clone());
-                    }
-                }
-            }
-            if let Some(reqs) = top.get_mut("request").and_then(Value::as_array_mut) {
-                for path in reqs
-                    .iter_mut()
-                    .filter_map(|r| r.get_mut("path").and_then(Value::as_array_mut))
-                {
-                    let mut out = Vec::new();
-                    for v in path.drain(..) {
-                        let Some(t) = v.as_table().filter(|t| stage_of(t) == Some(stage)) else {
-                            out.push(v);
-                            continue;
-                        };
-                        let unknown = unknown_resource(t);
-                        for (i, &r) in used.iter().enumerate() {
-                            let mut p = Table::new();
-                            p.insert("stage".into(), Value::String(part(r)));
-                            for (k, x) in t {
-                                let mine = keys_of(r).contains(&k.as_str())
-                                    || (k == "unknown" && unknown == Some(r))
-                                    // Costs of a resource no part has stay on the first.
-                                    || (i == 0
-                                        && k != "stage"
-                                        && !used.iter().any(|&u| {
-                                            keys_of(u).contains(&k.as_str())
-                                                || (k == "unknown" && unknown == Some(u))
-                                        }));
-                                if mine {
-                                    p.insert(k.clone(), x.clone());
-                                }
-                            }
-                            if i == 0 || p.iter().any(|(k, x)| costs(k, x)) {
-                                out.push(Value::Table(p));
-                            }
-                        }
-                    }
-                    *path = out;
-                }
+            if let Some(s) = before.stage(stage) {
+                carry_split(sim, s);
             }
         }
         Change::SetScheduling { stage, scheduling } => {
-            let was_on_demand = before
-                .stage(stage)
-                .is_some_and(|s| s.scheduling == Scheduling::OnDemand);
-            if was_on_demand && *scheduling != Scheduling::OnDemand {
-                let units = before.stage(stage).map_or(1, |s| units_of(top, s));
-                let st = top
-                    .entry("stage")
-                    .or_insert_with(|| Value::Table(Table::new()));
-                if let Some(st) = st.as_table_mut() {
-                    let t = st
-                        .entry(stage.clone())
-                        .or_insert_with(|| Value::Table(Table::new()));
-                    if let Some(t) = t.as_table_mut() {
-                        t.entry("threads").or_insert(Value::Integer(units));
-                    }
-                }
-            }
-            if let Some(t) = top
-                .get_mut("stage")
-                .and_then(|st| st.get_mut(stage))
-                .and_then(Value::as_table_mut)
-            {
-                if *scheduling == Scheduling::OnDemand {
-                    t.remove("threads");
-                }
-                if *scheduling != Scheduling::Pluggable {
-                    t.remove("scheduler");
-                }
-            }
+            carry_scheduling(before, sim, stage, *scheduling)
         }
         Change::SetResource { .. }
         | Change::SetOrdering { .. }
         | Change::SetHost { .. }
         | Change::MakeAsync { .. } => {}
+    }
+}
+
+/// `combine A + B as N`: N takes the settings of the first part that has any, and the
+/// parts' visits.
+fn carry_combine(sim: &mut Value, stages: &[String], name: &str) {
+    if let Some(st) = sim.get_mut("stage").and_then(Value::as_table_mut) {
+        let first = stages.iter().find_map(|s| st.get(s).cloned());
+        for s in stages {
+            st.remove(s);
+        }
+        if let Some(t) = first {
+            st.insert(name.to_string(), t);
+        }
+    }
+    for v in visits_mut(sim) {
+        if stage_of(v).is_some_and(|s| stages.iter().any(|x| x == s)) {
+            v.insert("stage".into(), Value::String(name.to_string()));
+        }
+    }
+}
+
+/// `split S`: every part takes S's settings; a visit to S becomes one visit per part with
+/// the costs of its resource (see the module documentation).
+fn carry_split(sim: &mut Value, s: &fairlane_tam::Stage) {
+    let used = s.resources.used();
+    let part = |r: Resource| format!("{} ({})", s.name, r.label());
+    if let Some(st) = sim.get_mut("stage").and_then(Value::as_table_mut) {
+        if let Some(t) = st.remove(&s.name) {
+            for &r in &used {
+                st.insert(part(r), t.clone());
+            }
+        }
+    }
+    let Some(reqs) = sim.get_mut("request").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for path in reqs
+        .iter_mut()
+        .filter_map(|r| r.get_mut("path").and_then(Value::as_array_mut))
+    {
+        let mut out = Vec::new();
+        for v in path.drain(..) {
+            match v
+                .as_table()
+                .filter(|t| stage_of(t) == Some(s.name.as_str()))
+            {
+                Some(t) => out.extend(split_visit(t, &used, &part)),
+                None => out.push(v),
+            }
+        }
+        *path = out;
+    }
+}
+
+/// One visit to a split stage as visits to its parts: each part gets the keys of its
+/// resource; costs of a resource no part has stay on the first, which is always visited;
+/// another part only when it costs something.
+fn split_visit(t: &Table, used: &[Resource], part: &dyn Fn(Resource) -> String) -> Vec<Value> {
+    let unknown = unknown_resource(t);
+    let mut out = Vec::new();
+    for (i, &r) in used.iter().enumerate() {
+        let mut p = Table::new();
+        p.insert("stage".into(), Value::String(part(r)));
+        for (k, x) in t {
+            let mine = keys_of(r).contains(&k.as_str())
+                || (k == "unknown" && unknown == Some(r))
+                // Costs of a resource no part has stay on the first.
+                || (i == 0
+                    && k != "stage"
+                    && !used.iter().any(|&u| {
+                        keys_of(u).contains(&k.as_str()) || (k == "unknown" && unknown == Some(u))
+                    }));
+            if mine {
+                p.insert(k.clone(), x.clone());
+            }
+        }
+        if i == 0 || p.iter().any(|(k, x)| costs(k, x)) {
+            out.push(Value::Table(p));
+        }
+    }
+    out
+}
+
+/// `set S.scheduling = …`: an on-demand stage made bounded gets one thread per parallel
+/// unit of its resources (unless it has threads); on demand drops `threads`, leaving
+/// pluggable drops `scheduler`.
+fn carry_scheduling(before: &Model, sim: &mut Value, stage: &str, scheduling: Scheduling) {
+    let Some(top) = sim.as_table_mut() else {
+        return;
+    };
+    let was = before.stage(stage);
+    if was.is_some_and(|s| s.scheduling == Scheduling::OnDemand)
+        && scheduling != Scheduling::OnDemand
+    {
+        let units = was.map_or(1, |s| units_of(top, s));
+        let st = top
+            .entry("stage")
+            .or_insert_with(|| Value::Table(Table::new()));
+        if let Some(st) = st.as_table_mut() {
+            let t = st
+                .entry(stage.to_string())
+                .or_insert_with(|| Value::Table(Table::new()));
+            if let Some(t) = t.as_table_mut() {
+                t.entry("threads").or_insert(Value::Integer(units));
+            }
+        }
+    }
+    if let Some(t) = top
+        .get_mut("stage")
+        .and_then(|st| st.get_mut(stage))
+        .and_then(Value::as_table_mut)
+    {
+        if scheduling == Scheduling::OnDemand {
+            t.remove("threads");
+        }
+        if scheduling != Scheduling::Pluggable {
+            t.remove("scheduler");
+        }
     }
 }
 

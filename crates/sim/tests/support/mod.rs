@@ -2,7 +2,7 @@
 //! an invalid spec's error names what was wrong.
 #![allow(dead_code)]
 
-use fairlane_sim::{run_all, RunResult, SpecFile};
+use fairlane_sim::{run_all, PoolRuns, RunResult, Runs, SpecFile};
 
 /// A valid spec (trace paths relative to the temp dir).
 pub fn spec(text: &str) -> SpecFile {
@@ -12,6 +12,11 @@ pub fn spec(text: &str) -> SpecFile {
 /// Every run of a valid spec.
 pub fn run(text: &str) -> Vec<RunResult> {
     run_all(&spec(text).scenarios().unwrap(), 2, &mut |_| {}).unwrap()
+}
+
+/// Everything the runs report except their wall-clock times, as text.
+pub fn fingerprint(rs: &[RunResult]) -> String {
+    PoolRuns { runs: rs.to_vec() }.untimed_json().to_string()
 }
 
 /// The error of a spec (named `bad.toml`) that must be refused.

@@ -112,96 +112,15 @@ impl Accumulator {
     pub fn add(&mut self, snap: &Snapshot) {
         let first = self.snapshots == 0;
         self.snapshots += 1;
-        // Network bytes per connection in this interval.
-        let mut net = Vec::new();
-        let mut conns = HashMap::new();
-        for c in &snap.connections {
-            let before = self.last_conn.get(&c.inode).copied().unwrap_or(0);
-            if !first {
-                net.push((c.inode, c.pid, c.bytes.saturating_sub(before)));
-            }
-            conns.insert(c.inode, c.bytes);
-        }
-        self.last_conn = conns;
-        self.connections.push(snap.connections.len());
-        // Per-thread deltas.
-        let zero = |t: &ThreadSample| ThreadSample {
-            cpu: 0,
-            read_bytes: 0,
-            write_bytes: 0,
-            ..t.clone()
-        };
-        let mut deltas: Vec<(&ThreadSample, [u64; 4])> = snap
-            .threads
-            .iter()
-            .map(|t| {
-                let prev = match self.last.get(&t.key()) {
-                    Some(p) => p.clone(),
-                    None if first => t.clone(),
-                    None => zero(t),
-                };
-                let d = [
-                    t.cpu.saturating_sub(prev.cpu),
-                    t.read_bytes.saturating_sub(prev.read_bytes),
-                    t.write_bytes.saturating_sub(prev.write_bytes),
-                    0,
-                ];
-                (t, d)
-            })
-            .collect();
-        // Socket bytes go to the thread last seen blocked on that socket. Bytes of a
-        // socket whose owner is not known yet are held back until it is (see `finish` for
-        // sockets no thread was ever seen on).
-        for t in &snap.threads {
-            if let Some(inode) = t.socket {
-                self.owner.insert(inode, t.key());
-                if let Some(stage) = self.stage_of(t, snap) {
-                    self.socket_stages.insert(stage);
-                }
-            }
-        }
-        let index: HashMap<(u32, u64), usize> = deltas
-            .iter()
-            .enumerate()
-            .map(|(i, (t, _))| (t.key(), i))
-            .collect();
-        for (inode, pid, bytes) in net {
-            match self.owner.get(&inode).and_then(|k| index.get(k)) {
-                Some(&i) => {
-                    // Bytes held back before the owner was known are its bytes too.
-                    let held = self.pending.remove(&inode).map_or(0, |(_, b)| b);
-                    deltas[i].1[3] += bytes + held;
-                }
-                None => self.pending.entry(inode).or_insert((pid, 0)).1 += bytes,
-            }
-        }
+        let net = self.connection_deltas(snap, first);
+        let mut deltas = self.thread_deltas(snap, first);
+        self.assign_socket_bytes(snap, net, &mut deltas);
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for (t, d) in deltas {
             match self.stage_of(t, snap) {
                 Some(name) => {
                     *counts.entry(name.clone()).or_default() += 1;
-                    let s = self
-                        .stages
-                        .entry(name.clone())
-                        .or_insert_with(|| StageStats {
-                            name,
-                            counts: vec![0; self.snapshots - 1],
-                            ..StageStats::default()
-                        });
-                    s.seen.insert(t.key());
-                    s.pids.insert(t.pid);
-                    s.distinct_threads = s.seen.len();
-                    s.processes = s.pids.len();
-                    s.cpu_ticks += d[0];
-                    *self.cpu_by.entry((t.pid, s.name.clone())).or_default() += d[0];
-                    s.read_bytes += d[1];
-                    s.write_bytes += d[2];
-                    s.net_bytes += d[3];
-                    if d.iter().any(|&x| x > 0) {
-                        s.active_intervals += 1;
-                        s.io_intervals += u64::from(d[1] + d[2] > 0);
-                        s.net_intervals += u64::from(d[3] > 0);
-                    }
+                    self.add_to_stage(name, t, d);
                 }
                 None => {
                     let n = self.null.entry(t.key()).or_default();
@@ -226,6 +145,115 @@ impl Accumulator {
         for t in &snap.threads {
             let stage = self.stage_of(t, snap);
             self.latest.insert(t.key(), (stage, t.pid));
+        }
+    }
+
+    /// Network bytes per connection in this interval, as (inode, pid, bytes); none at the
+    /// baseline.
+    fn connection_deltas(&mut self, snap: &Snapshot, first: bool) -> Vec<(u64, u32, u64)> {
+        let mut net = Vec::new();
+        let mut conns = HashMap::new();
+        for c in &snap.connections {
+            let before = self.last_conn.get(&c.inode).copied().unwrap_or(0);
+            if !first {
+                net.push((c.inode, c.pid, c.bytes.saturating_sub(before)));
+            }
+            conns.insert(c.inode, c.bytes);
+        }
+        self.last_conn = conns;
+        self.connections.push(snap.connections.len());
+        net
+    }
+
+    /// Per thread, what it used since the last snapshot: CPU, bytes read, bytes written, and
+    /// (filled in later) socket bytes.
+    fn thread_deltas<'s>(
+        &self,
+        snap: &'s Snapshot,
+        first: bool,
+    ) -> Vec<(&'s ThreadSample, [u64; 4])> {
+        let zero = |t: &ThreadSample| ThreadSample {
+            cpu: 0,
+            read_bytes: 0,
+            write_bytes: 0,
+            ..t.clone()
+        };
+        snap.threads
+            .iter()
+            .map(|t| {
+                let prev = match self.last.get(&t.key()) {
+                    Some(p) => p.clone(),
+                    None if first => t.clone(),
+                    None => zero(t),
+                };
+                let d = [
+                    t.cpu.saturating_sub(prev.cpu),
+                    t.read_bytes.saturating_sub(prev.read_bytes),
+                    t.write_bytes.saturating_sub(prev.write_bytes),
+                    0,
+                ];
+                (t, d)
+            })
+            .collect()
+    }
+
+    /// Socket bytes go to the thread last seen blocked on that socket. Bytes of a socket
+    /// whose owner is not known yet are held back until it is (see `finish` for sockets no
+    /// thread was ever seen on).
+    fn assign_socket_bytes(
+        &mut self,
+        snap: &Snapshot,
+        net: Vec<(u64, u32, u64)>,
+        deltas: &mut [(&ThreadSample, [u64; 4])],
+    ) {
+        for t in &snap.threads {
+            if let Some(inode) = t.socket {
+                self.owner.insert(inode, t.key());
+                if let Some(stage) = self.stage_of(t, snap) {
+                    self.socket_stages.insert(stage);
+                }
+            }
+        }
+        let index: HashMap<(u32, u64), usize> = deltas
+            .iter()
+            .enumerate()
+            .map(|(i, (t, _))| (t.key(), i))
+            .collect();
+        for (inode, pid, bytes) in net {
+            match self.owner.get(&inode).and_then(|k| index.get(k)) {
+                Some(&i) => {
+                    // Bytes held back before the owner was known are its bytes too.
+                    let held = self.pending.remove(&inode).map_or(0, |(_, b)| b);
+                    deltas[i].1[3] += bytes + held;
+                }
+                None => self.pending.entry(inode).or_insert((pid, 0)).1 += bytes,
+            }
+        }
+    }
+
+    /// Counts thread `t`'s use `d` in the interval to stage `name`.
+    fn add_to_stage(&mut self, name: String, t: &ThreadSample, d: [u64; 4]) {
+        let s = self
+            .stages
+            .entry(name.clone())
+            .or_insert_with(|| StageStats {
+                name,
+                counts: vec![0; self.snapshots - 1],
+                ..StageStats::default()
+            });
+        s.seen.insert(t.key());
+        s.pids.insert(t.pid);
+        s.distinct_threads = s.seen.len();
+        s.processes = s.pids.len();
+        s.cpu_ticks += d[0];
+        *self.cpu_by.entry((t.pid, s.name.clone())).or_default() += d[0];
+        s.read_bytes += d[1];
+        s.write_bytes += d[2];
+        s.net_bytes += d[3];
+        if d.iter().any(|&x| x > 0) {
+            s.active_intervals += 1;
+            s.io_intervals += u64::from(d[1] + d[2] > 0);
+            s.net_intervals += u64::from(d[3] > 0);
         }
     }
 

@@ -28,101 +28,16 @@ use fairlane_core::{
 };
 use serde::Serialize;
 
-use crate::blackbox::{BlackBoxResult, BlackBoxService};
+use super::blackbox::{BlackBoxResult, BlackBoxService, Measure};
+use super::scenario::Scenario;
+use super::spec::Depth;
+use super::workload::{Arrival, SimpleCost, TenantDef};
+use crate::error::{SimError, SimErrorKind};
 use crate::events::{drive, EventQueue, Model, MAX_OUTSTANDING};
 use crate::metrics::{gini, Latency, Moments, Occupancy, TenantResult, TenantSeries, Thinned};
 use crate::rng::{purpose, Rng};
+use crate::sched::SchedulerChoice;
 use crate::service::{Outcome, Service, Work, WorkerPool};
-use crate::spec::{Depth, Scenario, SchedulerChoice};
-use crate::workload::{Arrival, SimpleCost, TenantDef};
-
-/// What kind of failure stopped a run ([`SimError::kind`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SimErrorKind {
-    /// A scheduler refused what the engine asked: a value it rejects (a weight, a target)
-    /// or a bug somewhere.
-    Scheduler,
-    /// The run would take, or took, more events than its cap (`--max-events`).
-    EventCap,
-    /// More requests queued or outstanding than the engine holds: the offered load far
-    /// exceeds the server's capacity.
-    Overload,
-    /// The spec cannot be run as written (a policy's parameters, a stage's scheduler).
-    Spec,
-    /// A TAM architecture stopped with requests waiting and nothing running.
-    Deadlock,
-    /// The service did something this engine does not model (a request that yields).
-    Unsupported,
-    /// A run did not finish (its thread panicked).
-    Internal,
-}
-
-impl SimErrorKind {
-    /// A short name for the kind, as in messages and logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            SimErrorKind::Scheduler => "scheduler error",
-            SimErrorKind::EventCap => "event cap",
-            SimErrorKind::Overload => "overload",
-            SimErrorKind::Spec => "spec error",
-            SimErrorKind::Deadlock => "deadlock",
-            SimErrorKind::Unsupported => "unsupported",
-            SimErrorKind::Internal => "internal error",
-        }
-    }
-}
-
-/// A simulation failure: its [`kind`](SimErrorKind) and a message naming the scenario and
-/// what was wrong. `Display` shows the message.
-///
-/// Build one with the constructor of its kind: `SimError::overload(format!(..))`,
-/// `SimError::scheduler(e)` for a [`fairlane_core::Error`], or [`SimError::new`].
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct SimError {
-    /// What kind of failure.
-    pub kind: SimErrorKind,
-    /// What was wrong, for a person.
-    pub message: String,
-}
-
-impl SimError {
-    /// A failure of `kind` described by `message`.
-    pub fn new(kind: SimErrorKind, message: impl Into<String>) -> Self {
-        SimError {
-            kind,
-            message: message.into(),
-        }
-    }
-    /// A scheduler refused a call: `"scheduler error: {e}"`.
-    pub fn scheduler(e: fairlane_core::Error) -> Self {
-        SimError::new(SimErrorKind::Scheduler, format!("scheduler error: {e}"))
-    }
-    /// The event cap ([`SimErrorKind::EventCap`]).
-    pub fn event_cap(message: impl Into<String>) -> Self {
-        SimError::new(SimErrorKind::EventCap, message)
-    }
-    /// Too many requests waiting ([`SimErrorKind::Overload`]).
-    pub fn overload(message: impl Into<String>) -> Self {
-        SimError::new(SimErrorKind::Overload, message)
-    }
-    /// The spec cannot run as written ([`SimErrorKind::Spec`]).
-    pub fn spec(message: impl Into<String>) -> Self {
-        SimError::new(SimErrorKind::Spec, message)
-    }
-    /// The same error with `context` (a scenario or stage name) in front of its message.
-    pub fn context(self, context: impl std::fmt::Display) -> Self {
-        SimError::new(self.kind, format!("{context}: {}", self.message))
-    }
-}
-
-impl std::fmt::Display for SimError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-impl std::error::Error for SimError {}
 
 fn core(e: fairlane_core::Error) -> SimError {
     SimError::scheduler(e)
@@ -313,7 +228,7 @@ struct TenantState {
     service: Rng,
 }
 
-struct Sim<'a, S: Service> {
+struct Sim<'a, S: Service + Measure> {
     sc: &'a Scenario,
     sched: Box<dyn Scheduler<Job> + Send>,
     known_costs: bool,
@@ -351,18 +266,14 @@ struct Sim<'a, S: Service> {
     occupancy_due: bool,
 }
 
-/// Build the scheduler `choice` names for scenario `sc`'s server: the one place the engine
-/// turns a spec's scheduler into a running one. Returns it and whether it gets the true
+/// Build the scheduler `choice` names for scenario `sc`'s server (through
+/// [`crate::sched::build`], where every kind builds its schedulers). Returns it and whether it gets the true
 /// costs with the requests (the oracle estimator).
 pub fn build_scheduler(
     sc: &Scenario,
     choice: &SchedulerChoice,
 ) -> Result<(Box<dyn Scheduler<Job> + Send>, bool), SimError> {
-    let sched = choice
-        .config
-        .workers(sc.workers)
-        .build::<Job>()
-        .map_err(core)?;
+    let sched = crate::sched::build::<Job>(&choice.config, sc.workers).map_err(core)?;
     Ok((sched, choice.config.estimator == EstimatorKind::Oracle))
 }
 
@@ -444,10 +355,44 @@ pub fn run_on<S: Service>(
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunResult, SimError> {
     check_limits(sc)?;
-    run_service(sc, sched, known_costs, svc, progress)
+    run_service(sc, sched, known_costs, Unmeasured(svc), progress)
 }
 
-fn run_service<S: Service>(
+impl Measure for WorkerPool {}
+
+/// A caller's service, measured for nothing beyond its requests.
+struct Unmeasured<S>(S);
+
+impl<S: Service> Measure for Unmeasured<S> {}
+
+impl<S: Service> Service for Unmeasured<S> {
+    fn slots(&self) -> usize {
+        self.0.slots()
+    }
+    fn capacity(&self) -> f64 {
+        self.0.capacity()
+    }
+    fn has_room(&self) -> bool {
+        self.0.has_room()
+    }
+    fn begin(&mut self, slot: u32, work: Work, now: f64, at: &mut impl FnMut(f64, u32)) {
+        self.0.begin(slot, work, now, at)
+    }
+    fn fire(&mut self, idx: u32, now: f64, at: &mut impl FnMut(f64, u32)) -> Outcome {
+        self.0.fire(idx, now, at)
+    }
+    fn visible(&self, start: f64, cost: f64, now: f64) -> f64 {
+        self.0.visible(start, cost, now)
+    }
+    fn set_depth(&mut self, depth: usize, now: f64) {
+        self.0.set_depth(depth, now)
+    }
+    fn arrival(&self, cost: f64, rng: &mut Rng) -> Option<Work> {
+        self.0.arrival(cost, rng)
+    }
+}
+
+fn run_service<S: Service + Measure>(
     sc: &Scenario,
     sched: Box<dyn Scheduler<Job> + Send>,
     known_costs: bool,
@@ -563,7 +508,7 @@ pub fn canonical_order(sc: &Scenario) -> Vec<usize> {
     order
 }
 
-impl<S: Service> Model for Sim<'_, S> {
+impl<S: Service + Measure> Model for Sim<'_, S> {
     type Event = Ev;
     const SETTLES: bool = true;
 
@@ -598,7 +543,7 @@ impl<S: Service> Model for Sim<'_, S> {
     }
 }
 
-impl<S: Service> Sim<'_, S> {
+impl<S: Service + Measure> Sim<'_, S> {
     #[inline]
     fn push(&mut self, t: f64, kind: u8, idx: u32) {
         self.queue.push(t, Ev { kind, idx });
@@ -727,26 +672,7 @@ impl<S: Service> Sim<'_, S> {
                     self.enqueue(f, class, cost, now)?;
                 }
             }
-            ISSUE => {
-                let f = ev.idx as usize;
-                let t = &self.sc.tenants[f];
-                if now > t.stop {
-                    return Ok(());
-                }
-                match t.arrival {
-                    Arrival::Backlogged { outstanding } => {
-                        // The tenant starts: infinite demand in the GPS reference, and
-                        // `outstanding` requests at once.
-                        self.gps.backlog(self.hot[f].rank as usize, now);
-                        self.hot[f].gps_persistent = true;
-                        for _ in 0..outstanding {
-                            self.issue(f, now)?;
-                        }
-                    }
-                    Arrival::Closed { .. } => self.issue(f, now)?,
-                    _ => {}
-                }
-            }
+            ISSUE => self.on_issue(ev.idx as usize, now)?,
             SERVICE => {
                 let q = &mut self.queue;
                 let outcome = self.svc.fire(ev.idx, now, &mut |t, i| {
@@ -769,15 +695,7 @@ impl<S: Service> Sim<'_, S> {
                     }
                 }
             }
-            REFRESH => {
-                for w in self.workers.iter().flatten() {
-                    let used = self.svc.visible(w.start, w.job.cost, now);
-                    if used > 0.0 {
-                        self.sched.progress(w.ticket, used, now).map_err(core)?;
-                    }
-                }
-                self.push(now + self.sc.refresh, REFRESH, 0);
-            }
+            REFRESH => self.refresh(now)?,
             SAMPLE => {
                 self.sample(now);
                 self.push(now + self.sc.interval, SAMPLE, 0);
@@ -792,19 +710,59 @@ impl<S: Service> Sim<'_, S> {
                 // Idle workers pick in `settle`.
                 self.retry_at = f64::INFINITY;
             }
-            DEPTH => {
-                let ctl = self.depth_ctl.as_mut().expect("adaptive depth");
-                let every = ctl.config().interval;
-                if let Some(d) = ctl.update(now) {
-                    // Shrinking: what is inside finishes, nothing new enters until fewer
-                    // than D are outstanding. Growing: the new slots dispatch at once.
-                    self.sched.set_workers(d).map_err(core)?;
-                    self.svc.set_depth(d, now);
-                }
-                self.push(now + every, DEPTH, 0);
-            }
+            DEPTH => self.adjust_depth(now)?,
             _ => unreachable!(),
         }
+        Ok(())
+    }
+
+    /// Tenant `f`'s `ISSUE` event: a backlogged tenant starts, or a closed-loop client
+    /// issues its next request.
+    fn on_issue(&mut self, f: usize, now: f64) -> Result<(), SimError> {
+        let t = &self.sc.tenants[f];
+        if now > t.stop {
+            return Ok(());
+        }
+        match t.arrival {
+            Arrival::Backlogged { outstanding } => {
+                // The tenant starts: infinite demand in the GPS reference, and
+                // `outstanding` requests at once.
+                self.gps.backlog(self.hot[f].rank as usize, now);
+                self.hot[f].gps_persistent = true;
+                for _ in 0..outstanding {
+                    self.issue(f, now)?;
+                }
+            }
+            Arrival::Closed { .. } => self.issue(f, now)?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Refresh charging: the scheduler hears of its running requests' visible progress.
+    #[inline]
+    fn refresh(&mut self, now: f64) -> Result<(), SimError> {
+        for w in self.workers.iter().flatten() {
+            let used = self.svc.visible(w.start, w.job.cost, now);
+            if used > 0.0 {
+                self.sched.progress(w.ticket, used, now).map_err(core)?;
+            }
+        }
+        self.push(now + self.sc.refresh, REFRESH, 0);
+        Ok(())
+    }
+
+    /// The depth controller's period ends: it may set a new depth D.
+    fn adjust_depth(&mut self, now: f64) -> Result<(), SimError> {
+        let ctl = self.depth_ctl.as_mut().expect("adaptive depth");
+        let every = ctl.config().interval;
+        if let Some(d) = ctl.update(now) {
+            // Shrinking: what is inside finishes, nothing new enters until fewer than D are
+            // outstanding. Growing: the new slots dispatch at once.
+            self.sched.set_workers(d).map_err(core)?;
+            self.svc.set_depth(d, now);
+        }
+        self.push(now + every, DEPTH, 0);
         Ok(())
     }
 

@@ -15,10 +15,11 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 
+use super::scenario::Scenario;
+use super::spec::{BlackBoxDef, Routing};
 use crate::metrics::Thinned;
 use crate::rng::Rng;
 use crate::service::{Outcome, Service, Work};
-use crate::spec::{BlackBoxDef, Routing, Scenario};
 
 /// What a black-box run measured, beside the usual per-tenant results.
 #[derive(Clone, Debug, Serialize)]
@@ -238,7 +239,7 @@ impl BlackBox {
         mut self,
         now: f64,
         components: usize,
-        tenants: &[crate::workload::TenantDef],
+        tenants: &[super::workload::TenantDef],
         track: &[usize],
     ) -> BlackBoxResult {
         self.advance(now);
@@ -273,6 +274,25 @@ impl BlackBox {
                 })
                 .collect(),
         }
+    }
+}
+
+/// What the request engine measures of its service beside the requests, at the points it
+/// calls these hooks; by default nothing (the black box records response times and its
+/// depth).
+pub trait Measure {
+    /// A request of tenant `tenant` completed after `response` seconds (after the warm-up).
+    fn record(&mut self, _tenant: usize, _response: f64) {}
+
+    /// The end of a sampling interval.
+    fn sample(&mut self, _now: f64, _sc: &Scenario, _measured: bool, _track_slot: &[u32]) {}
+
+    /// The service's own measurements at the end of a run.
+    fn report(self, _sc: &Scenario) -> Option<BlackBoxResult>
+    where
+        Self: Sized,
+    {
+        None
     }
 }
 
@@ -340,6 +360,9 @@ impl Service for BlackBoxService {
     fn set_depth(&mut self, depth: usize, now: f64) {
         self.bb.set_depth(depth, now);
     }
+}
+
+impl Measure for BlackBoxService {
     fn record(&mut self, tenant: usize, response: f64) {
         self.bb.record(tenant, response);
     }
@@ -364,7 +387,7 @@ impl Service for BlackBoxService {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::Depth;
+    use crate::pool::spec::Depth;
 
     fn bb(routing: Routing, k: usize, d: usize) -> BlackBox {
         let def = BlackBoxDef {

@@ -7,7 +7,7 @@
 //! cargo run --release -p fairlane-runtime --example demo_pool -- --json
 //! ```
 
-use fairlane_runtime::demo::{run, DemoOptions};
+use fairlane_demo::pool::{run, DemoOptions};
 
 fn main() {
     let mut options = DemoOptions::default();

@@ -11,7 +11,7 @@
 //! weights (the comparison) it gets its fair share of one sixth, whatever it reserved.
 //!
 //! ```no_run
-//! use fairlane_runtime::reserve_demo::{run, ReserveDemoOptions};
+//! use fairlane_demo::reserve::{run, ReserveDemoOptions};
 //! let report = run(&ReserveDemoOptions::default()).unwrap();
 //! print!("{}", report.to_table());
 //! ```
@@ -23,12 +23,11 @@ use std::time::Duration;
 
 use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
 use fairlane_core::{BoxedScheduler, Config, TenantId};
+use fairlane_runtime::cpu::thread_cpu_time;
+use fairlane_runtime::{Clock, CostClock, FairPool, SystemClock};
 use serde::Serialize;
 
-use crate::cpu::thread_cpu_time;
-use crate::demo::DemoError;
-use crate::time::{Clock, SystemClock};
-use crate::{CostClock, FairPool};
+use crate::pool::DemoError;
 
 /// The demo's knobs.
 #[derive(Clone, Debug, PartialEq)]
@@ -145,7 +144,7 @@ fn validate(o: &ReserveDemoOptions) -> Result<(), DemoError> {
     if o.reservations.iter().any(|r| !(*r > 0.0 && *r <= 100.0)) || sum > 100.0 {
         return bad("reservations must be in (0, 100] % and sum to at most 100 %");
     }
-    if !crate::cpu::thread_cpu_supported() {
+    if !fairlane_runtime::cpu::thread_cpu_supported() {
         return bad("this platform has no per-thread CPU clock");
     }
     Ok(())

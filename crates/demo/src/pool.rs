@@ -13,7 +13,7 @@
 //! in the measurement window (after a warm-up that lets the estimators learn).
 //!
 //! ```no_run
-//! use fairlane_runtime::demo::{run, DemoOptions};
+//! use fairlane_demo::pool::{run, DemoOptions};
 //! let report = run(&DemoOptions { quick: true, ..DemoOptions::default() }).unwrap();
 //! println!("{}", report.to_table());
 //! ```
@@ -26,10 +26,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use fairlane_runtime::{BuildError, CostClock, FairPool, Histogram};
 use serde::Serialize;
-
-use crate::histogram::Histogram;
-use crate::{BuildError, CostClock, FairPool};
 
 /// The schedulers the demo compares by default (core preset names).
 pub const DEFAULT_SCHEDULERS: [&str; 4] = ["fifo", "wfqe", "wf2qe", "2dfqe"];
@@ -449,9 +447,9 @@ fn submit(
     let submitted = Instant::now();
     let (buf, rec2) = (buf.clone(), rec.clone());
     let task = move || {
-        let cpu0 = crate::cpu::thread_cpu_time();
+        let cpu0 = fairlane_runtime::cpu::thread_cpu_time();
         std::hint::black_box(hash_work(&buf[..bytes], salt));
-        let cpu = match (cpu0, crate::cpu::thread_cpu_time()) {
+        let cpu = match (cpu0, fairlane_runtime::cpu::thread_cpu_time()) {
             (Some(a), Some(b)) => b.saturating_sub(a).as_nanos() as u64,
             _ => 0,
         };

@@ -15,8 +15,8 @@
 //!   predictable per API (low coefficient of variation), some not, rates log-uniform.
 //! * `expensive`: a random tenant whose requests are all large (0.5–5 million units).
 
+use super::dist::{Arrival, CostDist};
 use crate::rng::Rng;
-use crate::workload::{Arrival, CostDist};
 
 /// A profile: arrivals and classes `(API name, share, costs)`.
 #[derive(Clone, Debug)]

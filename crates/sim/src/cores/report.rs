@@ -1,15 +1,15 @@
-//! Outputs of `fairlane simulate` for database-server (`model = "cores"`) specs: the JSON
+//! Outputs of database-server (`model = "cores"`) specs: the JSON
 //! summary, CSV files and an HTML page, the same kinds of files as for the other specs
-//! ([`crate::report`]). Everything here is deterministic except `wall_seconds`.
+//! ([`crate::pool::report`]). Everything here is deterministic except `wall_seconds`.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::Path;
 
 use fairlane_plot::{fmt_num, Axis, BarChart, Block, Table};
 use serde_json::{json, Map, Value};
 
-use crate::dbserver::{DbRun, DbTenantResult};
-use crate::report::{csv_dir, Csv};
+use super::run::{DbRun, DbTenantResult};
+use crate::report::{csv_dir, group_by_label, num, run_stem, write_page, Csv};
 
 /// `{"kind": "cores", "runs": [{"scheduler", "label", "utilization", …, "tenants": {NAME:
 /// {"cpu_mean", "viol_cpu", "latency_p99", …}}}]}`: CPU is in % of the server, latencies in
@@ -39,15 +39,6 @@ pub fn summary_json(runs: &[DbRun]) -> Value {
     json!({ "kind": "cores", "runs": runs })
 }
 
-/// NaN and infinities as JSON `null`.
-fn num(x: f64) -> Value {
-    if x.is_finite() {
-        json!(x)
-    } else {
-        Value::Null
-    }
-}
-
 fn tenant_json(t: &DbTenantResult) -> Value {
     json!({
         "group": t.group,
@@ -69,7 +60,7 @@ fn tenant_json(t: &DbTenantResult) -> Value {
 }
 
 fn stem(r: &DbRun) -> String {
-    crate::report::run_stem(&r.label, &r.scheduler)
+    run_stem(&r.label, &r.scheduler)
 }
 
 /// Write `csv/STEM-tenants.csv` (per tenant) and `csv/STEM-intervals.csv` (every metering
@@ -144,7 +135,7 @@ pub fn runs_table(runs: &[DbRun]) -> Table {
 
 /// Group runs by point label, keeping order.
 pub fn by_point(runs: &[DbRun]) -> Vec<(String, Vec<&DbRun>)> {
-    crate::report::group_by_label(runs, |r| &r.label)
+    group_by_label(runs, |r| &r.label)
 }
 
 /// The tenants shown for a point: every reserved tenant and the first of each group.
@@ -210,5 +201,58 @@ pub fn write_html(dir: &Path, title: &str, description: &str, runs: &[DbRun]) ->
     let points = by_point(runs)
         .into_iter()
         .map(|(label, rs)| (label, point_blocks(&rs)));
-    crate::report::write_page(dir, title, intro, runs_table(runs), points)
+    write_page(dir, title, intro, runs_table(runs), points)
+}
+
+/// Per point and scheduler: utilization, then each reserved tenant and the first of each
+/// group with its CPU, violation and latency (what `fairlane simulate` prints).
+pub fn print(out: &mut dyn Write, runs: &[DbRun]) -> io::Result<()> {
+    for (label, rs) in by_point(runs) {
+        if !label.is_empty() {
+            writeln!(out, "== {label}")?;
+        }
+        for r in &rs {
+            writeln!(
+                out,
+                "{:<12} {:>10} events in {:.2}s, utilization {:.1} %, Jain {}",
+                r.scheduler,
+                r.events,
+                r.wall_seconds,
+                r.utilization,
+                fmt_num(r.jain)
+            )?;
+        }
+        let first = rs[0];
+        write!(out, "{:<14} {:>6}", "tenant", "res %")?;
+        for r in &rs {
+            write!(
+                out,
+                " {:>28}",
+                format!("{}: CPU % / viol / p99 s", r.scheduler)
+            )?;
+        }
+        writeln!(out)?;
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, t) in first.tenants.iter().enumerate() {
+            if t.res <= 0.0 && !seen.insert(t.group.clone()) {
+                continue;
+            }
+            write!(out, "{:<14} {:>6}", t.name, fmt_num(t.res))?;
+            for r in &rs {
+                let x = &r.tenants[i];
+                write!(
+                    out,
+                    " {:>28}",
+                    format!(
+                        "{:.2} / {:.2} / {}",
+                        x.cpu_mean,
+                        x.viol_points,
+                        fmt_num(x.latency_p99)
+                    )
+                )?;
+            }
+            writeln!(out)?;
+        }
+    }
+    Ok(())
 }
