@@ -561,8 +561,23 @@ pub struct ClassConfig {
     /// HTTP method to match (any if absent).
     #[serde(default)]
     pub method: Option<String>,
-    /// Path pattern: exact (`/login`) or a prefix ending in `*` (`/search/*`).
+    /// Path pattern: exact (`/login`) or a prefix ending in `*` (`/search/*`). Matches
+    /// requests other than gRPC calls. A class has a `path` or a `grpc_method`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
+    /// gRPC method: exact (`/pkg.Service/Method`) or a prefix ending in `*`
+    /// (`/pkg.Service/*`). Matches gRPC calls only (`content-type: application/grpc…`);
+    /// a call matching no class is in the default class, so the classes (and metric labels)
+    /// are the configured ones whatever methods clients call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_method: Option<String>,
+}
+
+impl ClassConfig {
+    /// The pattern this class matches (`grpc_method` or `path`).
+    pub fn pattern(&self) -> &str {
+        self.grpc_method.as_deref().unwrap_or(&self.path)
+    }
 }
 
 /// The plaintext listener's address when `listen.addr` is not given (and there is no
@@ -850,7 +865,9 @@ impl Listen {
                     "needs listen.tls.client_ca (the CA client certificates are checked against)",
                 ));
             }
-            if self.addr.as_deref() == Some(t.addr.as_str()) {
+            // Port 0 picks a free port for each: the same text is two addresses then.
+            let fixed = parse_addr("listen.tls.addr", &t.addr)?.port() != 0;
+            if fixed && self.addr.as_deref() == Some(t.addr.as_str()) {
                 return Err(ConfigError::new(
                     "listen.tls.addr",
                     "must differ from listen.addr",
@@ -1111,16 +1128,39 @@ impl ClassConfig {
                 ));
             }
         }
-        if !self.path.starts_with('/') {
+        let field = match (&self.grpc_method, self.path.is_empty()) {
+            (None, false) => "path",
+            (Some(_), true) => "grpc_method",
+            (None, true) => {
+                return Err(ConfigError::new(
+                    format!("{at}.path"),
+                    "a class needs a path or a grpc_method",
+                ))
+            }
+            (Some(_), false) => {
+                return Err(ConfigError::new(
+                    format!("{at}.grpc_method"),
+                    "a class has a path or a grpc_method, not both",
+                ))
+            }
+        };
+        let pattern = self.pattern();
+        if !pattern.starts_with('/') {
             return Err(ConfigError::new(
-                format!("{at}.path"),
-                format!("must start with '/', got {:?}", self.path),
+                format!("{at}.{field}"),
+                format!("must start with '/', got {pattern:?}"),
             ));
         }
-        if self.path.trim_end_matches('*').contains('*') {
+        if pattern.trim_end_matches('*').contains('*') {
             return Err(ConfigError::new(
-                format!("{at}.path"),
+                format!("{at}.{field}"),
                 "'*' is allowed only at the end (a prefix match)",
+            ));
+        }
+        if self.grpc_method.is_some() && self.method.is_some() {
+            return Err(ConfigError::new(
+                format!("{at}.method"),
+                "a grpc_method class matches gRPC calls (always POST): no method",
             ));
         }
         Ok(())

@@ -160,11 +160,14 @@ pub enum Reason {
     /// 503: the response would stream past `limits.response_buffer_bytes` while its tenant
     /// already holds its `limits.max_streaming_share` of the slots streaming.
     StreamingCap,
+    /// 504 (gRPC: status 4): a gRPC call's `grpc-timeout` passed while it was queued; it
+    /// was never forwarded.
+    Deadline,
 }
 
 impl Reason {
     /// Every reason, in a stable order.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 13] = [
         Reason::QueueFull,
         Reason::TenantQueueFull,
         Reason::QueueTimeout,
@@ -177,6 +180,7 @@ impl Reason {
         Reason::Internal,
         Reason::BodyTimeout,
         Reason::StreamingCap,
+        Reason::Deadline,
     ];
     /// The label.
     pub fn name(self) -> &'static str {
@@ -193,6 +197,7 @@ impl Reason {
             Reason::Internal => "internal",
             Reason::BodyTimeout => "body_timeout",
             Reason::StreamingCap => "streaming_cap",
+            Reason::Deadline => "deadline",
         }
     }
     /// The status code answered.
@@ -202,7 +207,7 @@ impl Reason {
             Reason::QueueTimeout | Reason::Shutdown | Reason::StreamingCap => 503,
             Reason::BodyTimeout => 408,
             Reason::UpstreamConnect | Reason::UpstreamError => 502,
-            Reason::UpstreamTimeout => 504,
+            Reason::UpstreamTimeout | Reason::Deadline => 504,
             Reason::BodyTooLarge => 413,
             Reason::BadRequest => 400,
             Reason::Internal => 500,
@@ -375,6 +380,8 @@ pub struct Ticket {
     stats: Arc<TenantStats>,
     state: AtomicU8,
     costs: CostPolicy,
+    /// The request is a gRPC call: the proxy's own answers to it are gRPC statuses.
+    pub grpc: bool,
 }
 
 impl Ticket {
@@ -389,6 +396,7 @@ impl Ticket {
             stats,
             state: AtomicU8::new(ARRIVED),
             costs,
+            grpc: false,
         }
     }
 

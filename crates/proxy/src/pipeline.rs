@@ -43,10 +43,17 @@ pub(crate) struct Route {
 /// The classification step: the route of a request of `tenant` with this head. Priority
 /// levels and flow schemas (a level and a flow from the tenant, method, path or a header)
 /// are decided here, beside the class, from the same head.
-pub(crate) fn classify(settings: &Settings, head: &RequestHead, tenant: TenantId) -> Route {
+pub(crate) fn classify(
+    settings: &Settings,
+    head: &RequestHead,
+    tenant: TenantId,
+    grpc: bool,
+) -> Route {
     Route {
         tenant,
-        class: settings.identifier.classify(head.method(), head.path()),
+        class: settings
+            .identifier
+            .classify(head.method(), head.path(), grpc),
     }
 }
 
@@ -58,6 +65,8 @@ pub(crate) struct Admitted<'a> {
     route: Route,
     stats: Ticket,
     arrival: Instant,
+    /// A gRPC call's deadline (its `grpc-timeout` from arrival).
+    deadline: Option<Instant>,
 }
 
 impl Admitted<'_> {
@@ -72,7 +81,7 @@ impl Admitted<'_> {
     /// read in full before it queues: a gRPC request, or a body without a declared length
     /// (`declared`: the `Content-Length`, or 0 for none at all).
     pub fn streams(&self, declared: Option<u64>) -> bool {
-        declared.is_none() || is_grpc(&self.head)
+        declared.is_none() || self.stats.grpc
     }
 
     /// A body streamed from `source`, within `limits.stream_idle_timeout_ms` between pieces
@@ -87,6 +96,28 @@ impl Admitted<'_> {
 /// Whether a head says gRPC (`content-type: application/grpc`, `+proto`, …).
 pub(crate) fn is_grpc(head: &crate::head::Fields) -> bool {
     content_type_is(head, "application/grpc")
+}
+
+/// A gRPC call's `grpc-timeout` (at most 8 digits and a unit: `H`, `M`, `S`, `m`, `u`,
+/// `n`); `None` if absent or malformed (no deadline).
+fn grpc_timeout(head: &crate::head::Fields) -> Option<Duration> {
+    head.header("grpc-timeout", |v| {
+        let v = v?;
+        let (&unit, digits) = v.split_last()?;
+        if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+        Some(match unit {
+            b'H' => Duration::from_secs(n * 3600),
+            b'M' => Duration::from_secs(n * 60),
+            b'S' => Duration::from_secs(n),
+            b'm' => Duration::from_millis(n),
+            b'u' => Duration::from_micros(n),
+            b'n' => Duration::from_nanos(n),
+            _ => return None,
+        })
+    })
 }
 
 /// Whether a head's media type starts with `prefix` (case-insensitive).
@@ -113,8 +144,18 @@ pub(crate) fn admit<'a>(
         let names = &peer.cert_names;
         settings.identifier.identify_raw(hs, peer.addr.ip(), names)
     });
+    let grpc = is_grpc(&head);
     let tenant = match who {
         Who::Tenant(t) => t,
+        Who::Unauthorized if grpc => {
+            inner.metrics.unauthorized.fetch_add(1, Relaxed);
+            let msg = "unknown or missing API key";
+            return Err(respond::grpc_answer(
+                respond::grpc_status::UNAUTHENTICATED,
+                msg,
+                None,
+            ));
+        }
         Who::Unauthorized => {
             inner.metrics.unauthorized.fetch_add(1, Relaxed);
             return Err(own(
@@ -136,20 +177,26 @@ pub(crate) fn admit<'a>(
     };
     // Counted received now; answered, completed or — if dropped unanswered — cancelled.
     let costs = CostPolicy::of(&settings.config);
-    let stats = match settings.identifier.name_ref(tenant) {
+    let mut stats = match settings.identifier.name_ref(tenant) {
         Some(name) => Ticket::new(inner.metrics.tenant(tenant), name, costs),
         None => Ticket::new(inner.metrics.tenant(tenant), &Arc::from("?"), costs),
     };
+    stats.grpc = grpc;
     if let Err((reason, msg)) = check(settings, &head) {
         return Err(refuse(settings, &stats, reason, msg));
     }
-    let route = classify(settings, &head, tenant);
+    let route = classify(settings, &head, tenant, grpc);
+    let deadline = match grpc {
+        true => grpc_timeout(&head).map(|t| arrival + t),
+        false => None,
+    };
     Ok(Admitted {
         settings,
         head,
         route,
         stats,
         arrival,
+        deadline,
     })
 }
 
@@ -214,7 +261,21 @@ pub(crate) async fn dispatch(
         route,
         stats,
         arrival,
+        deadline,
     } = a;
+    // A gRPC call waits no longer than its deadline, and is never sent once it has passed.
+    let mut queue_timeout = Duration::from_millis(settings.config.limits.queue_timeout_ms);
+    let mut by_deadline = false;
+    if let Some(d) = deadline {
+        let left = d.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let msg = "the call's deadline passed before it was sent";
+            return refuse(settings, &stats, Reason::Deadline, msg);
+        }
+        if left < queue_timeout {
+            (queue_timeout, by_deadline) = (left, true);
+        }
+    }
     let waiting = match inner.gate.acquire(route.tenant, route.class) {
         Ok(w) => w,
         Err(Reject::Closed) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
@@ -228,7 +289,6 @@ pub(crate) async fn dispatch(
         }
         Err(e) => return refuse(settings, &stats, Reason::Internal, &e.to_string()),
     };
-    let queue_timeout = Duration::from_millis(settings.config.limits.queue_timeout_ms);
     let permit = match granted_or_wait(waiting) {
         Ok(p) => p,
         Err(waiting) => match match bounds.as_mut() {
@@ -247,6 +307,10 @@ pub(crate) async fn dispatch(
         } {
             Ok(Ok(p)) => p,
             Ok(Err(_)) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
+            Err(()) if by_deadline => {
+                let msg = "the call's deadline passed while it was queued";
+                return refuse(settings, &stats, Reason::Deadline, msg);
+            }
             Err(()) => {
                 let msg = "timed out waiting for the upstream";
                 return refuse(settings, &stats, Reason::QueueTimeout, msg);

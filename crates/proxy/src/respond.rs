@@ -345,6 +345,9 @@ pub(crate) fn own(status: StatusCode, msg: &str, headers: &[(&str, &[u8])]) -> A
 /// unusable.
 pub(crate) fn rejected(retry_after_s: u64, stats: &Ticket, reason: Reason, msg: &str) -> Answer {
     stats.reject(reason);
+    if stats.grpc {
+        return grpc_rejected(retry_after_s, reason, msg);
+    }
     let status = StatusCode::from_u16(reason.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let retry = retry_after_s.to_string();
     let mut a = if matches!(reason.status(), 429 | 503) {
@@ -357,4 +360,73 @@ pub(crate) fn rejected(retry_after_s: u64, stats: &Ticket, reason: Reason, msg: 
         Reason::Shutdown | Reason::BodyTooLarge | Reason::BadRequest | Reason::BodyTimeout
     );
     a
+}
+
+/// gRPC status codes the proxy answers with.
+pub(crate) mod grpc_status {
+    /// The call's deadline passed (`grpc-timeout`), or the upstream did not answer in time.
+    pub const DEADLINE_EXCEEDED: u8 = 4;
+    /// A queue is full, or the call is larger than the proxy takes.
+    pub const RESOURCE_EXHAUSTED: u8 = 8;
+    /// The proxy could not forward the call.
+    pub const INTERNAL: u8 = 13;
+    /// Try again later: a queue timeout, a drain, an upstream that cannot be reached.
+    pub const UNAVAILABLE: u8 = 14;
+    /// No tenant for the call's credentials.
+    pub const UNAUTHENTICATED: u8 = 16;
+}
+
+/// The proxy's refusal of a gRPC call, the gRPC way: HTTP 200 with no body and the status
+/// in its header block (a "trailers-only" response), `grpc-message` saying why, and the
+/// standard `grpc-retry-pushback-ms` (from `limits.retry_after_s`) where a retry later may
+/// succeed (a full queue, a queue timeout, a drain, a tenant at its streaming share).
+fn grpc_rejected(retry_after_s: u64, reason: Reason, msg: &str) -> Answer {
+    use grpc_status::*;
+    let (code, pushback) = match reason {
+        Reason::QueueFull | Reason::TenantQueueFull | Reason::StreamingCap => {
+            (RESOURCE_EXHAUSTED, true)
+        }
+        Reason::BodyTooLarge => (RESOURCE_EXHAUSTED, false),
+        Reason::QueueTimeout | Reason::Shutdown => (UNAVAILABLE, true),
+        Reason::UpstreamConnect | Reason::UpstreamError => (UNAVAILABLE, false),
+        Reason::UpstreamTimeout | Reason::Deadline | Reason::BodyTimeout => {
+            (DEADLINE_EXCEEDED, false)
+        }
+        Reason::BadRequest | Reason::Internal => (INTERNAL, false),
+    };
+    let mut a = grpc_answer(
+        code,
+        msg,
+        pushback.then(|| retry_after_s.saturating_mul(1000)),
+    );
+    a.close = reason == Reason::Shutdown;
+    a
+}
+
+/// A trailers-only gRPC answer: HTTP 200, `grpc-status` `code`, `grpc-message` `msg`
+/// (percent-encoded as the protocol asks), and `grpc-retry-pushback-ms` if given.
+pub(crate) fn grpc_answer(code: u8, msg: &str, pushback_ms: Option<u64>) -> Answer {
+    let code = code.to_string();
+    let mut message = String::with_capacity(msg.len());
+    for b in msg.bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            message.push(b as char);
+        } else {
+            message.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let pushback = pushback_ms.map(|ms| ms.to_string());
+    let mut lines: Vec<(&str, &[u8])> = vec![
+        ("content-type", b"application/grpc"),
+        ("grpc-status", code.as_bytes()),
+        ("grpc-message", message.as_bytes()),
+    ];
+    if let Some(ms) = &pushback {
+        lines.push(("grpc-retry-pushback-ms", ms.as_bytes()));
+    }
+    Answer {
+        head: ResponseHead::own(StatusCode::OK, &lines),
+        body: ProxyBody::Full(None),
+        close: false,
+    }
 }

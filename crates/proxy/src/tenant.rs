@@ -67,6 +67,8 @@ struct ClassRule {
     method: Option<Method>,
     prefix: String,
     exact: bool,
+    /// A `grpc_method` rule (else a `path` rule).
+    grpc: bool,
 }
 
 /// The identification and classification tables built from one config.
@@ -114,8 +116,9 @@ impl Identifier {
                     .method
                     .as_ref()
                     .and_then(|m| Method::from_bytes(m.as_bytes()).ok()),
-                prefix: c.path.trim_end_matches('*').to_string(),
-                exact: !c.path.ends_with('*'),
+                prefix: c.pattern().trim_end_matches('*').to_string(),
+                exact: !c.pattern().ends_with('*'),
+                grpc: c.grpc_method.is_some(),
             })
             .collect();
         Identifier {
@@ -237,10 +240,12 @@ impl Identifier {
             .then(|| rest.trim())
     }
 
-    /// The class of a request: the first matching rule's index + 1, or 0.
-    pub fn classify(&self, method: &Method, path: &str) -> ClassId {
+    /// The class of a request (`grpc`: a gRPC call, matched by the `grpc_method` rules
+    /// only; other requests by the `path` rules only): the first matching rule's index + 1,
+    /// or 0.
+    pub fn classify(&self, method: &Method, path: &str, grpc: bool) -> ClassId {
         for (i, c) in self.classes.iter().enumerate() {
-            if c.method.as_ref().is_some_and(|m| m != method) {
+            if c.grpc != grpc || c.method.as_ref().is_some_and(|m| m != method) {
                 continue;
             }
             let hit = if c.exact {
@@ -291,6 +296,12 @@ mod tests {
             [[class]]
             name = "login"
             path = "/login"
+            [[class]]
+            name = "get"
+            grpc_method = "/pkg.Store/Get"
+            [[class]]
+            name = "store"
+            grpc_method = "/pkg.Store/*"
             "#
         ))
         .unwrap()
@@ -430,10 +441,28 @@ mod tests {
     fn classes() {
         let mut reg = Registry::default();
         let id = Identifier::new(&config(""), &mut reg);
-        assert_eq!(id.classify(&Method::GET, "/search/x"), ClassId(1));
-        assert_eq!(id.classify(&Method::POST, "/search/x"), ClassId(0));
-        assert_eq!(id.classify(&Method::POST, "/login"), ClassId(2));
-        assert_eq!(id.classify(&Method::POST, "/login/x"), ClassId(0));
+        assert_eq!(id.classify(&Method::GET, "/search/x", false), ClassId(1));
+        assert_eq!(id.classify(&Method::POST, "/search/x", false), ClassId(0));
+        assert_eq!(id.classify(&Method::POST, "/login", false), ClassId(2));
+        assert_eq!(id.classify(&Method::POST, "/login/x", false), ClassId(0));
+        // gRPC calls by method (exact first here, then the service prefix), never by path.
+        assert_eq!(
+            id.classify(&Method::POST, "/pkg.Store/Get", true),
+            ClassId(3)
+        );
+        assert_eq!(
+            id.classify(&Method::POST, "/pkg.Store/Put", true),
+            ClassId(4)
+        );
+        assert_eq!(
+            id.classify(&Method::POST, "/pkg.Other/Get", true),
+            ClassId(0)
+        );
+        assert_eq!(id.classify(&Method::POST, "/login", true), ClassId(0));
+        assert_eq!(
+            id.classify(&Method::POST, "/pkg.Store/Get", false),
+            ClassId(0)
+        );
         assert_eq!(id.class_name(ClassId(2)), "login");
     }
 }
