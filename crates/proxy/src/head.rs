@@ -431,7 +431,10 @@ mod tests {
                 .collect::<Vec<_>>()
         });
         // The authority of an absolute target (an HTTP/2 request's) becomes its Host.
-        assert_eq!(all, ["authorization=Bearer k", "x-a=1", "x-a=2", "host=h:1"]);
+        assert_eq!(
+            all,
+            ["authorization=Bearer k", "x-a=1", "x-a=2", "host=h:1"]
+        );
         let own = ResponseHead::own(StatusCode::NOT_FOUND, &[("content-type", b"text/plain")]);
         assert!(own.header("Content-Type", |v| v == Some(&b"text/plain"[..])));
     }

@@ -80,8 +80,8 @@ mod rewrite;
 pub mod server;
 mod state;
 mod stream;
-mod tls;
 pub mod tenant;
+mod tls;
 mod upstream;
 mod workers;
 

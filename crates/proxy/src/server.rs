@@ -346,7 +346,11 @@ impl Accept<'_> {
                     // Out of file descriptors (or a connection reset before accept): close
                     // the connection idle the longest, back off, and say so once a second
                     // rather than once per attempt.
-                    let field = if on_tls { "listen.tls.addr" } else { "listen.addr" };
+                    let field = if on_tls {
+                        "listen.tls.addr"
+                    } else {
+                        "listen.addr"
+                    };
                     let pause = inner.conns.accept_failed(&mut backoff, field, &e);
                     tokio::select! {
                         _ = shutdown.wait_for(|&s| s) => break,

@@ -60,7 +60,10 @@ impl Acceptor {
 }
 
 /// The listener's rustls configuration from `[listen.tls]`.
-pub(crate) fn server_config(tls: &ListenTls, http2: bool) -> Result<Arc<ServerConfig>, ConfigError> {
+pub(crate) fn server_config(
+    tls: &ListenTls,
+    http2: bool,
+) -> Result<Arc<ServerConfig>, ConfigError> {
     let certs = read_certs("listen.tls.cert", &tls.cert, true)?;
     let key = read_key("listen.tls.key", &tls.key)?;
     let builder = ServerConfig::builder_with_provider(provider())
@@ -183,9 +186,8 @@ fn read_certs(
 fn read_key(field: &str, path: &str) -> Result<PrivateKeyDer<'static>, ConfigError> {
     let text = std::fs::read(path)
         .map_err(|e| ConfigError::new(field, format!("{path}: cannot read: {e}")))?;
-    PrivateKeyDer::from_pem_slice(&text).map_err(|e| {
-        ConfigError::new(field, format!("{path}: no PEM private key in it ({e})"))
-    })
+    PrivateKeyDer::from_pem_slice(&text)
+        .map_err(|e| ConfigError::new(field, format!("{path}: no PEM private key in it ({e})")))
 }
 
 /// The names a verified client certificate carries, for identification: its subject's

@@ -488,7 +488,11 @@ async fn client_gone(stream: &impl Socket, pipelined: bool) {
 
 /// Write all of `data` (and send it: TLS records too); fails when the client accepts no
 /// bytes for `send_timeout`.
-async fn write_all(stream: &impl Socket, mut data: &[u8], send_timeout: Duration) -> io::Result<()> {
+async fn write_all(
+    stream: &impl Socket,
+    mut data: &[u8],
+    send_timeout: Duration,
+) -> io::Result<()> {
     loop {
         let r = match data.is_empty() {
             false => stream.try_write(data).map(|n| data = &data[n..]),

@@ -134,7 +134,11 @@ impl Http1 {
                 Err(Some(e)) => return Err(e),
             }
         }
-        let s = self.connector.connect().await.map_err(|_| Failure::Connect)?;
+        let s = self
+            .connector
+            .connect()
+            .await
+            .map_err(|_| Failure::Connect)?;
         self.exchange(s, request, &mut body, head_method)
             .await
             .map_err(|e| e.unwrap_or(Failure::Broken))

@@ -92,7 +92,11 @@ impl Http2 {
 
     /// Open a connection and keep it for this runtime.
     async fn open(&self) -> Result<SendRequest<OutBody>, Failure> {
-        let io = self.connector.connect().await.map_err(|_| Failure::Connect)?;
+        let io = self
+            .connector
+            .connect()
+            .await
+            .map_err(|_| Failure::Connect)?;
         let mut builder = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
         builder.timer(TokioTimer::new()).adaptive_window(true);
         let (send, conn) = builder
