@@ -22,10 +22,33 @@ if [ "${FAIRLANE_BENCH_DEPS:-0}" = 1 ]; then
     # scripts/bench-pg.sh: fairlane pg beside PgBouncer.
     command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
 fi
+# The venv of the gRPC tests (below) needs Debian's python3-venv.
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "test-deps: installing ${missing[*]}" >&2
     SUDO=""
     [ "$(id -u)" = 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The proxy's gRPC and HTTP/2 tests (crates/proxy/tests/grpc.rs, tls.rs): Python grpcio in a
+# venv, and h2spec from the Go module proxy, both under target/test-deps (FAIRLANE_TEST_DEPS
+# names another directory). Skipped when present.
+deps="${FAIRLANE_TEST_DEPS:-$(cd "$(dirname "$0")/.." && pwd)/target/test-deps}"
+mkdir -p "$deps"
+if ! "$deps/venv/bin/python" -c 'import grpc' >/dev/null 2>&1; then
+    echo "test-deps: installing grpcio into $deps/venv" >&2
+    python3 -m venv "$deps/venv"
+    "$deps/venv/bin/pip" install -q --disable-pip-version-check grpcio
+fi
+if [ ! -x "$deps/bin/h2spec" ]; then
+    command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || {
+        SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+        $SUDO apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+    }
+    GO="$(command -v go || echo /usr/local/go/bin/go)"
+    echo "test-deps: installing h2spec into $deps/bin" >&2
+    (cd "$deps" && GOBIN="$deps/bin" GOFLAGS=-mod=mod "$GO" install github.com/summerwind/h2spec/cmd/h2spec@latest)
 fi

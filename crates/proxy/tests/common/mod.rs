@@ -472,3 +472,31 @@ async fn hold(
     }
     Ok(r)
 }
+
+/// A program `scripts/test-deps.sh` installed under the workspace's `target/test-deps`
+/// (`bin/h2spec`, `venv/bin/python`): fail loudly if absent. `FAIRLANE_TEST_DEPS` names
+/// another directory.
+pub fn test_dep(rel: &str) -> std::path::PathBuf {
+    let dir = std::env::var_os("FAIRLANE_TEST_DEPS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/test-deps")
+        });
+    let p = dir.join(rel);
+    assert!(
+        p.is_file(),
+        "{} is not installed: run scripts/test-deps.sh (scripts/test.sh does) before the tests",
+        p.display()
+    );
+    p
+}
+
+/// A child process killed (and reaped) when dropped, also when the test panics.
+pub struct Reaped(pub Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
