@@ -1219,6 +1219,62 @@ mod tests {
     }
 
     #[test]
+    fn tls_protocol_and_grpc_classes_are_checked_with_their_field() {
+        let tls = "[listen.tls]\naddr = \"127.0.0.1:8443\"\ncert = \"c.pem\"\nkey = \"k.pem\"\n";
+        let c = with(tls).unwrap();
+        assert_eq!(
+            c.listen.plain_addr(),
+            None,
+            "TLS only unless listen.addr is given"
+        );
+        assert_eq!(with("").unwrap().listen.plain_addr(), Some(DEFAULT_ADDR));
+        for (rest, field) in [
+            ("protocol = \"h3\"", "upstream.protocol"),
+            ("protocol = \"h2\"", "upstream.protocol"),
+            (
+                "protocol = \"h2c\"\n[upstream.tls]\nca = \"ca.pem\"",
+                "upstream.protocol",
+            ),
+            ("[upstream.tls]\nca = \"ca.pem\"\ncert = \"c.pem\"", "upstream.tls.cert"),
+            (
+                "[upstream.tls]\nca = \"ca.pem\"\nserver_name = \"not a name\"",
+                "upstream.tls.server_name",
+            ),
+            (
+                "[listen]\naddr = \"127.0.0.1:8443\"\n[listen.tls]\naddr = \"127.0.0.1:8443\"\ncert = \"c\"\nkey = \"k\"",
+                "listen.tls.addr",
+            ),
+            (
+                "[listen.tls]\naddr = \"127.0.0.1:0\"\ncert = \"c\"\nkey = \"\"",
+                "listen.tls.key",
+            ),
+            (
+                "[listen.tls]\naddr = \"127.0.0.1:0\"\ncert = \"c\"\nkey = \"k\"\nrequire_client_cert = true",
+                "listen.tls.require_client_cert",
+            ),
+            ("[[class]]\nname = \"x\"", "class[0].path"),
+            (
+                "[[class]]\nname = \"x\"\npath = \"/a\"\ngrpc_method = \"/p.S/M\"",
+                "class[0].grpc_method",
+            ),
+            ("[[class]]\nname = \"x\"\ngrpc_method = \"p.S/M\"", "class[0].grpc_method"),
+            ("[[class]]\nname = \"x\"\ngrpc_method = \"/p.*/M\"", "class[0].grpc_method"),
+            (
+                "[[class]]\nname = \"x\"\nmethod = \"GET\"\ngrpc_method = \"/p.S/*\"",
+                "class[0].method",
+            ),
+            (
+                "[[tenant]]\nname = \"a\"\ncert_names = [\"n\"]\n[[tenant]]\nname = \"b\"\ncert_names = [\"n\"]",
+                "tenant[1].cert_names",
+            ),
+        ] {
+            let e = with(rest).unwrap_err();
+            assert_eq!(e.field, field, "{rest}: {e}");
+        }
+        with("protocol = \"h2c\"\n[[class]]\nname = \"g\"\ngrpc_method = \"/p.S/*\"").unwrap();
+    }
+
+    #[test]
     fn weights_outside_the_range_are_refused() {
         for w in [
             "1e-320", "0.0", "-1.0", "1e-7", "1e300", "2e6", "nan", "inf",

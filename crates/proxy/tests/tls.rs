@@ -130,24 +130,11 @@ impl Pki {
     }
 }
 
-/// The proxy's TLS listener (the in-process proxy's, by its handle's config).
+/// A proxy with a TLS listener, and that listener's address.
 async fn tls_proxy(up: SocketAddr, rest: &str) -> (Running, SocketAddr) {
-    let config = config(up, rest);
-    let proxy = fairlane_proxy::Proxy::bind(config)
-        .await
-        .expect("proxy binds");
-    let tls = proxy.tls_addr().expect("a TLS listener");
-    let (addr, admin, handle) = (proxy.local_addr(), proxy.admin_addr(), proxy.handle());
-    let task = tokio::spawn(proxy.run());
-    (
-        Running {
-            addr,
-            admin,
-            handle,
-            task,
-        },
-        tls,
-    )
+    let p = start_proxy(config(up, rest)).await;
+    let tls = p.tls.expect("a TLS listener");
+    (p, tls)
 }
 
 /// One GET over a new TLS connection: (the ALPN protocol chosen, the status, the tenant the

@@ -26,6 +26,23 @@ pub(crate) mod on_hyper;
 pub(crate) mod socket;
 pub(crate) mod tls;
 
+/// Serve an HTTP/1.1 connection on hyper's server until it ends, a graceful shutdown
+/// (through the watcher) finishes it, or it is evicted. (A macro: hyper's connection types
+/// are named by the service's, which is opaque here.)
+macro_rules! serve_hyper_http1 {
+    ($io:expr, $service:expr, $opts:expr, $watcher:expr, $state:expr) => {{
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout($opts.header_timeout)
+            .serve_connection($io, $service);
+        tokio::select! {
+            biased;
+            _ = $watcher.watch(conn) => {}
+            _ = $state.evict.notified() => {}
+        }
+    }};
+}
+
 /// What a new client connection's first bytes (peeked, not consumed) say it speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FirstBytes {
@@ -148,17 +165,7 @@ pub(crate) fn serve(
             let service = on_hyper::service(inner, peer, state.clone());
             let io = TokioIo::new(ClientIo::new(stream, opts.send_timeout));
             match first {
-                Ok(Ok(FirstBytes::Http1)) => {
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(opts.header_timeout)
-                        .serve_connection(io, service);
-                    tokio::select! {
-                        biased;
-                        _ = watcher.watch(conn) => {}
-                        _ = state.evict.notified() => {}
-                    }
-                }
+                Ok(Ok(FirstBytes::Http1)) => serve_hyper_http1!(io, service, opts, watcher, state),
                 Ok(Ok(FirstBytes::Other)) => {
                     let mut builder =
                         hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
@@ -251,15 +258,7 @@ async fn serve_tls(
             _ = state.evict.notified() => {}
         }
     } else {
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(opts.header_timeout)
-            .serve_connection(io, service);
-        tokio::select! {
-            biased;
-            _ = watcher.watch(conn) => {}
-            _ = state.evict.notified() => {}
-        }
+        serve_hyper_http1!(io, service, opts, watcher, state)
     }
 }
 

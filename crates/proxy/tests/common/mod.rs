@@ -17,6 +17,8 @@ use hyper_util::rt::TokioExecutor;
 
 pub struct Running {
     pub addr: SocketAddr,
+    /// The TLS listener's address (`[listen.tls]`), if any.
+    pub tls: Option<SocketAddr>,
     pub admin: SocketAddr,
     pub handle: ProxyHandle,
     pub task: tokio::task::JoinHandle<()>,
@@ -44,9 +46,11 @@ pub fn config(upstream: SocketAddr, rest: &str) -> ProxyConfig {
 pub async fn start_proxy(config: ProxyConfig) -> Running {
     let proxy = Proxy::bind(config).await.expect("proxy binds");
     let (addr, admin, handle) = (proxy.local_addr(), proxy.admin_addr(), proxy.handle());
+    let tls = proxy.tls_addr();
     let task = tokio::spawn(proxy.run());
     Running {
         addr,
+        tls,
         admin,
         handle,
         task,
