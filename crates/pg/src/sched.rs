@@ -58,6 +58,7 @@ pub struct Counters {
     pub last: Option<MeterReading>,
 }
 
+#[derive(Debug)]
 struct MeterState {
     meter: Meter,
     counters: Vec<Counters>,
@@ -77,6 +78,7 @@ pub enum Refusal {
 }
 
 /// The gate, the tenants and the meter.
+#[derive(Debug)]
 pub struct Scheduling {
     gate: FairGate,
     tenants: Vec<TenantInfo>,
@@ -87,14 +89,6 @@ pub struct Scheduling {
     queue_timeout: Duration,
     epoch: Instant,
     cores: usize,
-}
-
-impl std::fmt::Debug for Scheduling {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scheduling")
-            .field("gate", &self.gate)
-            .finish_non_exhaustive()
-    }
 }
 
 fn policy(name: &str) -> Option<Policy> {
@@ -326,20 +320,13 @@ impl Scheduling {
 
 /// A held seat: the right to use one server connection. Finish it with the backend's CPU
 /// time ([`Seat::finish`]); dropped unfinished, it is charged the time held.
+#[derive(Debug)]
 pub struct Seat {
     sched: Arc<Scheduling>,
     permit: Option<Permit>,
     tenant: usize,
     start: f64,
     since: Instant,
-}
-
-impl std::fmt::Debug for Seat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Seat")
-            .field("tenant", &self.tenant)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Seat {

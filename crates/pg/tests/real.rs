@@ -33,6 +33,14 @@ fn setup(pg: &Postgres) {
 
 const USERS: [(&str, &str); 2] = [("alice", "alice-pw"), ("bob", "bob-pw")];
 
+/// psql through the pooler as one of [`USERS`], which must succeed: its output.
+fn psql_ok(pooler: &Pooler, user: &str, db: &str, args: &[&str]) -> String {
+    let password = USERS.iter().find(|u| u.0 == user).map_or("", |u| u.1);
+    let (ok, out, err) = psql(pooler, user, password, db, args);
+    assert!(ok, "psql {args:?} as {user}: {err}");
+    out
+}
+
 /// A test's server (with alice, bob, appdb and items), runtime and pooler, dropped in that
 /// order reversed: the pooler first, the server last, then the next test's turn.
 struct Env {
@@ -67,24 +75,20 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
     let (pooler, rt) = (&env.pooler, &env.rt);
 
     // Simple queries as the client's own role, on its database.
-    let (ok, out, err) = psql(
+    let out = psql_ok(
         pooler,
         "alice",
-        "alice-pw",
         "appdb",
         &["-c", "select current_user, current_database()"],
     );
-    assert!(ok, "{err}");
     assert_eq!(out, "alice|appdb");
     // A transaction, then COPY in and out through psql.
-    let (ok, _, err) = psql(
+    psql_ok(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
         &["-c", "BEGIN; INSERT INTO items VALUES (1, 'one'); COMMIT;"],
     );
-    assert!(ok, "{err}");
     let mut child = psql_command(pooler, "alice", "alice-pw", "postgres")
         .args(["-v", "ON_ERROR_STOP=1", "-c", "\\copy items from stdin"])
         .stdin(Stdio::piped())
@@ -104,17 +108,15 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (ok, out, err) = psql(
+    let out = psql_ok(
         pooler,
         "bob",
-        "bob-pw",
         "postgres",
         &[
             "-c",
             "\\copy (select id, name from items order by id) to stdout",
         ],
     );
-    assert!(ok, "{err}");
     assert_eq!(out, "1\tone\n2\ttwo\n3\tthree");
 
     rt.block_on(async {
@@ -281,20 +283,18 @@ fn wrong_password_unknown_database_md5_and_trust() {
             "{e}"
         );
     });
-    let (ok, out, err) = psql(pooler, "alice", "alice-pw", "postgres", &["-c", "select 1"]);
-    assert!(ok && out == "1", "{err}");
+    assert_eq!(
+        psql_ok(pooler, "alice", "postgres", &["-c", "select 1"]),
+        "1"
+    );
 
     let mut c = config(pg, &USERS, "");
     c.auth.method = fairlane_pg::config::AuthMethod::Md5;
     let pooler = rt.block_on(Pooler::start(c)).unwrap();
-    let (ok, out, err) = psql(
-        &pooler,
-        "bob",
-        "bob-pw",
-        "postgres",
-        &["-c", "select current_user"],
+    assert_eq!(
+        psql_ok(&pooler, "bob", "postgres", &["-c", "select current_user"]),
+        "bob"
     );
-    assert!(ok && out == "bob", "{err}");
     let (ok, _, err) = psql(&pooler, "bob", "bad", "postgres", &["-c", "select 1"]);
     assert!(
         !ok && err.contains("password authentication failed"),
@@ -312,7 +312,7 @@ fn wrong_password_unknown_database_md5_and_trust() {
         "postgres",
         &["-c", "select current_user"],
     );
-    assert!(ok && out == "bob", "{err}");
+    assert!(ok && out == "bob", "trusted on loopback: {err}");
     let (ok, _, err) = psql(
         &pooler,
         "mallory",
@@ -379,23 +379,19 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
     drop(stdin);
     // The next client gets the same connection (D = 1), outside any transaction, and the
     // insert is gone.
-    let (ok, out, err) = psql(
+    let out = psql_ok(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
         &["-c", "select count(*) from items where id = 99"],
     );
-    assert!(ok, "{err}");
     assert_eq!(out, "0");
-    let (ok, out, err) = psql(
+    let out = psql_ok(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
         &["-c", "select now() = statement_timestamp()"],
     );
-    assert!(ok, "{err}");
     // now() is the transaction's start: equal to the statement's only outside a block left
     // open by the killed client.
     assert_eq!(out, "t");
@@ -457,8 +453,10 @@ fn the_server_stopped_and_restarted() {
     );
     pg.launch();
     assert_eq!(one(&c).unwrap(), 1, "the same client, served again");
-    let (ok, out, err) = psql(&pooler, "bob", "bob-pw", "postgres", &["-c", "select 2"]);
-    assert!(ok && out == "2", "{err}");
+    assert_eq!(
+        psql_ok(&pooler, "bob", "postgres", &["-c", "select 2"]),
+        "2"
+    );
     let (open, _) = pooler.server_connections();
     assert!(open <= 8);
 }
@@ -467,18 +465,15 @@ fn the_server_stopped_and_restarted() {
 fn session_mode_resets_with_discard_all() {
     let env = Env::start("[pool]\nsize = 1\nmode = \"session\"", |_| {});
     let pooler = &env.pooler;
-    let (ok, _, err) = psql(
+    psql_ok(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
         &["-c", "SET work_mem = '77MB'", "-c", "PREPARE p AS select 1"],
     );
-    assert!(ok, "{err}");
-    let (ok, out, err) = psql(
+    let out = psql_ok(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
         &[
             "-c",
@@ -487,17 +482,17 @@ fn session_mode_resets_with_discard_all() {
             "select count(*) from pg_prepared_statements",
         ],
     );
-    assert!(ok, "{err}");
     assert_eq!(out, "4MB\n0", "the next session starts clean");
     // Session mode keeps one server connection per client: a named statement lives on.
-    let (ok, out, err) = psql(
-        pooler,
-        "alice",
-        "alice-pw",
-        "postgres",
-        &["-c", "PREPARE q AS select 5", "-c", "EXECUTE q"],
+    assert_eq!(
+        psql_ok(
+            pooler,
+            "alice",
+            "postgres",
+            &["-c", "PREPARE q AS select 5", "-c", "EXECUTE q"]
+        ),
+        "5"
     );
-    assert!(ok && out == "5", "{err}");
 }
 
 #[test]
