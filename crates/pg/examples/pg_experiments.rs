@@ -274,6 +274,10 @@ fn table1(secs: u64, out: &str) {
             p.3
         );
     }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("?");
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let table = format!("<!-- Written by scripts/pg-table1.sh; load average {load} on {cores} cores at the end (above the core count: a loaded machine's figures, preliminary). -->\n\n{table}");
     print!("{table}");
     std::fs::write(out, table).unwrap_or_else(|e| panic!("{out}: {e}"));
     eprintln!("written to {out}");
