@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use fairlane_pg::Pooler;
 use support::{config, driver, need, psql, psql_command, raw_login, Postgres};
+use tokio_postgres::error::SqlState;
 
 /// The tests take turns: each starts a server, and several at once crowd two cores.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -39,6 +40,22 @@ fn psql_ok(pooler: &Pooler, user: &str, db: &str, args: &[&str]) -> String {
     let (ok, out, err) = psql(pooler, user, password, db, args);
     assert!(ok, "psql {args:?} as {user}: {err}");
     out
+}
+
+/// Assert that a driver's error carries this SQLSTATE.
+fn assert_state(e: &tokio_postgres::Error, want: SqlState) {
+    assert_eq!(e.code(), Some(&want), "{e}");
+}
+
+/// `select count(*) from <what>` through a driver.
+async fn count(c: &tokio_postgres::Client, what: &str) -> i64 {
+    let sql = format!("select count(*) from {what}");
+    c.query_one(&sql, &[]).await.unwrap().get(0)
+}
+
+/// One SQL command through [`psql_ok`].
+fn sql(pooler: &Pooler, user: &str, db: &str, sql: &str) -> String {
+    psql_ok(pooler, user, db, &["-c", sql])
 }
 
 /// A test's server (with alice, bob, appdb and items), runtime and pooler, dropped in that
@@ -75,19 +92,19 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
     let (pooler, rt) = (&env.pooler, &env.rt);
 
     // Simple queries as the client's own role, on its database.
-    let out = psql_ok(
+    let out = sql(
         pooler,
         "alice",
         "appdb",
-        &["-c", "select current_user, current_database()"],
+        "select current_user, current_database()",
     );
     assert_eq!(out, "alice|appdb");
     // A transaction, then COPY in and out through psql.
-    psql_ok(
+    sql(
         pooler,
         "alice",
         "postgres",
-        &["-c", "BEGIN; INSERT INTO items VALUES (1, 'one'); COMMIT;"],
+        "BEGIN; INSERT INTO items VALUES (1, 'one'); COMMIT;",
     );
     let mut child = psql_command(pooler, "alice", "alice-pw", "postgres")
         .args(["-v", "ON_ERROR_STOP=1", "-c", "\\copy items from stdin"])
@@ -108,14 +125,11 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = psql_ok(
+    let out = sql(
         pooler,
         "bob",
         "postgres",
-        &[
-            "-c",
-            "\\copy (select id, name from items order by id) to stdout",
-        ],
+        "\\copy (select id, name from items order by id) to stdout",
     );
     assert_eq!(out, "1\tone\n2\ttwo\n3\tthree");
 
@@ -150,12 +164,7 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
             .unwrap();
         assert!(tx.execute("select 1/0", &[]).await.is_err());
         drop(tx);
-        let n: i64 = c3
-            .query_one("select count(*) from items where id = 10", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 0);
+        assert_eq!(count(&c3, "items where id = 10").await, 0);
         // COPY through the driver, both ways.
         use futures_util::SinkExt;
         let sink = c3.copy_in("copy items from stdin").await.unwrap();
@@ -164,12 +173,17 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
             .await
             .unwrap();
         assert_eq!(sink.finish().await.unwrap(), 2);
-        let n: i64 = c3
-            .query_one("select count(*) from items where id >= 20", &[])
+        assert_eq!(count(&c3, "items where id >= 20").await, 2);
+        let out = c3
+            .copy_out("copy (select id from items where id >= 20 order by id) to stdout")
             .await
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 2);
+            .unwrap();
+        futures_util::pin_mut!(out);
+        let mut got = Vec::new();
+        while let Some(chunk) = futures_util::StreamExt::next(&mut out).await {
+            got.extend_from_slice(&chunk.unwrap());
+        }
+        assert_eq!(got, b"20\n21\n");
         // Cancel: a long query is cancelled through the pooler's key, at once.
         let token = c3.cancel_token();
         let t0 = Instant::now();
@@ -178,11 +192,7 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
             token.cancel_query(tokio_postgres::NoTls).await
         });
         let e = c3.simple_query("select pg_sleep(30)").await.unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
-            "{e}"
-        );
+        assert_state(&e, SqlState::QUERY_CANCELED);
         assert!(t0.elapsed() < Duration::from_secs(20));
         canceller.await.unwrap().unwrap();
         let one: i32 = c3.query_one("select 1", &[]).await.unwrap().get(0);
@@ -269,30 +279,19 @@ fn wrong_password_unknown_database_md5_and_trust() {
         let e = driver(pooler, "alice", "alice-pw", "nosuchdb")
             .await
             .unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME),
-            "{e}"
-        );
+        assert_state(&e, SqlState::INVALID_CATALOG_NAME);
         let e = driver(pooler, "alice", "nope", "postgres")
             .await
             .unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::INVALID_PASSWORD),
-            "{e}"
-        );
+        assert_state(&e, SqlState::INVALID_PASSWORD);
     });
-    assert_eq!(
-        psql_ok(pooler, "alice", "postgres", &["-c", "select 1"]),
-        "1"
-    );
+    assert_eq!(sql(pooler, "alice", "postgres", "select 1"), "1");
 
     let mut c = config(pg, &USERS, "");
     c.auth.method = fairlane_pg::config::AuthMethod::Md5;
     let pooler = rt.block_on(Pooler::start(c)).unwrap();
     assert_eq!(
-        psql_ok(&pooler, "bob", "postgres", &["-c", "select current_user"]),
+        sql(&pooler, "bob", "postgres", "select current_user"),
         "bob"
     );
     let (ok, _, err) = psql(&pooler, "bob", "bad", "postgres", &["-c", "select 1"]);
@@ -379,18 +378,18 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
     drop(stdin);
     // The next client gets the same connection (D = 1), outside any transaction, and the
     // insert is gone.
-    let out = psql_ok(
+    let out = sql(
         pooler,
         "alice",
         "postgres",
-        &["-c", "select count(*) from items where id = 99"],
+        "select count(*) from items where id = 99",
     );
     assert_eq!(out, "0");
-    let out = psql_ok(
+    let out = sql(
         pooler,
         "alice",
         "postgres",
-        &["-c", "select now() = statement_timestamp()"],
+        "select now() = statement_timestamp()",
     );
     // now() is the transaction's start: equal to the statement's only outside a block left
     // open by the killed client.
@@ -446,17 +445,10 @@ fn the_server_stopped_and_restarted() {
     assert!(r.is_err(), "the running query failed");
     // While the server is down: an error (08006), and the client stays connected.
     let e = one(&c).unwrap_err();
-    assert_eq!(
-        e.code(),
-        Some(&tokio_postgres::error::SqlState::CONNECTION_FAILURE),
-        "{e}"
-    );
+    assert_state(&e, SqlState::CONNECTION_FAILURE);
     pg.launch();
     assert_eq!(one(&c).unwrap(), 1, "the same client, served again");
-    assert_eq!(
-        psql_ok(&pooler, "bob", "postgres", &["-c", "select 2"]),
-        "2"
-    );
+    assert_eq!(sql(&pooler, "bob", "postgres", "select 2"), "2");
     let (open, _) = pooler.server_connections();
     assert!(open <= 8);
 }
@@ -517,18 +509,10 @@ fn queue_limits_answer_with_postgresql_errors() {
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
         let e = third.simple_query("select 1").await.unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::TOO_MANY_CONNECTIONS),
-            "{e}"
-        );
+        assert_state(&e, SqlState::TOO_MANY_CONNECTIONS);
         let (r, waiter) = waiting.await.unwrap();
         let e = r.unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
-            "{e}"
-        );
+        assert_state(&e, SqlState::QUERY_CANCELED);
         holder.batch_execute("COMMIT").await.unwrap();
         // Both refused clients are still connected and served now.
         assert_eq!(
@@ -625,11 +609,6 @@ fn bad_input_closes_that_client_only() {
     // The bystander's transaction went on throughout.
     rt.block_on(async {
         bystander.batch_execute("COMMIT").await.unwrap();
-        let n: i64 = bystander
-            .query_one("select count(*) from items where id = 5", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 1);
+        assert_eq!(count(&bystander, "items where id = 5").await, 1);
     });
 }
