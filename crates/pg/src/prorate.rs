@@ -87,13 +87,11 @@ impl Scheduler<u64> for Prorated {
 
     fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
         let at = self.observe(now);
-        let cost = match self.started.get(&ticket) {
-            Some(&start) => charge(used, start, at, self.interval),
+        let cost = match self.started.remove(&ticket) {
+            Some(start) => charge(used, start, at, self.interval),
             None => used,
         };
-        self.inner.complete(ticket, cost, now)?;
-        self.started.remove(&ticket);
-        Ok(())
+        self.inner.complete(ticket, cost, now)
     }
 
     fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<u64>, Error> {
