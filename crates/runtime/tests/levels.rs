@@ -3,10 +3,11 @@
 //! limit refuses, and a reload with requests queued loses none. Time moves only when a test
 //! says so.
 
-use std::future::Future;
-use std::pin::Pin;
+mod common;
+use common::{poll, ready};
+
 use std::sync::{mpsc, Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use fairlane_core::depth::DepthConfig;
@@ -20,18 +21,6 @@ use fairlane_runtime::{
 /// The adjustment period: 1 s in the gate's and pool's nanoseconds.
 const PERIOD: f64 = 1e9;
 const HIGH: LevelId = LevelId(1);
-
-fn poll(a: &mut Acquire) -> Poll<Result<Permit, AcquireError>> {
-    Pin::new(a).poll(&mut Context::from_waker(Waker::noop()))
-}
-
-fn ready(a: &mut Acquire) -> Permit {
-    match poll(a) {
-        Poll::Ready(Ok(p)) => p,
-        Poll::Ready(Err(e)) => panic!("acquire failed: {e}"),
-        Poll::Pending => panic!("acquire still pending"),
-    }
-}
 
 /// An exempt level, a high level lending all of its seats, and the catch-all, 1:1.
 fn apf_like() -> LevelsConfig {
