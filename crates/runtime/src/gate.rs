@@ -723,10 +723,11 @@ impl FairGate {
     }
 
     /// Whether [`drain`](FairGate::drain) (or [`close`](FairGate::close)) was called and no
-    /// request waits or holds a seat any more.
+    /// request waits or holds a seat any more (nor an exempt permit).
     pub fn is_drained(&self) -> bool {
         let st = self.shared.lock();
-        (st.draining || st.closed) && st.sched.queued() + st.sched.running() == 0
+        (st.draining || st.closed)
+            && st.sched.queued() + st.sched.running() + st.exempt.holding_total() == 0
     }
 
     /// Number of seats now.
@@ -956,17 +957,6 @@ impl Acquire {
     /// First poll: join the queue, and take a free seat if the scheduler gives it to us.
     fn start(&mut self, cx: Option<&mut Context<'_>>) -> Poll<Result<Permit, AcquireError>> {
         let shared = &self.gate.shared;
-        if self.cost.is_none() && shared.requires_cost {
-            return Poll::Ready(Err(AcquireError::Scheduler(
-                fairlane_core::Error::CostRequired {
-                    tenant: self.tenant,
-                    class: self.class,
-                },
-            )));
-        }
-        if let Err(e) = setup::check_cost(self.cost) {
-            return Poll::Ready(Err(AcquireError::Scheduler(e)));
-        }
         let mut wake = Wakers::default();
         let result = {
             let mut st = shared.lock();
@@ -986,6 +976,18 @@ impl Acquire {
                     joined: shared.in_units(at),
                     cost: None,
                 }));
+            }
+            // After the exempt admission: an exempt request never meets the scheduler.
+            if self.cost.is_none() && shared.requires_cost {
+                return Poll::Ready(Err(AcquireError::Scheduler(
+                    fairlane_core::Error::CostRequired {
+                        tenant: self.tenant,
+                        class: self.class,
+                    },
+                )));
+            }
+            if let Err(e) = setup::check_cost(self.cost) {
+                return Poll::Ready(Err(AcquireError::Scheduler(e)));
             }
             let queued = st.sched.queued();
             if queued >= st.max_waiting {

@@ -281,3 +281,24 @@ fn pool_reload_with_tasks_queued_loses_none_and_full_levels_refuse() {
     let sum: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(sum + extra.join().unwrap(), 11);
 }
+
+#[test]
+fn gate_exempt_needs_no_cost_and_holds_a_drain() {
+    // WFQ needs costs up front; an exempt request never meets the scheduler.
+    let levels = LevelsConfig::new(Config::preset("wfq").unwrap())
+        .level(LevelConfig::exempt("exempt"))
+        .level(LevelConfig::new("catch-all", 1.0))
+        .adjust_period(PERIOD);
+    let g = gate(1, levels, &ManualClock::new());
+    let p = ready(&mut g.acquire(1u64, 0u32).at(LevelId(0)));
+    assert!(matches!(
+        g.acquire(2u64, 0u32).join(),
+        Err(AcquireError::Scheduler(
+            fairlane_core::Error::CostRequired { .. }
+        ))
+    ));
+    g.drain();
+    assert!(!g.is_drained(), "an exempt permit is still held");
+    drop(p);
+    assert!(g.is_drained());
+}
