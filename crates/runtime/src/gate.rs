@@ -940,6 +940,20 @@ impl Acquire {
         Ok(self)
     }
 
+    /// The permit of an exempt level's request, admitted now without a seat.
+    fn exempt_permit(&mut self) -> Permit {
+        let at = self.gate.shared.clock.now();
+        self.state = AcquireState::Done;
+        Permit {
+            gate: self.gate.clone(),
+            hold: Hold::Exempt(self.route.level),
+            tenant: self.tenant,
+            granted: at,
+            joined: self.gate.shared.in_units(at),
+            cost: None,
+        }
+    }
+
     fn permit(&self, g: Grant) -> Permit {
         Permit {
             gate: self.gate.clone(),
@@ -965,17 +979,8 @@ impl Acquire {
             }
             if st.exempt.is_exempt(self.route.level) {
                 st.exempt.admit(self.route.level);
-                let at = shared.clock.now();
                 drop(st);
-                self.state = AcquireState::Done;
-                return Poll::Ready(Ok(Permit {
-                    gate: self.gate.clone(),
-                    hold: Hold::Exempt(self.route.level),
-                    tenant: self.tenant,
-                    granted: at,
-                    joined: shared.in_units(at),
-                    cost: None,
-                }));
+                return Poll::Ready(Ok(self.exempt_permit()));
             }
             // After the exempt admission: an exempt request never meets the scheduler.
             if self.cost.is_none() && shared.requires_cost {
