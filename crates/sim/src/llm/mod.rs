@@ -60,8 +60,8 @@ pub use workload::{LlmRequest, Mode, Suite, SUITES};
 use fairlane_core::TokenCost;
 use serde::Serialize;
 
-use crate::events::{drive, DEFAULT_MAX_EVENTS};
 use crate::SimError;
+use crate::events::{drive, DEFAULT_MAX_EVENTS};
 use model::LlmSim;
 
 /// A workload's requests with its clients' weights and the length of its arrival window.

@@ -12,8 +12,8 @@ use super::policy::{Disclosure, Policy, Rpm};
 use super::server::{peak_excess, Batching, Footprint, Server};
 use super::workload::LlmRequest;
 use super::{LlmOptions, Trace};
-use crate::events::{EventQueue, Model};
 use crate::SimError;
+use crate::events::{EventQueue, Model};
 
 #[cfg(test)]
 thread_local! {

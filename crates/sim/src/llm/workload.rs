@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 
-use crate::rng::{purpose, stream_id, Rng};
 use crate::SimError;
+use crate::rng::{purpose, stream_id, Rng};
 
 /// One request of a workload: when it arrives, whose it is, its prompt and output tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
