@@ -106,3 +106,13 @@ def test_occupancy_and_plots(small_spec):
         assert ax.has_data()
     with pytest.raises(ValueError):
         r.plot("nope")
+
+
+def test_priority_levels_spec_runs_through_simulate(root):
+    # The reproduction's spec, shortened: with levels the high level's tenant is served as if
+    # alone; on one flat level it waits behind the 50 flooding tenants.
+    r = fairlane.simulate(root / "experiments/priority-levels.toml", duration=40.0)
+    assert r.points == ["levels", "alone", "flat"]
+    api = r.tenants[r.tenants["tenant"] == "api"].set_index("point")["latency_p99"]
+    assert api["levels"] <= 2 * api["alone"]
+    assert api["flat"] >= 10 * api["levels"]

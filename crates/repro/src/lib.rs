@@ -24,6 +24,7 @@ pub mod claim;
 mod error;
 mod interposed;
 mod ldf;
+mod levels;
 mod out;
 pub mod progress;
 mod runs;
@@ -97,7 +98,7 @@ macro_rules! spec {
 }
 
 /// Every reproduction, in report order.
-pub const EXPERIMENTS: [Experiment; 27] = [
+pub const EXPERIMENTS: [Experiment; 28] = [
     Experiment {
         name: "2dfq-fig5",
         title: "2DFQ §4 worked example (Fig. 5 and 6)",
@@ -193,6 +194,12 @@ pub const EXPERIMENTS: [Experiment; 27] = [
         title: "",
         spec: spec!("experiments/ldf-fig6.toml"),
         analysis: on_cores!(ldf::fig6),
+    },
+    Experiment {
+        name: "priority-levels",
+        title: "",
+        spec: spec!("experiments/priority-levels.toml"),
+        analysis: on_pool!(levels::priority_levels),
     },
     Experiment {
         name: "tam-table2",

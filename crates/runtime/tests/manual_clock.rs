@@ -3,12 +3,10 @@
 //! only when a test says so: no sleeps, exact numbers.
 
 mod common;
-use common::spin_cpu;
+use common::{poll, ready, spin_cpu};
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::mpsc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
@@ -16,18 +14,6 @@ use fairlane_core::{BoxedScheduler, Config, TenantId};
 use fairlane_runtime::{Acquire, AcquireError, FairGate, FairPool, ManualClock, Permit};
 
 const MS: Duration = Duration::from_millis(1);
-
-fn poll(a: &mut Acquire) -> Poll<Result<Permit, AcquireError>> {
-    Pin::new(a).poll(&mut Context::from_waker(Waker::noop()))
-}
-
-fn ready(a: &mut Acquire) -> Permit {
-    match poll(a) {
-        Poll::Ready(Ok(p)) => p,
-        Poll::Ready(Err(e)) => panic!("acquire failed: {e}"),
-        Poll::Pending => panic!("acquire still pending"),
-    }
-}
 
 /// LDF on `cores` cores, 100 ms metering intervals in nanoseconds; tenant 1 may use at most
 /// `max_cpu` % of the server.
