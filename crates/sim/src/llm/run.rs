@@ -19,9 +19,9 @@ pub struct LlmSpecFile {
     /// The document (`set` and sweep points edit it).
     pub doc: Doc,
     /// The sections as written.
-    pub spec: LlmSpec,
+    pub sections: LlmSpec,
     /// The spec resolved (without its sweep).
-    pub resolved: Resolved,
+    pub spec: Resolved,
 }
 
 impl LlmSpecFile {
@@ -32,22 +32,22 @@ impl LlmSpecFile {
 
     /// The spec a parsed document describes.
     pub fn from_doc(doc: Doc) -> Result<LlmSpecFile, SpecError> {
-        let (spec, resolved) = LlmSpec::from_doc(&doc)?;
+        let (sections, spec) = LlmSpec::from_doc(&doc)?;
         Ok(LlmSpecFile {
             doc,
+            sections,
             spec,
-            resolved,
         })
     }
 
     /// Each point, labelled: the `[[sweep]]` points (each the document with its `set`
     /// applied), or the spec alone under an empty label.
     pub fn points(&self) -> Result<Vec<(String, Resolved)>, SpecError> {
-        if self.spec.sweep.is_empty() {
-            return Ok(vec![(String::new(), self.resolved.clone())]);
+        if self.sections.sweep.is_empty() {
+            return Ok(vec![(String::new(), self.spec.clone())]);
         }
         let mut out = Vec::new();
-        for p in &self.spec.sweep {
+        for p in &self.sections.sweep {
             let doc = self.doc.point(&p.label, &p.set, &["sweep"])?;
             let (_, resolved) = LlmSpec::from_doc(&doc).map_err(|mut e| {
                 e.field = format!("sweep {:?}: {}", p.label, e.field);
@@ -60,27 +60,7 @@ impl LlmSpecFile {
 }
 
 impl Experiment for LlmSpecFile {
-    fn clone_box(&self) -> Box<dyn Experiment> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn doc(&self) -> &Doc {
-        &self.doc
-    }
-    fn name(&self) -> &str {
-        &self.spec.name
-    }
-    fn description(&self) -> &str {
-        &self.spec.description
-    }
-    fn duration(&self) -> f64 {
-        self.resolved.suite.duration
-    }
-    fn warmup(&self) -> f64 {
-        self.spec.warmup
-    }
+    crate::experiment::experiment_basics!();
     fn set_all(&mut self, changes: &[(String, toml::Value)]) -> Result<(), SpecError> {
         for (path, value) in changes {
             self.doc.set(path, value.clone())?;
@@ -89,7 +69,7 @@ impl Experiment for LlmSpecFile {
         Ok(())
     }
     fn points(&self) -> Result<usize, SpecError> {
-        Ok(self.spec.sweep.len().max(1))
+        Ok(self.sections.sweep.len().max(1))
     }
     fn planned_runs(&self) -> Result<usize, SpecError> {
         Ok(LlmSpecFile::points(self)?

@@ -160,6 +160,14 @@ impl Default for MetricsSection {
 /// A spec resolved into what [`super::simulate`] takes.
 #[derive(Clone, Debug)]
 pub struct Resolved {
+    /// The spec's name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// Seconds of arrivals (the suite's when the spec names none).
+    pub duration: f64,
+    /// Always 0 (see [`LlmSpec::warmup`]).
+    pub warmup: f64,
     /// The workload (its duration the spec's).
     pub suite: Suite,
     /// The seed.
@@ -238,6 +246,10 @@ impl LlmSpec {
         };
         self.metrics.check().map_err(|e| e.under("metrics"))?;
         Ok(Resolved {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            duration: suite.duration,
+            warmup: self.warmup,
             suite,
             seed: self.seed,
             server,
