@@ -405,6 +405,8 @@ impl<'a> LlmSim<'a> {
         self.busy = false;
         if self.decoding {
             self.decodes += 1;
+            // Each decoded token counts as an event: the cap bounds the work.
+            self.events += self.running.len() as u64;
             let mut k = 0;
             while k < self.running.len() {
                 // Read, then write back: a store to `done` read back at once as part of the
