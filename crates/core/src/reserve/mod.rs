@@ -60,6 +60,7 @@ pub(crate) fn proptest_cases(cases: u32) -> proptest::test_runner::Config {
         .unwrap_or(cases);
     proptest::test_runner::Config::with_cases(cases)
 }
+mod account;
 mod ldf;
 mod ldf_fast;
 mod meter;
@@ -74,14 +75,15 @@ mod penalty;
 
 use std::collections::{HashMap, VecDeque};
 
-pub use meter::{jain_index, Meter, MeterReading, MeterRecord};
+pub use account::{MeterReading, MeterRecord};
+pub use meter::{jain_index, Meter};
 pub use penalty::Penalty;
 
 use crate::scheduler::{Admin, Inspect, Scheduler, TenantView};
 use crate::types::{
     check_cost, check_weight, Decision, Dispatch, Error, Request, TenantId, Ticket,
 };
-use meter::{check_interval, Usage};
+use account::{check_interval, Usage};
 
 /// Elastic reservation parameters (§4): while the tenant's utilization of the whole interval
 /// stays below `f × ResCPU`, its reservation is boosted to `b` for computing its deficit.
