@@ -396,51 +396,23 @@ mod tests {
 
     #[test]
     fn bad_settings_name_the_field() {
-        for (cfg, field) in [
+        let cases: [(fn(&mut DepthConfig), &str); 6] = [
+            (|c| c.min = 0, "depth.min"),
             (
-                DepthConfig {
-                    min: 0,
-                    ..DepthConfig::default()
-                },
-                "depth.min",
-            ),
-            (
-                DepthConfig {
-                    max: 0,
-                    min: 1,
-                    ..DepthConfig::default()
+                |c| {
+                    c.max = 0;
+                    c.min = 1;
                 },
                 "depth.max",
             ),
-            (
-                DepthConfig {
-                    initial: 100,
-                    ..DepthConfig::default()
-                },
-                "depth.initial",
-            ),
-            (
-                DepthConfig {
-                    interval: 0.0,
-                    ..DepthConfig::default()
-                },
-                "depth.interval",
-            ),
-            (
-                DepthConfig {
-                    decrease: 1.0,
-                    ..DepthConfig::default()
-                },
-                "depth.decrease",
-            ),
-            (
-                DepthConfig {
-                    headroom: 1.0,
-                    ..DepthConfig::default()
-                },
-                "depth.headroom",
-            ),
-        ] {
+            (|c| c.initial = 100, "depth.initial"),
+            (|c| c.interval = 0.0, "depth.interval"),
+            (|c| c.decrease = 1.0, "depth.decrease"),
+            (|c| c.headroom = 1.0, "depth.headroom"),
+        ];
+        for (set, field) in cases {
+            let mut cfg = DepthConfig::default();
+            set(&mut cfg);
             match DepthController::new(cfg) {
                 Err(Error::InvalidConfig { field: f, .. }) => assert_eq!(f, field),
                 other => panic!("{field}: {other:?}"),

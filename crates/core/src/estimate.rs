@@ -228,6 +228,14 @@ mod tests {
     const A: ClassId = ClassId(0);
     const B: ClassId = ClassId(1);
 
+    fn ema(alpha: f64, initial: f64) -> Result<Box<dyn CostEstimator>, Error> {
+        EstimatorKind::Ema { alpha, initial }.build()
+    }
+
+    fn pessimistic(alpha: f64, initial: f64) -> Result<Box<dyn CostEstimator>, Error> {
+        EstimatorKind::Pessimistic { alpha, initial }.build()
+    }
+
     #[test]
     fn last_value_remembers_per_class() {
         let mut e = EstimatorKind::LastValue { initial: 5.0 }.build().unwrap();
@@ -243,12 +251,7 @@ mod tests {
 
     #[test]
     fn ema_moves_by_one_minus_alpha() {
-        let mut e = EstimatorKind::Ema {
-            alpha: 0.75,
-            initial: 1.0,
-        }
-        .build()
-        .unwrap();
+        let mut e = ema(0.75, 1.0).unwrap();
         e.observe(T, A, 8.0); // first observation replaces the initial value
         assert_eq!(e.estimate(T, A), 8.0);
         e.observe(T, A, 0.0);
@@ -257,12 +260,7 @@ mod tests {
 
     #[test]
     fn pessimistic_jumps_up_and_decays_down() {
-        let mut e = EstimatorKind::Pessimistic {
-            alpha: 0.5,
-            initial: 1.0,
-        }
-        .build()
-        .unwrap();
+        let mut e = pessimistic(0.5, 1.0).unwrap();
         e.observe(T, A, 100.0);
         assert_eq!(e.estimate(T, A), 100.0);
         e.observe(T, A, 1.0);
@@ -277,12 +275,7 @@ mod tests {
     /// table through observations of other pairs, repeated ones and `forget`.
     #[test]
     fn the_last_observed_pair_agrees_with_the_table() {
-        let mut e = EstimatorKind::Pessimistic {
-            alpha: 0.5,
-            initial: 7.0,
-        }
-        .build()
-        .unwrap();
+        let mut e = pessimistic(0.5, 7.0).unwrap();
         e.observe(T, A, 100.0);
         e.observe(TenantId(2), A, 3.0);
         assert_eq!(e.estimate(T, A), 100.0);
@@ -300,18 +293,8 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_refused() {
-        assert!(EstimatorKind::Ema {
-            alpha: 1.5,
-            initial: 1.0
-        }
-        .build()
-        .is_err());
-        assert!(EstimatorKind::Pessimistic {
-            alpha: f64::NAN,
-            initial: 1.0
-        }
-        .build()
-        .is_err());
+        assert!(ema(1.5, 1.0).is_err());
+        assert!(pessimistic(f64::NAN, 1.0).is_err());
         assert!(EstimatorKind::LastValue { initial: -1.0 }.build().is_err());
         assert!(EstimatorKind::LastValue {
             initial: f64::INFINITY

@@ -178,6 +178,15 @@ pub struct MeterReading {
     pub viol_cpu: f64,
 }
 
+/// A tenant's terms: reservation `ResCPU` (%; 0 for none), elastic burst `b` (%) and
+/// metering interval (> 0, intervals aligned at multiples of it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Terms {
+    pub res_cpu: f64,
+    pub burst: Option<f64>,
+    pub interval: f64,
+}
+
 /// One tenant's account in the current metering interval: its terms, its usage window, the
 /// delay accrued so far (how it accrues is the meter's business) and its ready tasks.
 #[derive(Clone, Debug)]
@@ -221,20 +230,13 @@ impl Book {
     }
 
     /// Open an account; returns its handle.
-    pub fn add(
-        &mut self,
-        id: TenantId,
-        res_cpu: f64,
-        burst: Option<f64>,
-        interval: f64,
-        now: f64,
-    ) -> Result<usize, Error> {
-        check_interval(interval)?;
+    pub fn add(&mut self, id: TenantId, terms: Terms, now: f64) -> Result<usize, Error> {
+        check_interval(terms.interval)?;
         self.tenants.push(Account {
             id,
-            res: res_cpu,
-            burst,
-            usage: Usage::new(interval, now.max(self.last)),
+            res: terms.res_cpu,
+            burst: terms.burst,
+            usage: Usage::new(terms.interval, now.max(self.last)),
             delay: 0.0,
             queued: 0,
             active: false,
@@ -243,21 +245,22 @@ impl Book {
     }
 
     /// New terms for a tenant; `Ok(false)` for an unknown handle.
-    pub fn set_terms(
-        &mut self,
-        t: usize,
-        res_cpu: f64,
-        burst: Option<f64>,
-        interval: f64,
-    ) -> Result<bool, Error> {
-        check_interval(interval)?;
+    pub fn set_terms(&mut self, t: usize, terms: Terms) -> Result<bool, Error> {
+        check_interval(terms.interval)?;
         let Some(m) = self.tenants.get_mut(t) else {
             return Ok(false);
         };
-        m.res = res_cpu;
-        m.burst = burst;
-        m.usage.len = interval;
+        m.res = terms.res_cpu;
+        m.burst = terms.burst;
+        m.usage.len = terms.interval;
         Ok(true)
+    }
+
+    /// Close every tenant's intervals that ended by now.
+    pub fn touch_all(&mut self) {
+        for t in 0..self.tenants.len() {
+            self.touch(t);
+        }
     }
 
     /// Give the handle to another tenant, with a fresh interval; `false` for an unknown one.

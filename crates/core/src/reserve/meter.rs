@@ -28,7 +28,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use super::account::{Book, MeterReading, MeterRecord, Usage};
+use super::account::{Book, MeterReading, MeterRecord, Terms, Usage};
 use crate::types::{saturate, Error, TenantId};
 
 /// Jain's fairness index (§2.5, Eq. 3) over `values` (the tenants' `ViolCPU`):
@@ -186,7 +186,12 @@ impl Meter {
         interval: f64,
         now: f64,
     ) -> Result<usize, Error> {
-        let t = self.book.add(id, res_cpu, burst, interval, now)?;
+        let terms = Terms {
+            res_cpu,
+            burst,
+            interval,
+        };
+        let t = self.book.add(id, terms, now)?;
         self.lazy.push(Lazy {
             snap: 0.0,
             queued_end: f64::NAN,
@@ -203,7 +208,12 @@ impl Meter {
         burst: Option<f64>,
         interval: f64,
     ) -> Result<(), Error> {
-        if self.book.set_terms(t, res_cpu, burst, interval)? {
+        let terms = Terms {
+            res_cpu,
+            burst,
+            interval,
+        };
+        if self.book.set_terms(t, terms)? {
             // The end moved: file the new one.
             self.schedule_end(t);
         }
@@ -258,9 +268,7 @@ impl Meter {
     /// Bring every tenant up to `now`, closing the intervals that ended.
     pub fn close_through(&mut self, now: f64) {
         self.advance(now);
-        for t in 0..self.book.tenants.len() {
-            self.book.touch(t);
-        }
+        self.book.touch_all();
     }
 
     /// The tenant's meter so far in its current interval (`None` for an unknown handle).

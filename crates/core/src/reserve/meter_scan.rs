@@ -3,7 +3,7 @@
 //! `min(q, R − r)` core-seconds of delay per second since the last event — the definition
 //! of `Delay_i` in [`super::meter`]'s module docs, summed event by event.
 
-use super::account::{Book, MeterReading, MeterRecord};
+use super::account::{Book, MeterReading, MeterRecord, Terms};
 use crate::types::{Error, TenantId};
 
 /// The eager meter: the same interface as [`super::Meter`], O(tenants with ready tasks) per
@@ -28,29 +28,16 @@ impl Meter {
         }
     }
 
-    /// Start metering a tenant (see [`super::Meter::add_tenant`]).
-    pub fn add_tenant(
-        &mut self,
-        id: TenantId,
-        res_cpu: f64,
-        burst: Option<f64>,
-        interval: f64,
-        now: f64,
-    ) -> Result<usize, Error> {
-        let t = self.book.add(id, res_cpu, burst, interval, now)?;
+    /// Start metering a tenant.
+    pub fn add_tenant(&mut self, id: TenantId, terms: Terms, now: f64) -> Result<usize, Error> {
+        let t = self.book.add(id, terms, now)?;
         self.pos.push(NOT_WAITING);
         Ok(t)
     }
 
     /// Change a tenant's terms.
-    pub fn set_terms(
-        &mut self,
-        t: usize,
-        res_cpu: f64,
-        burst: Option<f64>,
-        interval: f64,
-    ) -> Result<(), Error> {
-        self.book.set_terms(t, res_cpu, burst, interval).map(drop)
+    pub fn set_terms(&mut self, t: usize, terms: Terms) -> Result<bool, Error> {
+        self.book.set_terms(t, terms)
     }
 
     /// The tenant got a ready task.
@@ -89,19 +76,17 @@ impl Meter {
     /// Bring every tenant up to `now`, closing the intervals that ended.
     pub fn close_through(&mut self, now: f64) {
         self.advance(now);
-        for t in 0..self.book.tenants.len() {
-            self.book.touch(t);
-        }
-    }
-
-    /// The tenant's meter so far in its current interval (`None` for an unknown handle).
-    pub fn reading(&mut self, t: usize, now: f64) -> Option<MeterReading> {
-        self.enter(t, now).then(|| self.book.reading(t))
+        self.book.touch_all();
     }
 
     /// Closed intervals collected so far (in closing order), emptied.
     pub fn take_records(&mut self) -> Vec<MeterRecord> {
         std::mem::take(&mut self.book.records)
+    }
+
+    /// The tenant's meter so far (`None` for an unknown handle).
+    pub fn reading(&mut self, t: usize, now: f64) -> Option<MeterReading> {
+        self.enter(t, now).then(|| self.book.reading(t))
     }
 
     /// Bring the meter to `now` and the tenant's intervals up to date; `false` for a handle

@@ -47,20 +47,12 @@
 #[cfg(doctest)]
 pub struct ReservationsDoctest;
 
+mod account;
 mod baselines;
 #[cfg(test)]
 mod fast_tests;
-/// `cases` proptest cases, or `PROPTEST_CASES` when it is set (to run many more once, as
-/// before a commit: proptest's own env override does not reach an explicit `with_cases`).
 #[cfg(test)]
-pub(crate) fn proptest_cases(cases: u32) -> proptest::test_runner::Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    proptest::test_runner::Config::with_cases(cases)
-}
-mod account;
+pub(crate) use crate::util::proptest_cases;
 mod ldf;
 mod ldf_fast;
 mod meter;
@@ -589,28 +581,21 @@ impl<T> ReserveScheduler<T> {
         if let Some(&t) = self.index.get(&id) {
             return Ok(t);
         }
-        let terms = Reservation::best_effort(100.0);
+        let fresh = Tenant {
+            id,
+            terms: Reservation::best_effort(100.0),
+            queue: VecDeque::new(),
+            running: 0,
+            live: true,
+            deficit: 0.0,
+        };
         let t = if let Some(t) = self.free_tenants.pop() {
-            self.tenants[t] = Tenant {
-                id,
-                terms,
-                queue: VecDeque::new(),
-                running: 0,
-                live: true,
-                deficit: 0.0,
-            };
+            self.tenants[t] = fresh;
             self.meter.rebind(t, id, now);
             self.meter.set_terms(t, 0.0, None, self.interval)?;
             t
         } else {
-            self.tenants.push(Tenant {
-                id,
-                terms,
-                queue: VecDeque::new(),
-                running: 0,
-                live: true,
-                deficit: 0.0,
-            });
+            self.tenants.push(fresh);
             self.pos.push(NOT_ACTIVE);
             self.ring.grow();
             self.meter.add_tenant(id, 0.0, None, self.interval, now)?
