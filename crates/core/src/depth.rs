@@ -395,7 +395,9 @@ mod tests {
 
     #[test]
     fn bad_settings_name_the_field() {
-        let cases: [(fn(&mut DepthConfig), &str); 6] = [
+        // Each case: what to break in the default settings, and the field the error names.
+        type Case = (fn(&mut DepthConfig), &'static str);
+        let cases: [Case; 6] = [
             (|c| c.min = 0, "depth.min"),
             (
                 |c| {
