@@ -106,3 +106,33 @@ def test_occupancy_and_plots(small_spec):
         assert ax.has_data()
     with pytest.raises(ValueError):
         r.plot("nope")
+
+
+def test_priority_levels_spec_runs_through_simulate(root):
+    # The reproduction's spec, shortened: with levels the high level's tenant is served as if
+    # alone; on one flat level it waits behind the 50 flooding tenants.
+    r = fairlane.simulate(root / "experiments/priority-levels.toml", duration=40.0)
+    assert r.points == ["levels", "alone", "flat"]
+    api = r.tenants[r.tenants["tenant"] == "api"].set_index("point")["latency_p99"]
+    assert api["levels"] <= 2 * api["alone"]
+    assert api["flat"] >= 10 * api["levels"]
+
+
+def test_llm_spec_runs_through_the_same_interface(cli, root):
+    """A `model = "llm"` spec (VTC's overload suite) gives the CLI's numbers, tenants in
+    order, and the service series."""
+    spec = root / "experiments" / "vtc-overload.toml"
+    over = {"duration": 60.0, "schedulers": ["vtc", "fifo"]}
+    r = fairlane.simulate(spec, set=over, jobs=1)
+    expected = cli_json(
+        cli, spec, "--duration", "60", "--set", 'schedulers=["vtc", "fifo"]', "--jobs", "1"
+    )
+    assert strip_wall(r.summary) == strip_wall(expected)
+    assert r.schedulers == ["vtc", "fifo"]
+    assert list(r.tenants["tenant"]) == ["client0", "client1"] * 2
+    vtc = r.tenants[r.tenants["scheduler"] == "vtc"]
+    assert vtc["share"].sub(0.5).abs().max() < 0.05
+    s = r.series[(r.series["series"] == "service") & (r.series["scheduler"] == "fifo")]
+    assert set(s["tenant"]) == {"client0", "client1"}
+    assert all(g["value"].is_monotonic_increasing for _, g in s.groupby("tenant"))
+    assert (r.runs["max_backlogged_difference"] <= r.runs["bound"]).tolist() == [True, False]

@@ -12,8 +12,8 @@ use std::process::ExitCode;
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod demo;
-mod pg;
 mod out;
+mod pg;
 mod proxy;
 mod reproduce;
 mod simulate;

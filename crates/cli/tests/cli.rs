@@ -17,6 +17,13 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The stderr of a run that must have failed as a usage error (exit 2).
+fn refused(out: Output) -> String {
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    err
+}
+
 /// A fresh directory for one test, removed when dropped (also when the test panics).
 fn temp_dir(name: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
@@ -137,9 +144,7 @@ fn simulate_errors_name_the_file_and_field() {
     let dir = tmp.path();
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, SPEC.replace("workers = 2", "workers = 2\ncores = 8")).unwrap();
-    let out = fairlane(&["simulate", s(&bad)]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
+    let err = refused(fairlane(&["simulate", s(&bad)]));
     assert!(err.contains("bad.toml") && err.contains("cores"), "{err}");
     let out = fairlane(&["simulate", s(&dir.join("missing.toml"))]);
     assert_eq!(out.status.code(), Some(2));
@@ -175,9 +180,7 @@ fn demo_pool_quick_json() {
 
 #[test]
 fn reproduce_unknown_name_exits_2_listing_the_known() {
-    let out = fairlane(&["reproduce", "ldf-table9"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
+    let err = refused(fairlane(&["reproduce", "ldf-table9"]));
     assert!(
         err.contains("ldf-table9") && err.contains("ldf-table1"),
         "{err}"
@@ -229,39 +232,32 @@ fn reproduce_says_which_spec_it_read() {
 fn proxy_check_validates_and_names_the_field() {
     let tmp = temp_dir("proxy-check");
     let dir = tmp.path();
-    let good = dir.join("good.toml");
-    std::fs::write(
-        &good,
+    // `fairlane proxy --config NAME --check` on `config` written to `dir/NAME`.
+    let check = |name: &str, config: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, config).unwrap();
+        fairlane(&["proxy", "--config", s(&p), "--check"])
+    };
+    let out = check(
+        "good.toml",
         "[upstream]\naddr = \"127.0.0.1:8000\"\n[[tenant]]\nname = \"a\"\nkeys = [\"k\"]\n",
-    )
-    .unwrap();
-    let out = fairlane(&["proxy", "--config", s(&good), "--check"]);
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("good.toml: ok"));
-    let bad = dir.join("bad.toml");
-    std::fs::write(
-        &bad,
+    let err = refused(check(
+        "bad.toml",
         "[upstream]\naddr = \"127.0.0.1:8000\"\n[[tenant]]\nname = \"a\"\nweight = 0\n",
-    )
-    .unwrap();
-    let out = fairlane(&["proxy", "--config", s(&bad), "--check"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
+    ));
     assert!(
         err.contains("bad.toml") && err.contains("tenant[0].weight"),
         "{err}"
     );
     // A subnormal weight must be refused: it once passed the check and panicked in 2DFQ.
-    let tiny = dir.join("tiny.toml");
-    std::fs::write(
-        &tiny,
+    let err = refused(check(
+        "tiny.toml",
         "[upstream]\naddr = \"127.0.0.1:8000\"\n[scheduler]\nalgorithm = \"2dfq\"\n\
          [[tenant]]\nname = \"a\"\nweight = 1e-320\n",
-    )
-    .unwrap();
-    let out = fairlane(&["proxy", "--config", s(&tiny), "--check"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
+    ));
     assert!(
         err.contains("tiny.toml") && err.contains("tenant[0].weight") && err.contains("1e-320"),
         "{err}"
@@ -319,9 +315,7 @@ fn tam_check_draw_and_catalog() {
         "[model]\nname = \"m\"\n[[stage]]\nname = \"a\"\nscheduling = \"general\"\nfoo = 1\n",
     )
     .unwrap();
-    let out = fairlane(&["tam", "check", s(&bad)]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
+    let err = refused(fairlane(&["tam", "check", s(&bad)]));
     assert!(err.contains("bad.toml") && err.contains("`foo`"), "{err}");
 }
 
@@ -405,9 +399,7 @@ fn a_suite_of_a_billion_runs_is_refused_up_front() {
         "{SPEC}\n[suite]\nruns = 1_000_000_000\n[suite.vary]\n\"seed\" = {{ min = 1, max = 9, int = true }}\n"
     );
     std::fs::write(&p, huge).unwrap();
-    let out = fairlane(&["simulate", s(&p), "--json"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = text(&out.stderr);
+    let err = refused(fairlane(&["simulate", s(&p), "--json"]));
     assert!(
         err.contains("suite.runs") && err.contains("100000"),
         "{err}"

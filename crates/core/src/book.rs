@@ -81,6 +81,20 @@ pub(crate) struct Slot<T> {
     pub clocked: f64,
 }
 
+impl<T> Slot<T> {
+    /// The slot's request, for `tenant`, taking its payload (a queued slot holds one).
+    fn take_request(&mut self, tenant: TenantId) -> Request<T> {
+        Request {
+            tenant,
+            class: self.class,
+            cost: self.cost,
+            payload: self.payload.take().expect("queued slot holds its payload"),
+            level: crate::types::LevelId::CATCH_ALL,
+            distinguisher: 0,
+        }
+    }
+}
+
 /// Tenants, queues and slots.
 #[derive(Debug)]
 pub(crate) struct Book<T> {
@@ -390,14 +404,7 @@ impl<T> Book<T> {
         slot.accounted = 0.0;
         slot.clocked = 0.0;
         let t = slot.tenant;
-        let req = Request {
-            tenant: self.tenants[t as usize].id,
-            class: slot.class,
-            cost: slot.cost,
-            payload: slot.payload.take().expect("queued slot holds its payload"),
-            level: crate::types::LevelId::CATCH_ALL,
-            distinguisher: 0,
-        };
+        let req = slot.take_request(self.tenants[t as usize].id);
         let ten = &mut self.tenants[t as usize];
         ten.queued -= 1;
         ten.running += 1;
@@ -465,14 +472,7 @@ impl<T> Book<T> {
         let slot = &mut self.slots[ticket.slot() as usize];
         slot.state = State::Free;
         slot.generation = slot.generation.wrapping_add(1);
-        let req = Request {
-            tenant: self.tenants[t as usize].id,
-            class: slot.class,
-            cost: slot.cost,
-            payload: slot.payload.take().expect("queued slot holds its payload"),
-            level: crate::types::LevelId::CATCH_ALL,
-            distinguisher: 0,
-        };
+        let req = slot.take_request(self.tenants[t as usize].id);
         self.free_slots.push(ticket.slot());
         let ten = &mut self.tenants[t as usize];
         ten.queued -= 1;

@@ -74,6 +74,79 @@ impl Default for Flow {
     }
 }
 
+impl Flow {
+    /// Work `cost` arrives at virtual time `v`: the finish tag moves on by `cost / weight`
+    /// from the old tag, or from `v` for a flow not backlogged. `None` for a persistent flow
+    /// (infinite demand already), else whether the flow was newly backlogged.
+    fn arrive(&mut self, cost: f64, v: f64) -> Option<bool> {
+        if self.persistent {
+            return None;
+        }
+        self.arrived = (self.arrived + cost).min(f64::MAX);
+        let newly = !self.backlogged;
+        let from = if newly { v } else { self.finish };
+        self.finish = saturate(from + cost / self.weight);
+        self.backlogged = true;
+        Some(newly)
+    }
+
+    /// Take back up to `cost` of the unserved work at virtual time `v`; the new finish tag
+    /// to file when the flow is backlogged (and not persistent).
+    fn withdraw(&mut self, cost: f64, v: f64) -> Option<f64> {
+        if self.persistent {
+            return None;
+        }
+        let backlog = if self.backlogged {
+            self.weight * (self.finish - v)
+        } else {
+            0.0
+        };
+        let taken = cost.min(backlog.max(0.0));
+        self.arrived -= taken;
+        if !self.backlogged {
+            return None;
+        }
+        self.finish -= taken / self.weight;
+        Some(self.finish)
+    }
+
+    /// Set the weight at virtual time `v`, keeping the remaining backlog.
+    fn reweigh(&mut self, weight: f64, v: f64) -> Reweighed {
+        let old = self.weight;
+        self.weight = weight;
+        if self.persistent {
+            self.base += old * (v - self.v0);
+            self.v0 = v;
+            Reweighed::Persistent(weight - old)
+        } else if self.backlogged {
+            let remaining = old * (self.finish - v);
+            self.finish = saturate(v + remaining / weight);
+            Reweighed::Backlogged(weight - old, self.finish)
+        } else {
+            Reweighed::Idle
+        }
+    }
+
+    /// Work GPS has done for the flow up to virtual time `v`.
+    fn work(&self, v: f64) -> f64 {
+        if self.persistent {
+            self.base + self.weight * (v - self.v0)
+        } else if self.backlogged {
+            self.arrived - self.weight * (self.finish - v).max(0.0)
+        } else {
+            self.arrived
+        }
+    }
+}
+
+/// What a weight change did to a flow: the change of weight of a persistent flow, or of a
+/// backlogged one with its new finish tag to file.
+enum Reweighed {
+    Persistent(f64),
+    Backlogged(f64, f64),
+    Idle,
+}
+
 /// The backlogged flows' GPS finish tags, smallest first (ties by flow id), as a winner
 /// (tournament) tree over the flow ids ([`WinnerTree`], the crate's one such tree; WFQ's
 /// selection uses it too).
@@ -287,26 +360,19 @@ impl GpsClock {
         self.advance(now);
         let v = self.v;
         let flow = self.flow(f);
-        if flow.persistent {
+        let old = flow.finish;
+        let Some(newly) = flow.arrive(cost, v) else {
             return; // infinite demand already
-        }
-        flow.arrived = (flow.arrived + cost).min(f64::MAX);
-        let w = flow.weight;
-        if flow.backlogged {
-            let old = flow.finish;
-            flow.finish = saturate(old + cost / w);
+        };
+        let (w, finish) = (flow.weight, flow.finish);
+        if newly {
+            self.active_weight += w;
+        } else if finish >= old {
             // A backlogged flow's tag only grows here, and the tree may keep the old one as
             // a lower bound: `advance` files the new one if it ever reaches the old. Under a
             // steady backlog most arrivals thus cost no tree work at all.
-            if flow.finish >= old {
-                return;
-            }
-        } else {
-            flow.finish = saturate(v + cost / w);
-            flow.backlogged = true;
-            self.active_weight += w;
+            return;
         }
-        let finish = self.flows[f].finish;
         self.departures.set(f, finish);
     }
 
@@ -314,20 +380,7 @@ impl GpsClock {
     pub fn withdraw(&mut self, f: usize, cost: f64, now: f64) {
         self.advance(now);
         let v = self.v;
-        let flow = self.flow(f);
-        if flow.persistent {
-            return;
-        }
-        let backlog = if flow.backlogged {
-            flow.weight * (flow.finish - v)
-        } else {
-            0.0
-        };
-        let taken = cost.min(backlog.max(0.0));
-        flow.arrived -= taken;
-        if flow.backlogged {
-            flow.finish -= taken / flow.weight;
-            let finish = flow.finish;
+        if let Some(finish) = self.flow(f).withdraw(cost, v) {
             self.departures.set(f, finish);
         }
     }
@@ -336,20 +389,16 @@ impl GpsClock {
     pub fn set_weight(&mut self, f: usize, weight: f64, now: f64) {
         self.advance(now);
         let v = self.v;
-        let flow = self.flow(f);
-        let old = flow.weight;
-        flow.weight = weight;
-        if flow.persistent {
-            flow.base += old * (v - flow.v0);
-            flow.v0 = v;
-            self.active_weight += weight - old;
-            self.persistent_weight += weight - old;
-        } else if flow.backlogged {
-            let remaining = old * (flow.finish - v);
-            flow.finish = saturate(v + remaining / weight);
-            let finish = flow.finish;
-            self.active_weight += weight - old;
-            self.departures.set(f, finish);
+        match self.flow(f).reweigh(weight, v) {
+            Reweighed::Persistent(dw) => {
+                self.active_weight += dw;
+                self.persistent_weight += dw;
+            }
+            Reweighed::Backlogged(dw, finish) => {
+                self.active_weight += dw;
+                self.departures.set(f, finish);
+            }
+            Reweighed::Idle => {}
         }
     }
 
@@ -407,14 +456,7 @@ impl GpsClock {
 
     /// Work GPS has done for flow `f` up to the last advance: `W_GPS^f(0, t)`.
     pub fn work(&self, f: usize) -> f64 {
-        match self.flows.get(f) {
-            None => 0.0,
-            Some(flow) if flow.persistent => flow.base + flow.weight * (self.v - flow.v0),
-            Some(flow) if flow.backlogged => {
-                flow.arrived - flow.weight * (flow.finish - self.v).max(0.0)
-            }
-            Some(flow) => flow.arrived,
-        }
+        self.flows.get(f).map_or(0.0, |flow| flow.work(self.v))
     }
 
     /// Flow `f`'s weight (1 until set).
@@ -534,76 +576,42 @@ mod tests {
             self.advance(now);
             let v = self.v;
             let flow = self.flow(f);
-            if flow.persistent {
-                return;
-            }
-            flow.arrived = (flow.arrived + cost).min(f64::MAX);
-            let w = flow.weight;
-            let newly = !flow.backlogged;
-            if flow.backlogged {
-                flow.finish = saturate(flow.finish + cost / w);
-            } else {
-                flow.finish = saturate(v + cost / w);
-                flow.backlogged = true;
-            }
-            self.filed[f] = Some(self.flows[f].finish);
-            if newly {
-                self.active += w;
+            if let Some(newly) = flow.arrive(cost, v) {
+                let (w, finish) = (flow.weight, flow.finish);
+                self.filed[f] = Some(finish);
+                if newly {
+                    self.active += w;
+                }
             }
         }
         fn withdraw(&mut self, f: usize, cost: f64, now: f64) {
             self.advance(now);
             let v = self.v;
-            let flow = self.flow(f);
-            if flow.persistent {
-                return;
-            }
-            let backlog = if flow.backlogged {
-                flow.weight * (flow.finish - v)
-            } else {
-                0.0
-            };
-            let taken = cost.min(backlog.max(0.0));
-            flow.arrived -= taken;
-            if flow.backlogged {
-                flow.finish -= taken / flow.weight;
-                self.filed[f] = Some(self.flows[f].finish);
+            if let Some(finish) = self.flow(f).withdraw(cost, v) {
+                self.filed[f] = Some(finish);
             }
         }
         fn set_weight(&mut self, f: usize, weight: f64, now: f64) {
             self.advance(now);
             let v = self.v;
-            let flow = self.flow(f);
-            let old = flow.weight;
-            flow.weight = weight;
-            if flow.persistent {
-                flow.base += old * (v - flow.v0);
-                flow.v0 = v;
-                self.active += weight - old;
-                self.persistent += weight - old;
-            } else if flow.backlogged {
-                let remaining = old * (flow.finish - v);
-                flow.finish = saturate(v + remaining / weight);
-                self.active += weight - old;
-                self.filed[f] = Some(self.flows[f].finish);
+            match self.flow(f).reweigh(weight, v) {
+                Reweighed::Persistent(dw) => {
+                    self.active += dw;
+                    self.persistent += dw;
+                }
+                Reweighed::Backlogged(dw, finish) => {
+                    self.active += dw;
+                    self.filed[f] = Some(finish);
+                }
+                Reweighed::Idle => {}
             }
         }
         fn work(&self, f: usize) -> f64 {
-            match self.flows.get(f) {
-                None => 0.0,
-                Some(flow) if flow.persistent => flow.base + flow.weight * (self.v - flow.v0),
-                Some(flow) if flow.backlogged => {
-                    flow.arrived - flow.weight * (flow.finish - self.v).max(0.0)
-                }
-                Some(flow) => flow.arrived,
-            }
+            self.flows.get(f).map_or(0.0, |flow| flow.work(self.v))
         }
     }
 
     proptest! {
-        /// The lazily filed clock gives the same virtual time, departures and work, bit for
-        /// bit, as eager filing, through arrivals (many to backlogged flows), withdrawals,
-        /// weight changes and idle gaps.
         #[test]
         fn lazy_filing_matches_eager_filing(
             ops in proptest::collection::vec(

@@ -362,11 +362,8 @@ impl Config {
         }
     }
 
-    /// Build the scheduler with a custom estimator instead of [`Config::estimator`].
-    pub fn build_with<T: Send + 'static>(
-        &self,
-        est: Box<dyn CostEstimator>,
-    ) -> Result<Box<dyn Scheduler<T> + Send>, Error> {
+    /// Check the settings against each other; the worker count to build with.
+    fn check(&self) -> Result<usize, Error> {
         let workers = check_workers(self.workers)?;
         crate::types::check_weight(TenantId(0), self.default_weight).map_err(|_| {
             Error::InvalidConfig {
@@ -412,6 +409,15 @@ impl Config {
                 reason: "vtc keeps counters, not a virtual time; leave the clock unset".into(),
             });
         }
+        Ok(workers)
+    }
+
+    /// Build the scheduler with a custom estimator instead of [`Config::estimator`].
+    pub fn build_with<T: Send + 'static>(
+        &self,
+        est: Box<dyn CostEstimator>,
+    ) -> Result<Box<dyn Scheduler<T> + Send>, Error> {
+        let workers = self.check()?;
         let name = self.name();
         let clock = |default| Clock::new(self.clock.unwrap_or(default));
         let (c, w) = (self.charging, self.default_weight);

@@ -334,19 +334,26 @@ mod tests {
         .unwrap()
     }
 
+    /// The depth after each of `periods` 1-second periods, from 32, of a flow with a 10 ms
+    /// target on a server whose response time at depth `d` is `rt(d)` (one completion per
+    /// period).
+    fn depths_over(periods: u32, rt: impl Fn(usize) -> f64) -> Vec<usize> {
+        let mut c = controller(32);
+        c.set_target(TenantId(1), Some(0.010)).unwrap();
+        let mut depths = Vec::new();
+        for period in 1..=periods {
+            c.observe(TenantId(1), rt(c.depth()), f64::from(period) - 0.5);
+            c.update(f64::from(period));
+            depths.push(c.depth());
+        }
+        depths
+    }
+
     /// A server model where the response time grows with depth: rt = 1 ms × D. With a
     /// 10 ms target the largest depth meeting it is 10; headroom 10 % → 9 is "comfortable".
     #[test]
     fn converges_below_the_largest_depth_that_meets_the_target() {
-        let mut c = controller(32);
-        c.set_target(TenantId(1), Some(0.010)).unwrap();
-        let mut depths = Vec::new();
-        for period in 1..=60 {
-            let rt = 0.001 * c.depth() as f64;
-            c.observe(TenantId(1), rt, period as f64 - 0.5);
-            c.update(period as f64);
-            depths.push(c.depth());
-        }
+        let depths = depths_over(60, |d| 0.001 * d as f64);
         let tail = &depths[40..];
         assert!(
             tail.iter().all(|&d| d <= 10),
@@ -365,15 +372,7 @@ mod tests {
     /// smallest depth whose shrink still helped.
     #[test]
     fn an_unreachable_target_does_not_collapse_the_depth() {
-        let mut c = controller(32);
-        c.set_target(TenantId(1), Some(0.010)).unwrap();
-        let mut depths = Vec::new();
-        for period in 1..=80 {
-            let rt = 0.001 * (c.depth() as f64).max(12.0);
-            c.observe(TenantId(1), rt, period as f64 - 0.5);
-            c.update(period as f64);
-            depths.push(c.depth());
-        }
+        let depths = depths_over(80, |d| 0.001 * (d as f64).max(12.0));
         let tail = &depths[20..];
         let mean = tail.iter().sum::<usize>() as f64 / tail.len() as f64;
         // 32 → 16 → 8 each cut the ratio (3.2, 1.6, 1.2); 4 did not (1.2): floor at 8, with
@@ -396,51 +395,25 @@ mod tests {
 
     #[test]
     fn bad_settings_name_the_field() {
-        for (cfg, field) in [
+        // Each case: what to break in the default settings, and the field the error names.
+        type Case = (fn(&mut DepthConfig), &'static str);
+        let cases: [Case; 6] = [
+            (|c| c.min = 0, "depth.min"),
             (
-                DepthConfig {
-                    min: 0,
-                    ..DepthConfig::default()
-                },
-                "depth.min",
-            ),
-            (
-                DepthConfig {
-                    max: 0,
-                    min: 1,
-                    ..DepthConfig::default()
+                |c| {
+                    c.max = 0;
+                    c.min = 1;
                 },
                 "depth.max",
             ),
-            (
-                DepthConfig {
-                    initial: 100,
-                    ..DepthConfig::default()
-                },
-                "depth.initial",
-            ),
-            (
-                DepthConfig {
-                    interval: 0.0,
-                    ..DepthConfig::default()
-                },
-                "depth.interval",
-            ),
-            (
-                DepthConfig {
-                    decrease: 1.0,
-                    ..DepthConfig::default()
-                },
-                "depth.decrease",
-            ),
-            (
-                DepthConfig {
-                    headroom: 1.0,
-                    ..DepthConfig::default()
-                },
-                "depth.headroom",
-            ),
-        ] {
+            (|c| c.initial = 100, "depth.initial"),
+            (|c| c.interval = 0.0, "depth.interval"),
+            (|c| c.decrease = 1.0, "depth.decrease"),
+            (|c| c.headroom = 1.0, "depth.headroom"),
+        ];
+        for (set, field) in cases {
+            let mut cfg = DepthConfig::default();
+            set(&mut cfg);
             match DepthController::new(cfg) {
                 Err(Error::InvalidConfig { field: f, .. }) => assert_eq!(f, field),
                 other => panic!("{field}: {other:?}"),

@@ -228,6 +228,24 @@ mod tests {
     const A: ClassId = ClassId(0);
     const B: ClassId = ClassId(1);
 
+    fn ema(alpha: f64, initial: f64) -> Result<Box<dyn CostEstimator>, Error> {
+        EstimatorKind::Ema { alpha, initial }.build()
+    }
+
+    fn pessimistic(alpha: f64, initial: f64) -> Result<Box<dyn CostEstimator>, Error> {
+        EstimatorKind::Pessimistic { alpha, initial }.build()
+    }
+
+    /// For each `(observed, estimate)` step: after observing `observed` for `(T, A)` the
+    /// estimator answers `estimate`.
+    fn follows(e: Result<Box<dyn CostEstimator>, Error>, steps: &[(f64, f64)]) {
+        let mut e = e.unwrap();
+        for &(observed, estimate) in steps {
+            e.observe(T, A, observed);
+            assert_eq!(e.estimate(T, A), estimate, "after observing {observed}");
+        }
+    }
+
     #[test]
     fn last_value_remembers_per_class() {
         let mut e = EstimatorKind::LastValue { initial: 5.0 }.build().unwrap();
@@ -243,46 +261,22 @@ mod tests {
 
     #[test]
     fn ema_moves_by_one_minus_alpha() {
-        let mut e = EstimatorKind::Ema {
-            alpha: 0.75,
-            initial: 1.0,
-        }
-        .build()
-        .unwrap();
-        e.observe(T, A, 8.0); // first observation replaces the initial value
-        assert_eq!(e.estimate(T, A), 8.0);
-        e.observe(T, A, 0.0);
-        assert_eq!(e.estimate(T, A), 6.0);
+        // The first observation replaces the initial value.
+        follows(ema(0.75, 1.0), &[(8.0, 8.0), (0.0, 6.0)]);
     }
 
     #[test]
     fn pessimistic_jumps_up_and_decays_down() {
-        let mut e = EstimatorKind::Pessimistic {
-            alpha: 0.5,
-            initial: 1.0,
-        }
-        .build()
-        .unwrap();
-        e.observe(T, A, 100.0);
-        assert_eq!(e.estimate(T, A), 100.0);
-        e.observe(T, A, 1.0);
-        assert_eq!(e.estimate(T, A), 50.0);
-        e.observe(T, A, 40.0); // α·L = 25 < 40 ≤ 50: Fig. 7 keeps 40
-        assert_eq!(e.estimate(T, A), 40.0);
-        e.observe(T, A, 1000.0);
-        assert_eq!(e.estimate(T, A), 1000.0);
+        // At 40, α·L = 25 < 40 ≤ 50: Fig. 7 keeps 40.
+        let steps = [(100.0, 100.0), (1.0, 50.0), (40.0, 40.0), (1000.0, 1000.0)];
+        follows(pessimistic(0.5, 1.0), &steps);
     }
 
     /// The last observed pair is answered from the one-entry cache: it must agree with the
     /// table through observations of other pairs, repeated ones and `forget`.
     #[test]
     fn the_last_observed_pair_agrees_with_the_table() {
-        let mut e = EstimatorKind::Pessimistic {
-            alpha: 0.5,
-            initial: 7.0,
-        }
-        .build()
-        .unwrap();
+        let mut e = pessimistic(0.5, 7.0).unwrap();
         e.observe(T, A, 100.0);
         e.observe(TenantId(2), A, 3.0);
         assert_eq!(e.estimate(T, A), 100.0);
@@ -300,18 +294,8 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_refused() {
-        assert!(EstimatorKind::Ema {
-            alpha: 1.5,
-            initial: 1.0
-        }
-        .build()
-        .is_err());
-        assert!(EstimatorKind::Pessimistic {
-            alpha: f64::NAN,
-            initial: 1.0
-        }
-        .build()
-        .is_err());
+        assert!(ema(1.5, 1.0).is_err());
+        assert!(pessimistic(f64::NAN, 1.0).is_err());
         assert!(EstimatorKind::LastValue { initial: -1.0 }.build().is_err());
         assert!(EstimatorKind::LastValue {
             initial: f64::INFINITY

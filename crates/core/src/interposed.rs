@@ -438,10 +438,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        // 1,000 cases, or PROPTEST_CASES (an explicit count hides proptest's own override).
-        #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
-        ))]
+        #![proptest_config(crate::util::proptest_cases(1000))]
 
         /// SFQ(D)'s heads, a scan while few flows have a head and a heap above, choose as
         /// one heap by `(S, id)` does (the reference, today's form before the scan), with

@@ -238,20 +238,8 @@ impl<K: HeapKey> IndexedHeap<K> {
     }
 
     /// Put `entry` at hole `at` or above it (its key is smaller than the hole's old one).
-    fn up(&mut self, mut at: usize, entry: (K, u32)) {
-        let (heap, pos) = (&mut self.heap[..], &mut self.pos[..]);
-        while at > 0 {
-            let parent = (at - 1) / 2;
-            let p = heap[parent];
-            if !entry.0.before(&p.0) {
-                break;
-            }
-            heap[at] = p;
-            pos[p.1 as usize] = at as u32;
-            at = parent;
-        }
-        heap[at] = entry;
-        pos[entry.1 as usize] = at as u32;
+    fn up(&mut self, at: usize, entry: (K, u32)) {
+        climb(&mut self.heap, &mut self.pos, at, 0, entry);
     }
 
     /// Put `entry` at hole `at` or below it (its key is not smaller than the hole's old one).
@@ -282,19 +270,32 @@ impl<K: HeapKey> IndexedHeap<K> {
             pos[ch.1 as usize] = at as u32;
             at = c;
         }
-        while at > top {
-            let parent = (at - 1) / 2;
-            let p = heap[parent];
-            if !entry.0.before(&p.0) {
-                break;
-            }
-            heap[at] = p;
-            pos[p.1 as usize] = at as u32;
-            at = parent;
-        }
-        heap[at] = entry;
-        pos[entry.1 as usize] = at as u32;
+        climb(heap, pos, at, top, entry);
     }
+}
+
+/// Let `entry` climb from hole `at` towards `top` (an ancestor) past the parents it beats,
+/// and put it where it stops.
+#[inline]
+fn climb<K: HeapKey>(
+    heap: &mut [(K, u32)],
+    pos: &mut [u32],
+    mut at: usize,
+    top: usize,
+    entry: (K, u32),
+) {
+    while at > top {
+        let parent = (at - 1) / 2;
+        let p = heap[parent];
+        if !entry.0.before(&p.0) {
+            break;
+        }
+        heap[at] = p;
+        pos[p.1 as usize] = at as u32;
+        at = parent;
+    }
+    heap[at] = entry;
+    pos[entry.1 as usize] = at as u32;
 }
 
 impl IndexedHeap<Tag> {
@@ -608,6 +609,17 @@ impl SplitMix {
     }
 }
 
+/// `cases` proptest cases, or `PROPTEST_CASES` when it is set (to run many more once, as
+/// before a commit: proptest's own env override does not reach an explicit `with_cases`).
+#[cfg(test)]
+pub(crate) fn proptest_cases(cases: u32) -> proptest::test_runner::Config {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(cases);
+    proptest::test_runner::Config::with_cases(cases)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -753,10 +765,7 @@ mod winner_tests {
     use proptest::prelude::*;
 
     proptest! {
-        // 1,000 cases, or PROPTEST_CASES (an explicit count hides proptest's own override).
-        #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
-        ))]
+        #![proptest_config(crate::util::proptest_cases(1000))]
 
         /// The winner tree's minimum is the indexed heap's (the reference) through inserts,
         /// raises, lowerings, removals, growths past any leaf count and equal float keys

@@ -31,62 +31,65 @@ fn fig5(preset: &str) -> Exec {
     e
 }
 
-fn busy(e: &Exec, worker: usize, t: f64) -> String {
-    e.log
-        .iter()
-        .find(|r| r.worker == worker && r.start <= t && t < r.end)
-        .map(|r| r.label.clone())
-        .unwrap_or_default()
+/// Fig. 5's run under `preset`: its first 12 seconds drawn as `grid`, and W0 and W1 running
+/// `pair` at each of the times `at`.
+fn schedule(preset: &str, grid: &str, at: &[f64], pair: [&str; 2]) -> Exec {
+    let e = fig5(preset);
+    assert_eq!(e.grid(12), grid, "{preset}");
+    for &t in at {
+        assert_eq!(running(&e, t), pair, "{preset} at {t}");
+    }
+    e
+}
+
+/// What W0 and W1 run at `t`.
+fn running(e: &Exec, t: f64) -> [String; 2] {
+    [0, 1].map(|worker| {
+        e.log
+            .iter()
+            .find(|r| r.worker == worker && r.start <= t && t < r.end)
+            .map(|r| r.label.clone())
+            .unwrap_or_default()
+    })
 }
 
 #[test]
 fn fig5c_wfq_schedule() {
-    let e = fig5("wfq");
     // Fig. 5c: WFQ serves four requests each of A and B on both workers, then C and D
     // block both workers together during [4, 8).
-    assert_eq!(
-        e.grid(12),
+    schedule(
+        "wfq",
         "W0: a1 a2 a3 a4 c1 c1 c1 c1 a5 a6 a7 a8\n\
-         W1: b1 b2 b3 b4 d1 d1 d1 d1 b5 b6 b7 b8"
+         W1: b1 b2 b3 b4 d1 d1 d1 d1 b5 b6 b7 b8",
+        &[4.0, 5.0, 6.0, 7.5],
+        ["c1", "d1"],
     );
-    for t in [4.0, 5.0, 6.0, 7.5] {
-        assert_eq!(
-            (busy(&e, 0, t).as_str(), busy(&e, 1, t).as_str()),
-            ("c1", "d1")
-        );
-    }
 }
 
 #[test]
 fn fig5d_wf2q_schedule() {
-    let e = fig5("wf2q");
     // Fig. 5d: at t = 1, a2 and b2 (S = 1) are not eligible while v = 1/2, so C and D take
     // both workers from t = 1; at t = 9 a6 and b6 (S = 5 > v = 4.5) wait again behind c2, d2.
-    assert_eq!(
-        e.grid(12),
+    schedule(
+        "wf2q",
         "W0: a1 c1 c1 c1 c1 a2 a3 a4 a5 c2 c2 c2\n\
-         W1: b1 d1 d1 d1 d1 b2 b3 b4 b5 d2 d2 d2"
-    );
-    assert_eq!(
-        (busy(&e, 0, 1.0).as_str(), busy(&e, 1, 1.0).as_str()),
-        ("c1", "d1")
+         W1: b1 d1 d1 d1 d1 b2 b3 b4 b5 d2 d2 d2",
+        &[1.0],
+        ["c1", "d1"],
     );
 }
 
 #[test]
 fn fig6b_2dfq_schedule() {
-    let e = fig5("2dfq");
     // Fig. 6: a request is eligible on worker i at S − (i/n)·l. At t = 1, a2 (S = 1, l = 1)
     // is eligible on W1 at 1 − 1/2 = 1/2 = v, but on W0 only at 1: W0 takes c1 and W1 takes
     // a2. From then on A and B alternate on W1 while C and D share W0.
-    assert_eq!(
-        e.grid(12),
+    let e = schedule(
+        "2dfq",
         "W0: a1 c1 c1 c1 c1 d1 d1 d1 d1 c2 c2 c2\n\
-         W1: b1 a2 b2 a3 b3 a4 b4 a5 b5 a6 b6 a7"
-    );
-    assert_eq!(
-        (busy(&e, 0, 1.0).as_str(), busy(&e, 1, 1.0).as_str()),
-        ("c1", "a2")
+         W1: b1 a2 b2 a3 b3 a4 b4 a5 b5 a6 b6 a7",
+        &[1.0],
+        ["c1", "a2"],
     );
     for r in e.log.iter().filter(|r| r.start >= 1.0) {
         let small = r.label.starts_with('a') || r.label.starts_with('b');

@@ -661,46 +661,43 @@ impl DemoReport {
             .max()
             .unwrap_or(6)
             .max(6);
-        let header = |s: &mut String, title: &str, cols: &str| {
-            let _ = writeln!(s, "\n{title}");
-            let _ = write!(s, "{:<name_w$}  {:<kind_w$}", "tenant", "load");
-            for n in &names {
-                let _ = write!(s, " | {n:^19}");
-            }
-            let _ = writeln!(s);
-            let _ = write!(s, "{:<name_w$}  {:<kind_w$}", "", "");
-            for _ in &names {
-                let _ = write!(s, " | {cols}");
-            }
-            let _ = writeln!(s);
-        };
-        header(&mut s, "Throughput", "  req/s      MiB/s ");
-        for (i, t) in self.tenants.iter().enumerate() {
-            let _ = write!(s, "{:<name_w$}  {:<kind_w$}", t.name, t.kind.describe());
-            for r in &self.runs {
-                let x = &r.tenants[i];
-                let _ = write!(s, " | {:>7.0}  {:>9.1} ", x.throughput_rps, x.mib_per_s);
-            }
-            let _ = writeln!(s);
-        }
-        header(&mut s, "Latency (submission to end)", "   p50       p99   ");
-        for (i, t) in self.tenants.iter().enumerate() {
-            let _ = write!(s, "{:<name_w$}  {:<kind_w$}", t.name, t.kind.describe());
-            for r in &self.runs {
-                let x = &r.tenants[i];
-                let _ = write!(s, " | {:>9} {:>9}", ms(x.p50_ms), ms(x.p99_ms));
-            }
-            let _ = writeln!(s);
-        }
-        header(&mut s, "CPU share of the window", "  share   rejected ");
-        for (i, t) in self.tenants.iter().enumerate() {
-            let _ = write!(s, "{:<name_w$}  {:<kind_w$}", t.name, t.kind.describe());
-            for r in &self.runs {
-                let x = &r.tenants[i];
-                let _ = write!(s, " | {:>6.2} %  {:>8} ", x.cpu_share * 100.0, x.rejected);
-            }
-            let _ = writeln!(s);
-        }
+        // One table: a column pair per scheduler, `cell` filling a tenant's pair in one run.
+        let table =
+            |s: &mut String, title: &str, cols: &str, cell: &dyn Fn(&TenantResult) -> String| {
+                let _ = writeln!(s, "\n{title}");
+                let _ = write!(s, "{:<name_w$}  {:<kind_w$}", "tenant", "load");
+                for n in &names {
+                    let _ = write!(s, " | {n:^19}");
+                }
+                let _ = writeln!(s);
+                let _ = write!(s, "{:<name_w$}  {:<kind_w$}", "", "");
+                for _ in &names {
+                    let _ = write!(s, " | {cols}");
+                }
+                let _ = writeln!(s);
+                for (i, t) in self.tenants.iter().enumerate() {
+                    let _ = write!(s, "{:<name_w$}  {:<kind_w$}", t.name, t.kind.describe());
+                    for r in &self.runs {
+                        let _ = write!(s, " | {}", cell(&r.tenants[i]));
+                    }
+                    let _ = writeln!(s);
+                }
+            };
+        table(&mut s, "Throughput", "  req/s      MiB/s ", &|x| {
+            format!("{:>7.0}  {:>9.1} ", x.throughput_rps, x.mib_per_s)
+        });
+        table(
+            &mut s,
+            "Latency (submission to end)",
+            "   p50       p99   ",
+            &|x| format!("{:>9} {:>9}", ms(x.p50_ms), ms(x.p99_ms)),
+        );
+        table(
+            &mut s,
+            "CPU share of the window",
+            "  share   rejected ",
+            &|x| format!("{:>6.2} %  {:>8} ", x.cpu_share * 100.0, x.rejected),
+        );
         if let Some(r) = self.small_p99_fifo_over_2dfqe {
             let _ = writeln!(
                 s,

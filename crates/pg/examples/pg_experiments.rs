@@ -4,6 +4,8 @@
 //!
 //! ```text
 //! pg_experiments isolation [SECONDS]      the tight isolation figures (docs/benchmarks.md)
+//! pg_experiments reservations [SECONDS]   only their reserved shares (FIFO, then LDF)
+//! pg_experiments light [SECONDS]          only the light tenant's latency
 //! pg_experiments table1 [SECONDS] [OUT]   seeds/003 Table 1's shape, written to OUT (markdown)
 //! ```
 
@@ -65,48 +67,73 @@ fn capacity(shares: &HashMap<String, f64>, roles: &[String]) -> f64 {
         .sum()
 }
 
-fn isolation(secs: u64) {
+/// The roles of the isolation experiments: gold, silver, light and four bullies.
+fn isolation_roles() -> (Vec<String>, Vec<String>) {
     let bullies: Vec<String> = (1..=4).map(|i| format!("bully{i}")).collect();
     let mut roles: Vec<String> = vec!["gold".into(), "silver".into(), "light".into()];
     roles.extend(bullies.iter().cloned());
-    let (pg, watch) = start(&roles);
-    let tenants = |g: f64, s: f64| -> Vec<(String, f64)> {
-        roles
-            .iter()
-            .map(|r| {
-                (
-                    r.clone(),
-                    match r.as_str() {
-                        "gold" => g,
-                        "silver" => s,
-                        _ => 0.0,
-                    },
-                )
-            })
-            .collect()
-    };
+    (roles, bullies)
+}
+
+/// Every role with gold's and silver's reservations (others none).
+fn isolation_tenants(roles: &[String], gold: f64, silver: f64) -> Vec<(String, f64)> {
+    roles
+        .iter()
+        .map(|r| {
+            let res = match r.as_str() {
+                "gold" => gold,
+                "silver" => silver,
+                _ => 0.0,
+            };
+            (r.clone(), res)
+        })
+        .collect()
+}
+
+/// Gold (30 %) and silver (20 %) against four bullies under FIFO, then LDF: the shares read
+/// from /proc and the shares the pooler charged.
+fn reservations(pg: &Postgres, watch: &CpuWatch, secs: u64) {
+    let (roles, bullies) = isolation_roles();
     let mut heavy = vec![clients("gold", 2, HEAVY, 0), clients("silver", 2, HEAVY, 0)];
     heavy.extend(bullies.iter().map(|b| clients(b, 3, HEAVY, 0)));
-    let fifo = run(&pg, &watch, "fifo", &tenants(0.0, 0.0), &heavy, secs);
+    let fifo = run(
+        pg,
+        watch,
+        "fifo",
+        &isolation_tenants(&roles, 0.0, 0.0),
+        &heavy,
+        secs,
+    );
     let heavy_roles: Vec<String> = roles.iter().filter(|r| *r != "light").cloned().collect();
     let c = capacity(&fifo.shares, &heavy_roles);
     let scale = (c / 100.0).min(1.0);
     let (rg, rs) = (30.0 * scale, 20.0 * scale);
-    let ldf = run(&pg, &watch, "ldf", &tenants(rg, rs), &heavy, secs);
+    let ldf = run(
+        pg,
+        watch,
+        "ldf",
+        &isolation_tenants(&roles, rg, rs),
+        &heavy,
+        secs,
+    );
     println!(
         "capacity under FIFO: {c:.1} % of 2 cores; reservations gold {rg:.1} %, silver {rs:.1} %"
     );
-    println!("| policy | gold % (res {rg:.1}) | silver % (res {rs:.1}) | bullies % (each) |");
-    println!("|---|---|---|---|");
+    println!("| policy | gold % (res {rg:.1}) | silver % (res {rs:.1}) | bullies % (each) | gold, silver % as the pooler charged |");
+    println!("|---|---|---|---|---|");
     for (name, r) in [("LDF", &ldf), ("FIFO", &fifo)] {
         let b: f64 = bullies
             .iter()
             .map(|x| r.shares.get(x).copied().unwrap_or(0.0))
             .sum::<f64>()
             / 4.0;
+        let charged = |t: &str| r.charged.get(t).copied().unwrap_or(0.0);
         println!(
-            "| {name} | {:.1} | {:.1} | {b:.1} |",
-            r.shares["gold"], r.shares["silver"]
+            "| {name} | {:.1} | {:.1} | {b:.1} | {:.1}, {:.1} |",
+            r.shares["gold"],
+            r.shares["silver"],
+            charged("gold"),
+            charged("silver")
         );
     }
     let dev = |r: &Outcome| {
@@ -117,11 +144,36 @@ fn isolation(secs: u64) {
     };
     let (dg, ds) = dev(&ldf);
     println!("LDF deviation, in points of an idle machine's scale: gold {dg:.1}, silver {ds:.1} (target ≤ 3)");
+    // One transaction more or less in an interval moves a share by this much: the grain
+    // of a scheduler that dispatches whole transactions, set against the reservations.
+    for (t, res) in [("gold", rg), ("silver", rs)] {
+        let cpu = ldf.per_transaction.get(t).copied().unwrap_or(0.0);
+        let interval = 1.0;
+        println!(
+            "{t}: {:.1} ms of CPU a transaction, one transaction a {interval} s interval = {:.2} % of 2 cores ({:.1} points at the idle scale); the reservation is {:.1} transactions an interval",
+            cpu * 1e3,
+            cpu * 100.0 / (2.0 * interval),
+            cpu * 100.0 / (2.0 * interval) / scale,
+            res * 2.0 * interval / 100.0 / cpu.max(1e-9)
+        );
+    }
+}
+
+/// A light tenant's latency against four bullies under SFQ(D), 2DFQᴱ and FIFO.
+fn light(pg: &Postgres, watch: &CpuWatch, secs: u64) {
+    let (roles, bullies) = isolation_roles();
     let mut mix = vec![clients("light", 1, "select 1", 10)];
     mix.extend(bullies.iter().map(|b| clients(b, 3, HEAVY, 0)));
     let mut ratios = Vec::new();
     for alg in ["sfq", "2dfqe", "fifo"] {
-        let r = run(&pg, &watch, alg, &tenants(0.0, 0.0), &mix, secs);
+        let r = run(
+            pg,
+            watch,
+            alg,
+            &isolation_tenants(&roles, 0.0, 0.0),
+            &mix,
+            secs,
+        );
         let l = &r.latencies["light"];
         let (p50, p99) = (load::quantile(l, 0.5), load::quantile(l, 0.99));
         println!(
@@ -136,6 +188,17 @@ fn isolation(secs: u64) {
             "light p99: {alg} {:.1}× better than FIFO (target ≥ 5×)",
             fifo_p99 / p99.as_secs_f64().max(1e-9)
         );
+    }
+}
+
+/// `which`: "isolation" (both parts), "reservations" or "light".
+fn isolation(which: &str, secs: u64) {
+    let (pg, watch) = start(&isolation_roles().0);
+    if which != "light" {
+        reservations(&pg, &watch, secs);
+    }
+    if which != "reservations" {
+        light(&pg, &watch, secs);
     }
 }
 
@@ -211,6 +274,10 @@ fn table1(secs: u64, out: &str) {
             p.3
         );
     }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("?");
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let table = format!("<!-- Written by scripts/pg-table1.sh; load average {load} on {cores} cores at the end (above the core count: a loaded machine's figures, preliminary). -->\n\n{table}");
     print!("{table}");
     std::fs::write(out, table).unwrap_or_else(|e| panic!("{out}: {e}"));
     eprintln!("written to {out}");
@@ -218,10 +285,10 @@ fn table1(secs: u64, out: &str) {
 
 fn main() {
     match std::env::args().nth(1).as_deref() {
-        Some("isolation") => isolation(arg(2, 30)),
+        Some(w @ ("isolation" | "reservations" | "light")) => isolation(w, arg(2, 30)),
         Some("table1") => table1(arg(2, 10), &arg(3, "target/pg-table1.md".to_string())),
         _ => {
-            eprintln!("usage: pg_experiments isolation [SECONDS] | table1 [SECONDS] [OUT]");
+            eprintln!("usage: pg_experiments isolation|reservations|light [SECONDS] | table1 [SECONDS] [OUT]");
             std::process::exit(2);
         }
     }

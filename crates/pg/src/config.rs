@@ -61,49 +61,41 @@ type Check = Result<(), ConfigError>;
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct PgConfig {
     /// Where clients and operators connect.
-    #[serde(default)]
     pub listen: Listen,
     /// The PostgreSQL server behind the pooler.
-    #[serde(default)]
     pub server: Server,
     /// Server connections.
-    #[serde(default)]
     pub pool: Pool,
     /// Which scheduler hands out the server connections.
-    #[serde(default)]
     pub scheduler: SchedulerSection,
     /// Queue caps, timeouts and sizes.
-    #[serde(default)]
     pub limits: Limits,
     /// Who may log in, and how.
-    #[serde(default)]
     pub auth: Auth,
     /// The tenants, matched in order; a connection no tenant matches is the `default`
     /// tenant (weight 1, no reservation).
-    #[serde(default, rename = "tenant")]
+    #[serde(rename = "tenant")]
     pub tenants: Vec<Tenant>,
 }
 
 /// `[listen]`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Listen {
     /// The clients' address (default `127.0.0.1:6432`; port 0 picks one).
-    #[serde(default = "default_addr")]
     pub addr: String,
     /// `/metrics`, `/status` and `/dashboard` (default `127.0.0.1:9187`; `""` for none).
-    #[serde(default = "default_admin")]
     pub admin: String,
 }
 
 impl Default for Listen {
     fn default() -> Self {
         Listen {
-            addr: default_addr(),
-            admin: default_admin(),
+            addr: "127.0.0.1:6432".into(),
+            admin: "127.0.0.1:9187".into(),
         }
     }
 }
@@ -134,34 +126,29 @@ pub enum Metering {
 
 /// `[server]`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Server {
     /// Host name or address (default `127.0.0.1`).
-    #[serde(default = "default_host")]
     pub host: String,
     /// Port (default 5432).
-    #[serde(default = "default_port")]
     pub port: u16,
     /// The server's cores: reservations are percentages of `cores × time` (default: this
     /// host's count, right when the server runs here).
-    #[serde(default)]
     pub cores: Option<usize>,
     /// How a transaction's CPU is measured (default `auto`).
-    #[serde(default)]
     pub metering: Metering,
     /// Give up opening a server connection after this long (default 5000 ms).
-    #[serde(default = "default_connect_timeout")]
     pub connect_timeout_ms: u64,
 }
 
 impl Default for Server {
     fn default() -> Self {
         Server {
-            host: default_host(),
-            port: default_port(),
+            host: "127.0.0.1".into(),
+            port: 5432,
             cores: None,
             metering: Metering::Auto,
-            connect_timeout_ms: default_connect_timeout(),
+            connect_timeout_ms: 5000,
         }
     }
 }
@@ -208,26 +195,23 @@ pub enum Mode {
 
 /// `[pool]`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Pool {
     /// D: server connections open at once over all (database, role) pools, and so in use at
     /// once (default 8).
-    #[serde(default = "default_size")]
     pub size: usize,
     /// `transaction` (default) or `session`.
-    #[serde(default)]
     pub mode: Mode,
     /// Server connections open at once, in use and idle, over all pools (default
     /// 4 × `size`, at least `size`): at this cap the longest-idle connection of another
     /// pool is closed to open one for a pool that has none idle.
-    #[serde(default)]
     pub max_connections: Option<usize>,
 }
 
 impl Default for Pool {
     fn default() -> Self {
         Pool {
-            size: default_size(),
+            size: 8,
             mode: Mode::Transaction,
             max_connections: None,
         }
@@ -269,26 +253,23 @@ pub const RESERVATION_POLICIES: [&str; 4] = ["ldf", "drr-res", "edf-res", "no-re
 
 /// `[scheduler]`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct SchedulerSection {
     /// A core preset (`sfq`, `wfqe`, `2dfqe`, `drr`, `fifo`, …) or a reservation policy:
     /// `ldf` (default), `drr-res`, `edf-res`, `no-res`.
-    #[serde(default = "default_algorithm")]
     pub algorithm: String,
     /// The metering interval of the reservations (default 1000 ms).
-    #[serde(default = "default_interval")]
     pub interval_ms: u64,
     /// The estimate of a tenant's first transaction with a preset (default 1 ms of CPU).
-    #[serde(default = "default_initial_estimate")]
     pub initial_estimate_ms: f64,
 }
 
 impl Default for SchedulerSection {
     fn default() -> Self {
         SchedulerSection {
-            algorithm: default_algorithm(),
-            interval_ms: default_interval(),
-            initial_estimate_ms: default_initial_estimate(),
+            algorithm: "ldf".into(),
+            interval_ms: 1000,
+            initial_estimate_ms: 1.0,
         }
     }
 }
@@ -326,39 +307,33 @@ impl SchedulerSection {
 
 /// `[limits]`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Limits {
     /// Client connections open at once; more are refused with SQLSTATE 53300 (default 1000).
-    #[serde(default = "default_max_clients")]
     pub max_clients: usize,
     /// Transactions waiting for a server connection over all tenants before new ones are
     /// refused with SQLSTATE 53300 (default 10000).
-    #[serde(default = "default_max_waiting")]
     pub max_waiting: usize,
     /// The same per tenant (default 1000).
-    #[serde(default = "default_max_waiting_per_tenant")]
     pub max_waiting_per_tenant: usize,
     /// A transaction that waited this long for a server connection is refused with SQLSTATE
     /// 57014 (default 30000 ms).
-    #[serde(default = "default_queue_timeout")]
     pub queue_timeout_ms: u64,
     /// A client message longer than this closes the client (SQLSTATE 08P01; default 64 MiB).
-    #[serde(default = "default_max_message")]
     pub max_message_bytes: usize,
     /// A client must finish logging in within this long (default 15000 ms).
-    #[serde(default = "default_login_timeout")]
     pub login_timeout_ms: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            max_clients: default_max_clients(),
-            max_waiting: default_max_waiting(),
-            max_waiting_per_tenant: default_max_waiting_per_tenant(),
-            queue_timeout_ms: default_queue_timeout(),
-            max_message_bytes: default_max_message(),
-            login_timeout_ms: default_login_timeout(),
+            max_clients: 1000,
+            max_waiting: 10_000,
+            max_waiting_per_tenant: 1000,
+            queue_timeout_ms: 30_000,
+            max_message_bytes: 64 << 20,
+            login_timeout_ms: 15_000,
         }
     }
 }
@@ -397,18 +372,15 @@ pub enum AuthMethod {
 
 /// `[auth]`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Auth {
     /// `scram-sha-256` (default) or `md5`.
-    #[serde(default)]
     pub method: AuthMethod,
     /// Let clients connecting from a loopback address in without a password (default false).
     /// They still must be in `users`: the pooler logs in to the server with that password.
-    #[serde(default)]
     pub trust_loopback: bool,
     /// The users and their passwords, used both to check clients and to log in to the
     /// server as the client's role.
-    #[serde(default)]
     pub users: Vec<User>,
 }
 
@@ -637,51 +609,6 @@ fn positive(field: &str, v: u64) -> Check {
     Ok(())
 }
 
-fn default_addr() -> String {
-    "127.0.0.1:6432".into()
-}
-fn default_admin() -> String {
-    "127.0.0.1:9187".into()
-}
-fn default_host() -> String {
-    "127.0.0.1".into()
-}
-fn default_port() -> u16 {
-    5432
-}
-fn default_connect_timeout() -> u64 {
-    5000
-}
-fn default_size() -> usize {
-    8
-}
-fn default_algorithm() -> String {
-    "ldf".into()
-}
-fn default_interval() -> u64 {
-    1000
-}
-fn default_initial_estimate() -> f64 {
-    1.0
-}
-fn default_max_clients() -> usize {
-    1000
-}
-fn default_max_waiting() -> usize {
-    10_000
-}
-fn default_max_waiting_per_tenant() -> usize {
-    1000
-}
-fn default_queue_timeout() -> u64 {
-    30_000
-}
-fn default_max_message() -> usize {
-    64 << 20
-}
-fn default_login_timeout() -> u64 {
-    15_000
-}
 fn one() -> f64 {
     1.0
 }

@@ -19,6 +19,7 @@ mod admin;
 pub mod config;
 mod login;
 mod pool;
+mod prorate;
 mod relay;
 pub mod sched;
 pub mod scram;

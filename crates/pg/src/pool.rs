@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use crate::server::{ConnectError, PoolKey, ServerConn, Target};
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Idle {
     by_key: HashMap<PoolKey, Vec<(Instant, ServerConn)>>,
     /// Connections open or being opened (idle + leased).
@@ -21,18 +21,11 @@ struct Idle {
 }
 
 /// The pools of server connections.
+#[derive(Debug)]
 pub struct Pools {
     idle: Mutex<Idle>,
     max_open: usize,
     target: Target,
-}
-
-impl std::fmt::Debug for Pools {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pools")
-            .field("max_open", &self.max_open)
-            .finish_non_exhaustive()
-    }
 }
 
 /// A connection taken from the pools. Give it back with [`Pools::checkin`]; dropped, it

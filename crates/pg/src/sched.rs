@@ -8,7 +8,10 @@
 //!   [`ReserveScheduler`](fairlane_core::reserve::ReserveScheduler) whose "cores" are the
 //!   D seats. Reservations are percentages of the *server's* cores (`server.cores`), so
 //!   each charged cost is the backend's CPU time × D / cores: then `CPU_i` as the scheduler
-//!   computes it, cost over `D × time`, is the tenant's share of `cores × time`.
+//!   computes it, cost over `D × time`, is the tenant's share of `cores × time`. It runs
+//!   behind [`Prorated`](crate::prorate::Prorated): a transaction that crosses the end of
+//!   a metering interval is charged to the interval it ends in by its CPU time's share of
+//!   the wall time there (the pooler's meter takes the same charge).
 //! * The [`Meter`] is the paper's metering logic (§2.2, §3.5) fed with the same events,
 //!   independent of the policy: a transaction becomes ready when it asks for a connection,
 //!   runs while it holds one, and is charged its backend's CPU time.
@@ -58,6 +61,7 @@ pub struct Counters {
     pub last: Option<MeterReading>,
 }
 
+#[derive(Debug)]
 struct MeterState {
     meter: Meter,
     counters: Vec<Counters>,
@@ -77,6 +81,7 @@ pub enum Refusal {
 }
 
 /// The gate, the tenants and the meter.
+#[derive(Debug)]
 pub struct Scheduling {
     gate: FairGate,
     tenants: Vec<TenantInfo>,
@@ -87,14 +92,8 @@ pub struct Scheduling {
     queue_timeout: Duration,
     epoch: Instant,
     cores: usize,
-}
-
-impl std::fmt::Debug for Scheduling {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Scheduling")
-            .field("gate", &self.gate)
-            .finish_non_exhaustive()
-    }
+    /// The metering interval, seconds.
+    interval: f64,
 }
 
 fn policy(name: &str) -> Option<Policy> {
@@ -146,6 +145,7 @@ impl Scheduling {
                     s.set_reservation(TenantId(i as u64), terms, 0.0)
                         .map_err(|e| format!("tenant {:?}: {e}", t.name))?;
                 }
+                let s = crate::prorate::Prorated::new(s, interval_ns);
                 (builder.with_scheduler(Box::new(s)), d as f64 / cores as f64)
             }
             None => {
@@ -197,6 +197,7 @@ impl Scheduling {
             queue_timeout: Duration::from_millis(config.limits.queue_timeout_ms),
             epoch: Instant::now(),
             cores,
+            interval: config.scheduler.interval_ms as f64 / 1e3,
         })
     }
 
@@ -286,7 +287,8 @@ impl Scheduling {
         let now = self.now();
         let cpu = cpu_ns.map_or(held.as_secs_f64(), |n| n as f64 * 1e-9);
         let mut m = self.meter();
-        m.meter.finished(tenant, start, cpu, now);
+        let charged = crate::prorate::charge(cpu, start, now, self.interval);
+        m.meter.finished(tenant, start, charged, now);
         let c = &mut m.counters[tenant];
         c.transactions += 1;
         c.cpu_seconds += cpu;
@@ -326,20 +328,13 @@ impl Scheduling {
 
 /// A held seat: the right to use one server connection. Finish it with the backend's CPU
 /// time ([`Seat::finish`]); dropped unfinished, it is charged the time held.
+#[derive(Debug)]
 pub struct Seat {
     sched: Arc<Scheduling>,
     permit: Option<Permit>,
     tenant: usize,
     start: f64,
     since: Instant,
-}
-
-impl std::fmt::Debug for Seat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Seat")
-            .field("tenant", &self.tenant)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Seat {

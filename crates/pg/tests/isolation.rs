@@ -5,9 +5,12 @@
 //! Under LDF each reserved share is within 10 points of its reservation; under FIFO it is
 //! not. (On a machine shared with other work the server gets less than its cores; the test
 //! measures what it gets under FIFO, C %, and scales the reservations and the margin by
-//! C / 100: 30 %, 20 % and 10 points on an idle machine.) A light tenant's p99 latency under SFQ(D) is at least 2× better than under FIFO.
-//! Margins are wide for a loaded 2-core machine, and the server, pooler and clients run at
-//! nice −20; scripts/pg-isolation.sh measures the tight figures.
+//! C / 100: 30 %, 20 % and 10 points on an idle machine.) A light tenant's p99 latency
+//! under SFQ(D) is at least 2× better than under FIFO. Margins are wide for a loaded 2-core
+//! machine, and the server, pooler and clients run at nice −20. (Where the kernel shares
+//! the CPU between sessions first, Linux's autogroup, nice orders threads only within this
+//! session: C is then about the session's share, and the scaling is what keeps the test's
+//! meaning.) scripts/pg-isolation.sh measures the tight figures.
 
 mod support;
 

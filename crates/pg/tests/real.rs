@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use fairlane_pg::Pooler;
 use support::{config, driver, need, psql, psql_command, raw_login, Postgres};
+use tokio_postgres::error::SqlState;
 
 /// The tests take turns: each starts a server, and several at once crowd two cores.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -32,6 +33,30 @@ fn setup(pg: &Postgres) {
 }
 
 const USERS: [(&str, &str); 2] = [("alice", "alice-pw"), ("bob", "bob-pw")];
+
+/// psql through the pooler as one of [`USERS`], which must succeed: its output.
+fn psql_ok(pooler: &Pooler, user: &str, db: &str, args: &[&str]) -> String {
+    let password = USERS.iter().find(|u| u.0 == user).map_or("", |u| u.1);
+    let (ok, out, err) = psql(pooler, user, password, db, args);
+    assert!(ok, "psql {args:?} as {user}: {err}");
+    out
+}
+
+/// Assert that a driver's error carries this SQLSTATE.
+fn assert_state(e: &tokio_postgres::Error, want: SqlState) {
+    assert_eq!(e.code(), Some(&want), "{e}");
+}
+
+/// `select count(*) from <what>` through a driver.
+async fn count(c: &tokio_postgres::Client, what: &str) -> i64 {
+    let sql = format!("select count(*) from {what}");
+    c.query_one(&sql, &[]).await.unwrap().get(0)
+}
+
+/// One SQL command through [`psql_ok`].
+fn sql(pooler: &Pooler, user: &str, db: &str, sql: &str) -> String {
+    psql_ok(pooler, user, db, &["-c", sql])
+}
 
 /// A test's server (with alice, bob, appdb and items), runtime and pooler, dropped in that
 /// order reversed: the pooler first, the server last, then the next test's turn.
@@ -67,24 +92,20 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
     let (pooler, rt) = (&env.pooler, &env.rt);
 
     // Simple queries as the client's own role, on its database.
-    let (ok, out, err) = psql(
+    let out = sql(
         pooler,
         "alice",
-        "alice-pw",
         "appdb",
-        &["-c", "select current_user, current_database()"],
+        "select current_user, current_database()",
     );
-    assert!(ok, "{err}");
     assert_eq!(out, "alice|appdb");
     // A transaction, then COPY in and out through psql.
-    let (ok, _, err) = psql(
+    sql(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
-        &["-c", "BEGIN; INSERT INTO items VALUES (1, 'one'); COMMIT;"],
+        "BEGIN; INSERT INTO items VALUES (1, 'one'); COMMIT;",
     );
-    assert!(ok, "{err}");
     let mut child = psql_command(pooler, "alice", "alice-pw", "postgres")
         .args(["-v", "ON_ERROR_STOP=1", "-c", "\\copy items from stdin"])
         .stdin(Stdio::piped())
@@ -104,17 +125,12 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (ok, out, err) = psql(
+    let out = sql(
         pooler,
         "bob",
-        "bob-pw",
         "postgres",
-        &[
-            "-c",
-            "\\copy (select id, name from items order by id) to stdout",
-        ],
+        "\\copy (select id, name from items order by id) to stdout",
     );
-    assert!(ok, "{err}");
     assert_eq!(out, "1\tone\n2\ttwo\n3\tthree");
 
     rt.block_on(async {
@@ -148,12 +164,7 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
             .unwrap();
         assert!(tx.execute("select 1/0", &[]).await.is_err());
         drop(tx);
-        let n: i64 = c3
-            .query_one("select count(*) from items where id = 10", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 0);
+        assert_eq!(count(&c3, "items where id = 10").await, 0);
         // COPY through the driver, both ways.
         use futures_util::SinkExt;
         let sink = c3.copy_in("copy items from stdin").await.unwrap();
@@ -162,12 +173,17 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
             .await
             .unwrap();
         assert_eq!(sink.finish().await.unwrap(), 2);
-        let n: i64 = c3
-            .query_one("select count(*) from items where id >= 20", &[])
+        assert_eq!(count(&c3, "items where id >= 20").await, 2);
+        let out = c3
+            .copy_out("copy (select id from items where id >= 20 order by id) to stdout")
             .await
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 2);
+            .unwrap();
+        futures_util::pin_mut!(out);
+        let mut got = Vec::new();
+        while let Some(chunk) = futures_util::StreamExt::next(&mut out).await {
+            got.extend_from_slice(&chunk.unwrap());
+        }
+        assert_eq!(got, b"20\n21\n");
         // Cancel: a long query is cancelled through the pooler's key, at once.
         let token = c3.cancel_token();
         let t0 = Instant::now();
@@ -176,11 +192,7 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
             token.cancel_query(tokio_postgres::NoTls).await
         });
         let e = c3.simple_query("select pg_sleep(30)").await.unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
-            "{e}"
-        );
+        assert_state(&e, SqlState::QUERY_CANCELED);
         assert!(t0.elapsed() < Duration::from_secs(20));
         canceller.await.unwrap().unwrap();
         let one: i32 = c3.query_one("select 1", &[]).await.unwrap().get(0);
@@ -267,34 +279,21 @@ fn wrong_password_unknown_database_md5_and_trust() {
         let e = driver(pooler, "alice", "alice-pw", "nosuchdb")
             .await
             .unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::INVALID_CATALOG_NAME),
-            "{e}"
-        );
+        assert_state(&e, SqlState::INVALID_CATALOG_NAME);
         let e = driver(pooler, "alice", "nope", "postgres")
             .await
             .unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::INVALID_PASSWORD),
-            "{e}"
-        );
+        assert_state(&e, SqlState::INVALID_PASSWORD);
     });
-    let (ok, out, err) = psql(pooler, "alice", "alice-pw", "postgres", &["-c", "select 1"]);
-    assert!(ok && out == "1", "{err}");
+    assert_eq!(sql(pooler, "alice", "postgres", "select 1"), "1");
 
     let mut c = config(pg, &USERS, "");
     c.auth.method = fairlane_pg::config::AuthMethod::Md5;
     let pooler = rt.block_on(Pooler::start(c)).unwrap();
-    let (ok, out, err) = psql(
-        &pooler,
-        "bob",
-        "bob-pw",
-        "postgres",
-        &["-c", "select current_user"],
+    assert_eq!(
+        sql(&pooler, "bob", "postgres", "select current_user"),
+        "bob"
     );
-    assert!(ok && out == "bob", "{err}");
     let (ok, _, err) = psql(&pooler, "bob", "bad", "postgres", &["-c", "select 1"]);
     assert!(
         !ok && err.contains("password authentication failed"),
@@ -312,7 +311,7 @@ fn wrong_password_unknown_database_md5_and_trust() {
         "postgres",
         &["-c", "select current_user"],
     );
-    assert!(ok && out == "bob", "{err}");
+    assert!(ok && out == "bob", "trusted on loopback: {err}");
     let (ok, _, err) = psql(
         &pooler,
         "mallory",
@@ -379,23 +378,19 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
     drop(stdin);
     // The next client gets the same connection (D = 1), outside any transaction, and the
     // insert is gone.
-    let (ok, out, err) = psql(
+    let out = sql(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
-        &["-c", "select count(*) from items where id = 99"],
+        "select count(*) from items where id = 99",
     );
-    assert!(ok, "{err}");
     assert_eq!(out, "0");
-    let (ok, out, err) = psql(
+    let out = sql(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
-        &["-c", "select now() = statement_timestamp()"],
+        "select now() = statement_timestamp()",
     );
-    assert!(ok, "{err}");
     // now() is the transaction's start: equal to the statement's only outside a block left
     // open by the killed client.
     assert_eq!(out, "t");
@@ -450,15 +445,10 @@ fn the_server_stopped_and_restarted() {
     assert!(r.is_err(), "the running query failed");
     // While the server is down: an error (08006), and the client stays connected.
     let e = one(&c).unwrap_err();
-    assert_eq!(
-        e.code(),
-        Some(&tokio_postgres::error::SqlState::CONNECTION_FAILURE),
-        "{e}"
-    );
+    assert_state(&e, SqlState::CONNECTION_FAILURE);
     pg.launch();
     assert_eq!(one(&c).unwrap(), 1, "the same client, served again");
-    let (ok, out, err) = psql(&pooler, "bob", "bob-pw", "postgres", &["-c", "select 2"]);
-    assert!(ok && out == "2", "{err}");
+    assert_eq!(sql(&pooler, "bob", "postgres", "select 2"), "2");
     let (open, _) = pooler.server_connections();
     assert!(open <= 8);
 }
@@ -467,18 +457,15 @@ fn the_server_stopped_and_restarted() {
 fn session_mode_resets_with_discard_all() {
     let env = Env::start("[pool]\nsize = 1\nmode = \"session\"", |_| {});
     let pooler = &env.pooler;
-    let (ok, _, err) = psql(
+    psql_ok(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
         &["-c", "SET work_mem = '77MB'", "-c", "PREPARE p AS select 1"],
     );
-    assert!(ok, "{err}");
-    let (ok, out, err) = psql(
+    let out = psql_ok(
         pooler,
         "alice",
-        "alice-pw",
         "postgres",
         &[
             "-c",
@@ -487,17 +474,17 @@ fn session_mode_resets_with_discard_all() {
             "select count(*) from pg_prepared_statements",
         ],
     );
-    assert!(ok, "{err}");
     assert_eq!(out, "4MB\n0", "the next session starts clean");
     // Session mode keeps one server connection per client: a named statement lives on.
-    let (ok, out, err) = psql(
-        pooler,
-        "alice",
-        "alice-pw",
-        "postgres",
-        &["-c", "PREPARE q AS select 5", "-c", "EXECUTE q"],
+    assert_eq!(
+        psql_ok(
+            pooler,
+            "alice",
+            "postgres",
+            &["-c", "PREPARE q AS select 5", "-c", "EXECUTE q"]
+        ),
+        "5"
     );
-    assert!(ok && out == "5", "{err}");
 }
 
 #[test]
@@ -522,18 +509,10 @@ fn queue_limits_answer_with_postgresql_errors() {
         });
         tokio::time::sleep(Duration::from_millis(300)).await;
         let e = third.simple_query("select 1").await.unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::TOO_MANY_CONNECTIONS),
-            "{e}"
-        );
+        assert_state(&e, SqlState::TOO_MANY_CONNECTIONS);
         let (r, waiter) = waiting.await.unwrap();
         let e = r.unwrap_err();
-        assert_eq!(
-            e.code(),
-            Some(&tokio_postgres::error::SqlState::QUERY_CANCELED),
-            "{e}"
-        );
+        assert_state(&e, SqlState::QUERY_CANCELED);
         holder.batch_execute("COMMIT").await.unwrap();
         // Both refused clients are still connected and served now.
         assert_eq!(
@@ -630,11 +609,6 @@ fn bad_input_closes_that_client_only() {
     // The bystander's transaction went on throughout.
     rt.block_on(async {
         bystander.batch_execute("COMMIT").await.unwrap();
-        let n: i64 = bystander
-            .query_one("select count(*) from items where id = 5", &[])
-            .await
-            .unwrap()
-            .get(0);
-        assert_eq!(n, 1);
+        assert_eq!(count(&bystander, "items where id = 5").await, 1);
     });
 }

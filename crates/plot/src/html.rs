@@ -213,25 +213,17 @@ impl Page {
              <title>{title}</title><style>{CSS}</style></head><body><h1>{title}</h1>\n"
         );
         out.push_str(&self.intro);
+        // Section `n` (from 1) is anchored at `#sn`.
+        let headings: Vec<String> = self.sections.iter().map(|s| escape(&s.heading)).collect();
         if self.sections.len() >= 3 {
             out.push_str("<nav class=\"toc\"><ol>");
-            for (i, s) in self.sections.iter().enumerate() {
-                let _ = write!(
-                    out,
-                    "<li><a href=\"#s{}\">{}</a></li>",
-                    i + 1,
-                    escape(&s.heading)
-                );
+            for (n, h) in (1..).zip(&headings) {
+                let _ = write!(out, "<li><a href=\"#s{n}\">{h}</a></li>");
             }
             out.push_str("</ol></nav>");
         }
-        for (i, s) in self.sections.iter().enumerate() {
-            let _ = write!(
-                out,
-                "\n<section id=\"s{}\"><h2>{}</h2>",
-                i + 1,
-                escape(&s.heading)
-            );
+        for ((n, h), s) in (1..).zip(&headings).zip(&self.sections) {
+            let _ = write!(out, "\n<section id=\"s{n}\"><h2>{h}</h2>");
             for b in &s.blocks {
                 b.write(&mut out);
             }

@@ -24,6 +24,7 @@ pub mod claim;
 mod error;
 mod interposed;
 mod ldf;
+mod levels;
 mod out;
 pub mod progress;
 mod runs;
@@ -31,6 +32,7 @@ mod static_sections;
 mod tam;
 mod tam13;
 mod tdfq;
+mod vtc;
 
 use std::path::{Path, PathBuf};
 
@@ -77,6 +79,18 @@ macro_rules! on_cores {
     }};
 }
 
+/// An analysis of an LLM-server spec's runs (`fn(&[LlmRun], &mut Out)`).
+macro_rules! on_llm {
+    ($f:path) => {{
+        fn analyse(runs: &dyn Runs, out: &mut Out) -> Result<(), ()> {
+            let r = runs::typed::<runs::LlmRuns>(runs).ok_or(())?;
+            $f(&r.runs, out);
+            Ok(())
+        }
+        Analysis::Spec(analyse)
+    }};
+}
+
 /// One reproduction.
 pub struct Experiment {
     /// Its name on the command line (`fairlane reproduce NAME`).
@@ -97,7 +111,7 @@ macro_rules! spec {
 }
 
 /// Every reproduction, in report order.
-pub const EXPERIMENTS: [Experiment; 27] = [
+pub const EXPERIMENTS: [Experiment; 32] = [
     Experiment {
         name: "2dfq-fig5",
         title: "2DFQ §4 worked example (Fig. 5 and 6)",
@@ -195,6 +209,12 @@ pub const EXPERIMENTS: [Experiment; 27] = [
         analysis: on_cores!(ldf::fig6),
     },
     Experiment {
+        name: "priority-levels",
+        title: "",
+        spec: spec!("experiments/priority-levels.toml"),
+        analysis: on_pool!(levels::priority_levels),
+    },
+    Experiment {
         name: "tam-table2",
         title: "Thread Architecture Models: Table 2 (Yang et al., OSDI '18)",
         spec: None,
@@ -259,6 +279,31 @@ pub const EXPERIMENTS: [Experiment; 27] = [
         title: "TAM §4.1 Fig. 13(e): ordering constraint, Orig- vs Tamed-HBase",
         spec: None,
         analysis: Analysis::Direct(tam13::fig13e),
+    },
+    // The VTC paper's §5.2 on the LLM server, one suite per group.
+    Experiment {
+        name: "vtc-overload",
+        title: "",
+        spec: spec!("experiments/vtc-overload.toml"),
+        analysis: on_llm!(vtc::uniform),
+    },
+    Experiment {
+        name: "vtc-on-off-overload",
+        title: "",
+        spec: spec!("experiments/vtc-on-off-overload.toml"),
+        analysis: on_llm!(vtc::uniform),
+    },
+    Experiment {
+        name: "vtc-poisson-short-long",
+        title: "",
+        spec: spec!("experiments/vtc-poisson-short-long.toml"),
+        analysis: on_llm!(vtc::mixed),
+    },
+    Experiment {
+        name: "vtc-overload-weighted",
+        title: "",
+        spec: spec!("experiments/vtc-overload-weighted.toml"),
+        analysis: on_llm!(vtc::uniform),
     },
 ];
 
@@ -527,13 +572,14 @@ mod tests {
             runs: Vec::new(),
             utilization_cap: 95.0,
         };
+        let llm = runs::LlmRuns::default();
         for e in &EXPERIMENTS {
             let mut out = Out::default();
             let Analysis::Spec(f) = e.analysis else {
                 continue;
             };
             // Each analysis reads one kind of runs and refuses the other.
-            let read: Vec<bool> = [&pool as &dyn Runs, &cores]
+            let read: Vec<bool> = [&pool as &dyn Runs, &cores, &llm]
                 .into_iter()
                 .map(|r| f(r, &mut out).is_ok())
                 .collect();

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use fairlane_plot::{LineChart, Occupancy};
 pub use fairlane_sim::cores::{CoresRuns, DbRun, DbTenantResult};
 use fairlane_sim::doc::Doc;
+pub use fairlane_sim::llm::{LlmResult, LlmRun, LlmRuns};
 pub use fairlane_sim::metrics::TenantResult;
 pub use fairlane_sim::pool::blackbox::BlackBoxResult;
 pub use fairlane_sim::tam::{TamRun, TamRuns};
@@ -135,4 +136,19 @@ pub(crate) fn lag_sigma_cdf(runs: &[&RunResult], title: &str) -> LineChart {
 /// The simulator's thread-occupancy chart of one run.
 pub(crate) fn occupancy_chart(r: &RunResult, title: String) -> Occupancy {
     fairlane_sim::pool::report::occupancy_chart(r, title)
+}
+
+/// Each client's share of an LLM run's service within its arrival window.
+pub(crate) fn llm_shares(r: &LlmResult) -> Vec<f64> {
+    fairlane_sim::llm::report::shares(r)
+}
+
+/// The simulator's chart of the accumulated service difference, one line per LLM run.
+pub(crate) fn llm_difference_chart(title: &str, runs: &[&LlmRun]) -> String {
+    fairlane_sim::llm::report::difference_chart(title, runs).to_svg()
+}
+
+/// The simulator's chart of each client's service rate over time in one LLM run.
+pub(crate) fn llm_service_chart(title: String, r: &LlmResult) -> String {
+    fairlane_sim::llm::report::service_chart(title, r).to_svg()
 }

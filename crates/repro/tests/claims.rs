@@ -332,3 +332,29 @@ fn the_page_lists_every_verdict() {
     assert_eq!(html.matches("<svg").count(), 6);
     assert!(html.contains("Verdicts"));
 }
+
+#[test]
+fn priority_levels_isolate_the_high_level_and_lend_idle_seats() {
+    let o = outcome("priority-levels");
+    assert_from_disk(&o);
+    assert_claims(
+        &o,
+        &[
+            "high-p99-vs-alone",
+            "flat-much-worse",
+            "exempt-p99-vs-alone",
+            "idle-seats-borrowed",
+            "lent-seats-come-back",
+        ],
+    );
+    // With levels the high tenant is served as if alone; flat, it waits behind 50 flows.
+    let alone = &claim(&o, "high-p99-vs-alone").checks[0];
+    assert!(alone.ours <= 1.2, "{alone}");
+    let flat = &claim(&o, "flat-much-worse").checks[0];
+    assert!(flat.ours >= 50.0, "{flat}");
+    // The catch-all holds its 4 nominal seats and the high level's 2 lendable ones.
+    let c = claim(&o, "idle-seats-borrowed");
+    assert!(c.text.contains("of 6 on average"), "{c}");
+    let back = &claim(&o, "lent-seats-come-back").checks[0];
+    assert!(back.ours > 0.0 && back.ours <= 10.1, "{back}");
+}

@@ -6,7 +6,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Mutex;
 
-use fairlane_core::TenantId;
+use fairlane_core::{LevelId, TenantId};
 
 /// Why a task's handle holds no value.
 #[derive(Debug)]
@@ -107,6 +107,8 @@ pub enum SubmitError {
     /// The scheduler refused the request (an invalid cost, or a scheduler that needs costs
     /// up front and got none).
     Scheduler(fairlane_core::Error),
+    /// The task's priority level refused it (its queue is full, or there is no such level).
+    Level(LevelRefusal),
 }
 
 impl fmt::Display for SubmitError {
@@ -120,6 +122,7 @@ impl fmt::Display for SubmitError {
             }
             SubmitError::ShutDown => f.write_str("pool is shut down"),
             SubmitError::Scheduler(e) => write!(f, "scheduler refused the task: {e}"),
+            SubmitError::Level(e) => write!(f, "{e}"),
         }
     }
 }
@@ -128,6 +131,7 @@ impl std::error::Error for SubmitError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             SubmitError::Scheduler(e) => Some(e),
+            SubmitError::Level(e) => Some(e),
             _ => None,
         }
     }
@@ -170,3 +174,36 @@ impl From<fairlane_core::Error> for BuildError {
 pub(crate) fn config_error(field: &'static str, reason: String) -> BuildError {
     BuildError::Config(fairlane_core::Error::InvalidConfig { field, reason })
 }
+
+/// A priority level refused a request.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum LevelRefusal {
+    /// The level's queue holds its `queue_limit` requests already.
+    Full {
+        /// The level.
+        level: LevelId,
+        /// Its name.
+        name: String,
+        /// Its queue limit.
+        limit: usize,
+    },
+    /// No such level (or it was retired by a reload).
+    Unknown(LevelId),
+}
+
+impl fmt::Display for LevelRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LevelRefusal::Full { name, limit, .. } => {
+                write!(
+                    f,
+                    "priority level {name:?} is full ({limit} requests queued)"
+                )
+            }
+            LevelRefusal::Unknown(level) => write!(f, "{level} does not exist"),
+        }
+    }
+}
+
+impl std::error::Error for LevelRefusal {}

@@ -10,7 +10,10 @@
 //! §5.4 controller, fed the response time of every released permit and run on the gate's
 //! timer), per-tenant caps and response-time targets, a timer for schedulers that idle until
 //! a time ([`Decision::RetryAt`], honoured as its documentation says), a drain, a time unit
-//! of the caller's choosing and an injected [`Clock`](crate::Clock).
+//! of the caller's choosing and an injected [`Clock`](crate::Clock). With priority levels
+//! ([`GateBuilder::levels`]) a request names its level ([`Acquire::at`]); an exempt level's
+//! request is admitted at once without a seat (outside ServerCL, as APF's exempt level) and
+//! counted apart ([`FairGate::exempt`], [`FairGate::levels`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -21,9 +24,13 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use fairlane_core::depth::{DepthConfig, DepthGovernor, FlowReport};
-use fairlane_core::{BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, Ticket};
+use fairlane_core::levels::LevelsConfig;
+use fairlane_core::{
+    BoxedScheduler, ClassId, Decision, Dispatch, LevelId, Request, TenantId, Ticket,
+};
 
-use crate::error::{config_error, BuildError};
+use crate::error::{config_error, BuildError, LevelRefusal};
+use crate::levels::{self, Exempt, LevelSnapshot, Route};
 use crate::setup::{self, common_setters, Common};
 use crate::stats::Stats;
 use crate::time::{self, nanos_f64, SharedClock};
@@ -49,6 +56,9 @@ pub enum AcquireError {
     /// The scheduler refused the request (an invalid cost, or a scheduler that needs costs
     /// up front and got none).
     Scheduler(fairlane_core::Error),
+    /// The request's priority level refused it (its queue is full, or there is no such
+    /// level).
+    Level(LevelRefusal),
 }
 
 impl fmt::Display for AcquireError {
@@ -65,6 +75,7 @@ impl fmt::Display for AcquireError {
                 )
             }
             AcquireError::Scheduler(e) => write!(f, "scheduler refused the request: {e}"),
+            AcquireError::Level(e) => write!(f, "{e}"),
         }
     }
 }
@@ -73,6 +84,7 @@ impl std::error::Error for AcquireError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             AcquireError::Scheduler(e) => Some(e),
+            AcquireError::Level(e) => Some(e),
             _ => None,
         }
     }
@@ -121,6 +133,8 @@ impl GateBuilder {
         max_waiting_per_tenant: "At most this many waiters per tenant (default 10,000).",
         units: "Time and cost are in the gate's [`time_unit`](GateBuilder::time_unit).",
         with_cost: "[`FairGate::acquire_with_cost`]",
+        route: "[`Acquire::at`]; an exempt level's requests are admitted at once, without a \
+                seat, and counted apart ([`FairGate::levels`])",
         clock: "With a [`ManualClock`](crate::ManualClock), waits, times held and `RetryAt` \
                 timers follow the test's time.",
     );
@@ -162,8 +176,21 @@ impl GateBuilder {
         if unit == 0.0 {
             return Err(config_error("time_unit", "must be at least 1 ns".into()));
         }
+        let mut exempt = Exempt::default();
+        exempt.refresh(&sched);
         let depth = match self.depth {
             Some(cfg) => {
+                let non_exempt = sched.levels().iter().filter(|v| !v.exempt).count();
+                if cfg.min < non_exempt {
+                    return Err(config_error(
+                        "adaptive_depth.min",
+                        format!(
+                            "{non_exempt} non-exempt priority levels need at least \
+                             {non_exempt} seats, got a minimum of {}",
+                            cfg.min
+                        ),
+                    ));
+                }
                 let mut gov = DepthGovernor::new(cfg)?;
                 gov.start(&mut *sched, nanos_f64(clock.now()) / unit)?;
                 Some(gov)
@@ -193,6 +220,7 @@ impl GateBuilder {
                 stats: Stats::new("gate"),
                 unit,
                 depth,
+                exempt,
             }),
             timer_cv: Condvar::new(),
             clock: clock.clone(),
@@ -267,6 +295,8 @@ struct GateState {
     unit: f64,
     /// The adaptive depth ([`GateBuilder::adaptive_depth`]).
     depth: Option<DepthGovernor>,
+    /// Exempt priority levels, admitted without a seat (empty without levels).
+    exempt: Exempt,
 }
 
 struct GateShared {
@@ -620,6 +650,7 @@ impl FairGate {
             tenant: tenant.into(),
             class: class.into(),
             cost: None,
+            route: Route::default(),
             state: AcquireState::Init,
         }
     }
@@ -632,13 +663,7 @@ impl FairGate {
         tenant: impl Into<TenantId>,
         class: impl Into<ClassId>,
     ) -> Result<Acquire, AcquireError> {
-        let mut a = self.acquire(tenant, class);
-        match a.start(None) {
-            Poll::Ready(Ok(p)) => a.state = AcquireState::Granted(p),
-            Poll::Ready(Err(e)) => return Err(e),
-            Poll::Pending => {}
-        }
-        Ok(a)
+        self.acquire(tenant, class).join()
     }
 
     /// Wait for a seat for a request whose cost is known up front (in the gate's cost unit).
@@ -698,10 +723,11 @@ impl FairGate {
     }
 
     /// Whether [`drain`](FairGate::drain) (or [`close`](FairGate::close)) was called and no
-    /// request waits or holds a seat any more.
+    /// request waits or holds a seat any more (nor an exempt permit).
     pub fn is_drained(&self) -> bool {
         let st = self.shared.lock();
-        (st.draining || st.closed) && st.sched.queued() + st.sched.running() == 0
+        (st.draining || st.closed)
+            && st.sched.queued() + st.sched.running() + st.exempt.holding_total() == 0
     }
 
     /// Number of seats now.
@@ -770,6 +796,39 @@ impl FairGate {
         let st = self.shared.lock();
         let gov = st.depth.as_ref()?;
         Some((*gov.config(), gov.last_period().to_vec()))
+    }
+
+    /// The priority levels ([`GateBuilder::levels`]) as a debug dump shows them: nominal and
+    /// current seats, seats in use, lent, borrowed and queued per level, and the exempt
+    /// levels' requests admitted without a seat. Empty without levels.
+    pub fn levels(&self) -> Vec<LevelSnapshot> {
+        let st = self.shared.lock();
+        levels::snapshot(&st.sched, Some(&st.exempt))
+    }
+
+    /// Exempt requests admitted without a seat so far, and those holding now (not counted in
+    /// [`holding`](FairGate::holding), nor in the tenants' [`metrics`](FairGate::metrics)).
+    pub fn exempt(&self) -> (u64, usize) {
+        let st = self.shared.lock();
+        (st.exempt.admitted_total(), st.exempt.holding_total())
+    }
+
+    /// Reconfigure the priority levels (a reload): every waiting request keeps its place
+    /// and every held seat stays held (levels are matched by name; see the core's
+    /// `LevelScheduler::reconfigure` for what a reload may change). ServerCL stays the
+    /// gate's seats. A gate without levels refuses.
+    pub fn set_levels(&self, config: &LevelsConfig) -> Result<(), fairlane_core::Error> {
+        let mut wake = Wakers::default();
+        {
+            let mut guard = self.shared.lock();
+            let st = &mut *guard;
+            st.sched.set_levels(config)?;
+            st.exempt.refresh(&st.sched);
+            let now = self.shared.now();
+            st.offer_free(now, &mut wake); // a level's limit may have grown
+        }
+        wake.wake(&self.shared);
+        Ok(())
     }
 
     /// Do what is due now on the gate's timer: offer free seats if the time the scheduler
@@ -845,6 +904,7 @@ pub struct Acquire {
     tenant: TenantId,
     class: ClassId,
     cost: Option<f64>,
+    route: Route,
     state: AcquireState,
 }
 
@@ -858,11 +918,49 @@ impl fmt::Debug for Acquire {
 }
 
 impl Acquire {
+    /// Go to priority level `route.level`, as flow (tenant, `route.distinguisher`) (a
+    /// [`LevelId`] alone: the tenant is the flow). Without [levels](GateBuilder::levels) it
+    /// changes nothing. An exempt level's request is admitted at once without a seat.
+    /// Before the first poll (or [`join`](Acquire::join)) only.
+    pub fn at(mut self, route: impl Into<Route>) -> Self {
+        self.route = route.into();
+        self
+    }
+
+    /// Join the queue now, not at the first poll ([`FairGate::join`] for a request built
+    /// with [`at`](Acquire::at) or a cost).
+    pub fn join(mut self) -> Result<Acquire, AcquireError> {
+        if let AcquireState::Init = self.state {
+            match self.start(None) {
+                Poll::Ready(Ok(p)) => self.state = AcquireState::Granted(p),
+                Poll::Ready(Err(e)) => return Err(e),
+                Poll::Pending => {}
+            }
+        }
+        Ok(self)
+    }
+
+    /// The permit of an exempt level's request, admitted now without a seat.
+    fn exempt_permit(&mut self) -> Permit {
+        let at = self.gate.shared.clock.now();
+        self.state = AcquireState::Done;
+        Permit {
+            gate: self.gate.clone(),
+            hold: Hold::Exempt(self.route.level),
+            tenant: self.tenant,
+            granted: at,
+            joined: self.gate.shared.in_units(at),
+            cost: None,
+        }
+    }
+
     fn permit(&self, g: Grant) -> Permit {
         Permit {
             gate: self.gate.clone(),
-            ticket: g.ticket,
-            seat: g.seat,
+            hold: Hold::Seat {
+                ticket: g.ticket,
+                seat: g.seat,
+            },
             tenant: self.tenant,
             granted: g.at,
             joined: g.since,
@@ -873,22 +971,28 @@ impl Acquire {
     /// First poll: join the queue, and take a free seat if the scheduler gives it to us.
     fn start(&mut self, cx: Option<&mut Context<'_>>) -> Poll<Result<Permit, AcquireError>> {
         let shared = &self.gate.shared;
-        if self.cost.is_none() && shared.requires_cost {
-            return Poll::Ready(Err(AcquireError::Scheduler(
-                fairlane_core::Error::CostRequired {
-                    tenant: self.tenant,
-                    class: self.class,
-                },
-            )));
-        }
-        if let Err(e) = setup::check_cost(self.cost) {
-            return Poll::Ready(Err(AcquireError::Scheduler(e)));
-        }
         let mut wake = Wakers::default();
         let result = {
             let mut st = shared.lock();
             if st.closed || st.draining {
                 return Poll::Ready(Err(AcquireError::Closed));
+            }
+            if st.exempt.is_exempt(self.route.level) {
+                st.exempt.admit(self.route.level);
+                drop(st);
+                return Poll::Ready(Ok(self.exempt_permit()));
+            }
+            // After the exempt admission: an exempt request never meets the scheduler.
+            if self.cost.is_none() && shared.requires_cost {
+                return Poll::Ready(Err(AcquireError::Scheduler(
+                    fairlane_core::Error::CostRequired {
+                        tenant: self.tenant,
+                        class: self.class,
+                    },
+                )));
+            }
+            if let Err(e) = setup::check_cost(self.cost) {
+                return Poll::Ready(Err(AcquireError::Scheduler(e)));
             }
             let queued = st.sched.queued();
             if queued >= st.max_waiting {
@@ -912,6 +1016,7 @@ impl Acquire {
             let (index, generation) = st.new_waiter();
             let k = key(index, generation);
             let mut req = Request::new(self.tenant, self.class, k);
+            (req.level, req.distinguisher) = (self.route.level, self.route.distinguisher);
             if let Some(c) = self.cost {
                 req = req.with_cost(c);
             }
@@ -927,7 +1032,14 @@ impl Acquire {
                 }
                 Err(e) => {
                     st.free_waiters.push(index);
-                    return Poll::Ready(Err(AcquireError::Scheduler(e)));
+                    let e = match LevelRefusal::from_scheduler(e, &st.sched) {
+                        Ok(refusal) => {
+                            st.stats.get(self.tenant).rejected();
+                            AcquireError::Level(refusal)
+                        }
+                        Err(e) => AcquireError::Scheduler(e),
+                    };
+                    return Poll::Ready(Err(e));
                 }
             }
             self.state = AcquireState::Waiting(k);
@@ -1103,8 +1215,7 @@ impl Drop for Acquire {
 #[must_use = "dropping the permit releases the seat at once"]
 pub struct Permit {
     gate: FairGate,
-    ticket: Ticket,
-    seat: usize,
+    hold: Hold,
     tenant: TenantId,
     /// When the seat was granted, on the gate's clock.
     granted: Duration,
@@ -1113,11 +1224,17 @@ pub struct Permit {
     cost: Option<f64>,
 }
 
+/// What a permit holds: a seat, or (an exempt priority level's request) none.
+enum Hold {
+    Seat { ticket: Ticket, seat: usize },
+    Exempt(LevelId),
+}
+
 impl fmt::Debug for Permit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permit")
             .field("tenant", &self.tenant)
-            .field("seat", &self.seat)
+            .field("seat", &self.seat())
             .finish_non_exhaustive()
     }
 }
@@ -1129,9 +1246,21 @@ impl Permit {
         self.cost = Some(cost);
     }
 
-    /// The seat held (0-based; the scheduler's worker index).
+    /// The seat held (0-based; the scheduler's worker index). An exempt level's permit holds
+    /// no seat: `usize::MAX` ([`exempt`](Permit::exempt) says so).
     pub fn seat(&self) -> usize {
-        self.seat
+        match self.hold {
+            Hold::Seat { seat, .. } => seat,
+            Hold::Exempt(_) => usize::MAX,
+        }
+    }
+
+    /// The exempt priority level it was admitted at without a seat, if it was.
+    pub fn exempt(&self) -> Option<LevelId> {
+        match self.hold {
+            Hold::Exempt(level) => Some(level),
+            Hold::Seat { .. } => None,
+        }
     }
 
     /// The tenant holding it.
@@ -1148,6 +1277,13 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         let shared = &self.gate.shared;
+        let (ticket, seat) = match self.hold {
+            Hold::Seat { ticket, seat } => (ticket, seat),
+            Hold::Exempt(level) => {
+                shared.lock().exempt.release(level);
+                return;
+            }
+        };
         let mut wake = Wakers::default();
         {
             let mut st = shared.lock();
@@ -1163,7 +1299,7 @@ impl Drop for Permit {
             if let Some(gov) = st.depth.as_mut() {
                 gov.observe(self.tenant, (now - self.joined).max(0.0), now);
             }
-            st.release(self.ticket, self.seat, cost, now, &mut wake);
+            st.release(ticket, seat, cost, now, &mut wake);
             st.poll_depth(now, &mut wake);
         }
         wake.wake(shared);

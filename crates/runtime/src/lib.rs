@@ -13,6 +13,9 @@
 //!   Cancellation-safe and executor-agnostic.
 //! * [`FairLayer`] — a `tower::Layer` putting a [`FairGate`] in front of any `Service`
 //!   (axum, tonic, hyper), tenant and class read from the request by a closure.
+//! * Priority levels above tenants on both (the core's `LevelScheduler`, APF's model):
+//!   `levels(LevelsConfig)` on either builder, a [`Route`] per request, a
+//!   [`LevelSnapshot`] per level for debug dumps, reloads without losing a request.
 //! * Per-tenant [`MetricsSnapshot`]s (queued, running, completed, rejected, wait-time and cost
 //!   histograms), optionally exported through the `metrics` facade (feature `metrics`).
 //!
@@ -40,6 +43,7 @@ mod error;
 mod gate;
 mod histogram;
 mod layer;
+mod levels;
 mod meter;
 mod oneshot;
 mod pool;
@@ -53,12 +57,15 @@ mod time;
 pub struct ReadmeDoctest;
 
 pub use cpu::CostClock;
-pub use error::{BuildError, Panic, SubmitError, TaskError};
+pub use error::{BuildError, LevelRefusal, Panic, SubmitError, TaskError};
+pub use fairlane_core::levels::{LevelConfig, LevelsConfig};
 pub use fairlane_core::BoxedScheduler;
+pub use fairlane_core::LevelId;
 pub use fairlane_core::{ClassId, Config, TenantId, TenantView};
 pub use gate::{Acquire, AcquireError, FairGate, GateBuilder, Permit};
 pub use histogram::Histogram;
 pub use layer::{FairError, FairFuture, FairLayer, FairService};
+pub use levels::{LevelSnapshot, Route};
 pub use pool::{FairPool, PendingTask, PoolBuilder, TaskHandle};
 pub use stats::{MetricsSnapshot, TenantMetrics};
 pub use time::{AdvanceHook, Clock, ManualClock, SystemClock};

@@ -16,10 +16,12 @@ use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use fairlane_core::levels::LevelsConfig;
 use fairlane_core::{BoxedScheduler, ClassId, Decision, Dispatch, Request, TenantId, Ticket};
 
 use crate::cpu::CostClock;
-use crate::error::{config_error, BuildError, SubmitError, TaskError};
+use crate::error::{config_error, BuildError, LevelRefusal, SubmitError, TaskError};
+use crate::levels::{self, LevelSnapshot, Route};
 use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
 use crate::setup::{self, common_setters, Common};
@@ -323,6 +325,8 @@ impl PoolBuilder {
         units: "The pool's time and cost unit is the nanosecond (CPU nanoseconds with \
                 [`CostClock::ThreadCpu`]): set estimates in nanoseconds too.",
         with_cost: "[`FairPool::submit_with_cost`]",
+        route: "[`FairPool::submit_at`]; an exempt level's tasks take the next free thread \
+                ahead of every level",
         clock: "A [`ManualClock`](crate::ManualClock) makes `RetryAt` waits and queue-wait \
                 metrics follow test-driven time; task costs stay measured by the [`CostClock`].",
     );
@@ -504,7 +508,44 @@ impl FairPool {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.submit_inner(tenant.into(), class.into(), None, task)
+        self.submit_inner(tenant.into(), class.into(), None, Route::default(), task)
+    }
+
+    /// Submit a task to priority level `route.level`, as flow (tenant,
+    /// `route.distinguisher`) (a [`LevelId`](crate::LevelId) alone: the tenant is the flow),
+    /// with its cost if known up front. Without [levels](PoolBuilder::levels) the route
+    /// changes nothing. A level whose queue is full refuses with [`SubmitError::Level`].
+    pub fn submit_at<F, R>(
+        &self,
+        tenant: impl Into<TenantId>,
+        class: impl Into<ClassId>,
+        route: impl Into<Route>,
+        cost: Option<Duration>,
+        task: F,
+    ) -> Result<TaskHandle<R>, SubmitError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let cost = cost.map(|c| c.as_nanos() as f64);
+        self.submit_inner(tenant.into(), class.into(), cost, route.into(), task)
+    }
+
+    /// The priority levels ([`PoolBuilder::levels`]) as a debug dump shows them: nominal and
+    /// current threads, threads in use, lent, borrowed and queued per level. Empty without
+    /// levels.
+    pub fn levels(&self) -> Vec<LevelSnapshot> {
+        levels::snapshot(&self.shared.lock().sched, None)
+    }
+
+    /// Reconfigure the priority levels (a reload): every queued task keeps its place and
+    /// every running one runs on (levels are matched by name; see the core's
+    /// `LevelScheduler::reconfigure`). ServerCL stays the pool's threads. A pool without
+    /// levels refuses.
+    pub fn set_levels(&self, config: &LevelsConfig) -> Result<(), fairlane_core::Error> {
+        self.shared.lock().sched.set_levels(config)?;
+        self.shared.work.notify_all(); // a level's limit may have grown
+        Ok(())
     }
 
     /// Submit a task whose cost is known up front (2DFQ §4), in CPU time. It is still
@@ -521,7 +562,13 @@ impl FairPool {
         R: Send + 'static,
     {
         let cost = cost.as_nanos() as f64;
-        self.submit_inner(tenant.into(), class.into(), Some(cost), task)
+        self.submit_inner(
+            tenant.into(),
+            class.into(),
+            Some(cost),
+            Route::default(),
+            task,
+        )
     }
 
     fn submit_inner<F, R>(
@@ -529,6 +576,7 @@ impl FairPool {
         tenant: TenantId,
         class: ClassId,
         cost: Option<f64>,
+        route: Route,
         task: F,
     ) -> Result<TaskHandle<R>, SubmitError>
     where
@@ -575,6 +623,7 @@ impl FairPool {
             stat: 0, // set once the scheduler accepted it (a refused tenant gets no entry)
         });
         let mut req = Request::new(tenant, class, key);
+        (req.level, req.distinguisher) = (route.level, route.distinguisher);
         if let Some(c) = cost {
             req = req.with_cost(c);
         }
@@ -582,9 +631,16 @@ impl FairPool {
             Ok(t) => t,
             Err(e) => {
                 let job = st.take_job(key);
+                let e = match LevelRefusal::from_scheduler(e, &st.sched) {
+                    Ok(refusal) => {
+                        st.stats.get(tenant).rejected();
+                        SubmitError::Level(refusal)
+                    }
+                    Err(e) => SubmitError::Scheduler(e),
+                };
                 drop(st);
                 drop(job); // user code runs outside the pool's lock
-                return Err(SubmitError::Scheduler(e));
+                return Err(e);
             }
         };
         let stat = stat.unwrap_or_else(|| st.stats.slot(tenant));

@@ -5,6 +5,7 @@
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
+use fairlane_core::levels::LevelsConfig;
 use fairlane_core::{BoxedScheduler, Config};
 
 use crate::error::{config_error, BuildError};
@@ -18,6 +19,9 @@ pub(crate) enum SchedulerChoice {
     Preset(String),
     /// A configuration used as given (only its worker count is set by the executor).
     Config(Config),
+    /// Priority levels above tenants, used as given except ServerCL: the executor's
+    /// workers.
+    Levels(Box<LevelsConfig>),
     /// A scheduler built by the caller (any policy, LDF reservations included), taken by the
     /// first `build`. Shared so the builder stays `Clone`.
     Built(Arc<Mutex<Option<BoxedScheduler>>>),
@@ -28,6 +32,7 @@ impl fmt::Debug for SchedulerChoice {
         match self {
             SchedulerChoice::Preset(p) => f.debug_tuple("Preset").field(p).finish(),
             SchedulerChoice::Config(c) => f.debug_tuple("Config").field(c).finish(),
+            SchedulerChoice::Levels(c) => f.debug_tuple("Levels").field(c).finish(),
             SchedulerChoice::Built(_) => f.write_str("Built(..)"),
         }
     }
@@ -51,6 +56,11 @@ impl SchedulerChoice {
                 Config::for_executor(name, workers.unwrap_or_else(default_workers), initial, true)?
             }
             SchedulerChoice::Config(c) => c.workers(workers.unwrap_or_else(default_workers)),
+            SchedulerChoice::Levels(c) => {
+                let mut c = (**c).clone();
+                c.scheduler = c.scheduler.workers(workers.unwrap_or_else(default_workers));
+                return c.build::<u64>();
+            }
             SchedulerChoice::Built(cell) => {
                 let mut s = cell
                     .lock()
@@ -166,6 +176,7 @@ macro_rules! common_setters {
         $max_per_tenant:ident: $max_per_tenant_doc:literal,
         units: $units:literal,
         with_cost: $with_cost:literal,
+        route: $route:literal,
         clock: $clock_doc:literal $(,)?
     ) => {
         #[doc = $workers_doc]
@@ -199,6 +210,21 @@ macro_rules! common_setters {
         #[doc = $units]
         pub fn with_scheduler(mut self, scheduler: fairlane_core::BoxedScheduler) -> Self {
             self.common.scheduler = $crate::setup::SchedulerChoice::built(scheduler);
+            self
+        }
+
+        /// Priority levels above tenants (the core's `LevelScheduler`, APF's model: see
+        /// docs/priority-levels.md): each request goes to a level
+        #[doc = concat!("([`Route`](crate::Route), ", $route, "),")]
+        /// the levels share the
+        #[doc = concat!("[`", stringify!($workers), "`](", stringify!($builder), "::", stringify!($workers), ")")]
+        /// (ServerCL) by their shares, lending and borrowing, and inside each level the
+        /// `config.scheduler` (or the level's own) shares among flows. Used as given except
+        /// its workers; the adjustment period (`LevelsConfig::adjust_period`) is in the
+        /// executor's unit of time (1e10 for 10 s in nanoseconds).
+        #[doc = $units]
+        pub fn levels(mut self, config: fairlane_core::levels::LevelsConfig) -> Self {
+            self.common.scheduler = $crate::setup::SchedulerChoice::Levels(Box::new(config));
             self
         }
 

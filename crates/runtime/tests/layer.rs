@@ -60,15 +60,7 @@ async fn the_layer_bounds_concurrency_and_serves_tenants_fairly() {
             svc.oneshot(Req { tenant, id }).await
         }));
     }
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while gate.waiting() < 36 {
-        assert!(
-            std::time::Instant::now() < end,
-            "{} of 36 queued",
-            gate.waiting()
-        );
-        tokio::task::yield_now().await;
-    }
+    until_waiting(&gate, 36).await;
     drop(hold);
     for (id, c) in calls.into_iter().enumerate() {
         assert_eq!(c.await.unwrap().unwrap(), id * 10);
@@ -84,6 +76,19 @@ async fn the_layer_bounds_concurrency_and_serves_tenants_fairly() {
     assert_eq!(m.tenant(2u64).unwrap().completed, 6);
 }
 
+/// Wait (30 s at most) until `n` requests queue at the gate.
+async fn until_waiting(gate: &FairGate, n: usize) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while gate.waiting() < n {
+        assert!(
+            std::time::Instant::now() < end,
+            "{} of {n} queued",
+            gate.waiting()
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 #[tokio::test]
 async fn a_full_gate_rejects_through_the_service_error() {
     let gate = FairGate::builder()
@@ -95,15 +100,7 @@ async fn a_full_gate_rejects_through_the_service_error() {
     let svc = FairLayer::new(gate.clone(), classify).layer(inner);
     let held = gate.acquire(9u64, 0u32).await.unwrap();
     let waiting = tokio::spawn(svc.clone().oneshot(Req { tenant: 1, id: 1 }));
-    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while gate.waiting() < 1 {
-        assert!(
-            std::time::Instant::now() < end,
-            "{} of 1 queued",
-            gate.waiting()
-        );
-        tokio::task::yield_now().await;
-    }
+    until_waiting(&gate, 1).await;
     match svc.clone().oneshot(Req { tenant: 1, id: 2 }).await {
         Err(FairError::Rejected(AcquireError::TenantQueueFull { tenant, limit })) => {
             assert_eq!((tenant, limit), (TenantId(1), 1));

@@ -3,30 +3,38 @@
 //! only when a test says so: no sleeps, exact numbers.
 
 mod common;
-use common::spin_cpu;
+use common::{poll, ready, spin_cpu};
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::mpsc;
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use fairlane_core::reserve::{Policy, Reservation, ReserveConfig};
 use fairlane_core::{BoxedScheduler, Config, TenantId};
-use fairlane_runtime::{Acquire, AcquireError, FairGate, FairPool, ManualClock, Permit};
+use fairlane_runtime::{
+    Acquire, AcquireError, FairGate, FairPool, ManualClock, Permit, TaskHandle,
+};
 
 const MS: Duration = Duration::from_millis(1);
 
-fn poll(a: &mut Acquire) -> Poll<Result<Permit, AcquireError>> {
-    Pin::new(a).poll(&mut Context::from_waker(Waker::noop()))
-}
-
-fn ready(a: &mut Acquire) -> Permit {
-    match poll(a) {
-        Poll::Ready(Ok(p)) => p,
-        Poll::Ready(Err(e)) => panic!("acquire failed: {e}"),
-        Poll::Pending => panic!("acquire still pending"),
-    }
+/// Submit for `tenant` a task that spins `cpu` of CPU time and then holds its worker until
+/// told to go; returns once the spinning is done, with the task's handle and the go signal.
+fn spin_and_hold(
+    pool: &FairPool,
+    tenant: u64,
+    cpu: Duration,
+) -> (TaskHandle<()>, mpsc::Sender<()>) {
+    let (spun_tx, spun_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let h = pool
+        .submit(tenant, 0u32, move || {
+            spin_cpu(cpu);
+            spun_tx.send(()).unwrap();
+            go_rx.recv().unwrap();
+        })
+        .unwrap();
+    spun_rx.recv().unwrap();
+    (h, go_tx)
 }
 
 /// LDF on `cores` cores, 100 ms metering intervals in nanoseconds; tenant 1 may use at most
@@ -198,16 +206,7 @@ fn tag_while_running(refresh: Option<Duration>, advance: Duration) -> f64 {
         .clock(clock.clone())
         .build()
         .unwrap();
-    let (spun_tx, spun_rx) = mpsc::channel();
-    let (release_tx, release_rx) = mpsc::channel::<()>();
-    let h = pool
-        .submit(9u64, 0u32, move || {
-            spin_cpu(Duration::from_millis(40));
-            spun_tx.send(()).unwrap();
-            release_rx.recv().unwrap();
-        })
-        .unwrap();
-    spun_rx.recv().unwrap();
+    let (h, release_tx) = spin_and_hold(&pool, 9, Duration::from_millis(40));
     // A due refresh runs on the advancing thread: done when `advance` returns.
     clock.advance(advance);
     let seen = pool.tenant(9u64).unwrap().tag;
@@ -251,16 +250,7 @@ fn pool_retry_at_waits_for_the_clock() {
     assert_eq!(pool.workers(), 1);
     // 12 ms of CPU over 12 ms on the clock: over the 10 ms (10 % of 100 ms) tenant 1 may
     // use in an interval.
-    let (spun_tx, spun_rx) = mpsc::channel();
-    let (go_tx, go_rx) = mpsc::channel::<()>();
-    let first = pool
-        .submit(1u64, 0u32, move || {
-            spin_cpu(Duration::from_millis(12));
-            spun_tx.send(()).unwrap();
-            go_rx.recv().unwrap();
-        })
-        .unwrap();
-    spun_rx.recv().unwrap();
+    let (first, go_tx) = spin_and_hold(&pool, 1, Duration::from_millis(12));
     clock.advance(Duration::from_millis(12));
     go_tx.send(()).unwrap();
     first.join().unwrap();

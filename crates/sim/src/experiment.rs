@@ -8,7 +8,8 @@
 //! `[server] model = "workers"` (the default) or `"blackbox"` is a request-level spec
 //! ([`crate::pool`]); `model = "cores"` a database server with CPU reservations
 //! ([`crate::cores`]); a Thread Architecture Model file (`[[stage]]`s) or `model = "tam"` a
-//! multi-stage TAM simulation ([`crate::tam`]). An unknown field is reported against the
+//! multi-stage TAM simulation ([`crate::tam`]); `model = "llm"` a continuous-batching LLM
+//! server ([`crate::llm`]). An unknown field is reported against the
 //! fields of the spec's own kind, with a hint when it belongs to another. A new kind is one
 //! more module implementing the two traits and one more arm there.
 

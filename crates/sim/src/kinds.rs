@@ -26,17 +26,21 @@ enum Kind {
     Pool,
     Cores,
     Tam,
+    Llm,
 }
 
 impl Kind {
     /// The spec's kind: a TAM file has stages or `[server] model = "tam"`; the database
-    /// server is `model = "cores"`; anything else is a pool or black box.
+    /// server is `model = "cores"`; the LLM server `model = "llm"`; anything else is a
+    /// pool or black box.
     fn of(doc: &Doc) -> Kind {
         let model = doc.get("server.model").and_then(toml::Value::as_str);
         if doc.get("stage").is_some_and(toml::Value::is_array) || model == Some("tam") {
             Kind::Tam
         } else if model == Some("cores") {
             Kind::Cores
+        } else if model == Some("llm") {
+            Kind::Llm
         } else {
             Kind::Pool
         }
@@ -50,6 +54,7 @@ pub fn from_doc(doc: Doc) -> Result<Box<dyn Experiment>, SpecError> {
         Kind::Cores => Box::new(
             crate::cores::DbSpecFile::from_doc(doc).map_err(|e| hint(e, &POOL_ONLY, POOL_HINT))?,
         ),
+        Kind::Llm => Box::new(crate::llm::LlmSpecFile::from_doc(doc)?),
         Kind::Pool => {
             if doc.get("server").is_none() && doc.get("cores").is_some() {
                 return Err(doc.err(

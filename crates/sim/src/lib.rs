@@ -7,10 +7,11 @@
 //! distributions. Each run measures per-tenant service, service lag against the exact GPS
 //! reference, latency percentiles, the Gini index over time and thread occupancy.
 //!
-//! Experiments are TOML specs of three kinds, one [`Experiment`] interface over them
+//! Experiments are TOML specs of four kinds, one [`Experiment`] interface over them
 //! ([`experiment`]): a pool of workers or a black box ([`pool`]), a database server with CPU
-//! reservations ([`cores`]), and a multi-stage Thread Architecture Model ([`tam`]). The
-//! same spec and seed give the same results.
+//! reservations ([`cores`]), a multi-stage Thread Architecture Model ([`tam`]), and a
+//! continuous-batching LLM server with a KV-cache budget ([`llm`]). The same spec and seed
+//! give the same results.
 //!
 //! ```
 //! use fairlane_sim::SpecFile;
@@ -43,9 +44,9 @@ pub mod cores;
 pub mod doc;
 pub mod error;
 pub mod events;
-pub mod llm;
 pub mod experiment;
 pub mod kinds;
+pub mod llm;
 pub mod metrics;
 pub mod pool;
 mod report;

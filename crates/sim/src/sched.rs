@@ -3,10 +3,12 @@
 //! exact GPS clock where the algorithm uses one) for the worker pool, the black box and the
 //! TAM stages, and the CPU-reservation policies ([`ReserveConfig`]) for the database server.
 //! Each kind of server builds its scheduler here ([`build`], [`build_reserve`]) and sets its
-//! tenants' weights and targets itself.
+//! tenants' weights and targets itself. Priority levels ([`Levels`], a spec's
+//! `[[priority_level]]`) put each compared scheduler inside every level ([`build_levels`]).
 
+use fairlane_core::levels::{LevelConfig, LevelsConfig, APF_PERIOD_SECONDS};
 use fairlane_core::reserve::{DeficitMode, LdfOptions, Policy, ReserveConfig, ReserveScheduler};
-use fairlane_core::{Algorithm, Charging, Config, EstimatorKind, Scheduler, VirtualClock};
+use fairlane_core::{Algorithm, Charging, Config, EstimatorKind, LevelId, Scheduler, VirtualClock};
 use serde::Deserialize;
 
 use crate::error::FieldError;
@@ -65,6 +67,41 @@ pub fn build<T: Send + 'static>(
     workers: usize,
 ) -> Result<Box<dyn Scheduler<T> + Send>, fairlane_core::Error> {
     config.workers(workers).build::<T>()
+}
+
+/// Priority levels above a spec's tenants (`[[priority_level]]`, checked): the levels,
+/// highest first, and each tenant's level.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Levels {
+    /// The levels (their fair scheduler is the compared one: `scheduler` is unset).
+    pub levels: Vec<LevelConfig>,
+    /// Per tenant, in the scenario's order: its level.
+    pub of_tenant: Vec<LevelId>,
+}
+
+impl Levels {
+    /// The levels over `config` (each compared scheduler shares every level among its
+    /// tenants) on ServerCL = `workers`, APF's borrowing every 10 simulated seconds.
+    pub fn config(&self, config: &Config, workers: usize) -> LevelsConfig {
+        let mut c = LevelsConfig::new(config.workers(workers)).adjust_period(APF_PERIOD_SECONDS);
+        c.levels = self.levels.clone();
+        c
+    }
+
+    /// How many levels take seats of ServerCL.
+    pub fn non_exempt(&self) -> usize {
+        self.levels.iter().filter(|l| !l.exempt).count()
+    }
+}
+
+/// Build a core scheduler for `workers` workers with priority levels above the tenants, the
+/// scheduler `config` describes running inside each level.
+pub fn build_levels<T: Send + 'static>(
+    config: &Config,
+    levels: &Levels,
+    workers: usize,
+) -> Result<Box<dyn Scheduler<T> + Send>, fairlane_core::Error> {
+    levels.config(config, workers).build::<T>()
 }
 
 /// Build a CPU-reservation scheduler.

@@ -1,7 +1,7 @@
 //! The simulator's modules import one another in one direction only: the layers of
 //! docs/architecture.md ("Inside fairlane-sim") — errors, documents, events, services and
 //! metrics at the bottom, the scheduler builder and the experiment interface above them, the
-//! three kinds (`pool`, `cores`, `tam`) side by side, and `kinds` (the one place a spec's
+//! four kinds (`pool`, `cores`, `tam`, `llm`) side by side, and `kinds` (the one place a spec's
 //! kind is told) on top. A reference from one module to another (`crate::a::b`,
 //! `super::c`) is an edge; this test fails, naming the modules, when the edges close a
 //! circle.

@@ -113,16 +113,20 @@ fn fig8_member(name: &str, small: bool) -> String {
     )
 }
 
+/// `count` members of one Fig. 8 group in one block.
+fn fig8_block(name: &str, count: usize, small: bool) -> String {
+    fig8_member(name, small).replace("[[tenant]]\n", &format!("[[tenant]]\ncount = {count}\n"))
+}
+
 /// The Fig. 8 model (100 backlogged tenants, n small) at a few n, the groups as two blocks in
 /// either order.
 #[test]
 fn fig8_groups_in_either_order() {
     for n in [4usize, 50, 90] {
-        let block = |name: &str, count: usize, small: bool| {
-            fig8_member(name, small)
-                .replace("[[tenant]]\n", &format!("[[tenant]]\ncount = {count}\n"))
-        };
-        let blocks = vec![block("small", n, true), block("large", 100 - n, false)];
+        let blocks = vec![
+            fig8_block("small", n, true),
+            fig8_block("large", 100 - n, false),
+        ];
         assert_order_free(FIG8, &blocks);
     }
 }
@@ -245,27 +249,13 @@ schedulers = ["ldf", "drr", "edf", "no-res"]
 /// Now both orders give the same, small-first figures.
 #[test]
 fn issue_21_sixteen_tenants() {
-    let header = r#"
-name = "issue21"
-seed = 3
-duration = 60.0
-schedulers = ["wfq", "wf2q", "2dfq"]
-[server]
-workers = 16
-rate = 1000.0
-[metrics]
-interval = 0.1
-"#;
-    let block = |name: &str, count: usize, mean: f64| {
-        format!(
-            "[[tenant]]\nname = \"{name}\"\ncount = {count}\narrival = {{ kind = \"backlogged\", \
-             outstanding = 256 }}\ncost = {{ kind = \"normal\", mean = {mean}, std = {} }}\n",
-            mean / 10.0
-        )
-    };
-    let blocks = vec![block("large", 12, 1000.0), block("small", 4, 1.0)];
+    let header = FIG8
+        .replace("fig8-order", "issue21")
+        .replace("seed = 8", "seed = 3")
+        .replace("duration = 4.0", "duration = 60.0");
+    let blocks = vec![fig8_block("large", 12, false), fig8_block("small", 4, true)];
     let sigma = |order: &[usize]| {
-        let text = spec(header, &blocks, order);
+        let text = spec(&header, &blocks, order);
         let spec = SpecFile::parse(&text, "issue21.toml", std::env::temp_dir()).unwrap();
         let runs = run_all(&spec.scenarios().unwrap(), 2, &mut |_| {}).unwrap();
         runs.iter()

@@ -99,17 +99,11 @@ fn read_model(top: &Table, errors: &mut Vec<FieldError>) -> Model {
             "format",
             format!("version {v} is not supported; this build reads format = {FORMAT_VERSION}"),
         )),
-        Some(v) => errors.push(FieldError::model(
-            "format",
-            format!("expected an integer, found {}", v.type_str()),
-        )),
+        Some(v) => errors.push(wrong_type("format", "an integer", v)),
     }
     match top.get("model") {
         Some(Value::Table(t)) => read_model_table(t, &mut model, errors),
-        Some(v) => errors.push(FieldError::model(
-            "model",
-            format!("expected a table [model], found {}", v.type_str()),
-        )),
+        Some(v) => errors.push(wrong_type("model", "a table [model]", v)),
         None => errors.push(FieldError::model(
             "model",
             "missing the [model] table (with at least `name`)",
@@ -118,10 +112,7 @@ fn read_model(top: &Table, errors: &mut Vec<FieldError>) -> Model {
     match top.get("hosts") {
         None => {}
         Some(Value::Table(t)) => read_hosts(t, &mut model, errors),
-        Some(v) => errors.push(FieldError::model(
-            "hosts",
-            format!("expected a table [hosts], found {}", v.type_str()),
-        )),
+        Some(v) => errors.push(wrong_type("hosts", "a table [hosts]", v)),
     }
     match top.get("stage") {
         Some(Value::Array(items)) => {
@@ -140,13 +131,18 @@ fn read_model(top: &Table, errors: &mut Vec<FieldError>) -> Model {
                 }
             }
         }
-        Some(v) => errors.push(FieldError::model(
-            "stage",
-            format!("expected [[stage]] tables, found {}", v.type_str()),
-        )),
+        Some(v) => errors.push(wrong_type("stage", "[[stage]] tables", v)),
         None => {} // validate() reports the empty model
     }
     model
+}
+
+/// A model-level field holding a value of the wrong type: what was `expected`, what was found.
+fn wrong_type(field: &str, expected: &str, v: &Value) -> FieldError {
+    FieldError::model(
+        field,
+        format!("expected {expected}, found {}", v.type_str()),
+    )
 }
 
 /// `[model]`: name, source, description.
@@ -161,10 +157,7 @@ fn read_model_table(t: &Table, model: &mut Model, errors: &mut Vec<FieldError>) 
     }
     match t.get("name") {
         Some(Value::String(s)) => model.name = s.clone(),
-        Some(v) => errors.push(FieldError::model(
-            "model.name",
-            format!("expected a string, found {}", v.type_str()),
-        )),
+        Some(v) => errors.push(wrong_type("model.name", "a string", v)),
         None => errors.push(FieldError::model(
             "model.name",
             "missing; every model needs a name",

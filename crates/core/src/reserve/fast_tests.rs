@@ -191,7 +191,7 @@ fn check(policy: Policy, tenants: u8, ops: &[Op]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(super::proptest_cases(512))]
+    #![proptest_config(crate::util::proptest_cases(512))]
 
     #[test]
     fn fast_ldf_decides_as_the_scan(tenants in 1..24u8, ops in prop::collection::vec(op(), 1..400)) {

@@ -28,168 +28,8 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
+use super::account::{Book, MeterReading, MeterRecord, Terms, Usage};
 use crate::types::{saturate, Error, TenantId};
-
-/// The most metering intervals one event closes one at a time. A longer jump of time (a clock
-/// that leapt, an absurd `now`) closes the first ones and skips the rest unrecorded, so that
-/// no call loops for as many intervals as the jump spans (`now` = 1e300 with 1-second
-/// intervals must return). 4096 intervals with a task running throughout is far
-/// beyond any reservation experiment; a jump over idle intervals is skipped in one step anyway.
-pub(crate) const MAX_ROLLS: usize = 4096;
-
-/// Core-time used in the current window of a fixed-length, aligned interval sequence
-/// (`[k·len, (k+1)·len)`), counting running tasks' elapsed time so far.
-#[derive(Clone, Debug)]
-pub(crate) struct Usage {
-    pub len: f64,
-    pub start: f64,
-    /// Core-time of finished quanta attributed to this window.
-    pub used: f64,
-    /// Tasks running now.
-    pub running: usize,
-    /// Σ over running tasks of max(task start, window start).
-    pub start_sum: f64,
-}
-
-impl Usage {
-    pub fn new(len: f64, now: f64) -> Self {
-        Usage {
-            len,
-            start: (now / len).floor() * len,
-            used: 0.0,
-            running: 0,
-            start_sum: 0.0,
-        }
-    }
-
-    pub fn end(&self) -> f64 {
-        self.start + self.len
-    }
-
-    /// Core-time used in the window up to `now` (finished quanta plus running ones so far).
-    pub fn consumed(&self, now: f64) -> f64 {
-        self.used + (self.running as f64 * now - self.start_sum).max(0.0)
-    }
-
-    /// Utilization so far, percent of `cores × elapsed`; 0 at the window's first instant.
-    pub fn cpu(&self, now: f64, cores: f64) -> f64 {
-        let elapsed = now - self.start;
-        if elapsed <= 0.0 {
-            0.0
-        } else {
-            self.consumed(now) * 100.0 / (cores * elapsed)
-        }
-    }
-
-    /// Share of the whole window's budget consumed so far, percent of `cores × len`.
-    pub fn budget_cpu(&self, now: f64, cores: f64) -> f64 {
-        self.consumed(now) * 100.0 / (cores * self.len)
-    }
-
-    /// Close the window at its end: returns the core-time it used, and opens the next one.
-    pub fn roll(&mut self) -> f64 {
-        let end = self.end();
-        let total = self.consumed(end);
-        self.start = end;
-        self.used = 0.0;
-        self.start_sum = self.running as f64 * end;
-        total
-    }
-
-    /// Whether rolling the window one interval at a time reaches `now` within the budget:
-    /// `rolls` done so far, and the window must still move (at times so large that
-    /// `start + len == start` it cannot).
-    pub fn may_roll(&self, rolls: usize) -> bool {
-        rolls < MAX_ROLLS && self.end() > self.start
-    }
-
-    /// Skip to the window holding `now` without recording the windows in between (after
-    /// [`MAX_ROLLS`]); running tasks count from the new window's start.
-    pub fn jump(&mut self, now: f64) {
-        let start = (now / self.len).floor() * self.len;
-        if start > self.start {
-            self.start = start;
-        }
-        self.used = 0.0;
-        self.start_sum = self.running as f64 * self.start;
-    }
-
-    /// Jump over whole idle windows (nothing running) so that `now` is in the current one.
-    pub fn skip_idle(&mut self, now: f64) {
-        if self.running == 0 && now >= self.end() {
-            self.start = (now / self.len).floor() * self.len;
-            self.used = 0.0;
-            self.start_sum = 0.0;
-        }
-    }
-
-    pub fn started(&mut self, now: f64) {
-        self.running += 1;
-        self.start_sum += now.max(self.start);
-    }
-
-    /// A task started at `start` stopped at `now` having used `used` core-time. The part of
-    /// its wall time before this window was already attributed to earlier windows.
-    pub fn finished(&mut self, start: f64, used: f64, now: f64) {
-        self.running = self.running.saturating_sub(1);
-        self.start_sum -= start.max(self.start);
-        if self.running == 0 {
-            self.start_sum = 0.0;
-        }
-        let carried = (self.start - start).max(0.0);
-        let _ = now;
-        // Saturating: usage is any finite cost up to f64::MAX, and a sum of two of them, or
-        // `used · 100` in the percentages, must stay finite.
-        self.used = saturate(self.used + (used - carried).max(0.0));
-    }
-
-    /// The time at which utilization so far falls to `limit` percent if nothing starts or
-    /// stops, capped at the window's end; `None` if it is below already.
-    pub fn below_at(&self, limit: f64, now: f64, cores: f64) -> Option<f64> {
-        if self.cpu(now, cores) < limit {
-            return None;
-        }
-        // consumed(t) = U0 + r (t − now) = k (t − start), k = limit·cores/100.
-        let k = limit * cores / 100.0;
-        let r = self.running as f64;
-        let u0 = self.consumed(now);
-        let end = self.end();
-        let t = if k > r {
-            ((u0 - r * now + k * self.start) / (k - r)).min(end)
-        } else {
-            end
-        };
-        // A hair later, so that the utilization is strictly below the limit when asked.
-        Some(t.max(now) + self.len * 1e-9)
-    }
-}
-
-/// One tenant's meter over one metering interval (§2.2). Percentages are of the server's
-/// core-time in the interval.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MeterRecord {
-    /// The tenant.
-    pub tenant: TenantId,
-    /// Interval start.
-    pub start: f64,
-    /// Interval end.
-    pub end: f64,
-    /// Its reservation `ResCPU_i` (%) when the interval closed.
-    pub res_cpu: f64,
-    /// `CPU_i` (%).
-    pub cpu: f64,
-    /// `Delay_i` (%), see the module docs.
-    pub delay: f64,
-    /// `CPU_eff = CPU·100 / (CPU + Delay)` (Eq. 1), 100 when the tenant had no work.
-    pub cpu_eff: f64,
-    /// `ViolCPU = (ResCPU − CPU_eff) / ResCPU`, floored at 0 (Eq. 2); 0 without a reservation.
-    pub viol_cpu: f64,
-    /// `CPU_eff < ResCPU` (§2.2).
-    pub violated: bool,
-    /// Elastic reservations only: the burst was not met — the tenant stayed below `ResCPU`
-    /// for the interval and `CPU_eff < b` (§2.3).
-    pub burst_violated: Option<bool>,
-}
 
 /// Jain's fairness index (§2.5, Eq. 3) over `values` (the tenants' `ViolCPU`):
 /// `(Σx)² / (n Σx²)`, from `1/n` (one tenant takes all) to 1 (all equal). `None` for no
@@ -212,35 +52,13 @@ pub fn jain_index(values: &[f64]) -> Option<f64> {
     Some(s * s / (values.len() as f64 * s2))
 }
 
-/// The meter's view of one tenant so far in its current interval.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MeterReading {
-    /// `CPU_i` so far (%), over the elapsed part of the interval.
-    pub cpu: f64,
-    /// `Delay_i` so far (%), same unit.
-    pub delay: f64,
-    /// `CPU_eff` so far (%).
-    pub cpu_eff: f64,
-    /// `ViolCPU` so far.
-    pub viol_cpu: f64,
-}
-
-#[derive(Clone, Debug)]
-struct Metered {
-    id: TenantId,
-    res: f64,
-    burst: Option<f64>,
-    usage: Usage,
-    /// Delay core-seconds in the current interval, accrued up to the last time `snap` was
-    /// taken.
-    delay: f64,
+/// A tenant's delay bookkeeping in the lazy meter.
+#[derive(Clone, Copy, Debug)]
+struct Lazy {
     /// `Σ_{k=r+1}^{r+q} T_k` when the delay was last accrued (0 while `q = 0`).
     snap: f64,
     /// The interval end this tenant has an entry for in the meter's heap (NaN: none).
     queued_end: f64,
-    queued: usize,
-    /// Had work at some time during the current interval.
-    active: bool,
 }
 
 /// Per level `k ≥ 1`, the total time `T_k` during which at least `k` tasks ran on the server
@@ -334,35 +152,28 @@ impl Ord for End {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Meter {
-    cores: f64,
-    tenants: Vec<Metered>,
-    /// Tasks running on the server.
-    running_total: usize,
+    book: Book,
+    lazy: Vec<Lazy>,
     /// `T_k` per level.
     levels: Levels,
     /// The current interval ends of tenants with ready tasks (stale entries are skipped).
     ends: BinaryHeap<Reverse<End>>,
-    last: f64,
-    records: Vec<MeterRecord>,
 }
 
 impl Meter {
     /// A meter for a server of `cores` cores (≥ 1).
     pub fn new(cores: usize) -> Self {
         Meter {
-            cores: cores.max(1) as f64,
-            tenants: Vec::new(),
-            running_total: 0,
+            book: Book::new(cores),
+            lazy: Vec::new(),
             levels: Levels::default(),
             ends: BinaryHeap::new(),
-            last: 0.0,
-            records: Vec::new(),
         }
     }
 
     /// Change the number of cores (takes effect for readings from now on).
     pub fn set_cores(&mut self, cores: usize) {
-        self.cores = cores.max(1) as f64;
+        self.book.set_cores(cores);
     }
 
     /// Start metering a tenant with reservation `res_cpu` (%; 0 for none), optional elastic
@@ -375,19 +186,17 @@ impl Meter {
         interval: f64,
         now: f64,
     ) -> Result<usize, Error> {
-        check_interval(interval)?;
-        self.tenants.push(Metered {
-            id,
-            res: res_cpu,
+        let terms = Terms {
+            res_cpu,
             burst,
-            usage: Usage::new(interval, now.max(self.last)),
-            delay: 0.0,
+            interval,
+        };
+        let t = self.book.add(id, terms, now)?;
+        self.lazy.push(Lazy {
             snap: 0.0,
             queued_end: f64::NAN,
-            queued: 0,
-            active: false,
         });
-        Ok(self.tenants.len() - 1)
+        Ok(t)
     }
 
     /// Change a tenant's terms: the reservation and burst at once, the interval length from
@@ -399,11 +208,12 @@ impl Meter {
         burst: Option<f64>,
         interval: f64,
     ) -> Result<(), Error> {
-        check_interval(interval)?;
-        if let Some(m) = self.tenants.get_mut(t) {
-            m.res = res_cpu;
-            m.burst = burst;
-            m.usage.len = interval;
+        let terms = Terms {
+            res_cpu,
+            burst,
+            interval,
+        };
+        if self.book.set_terms(t, terms)? {
             // The end moved: file the new one.
             self.schedule_end(t);
         }
@@ -412,11 +222,7 @@ impl Meter {
 
     /// Rebind a handle to another tenant (the scheduler reuses handles of removed tenants).
     pub fn rebind(&mut self, t: usize, id: TenantId, now: f64) {
-        if let Some(m) = self.tenants.get_mut(t) {
-            m.id = id;
-            m.usage = Usage::new(m.usage.len, now.max(self.last));
-            m.delay = 0.0;
-            m.active = false;
+        if self.book.rebind(t, id, now) {
             self.resnap(t);
             self.schedule_end(t);
         }
@@ -424,99 +230,50 @@ impl Meter {
 
     /// The tenant got a ready task.
     pub fn enqueued(&mut self, t: usize, now: f64) {
-        if t >= self.tenants.len() {
-            return;
+        if self.enter(t, now) {
+            self.book.enqueue(t);
+            self.resnap(t);
+            self.schedule_end(t);
         }
-        self.advance(now);
-        self.touch(t);
-        self.accrue(t);
-        let m = &mut self.tenants[t];
-        m.queued += 1;
-        m.active = true;
-        self.resnap(t);
-        self.schedule_end(t);
     }
 
     /// A ready task left without running (cancelled).
     pub fn cancelled(&mut self, t: usize, now: f64) {
-        if t >= self.tenants.len() {
-            return;
+        if self.enter(t, now) {
+            self.unqueue(t);
+            self.resnap(t);
         }
-        self.advance(now);
-        self.touch(t);
-        self.accrue(t);
-        self.unqueue(t);
-        self.resnap(t);
     }
 
     /// One of the tenant's ready tasks started on a core.
     pub fn started(&mut self, t: usize, now: f64) {
-        if t >= self.tenants.len() {
-            return;
+        if self.enter(t, now) {
+            self.unqueue(t);
+            self.book.start(t);
+            self.levels.set(self.book.running_total, self.book.last);
+            self.resnap(t);
         }
-        self.advance(now);
-        self.touch(t);
-        self.accrue(t);
-        self.unqueue(t);
-        let m = &mut self.tenants[t];
-        m.usage.started(self.last);
-        m.active = true;
-        self.running_total += 1;
-        self.levels.set(self.running_total, self.last);
-        self.resnap(t);
     }
 
     /// A task of the tenant that started at `start` left its core at `now` having used `used`
     /// core-time.
     pub fn finished(&mut self, t: usize, start: f64, used: f64, now: f64) {
-        if t >= self.tenants.len() {
-            return;
+        if self.enter(t, now) {
+            self.book.finish(t, start, used);
+            self.levels.set(self.book.running_total, self.book.last);
+            self.resnap(t);
         }
-        self.advance(now);
-        self.touch(t);
-        self.accrue(t);
-        self.tenants[t].usage.finished(start, used, self.last);
-        self.running_total = self.running_total.saturating_sub(1);
-        self.levels.set(self.running_total, self.last);
-        self.resnap(t);
     }
 
     /// Bring every tenant up to `now`, closing the intervals that ended.
     pub fn close_through(&mut self, now: f64) {
         self.advance(now);
-        for t in 0..self.tenants.len() {
-            self.touch(t);
-        }
+        self.book.touch_all();
     }
 
     /// The tenant's meter so far in its current interval (`None` for an unknown handle).
     pub fn reading(&mut self, t: usize, now: f64) -> Option<MeterReading> {
-        if t >= self.tenants.len() {
-            return None;
-        }
-        self.advance(now);
-        self.touch(t);
-        self.accrue(t);
-        let now = self.last;
-        let m = &self.tenants[t];
-        let cpu = m.usage.cpu(now, self.cores);
-        let elapsed = now - m.usage.start;
-        let span = self.cores * m.usage.len;
-        // A delay below the noise of the interval's core-time reads as none, as in the
-        // records: a reading a few ulps into an interval would otherwise divide rounding by
-        // nearly nothing.
-        let delay = if elapsed > 0.0 {
-            denoise(m.delay, span) * 100.0 / (self.cores * elapsed)
-        } else {
-            0.0
-        };
-        let (cpu_eff, viol_cpu) = eff_viol(m.usage.consumed(now), m.delay, m.res, span);
-        Some(MeterReading {
-            cpu,
-            delay,
-            cpu_eff,
-            viol_cpu,
-        })
+        self.enter(t, now).then(|| self.book.reading(t))
     }
 
     /// Closed intervals collected so far, emptied, ordered by interval end and then tenant.
@@ -527,7 +284,7 @@ impl Meter {
     /// proptest `fast_ldf_decides_as_the_scan` found the two LDF walks noticing two windows
     /// that ended at the same instant in opposite orders).
     pub fn take_records(&mut self) -> Vec<MeterRecord> {
-        let mut records = std::mem::take(&mut self.records);
+        let mut records = std::mem::take(&mut self.book.records);
         // A tenant's intervals never overlap, so (end, tenant) is a total order; the sort is
         // stable and a tenant's own records keep their time order.
         records.sort_by(|a, b| a.end.total_cmp(&b.end).then(a.tenant.0.cmp(&b.tenant.0)));
@@ -536,73 +293,81 @@ impl Meter {
 
     /// The latest `now` seen.
     pub fn now(&self) -> f64 {
-        self.last
+        self.book.last
     }
 
     /// Bring the meter to `now` and the tenant's interval up to date (cheap when already).
     pub(crate) fn sync(&mut self, t: usize, now: f64) {
-        if now > self.last {
+        if now > self.book.last {
             self.advance(now);
         }
-        let m = &self.tenants[t];
-        if self.last >= m.usage.end() {
-            self.touch(t);
+        if self.book.ended(t) {
+            self.book.touch(t);
         }
     }
 
     /// `ViolCPU` so far (after [`Meter::sync`]).
     pub(crate) fn viol_cpu(&self, t: usize) -> f64 {
-        let m = &self.tenants[t];
-        eff_viol(
-            m.usage.consumed(self.last),
-            self.delay_now(t),
-            m.res,
-            self.cores * m.usage.len,
-        )
-        .1
+        self.book.viol_cpu(t, self.delay_now(t))
+    }
+
+    /// The tenant's usage window (call [`Meter::sync`] first to bring it up to date).
+    pub(crate) fn usage(&self, t: usize) -> &Usage {
+        &self.book.tenants[t].usage
+    }
+
+    /// Before an event of tenant `t` at `now`: bring the meter to `now`, the tenant's
+    /// intervals and delay up to date. `false` for a handle never issued.
+    fn enter(&mut self, t: usize, now: f64) -> bool {
+        if t >= self.book.tenants.len() {
+            return false;
+        }
+        self.advance(now);
+        self.book.touch(t);
+        self.accrue(t);
+        true
     }
 
     /// The tenant's delay so far in its interval (its accrued delay plus what its band of
     /// levels gained since).
     fn delay_now(&self, t: usize) -> f64 {
-        let m = &self.tenants[t];
+        let m = &self.book.tenants[t];
         if m.queued == 0 {
             return m.delay;
         }
-        let band = self.levels.band(m.usage.running, m.queued, self.last);
-        m.delay + (band - m.snap)
+        let band = self.levels.band(m.usage.running, m.queued, self.book.last);
+        m.delay + (band - self.lazy[t].snap)
     }
 
     /// Bring the tenant's delay up to the meter's time (before its `q` or `r` change).
     fn accrue(&mut self, t: usize) {
-        self.accrue_to(t, self.last);
+        self.accrue_to(t, self.book.last);
     }
 
     /// Bring the tenant's delay up to `at` ∈ [last change of `R`, now].
     fn accrue_to(&mut self, t: usize, at: f64) {
-        let m = &self.tenants[t];
+        let m = &self.book.tenants[t];
         if m.queued == 0 {
             return;
         }
         let band = self.levels.band(m.usage.running, m.queued, at);
-        let m = &mut self.tenants[t];
-        m.delay += band - m.snap;
-        m.snap = band;
+        self.book.tenants[t].delay += band - self.lazy[t].snap;
+        self.lazy[t].snap = band;
     }
 
     /// Take the tenant's band anew (after its `q` or `r` changed).
     fn resnap(&mut self, t: usize) {
-        self.resnap_at(t, self.last);
+        self.resnap_at(t, self.book.last);
     }
 
     fn resnap_at(&mut self, t: usize, at: f64) {
-        let m = &self.tenants[t];
+        let m = &self.book.tenants[t];
         let band = if m.queued == 0 {
             0.0
         } else {
             self.levels.band(m.usage.running, m.queued, at)
         };
-        self.tenants[t].snap = band;
+        self.lazy[t].snap = band;
     }
 
     /// File the end of the tenant's interval in the heap if it has ready tasks and that end
@@ -615,28 +380,19 @@ impl Meter {
     /// `start + len == start` the interval cannot move, and the heap must not return the
     /// same end for ever.
     fn schedule_end_after(&mut self, t: usize, after: f64) {
-        let m = &mut self.tenants[t];
+        let m = &self.book.tenants[t];
         let end = m.usage.end();
-        if m.queued > 0 && m.queued_end != end && end > after {
-            m.queued_end = end;
+        let lazy = &mut self.lazy[t];
+        if m.queued > 0 && lazy.queued_end != end && end > after {
+            lazy.queued_end = end;
             self.ends.push(Reverse(End(end, t)));
         }
     }
 
-    /// The tenant's usage window (call [`Meter::sync`] first to bring it up to date).
-    pub(crate) fn usage(&self, t: usize) -> &Usage {
-        &self.tenants[t].usage
-    }
-
     fn unqueue(&mut self, t: usize) {
-        let m = &mut self.tenants[t];
-        if m.queued == 0 {
-            return;
-        }
-        m.queued -= 1;
-        if m.queued == 0 {
+        if self.book.unqueue(t) {
             // Its heap entry goes stale and is skipped.
-            m.queued_end = f64::NAN;
+            self.lazy[t].queued_end = f64::NAN;
         }
     }
 
@@ -644,133 +400,37 @@ impl Meter {
     /// way (their delay accrued up to each end: `R` is constant since the last event). Other
     /// tenants accrue no delay and close theirs when next touched.
     fn advance(&mut self, now: f64) {
-        let now = if now > self.last { now } else { self.last };
+        let now = if now > self.book.last {
+            now
+        } else {
+            self.book.last
+        };
         while let Some(&Reverse(End(end, t))) = self.ends.peek() {
             if end > now {
                 break;
             }
             self.ends.pop();
-            let m = &self.tenants[t];
-            if m.queued == 0 || m.queued_end != end {
+            if self.book.tenants[t].queued == 0 || self.lazy[t].queued_end != end {
                 continue; // stale
             }
-            self.tenants[t].queued_end = f64::NAN;
+            self.lazy[t].queued_end = f64::NAN;
             let mut rolls = 0;
-            while now >= self.tenants[t].usage.end() {
-                if !self.tenants[t].usage.may_roll(rolls) {
+            while now >= self.book.tenants[t].usage.end() {
+                if !self.book.tenants[t].usage.may_roll(rolls) {
                     // See MAX_ROLLS: skip unrecorded, delay counted from here.
-                    self.tenants[t].usage.jump(now);
-                    self.tenants[t].delay = 0.0;
+                    self.book.tenants[t].usage.jump(now);
+                    self.book.tenants[t].delay = 0.0;
                     self.resnap_at(t, now);
                     break;
                 }
                 // Not before the last change of `R` (an interval shortened by `set_terms`).
-                let end = self.tenants[t].usage.end().max(self.last);
+                let end = self.book.tenants[t].usage.end().max(self.book.last);
                 self.accrue_to(t, end);
-                self.roll(t);
+                self.book.roll(t);
                 rolls += 1;
             }
             self.schedule_end_after(t, now);
         }
-        self.last = now;
-    }
-
-    /// Close the tenant's intervals that ended by now (its delay is already accrued).
-    fn touch(&mut self, t: usize) {
-        let now = self.last;
-        let mut rolls = 0;
-        loop {
-            let m = &mut self.tenants[t];
-            if now < m.usage.end() {
-                break;
-            }
-            if m.usage.running == 0 && m.queued == 0 && !m.active {
-                m.usage.skip_idle(now);
-                m.delay = 0.0;
-                break;
-            }
-            if !m.usage.may_roll(rolls) {
-                m.usage.jump(now);
-                m.delay = 0.0;
-                break;
-            }
-            self.roll(t);
-            rolls += 1;
-        }
-    }
-
-    fn roll(&mut self, t: usize) {
-        let cores = self.cores;
-        let m = &mut self.tenants[t];
-        let (start, end) = (m.usage.start, m.usage.end());
-        let used = m.usage.roll();
-        let delay = std::mem::take(&mut m.delay);
-        if m.active {
-            let span = cores * (end - start);
-            let delay = denoise(delay, span);
-            let cpu = used * 100.0 / span;
-            let (cpu_eff, viol_cpu) = eff_viol(used, delay, m.res, span);
-            let violated = m.res > 0.0 && cpu_eff < m.res;
-            let burst_violated = m.burst.map(|b| cpu < m.res && cpu_eff < b);
-            self.records.push(MeterRecord {
-                tenant: m.id,
-                start,
-                end,
-                res_cpu: m.res,
-                cpu,
-                delay: delay * 100.0 / span,
-                cpu_eff,
-                viol_cpu,
-                violated,
-                burst_violated,
-            });
-        }
-        m.active = m.queued > 0 || m.usage.running > 0;
-    }
-}
-
-/// `CPU_eff` (Eq. 1) and `ViolCPU` (Eq. 2) from core-time used and delayed.
-///
-/// `span` is the interval's core-time (cores × length): a delay below `DELAY_NOISE` of it
-/// counts as none (see [`denoise`]).
-fn eff_viol(used: f64, delay: f64, res: f64, span: f64) -> (f64, f64) {
-    let delay = denoise(delay, span);
-    let eff = if used + delay > 0.0 {
-        used * 100.0 / (used + delay)
-    } else {
-        100.0
-    };
-    let viol = if res > 0.0 {
-        ((res - eff) / res).max(0.0)
-    } else {
-        0.0
-    };
-    (eff, viol)
-}
-
-pub(crate) fn check_interval(interval: f64) -> Result<(), Error> {
-    if interval.is_finite() && interval > 0.0 {
-        Ok(())
-    } else {
-        Err(Error::InvalidConfig {
-            field: "interval",
-            reason: format!("the metering interval must be finite and > 0, got {interval}"),
-        })
-    }
-}
-
-/// Delays are sums and differences of instants; at large times their rounding leaves
-/// residues of many ulps (1.4e-12 core-seconds at t ≈ 96 s, found by the meter proptest)
-/// where the exact delay is 0. With nothing used, such a residue would turn `CPU_eff` from
-/// 100 % into 0 % and flag a reserved tenant as violated, so a delay below this fraction of
-/// the interval's core-time (a nanosecond per second) counts as none.
-pub(crate) const DELAY_NOISE: f64 = 1e-9;
-
-/// `delay`, or 0 when it is below [`DELAY_NOISE`] of `span` (rounding, not waiting).
-pub(crate) fn denoise(delay: f64, span: f64) -> f64 {
-    if delay.abs() <= DELAY_NOISE * span {
-        0.0
-    } else {
-        delay
+        self.book.last = now;
     }
 }

@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 
+use super::account::Terms;
 use super::meter::Meter;
 use super::meter_scan::Meter as ScanMeter;
 use super::{MeterReading, MeterRecord};
@@ -67,7 +68,7 @@ fn sorted(mut r: Vec<MeterRecord>) -> Vec<MeterRecord> {
 }
 
 proptest! {
-    #![proptest_config(super::proptest_cases(512))]
+    #![proptest_config(crate::util::proptest_cases(512))]
 
     #[test]
     fn lazy_meter_matches_the_per_event_one(
@@ -81,7 +82,8 @@ proptest! {
         for t in 0..tenants {
             let (res, interval) = (10.0 * t as f64, 0.5 + (t % 3) as f64 * 0.25);
             prop_assert_eq!(lazy.add_tenant(TenantId(t as u64), res, None, interval, 0.0).unwrap(), t);
-            scan.add_tenant(TenantId(t as u64), res, None, interval, 0.0).unwrap();
+            let terms = Terms { res_cpu: res, burst: None, interval };
+            scan.add_tenant(TenantId(t as u64), terms, 0.0).unwrap();
         }
         // The caller's view: ready and running tasks per tenant (start times).
         let mut ready = vec![0usize; tenants];
@@ -134,7 +136,8 @@ proptest! {
                     let interval = lens[t].max(0.25 + (k % 4) as f64 * 0.25);
                     lens[t] = interval;
                     lazy.set_terms(t, 20.0, Some(40.0), interval).unwrap();
-                    scan.set_terms(t, 20.0, Some(40.0), interval).unwrap();
+                    let terms = Terms { res_cpu: 20.0, burst: Some(40.0), interval };
+                    scan.set_terms(t, terms).unwrap();
                 }
                 Ev::Close => {
                     lazy.close_through(now);

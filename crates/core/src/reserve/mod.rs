@@ -47,19 +47,12 @@
 #[cfg(doctest)]
 pub struct ReservationsDoctest;
 
+mod account;
 mod baselines;
 #[cfg(test)]
 mod fast_tests;
-/// `cases` proptest cases, or `PROPTEST_CASES` when it is set (to run many more once, as
-/// before a commit: proptest's own env override does not reach an explicit `with_cases`).
 #[cfg(test)]
-pub(crate) fn proptest_cases(cases: u32) -> proptest::test_runner::Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(cases);
-    proptest::test_runner::Config::with_cases(cases)
-}
+pub(crate) use crate::util::proptest_cases;
 mod ldf;
 mod ldf_fast;
 mod meter;
@@ -74,14 +67,15 @@ mod penalty;
 
 use std::collections::{HashMap, VecDeque};
 
-pub use meter::{jain_index, Meter, MeterReading, MeterRecord};
+pub use account::{MeterReading, MeterRecord};
+pub use meter::{jain_index, Meter};
 pub use penalty::Penalty;
 
 use crate::scheduler::{Admin, Inspect, Scheduler, TenantView};
 use crate::types::{
     check_cost, check_weight, Decision, Dispatch, Error, Request, TenantId, Ticket,
 };
-use meter::{check_interval, Usage};
+use account::{check_interval, Usage};
 
 /// Elastic reservation parameters (§4): while the tenant's utilization of the whole interval
 /// stays below `f × ResCPU`, its reservation is boosted to `b` for computing its deficit.
@@ -587,28 +581,21 @@ impl<T> ReserveScheduler<T> {
         if let Some(&t) = self.index.get(&id) {
             return Ok(t);
         }
-        let terms = Reservation::best_effort(100.0);
+        let fresh = Tenant {
+            id,
+            terms: Reservation::best_effort(100.0),
+            queue: VecDeque::new(),
+            running: 0,
+            live: true,
+            deficit: 0.0,
+        };
         let t = if let Some(t) = self.free_tenants.pop() {
-            self.tenants[t] = Tenant {
-                id,
-                terms,
-                queue: VecDeque::new(),
-                running: 0,
-                live: true,
-                deficit: 0.0,
-            };
+            self.tenants[t] = fresh;
             self.meter.rebind(t, id, now);
             self.meter.set_terms(t, 0.0, None, self.interval)?;
             t
         } else {
-            self.tenants.push(Tenant {
-                id,
-                terms,
-                queue: VecDeque::new(),
-                running: 0,
-                live: true,
-                deficit: 0.0,
-            });
+            self.tenants.push(fresh);
             self.pos.push(NOT_ACTIVE);
             self.ring.grow();
             self.meter.add_tenant(id, 0.0, None, self.interval, now)?

@@ -259,10 +259,7 @@ mod tests {
     }
 
     proptest! {
-        // 1,000 cases, or PROPTEST_CASES (an explicit count hides proptest's own override).
-        #![proptest_config(ProptestConfig::with_cases(
-            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
-        ))]
+        #![proptest_config(crate::util::proptest_cases(1000))]
 
         /// WFQ's selector, a scan while few tenants are backlogged and a heap (with the lazy
         /// smallest start tag) above, decides as the plain definition does: the smallest

@@ -554,6 +554,35 @@ mod tests {
         Workers { n: u8 },
     }
 
+    /// Set tenant `t`'s tags in both from an op's small numbers: halves, so that equal start
+    /// and finish tags are frequent.
+    fn set_both(fast: &mut Staggered, treap: &mut Treap, t: u16, start: i8, cost: u8, w: u8) {
+        let (start, cost) = (f64::from(start) / 2.0, f64::from(cost) / 2.0);
+        let key = TagKey {
+            start,
+            cost,
+            finish: start + cost / f64::from(w),
+            tie: u64::from(t % 7) * 1000 + u64::from(t),
+        };
+        fast.set(u32::from(t), key);
+        treap.set(u32::from(t), key);
+    }
+
+    /// Both lift the same clocks alike, decreasing and NaN ones included.
+    fn same_lifts(fast: &Staggered, treap: &Treap) -> Result<(), TestCaseError> {
+        for v in [-11.0, -0.5, 0.0, 3.25, 25.0, f64::NAN] {
+            let (a, b) = (fast.lift(v), treap.lift(v));
+            prop_assert!(
+                a == b || (a.is_nan() && b.is_nan()),
+                "lift({}) {} vs {}",
+                v,
+                a,
+                b
+            );
+        }
+        Ok(())
+    }
+
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             5 => (0u8..48, -20i8..40, 0u8..8, 1u8..4)
@@ -612,17 +641,7 @@ mod tests {
                 match op {
                     Op::Set { t, start, cost, w } => {
                         // 12 slots: always scanned; 48: the backlog crosses FEW both ways.
-                        let t = t % slots;
-                        // Small halves: equal start and finish tags are frequent.
-                        let (start, cost) = (f64::from(start) / 2.0, f64::from(cost) / 2.0);
-                        let key = TagKey {
-                            start,
-                            cost,
-                            finish: start + cost / f64::from(w),
-                            tie: u64::from(t % 7) * 1000 + u64::from(t),
-                        };
-                        fast.set(u32::from(t), key);
-                        treap.set(u32::from(t), key);
+                        set_both(&mut fast, &mut treap, u16::from(t % slots), start, cost, w);
                     }
                     Op::Remove { t } => {
                         let t = t % slots;
@@ -648,10 +667,7 @@ mod tests {
                 }
                 prop_assert_eq!(fast.len(), treap.len());
                 prop_assert_eq!(fast.min_start(), treap.min_start());
-                for v in [-11.0, -0.5, 0.0, 3.25, 25.0, f64::NAN] {
-                    let (a, b) = (fast.lift(v), treap.lift(v));
-                    prop_assert!(a == b || (a.is_nan() && b.is_nan()), "lift({}) {} vs {}", v, a, b);
-                }
+                same_lifts(&fast, &treap)?;
             }
         }
     }
@@ -740,16 +756,7 @@ mod tests {
             for op in ops {
                 match op {
                     WideOp::Set { t, start, cost, w } => {
-                        let t = t % slots;
-                        let (start, cost) = (f64::from(start) / 2.0, f64::from(cost) / 2.0);
-                        let key = TagKey {
-                            start,
-                            cost,
-                            finish: start + cost / f64::from(w),
-                            tie: u64::from(t % 7) * 1000 + u64::from(t),
-                        };
-                        fast.set(u32::from(t), key);
-                        treap.set(u32::from(t), key);
+                        set_both(&mut fast, &mut treap, t % slots, start, cost, w);
                     }
                     WideOp::Remove { t } => {
                         let t = t % slots;
@@ -782,10 +789,7 @@ mod tests {
                 if workers > 1 && fast.len() < FEW_LANES / 2 {
                     prop_assert!(matches!(fast, Staggered::Wide(_)));
                 }
-                for v in [-11.0, -0.5, 0.0, 3.25, 25.0, f64::NAN] {
-                    let (a, b) = (fast.lift(v), treap.lift(v));
-                    prop_assert!(a == b || (a.is_nan() && b.is_nan()), "lift({}) {} vs {}", v, a, b);
-                }
+                same_lifts(&fast, &treap)?;
             }
         }
     }

@@ -257,9 +257,13 @@ pub fn clients(role: &str, connections: usize, sql: &str, pause_ms: u64) -> Clie
 }
 
 /// What one run measured: per role its share of the 2 cores over the run (%), its
-/// per-second samples (%), and its queries' latencies.
+/// per-second samples (%), and its queries' latencies; and per tenant the share the pooler
+/// charged (its own schedstat metering, to compare with the independent reading) and the
+/// mean CPU seconds it charged a transaction.
 pub struct Outcome {
     pub shares: HashMap<String, f64>,
+    pub charged: HashMap<String, f64>,
+    pub per_transaction: HashMap<String, f64>,
     pub samples: HashMap<String, Vec<f64>>,
     pub latencies: HashMap<String, Vec<Duration>>,
 }
@@ -281,6 +285,7 @@ pub fn measure(
         let pooler = fairlane_pg::Pooler::start(config).await.unwrap();
         let port = pooler.addr().port();
         run(port, load, Duration::from_millis(1500)).await;
+        let charged0 = charged_cpu(&pooler);
         watch.mark();
         let t0 = Instant::now();
         let mut last = Instant::now();
@@ -301,14 +306,41 @@ pub fn measure(
         std::thread::sleep(Duration::from_millis(150));
         lap(&mut samples);
         let wall = t0.elapsed().as_secs_f64();
+        let mut charged = HashMap::new();
+        let mut per_transaction = HashMap::new();
+        for (t, (c, n)) in charged_cpu(&pooler) {
+            let (c0, n0) = charged0.get(&t).copied().unwrap_or((0.0, 0.0));
+            charged.insert(t.clone(), (c - c0) * 100.0 / (2.0 * wall));
+            per_transaction.insert(t, (c - c0) / (n - n0).max(1.0));
+        }
         let shares = totals
             .into_iter()
             .map(|(r, c)| (r, c * 100.0 / (2.0 * wall)))
             .collect();
         Outcome {
             shares,
+            charged,
+            per_transaction,
             samples,
             latencies,
         }
     })
+}
+
+/// CPU seconds the pooler charged so far and transactions, per tenant (`/status`).
+fn charged_cpu(pooler: &fairlane_pg::Pooler) -> HashMap<String, (f64, f64)> {
+    let status = pooler.status();
+    let Some(tenants) = status["tenants"].as_array() else {
+        return HashMap::new();
+    };
+    tenants
+        .iter()
+        .filter_map(|t| {
+            let name = t["name"].as_str()?.to_string();
+            Some((
+                name,
+                (t["cpu_seconds"].as_f64()?, t["transactions"].as_f64()?),
+            ))
+        })
+        .collect()
 }

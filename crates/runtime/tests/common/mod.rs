@@ -1,8 +1,28 @@
 //! Helpers shared by the runtime's test files.
 
+#![allow(dead_code)] // each test file uses some of these
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use fairlane_runtime::cpu::thread_cpu_time;
+use fairlane_runtime::{Acquire, AcquireError, Permit};
+
+/// Poll an acquire once, with a waker that does nothing.
+pub fn poll(a: &mut Acquire) -> Poll<Result<Permit, AcquireError>> {
+    Pin::new(a).poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// The permit of an acquire that must be granted now.
+pub fn ready(a: &mut Acquire) -> Permit {
+    match poll(a) {
+        Poll::Ready(Ok(p)) => p,
+        Poll::Ready(Err(e)) => panic!("acquire failed: {e}"),
+        Poll::Pending => panic!("acquire still pending"),
+    }
+}
 
 /// Burn `d` of this thread's CPU time (so a task's cost is what we say, whatever the VM does).
 pub fn spin_cpu(d: Duration) {

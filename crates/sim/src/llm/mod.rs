@@ -47,21 +47,25 @@
 mod meter;
 mod model;
 mod policy;
+pub mod report;
+mod run;
 mod server;
+pub mod spec;
 #[cfg(test)]
 mod tests;
 mod workload;
 
 pub use meter::{LatencySummary, LlmClient, MAX_PAIR_CLIENTS};
 pub use policy::{Disclosure, Policy};
+pub use run::{run_points, LlmRuns, LlmSpecFile};
 pub use server::{Batching, Server, Speed};
-pub use workload::{LlmRequest, Mode, Suite, SUITES};
+pub use workload::{LlmRequest, Mode, Suite, MAX_CLIENTS, MAX_REQUESTS, SUITES};
 
 use fairlane_core::TokenCost;
 use serde::Serialize;
 
-use crate::SimError;
 use crate::events::{drive, DEFAULT_MAX_EVENTS};
+use crate::SimError;
 use model::LlmSim;
 
 /// A workload's requests with its clients' weights and the length of its arrival window.
@@ -119,7 +123,7 @@ pub struct LlmResult {
     pub scheduler: String,
     /// Wall-clock seconds of the run (the only field that is not deterministic).
     pub wall_seconds: f64,
-    /// Events handled.
+    /// Events handled, each decoded token counted as one (the work the event cap bounds).
     pub events: u64,
     /// When the last request completed, seconds.
     pub makespan: f64,
@@ -155,6 +159,15 @@ pub struct LlmResult {
     pub clients: Vec<LlmClient>,
 }
 
+/// One policy's run at one point of a spec.
+#[derive(Clone, Debug)]
+pub struct LlmRun {
+    /// The point's label (empty without a sweep).
+    pub label: String,
+    /// What the run measured.
+    pub result: LlmResult,
+}
+
 impl LlmResult {
     /// Tokens (prompt and generated) per second over the arrival window.
     pub fn window_throughput(&self) -> f64 {
@@ -163,7 +176,9 @@ impl LlmResult {
 }
 
 fn check(trace: &Trace, server: &Server, opts: &LlmOptions) -> Result<(), SimError> {
-    server.check()?;
+    server
+        .check()
+        .map_err(|e| SimError::spec(format!("server.{}: {}", e.field, e.message)))?;
     TokenCost::new(opts.cost.input_weight, opts.cost.output_weight).map_err(SimError::scheduler)?;
     if !(opts.sample_every.is_finite() && opts.sample_every > 0.0) {
         return Err(SimError::spec(format!(

@@ -12,8 +12,8 @@ use super::policy::{Disclosure, Policy, Rpm};
 use super::server::{peak_excess, Batching, Footprint, Server};
 use super::workload::LlmRequest;
 use super::{LlmOptions, Trace};
-use crate::SimError;
 use crate::events::{EventQueue, Model};
+use crate::SimError;
 
 #[cfg(test)]
 thread_local! {
@@ -405,6 +405,8 @@ impl<'a> LlmSim<'a> {
         self.busy = false;
         if self.decoding {
             self.decodes += 1;
+            // Each decoded token counts as an event: the cap bounds the work.
+            self.events += self.running.len() as u64;
             let mut k = 0;
             while k < self.running.len() {
                 // Read, then write back: a store to `done` read back at once as part of the

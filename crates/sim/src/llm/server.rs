@@ -2,14 +2,15 @@
 //! alternate between prefill and decode, how long one takes, and the admission rule that
 //! reserves KV tokens for the running requests.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::SimError;
+use crate::error::FieldError;
 
 /// How long one iteration takes: `fixed + per_prefill_token · P + per_decode_token · D`
 /// seconds for `P` prompt tokens prefilled and `D` tokens decoded (one per running
 /// request).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Speed {
     /// Seconds every iteration costs (kernel launches, sampling, the scheduler).
     pub fixed: f64,
@@ -40,8 +41,21 @@ impl Speed {
     }
 }
 
-/// How prefill and decode share iterations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+impl Default for Speed {
+    /// [`Speed::A10G_LLAMA2_7B`].
+    fn default() -> Self {
+        Speed::A10G_LLAMA2_7B
+    }
+}
+
+fn ten() -> u32 {
+    10
+}
+
+/// How prefill and decode share iterations; in a spec `{ kind = "separate",
+/// max_wait_tokens = 10 }` or `{ kind = "mixed" }`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Batching {
     /// The artifact's server (S-LoRA on LightLLM, `router/manager.py`): an iteration either
     /// prefills newly admitted requests (each gets its first token) or decodes the running
@@ -50,11 +64,21 @@ pub enum Batching {
     /// every iteration until something is admitted.
     Separate {
         /// Decode iterations between admission attempts.
+        #[serde(default = "ten")]
         max_wait_tokens: u32,
     },
     /// Each iteration admits what fits, prefills it and decodes every running request
     /// (chunk-free mixed batching).
     Mixed,
+}
+
+impl Default for Batching {
+    /// The artifact's: [`Batching::Separate`] with LightLLM's 10.
+    fn default() -> Self {
+        Batching::Separate {
+            max_wait_tokens: 10,
+        }
+    }
 }
 
 /// The server: memory, limits, iteration structure and speed.
@@ -103,9 +127,9 @@ impl Server {
         self
     }
 
-    /// Check the values; the error names the field.
-    pub fn check(&self) -> Result<(), SimError> {
-        let bad = |field: &str, why: String| Err(SimError::spec(format!("server.{field}: {why}")));
+    /// Check the values; the error names the field within `[server]` (`kv_tokens`).
+    pub fn check(&self) -> Result<(), FieldError> {
+        let bad = |field: &str, why: String| Err(FieldError::new(field, why));
         if self.kv_tokens < 2 || self.kv_tokens > 1 << 40 {
             return bad(
                 "kv_tokens",
@@ -122,8 +146,11 @@ impl Server {
                 ),
             );
         }
-        if self.max_prefill_tokens == 0 {
-            return bad("max_prefill_tokens", "must be ≥ 1".into());
+        if self.max_prefill_tokens == 0 || self.max_prefill_tokens > 1 << 40 {
+            return bad(
+                "max_prefill_tokens",
+                format!("must be in 1..=2^40, got {}", self.max_prefill_tokens),
+            );
         }
         let s = self.speed;
         for (field, v) in [
@@ -253,13 +280,13 @@ mod tests {
     #[test]
     fn bad_values_name_the_field() {
         let e = Server::a10g_llama2_7b().kv_tokens(0).check().unwrap_err();
-        assert!(e.message.contains("server.kv_tokens"), "{e}");
+        assert_eq!(e.field, "kv_tokens", "{e:?}");
         let mut s = Server::a10g_llama2_7b();
         s.speed.per_decode_token = f64::NAN;
         let e = s.check().unwrap_err();
-        assert!(e.message.contains("server.speed.per_decode_token"), "{e}");
+        assert_eq!(e.field, "speed.per_decode_token", "{e:?}");
         let e = Server::a10g_llama2_7b().max_batch(0).check().unwrap_err();
-        assert!(e.message.contains("server.max_batch"), "{e}");
+        assert_eq!(e.field, "max_batch", "{e:?}");
         assert!(Server::a10g_llama2_7b().admits(256, 256));
         assert!(!Server::a10g_llama2_7b().admits(5000, 5000));
         assert!(!Server::a10g_llama2_7b().admits(0, 5));

@@ -6,8 +6,15 @@
 
 use serde::Serialize;
 
-use crate::SimError;
+use crate::error::FieldError;
 use crate::rng::{purpose, stream_id, Rng};
+use crate::SimError;
+
+/// The most clients a suite may have (each keeps its own series).
+pub const MAX_CLIENTS: usize = 1024;
+
+/// The most requests a suite may generate (`Σ rates · duration`).
+pub const MAX_REQUESTS: u64 = 10_000_000;
 
 /// One request of a workload: when it arrives, whose it is, its prompt and output tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -54,7 +61,7 @@ pub enum Mode {
 impl Mode {
     /// The mode by `trace.py`'s name (`uniform`, `poisson`, `poisson-short-long`,
     /// `poisson-short-long-2`, `increase`, `dist_shift`; hyphens or underscores).
-    pub fn by_name(name: &str) -> Result<Self, SimError> {
+    pub fn by_name(name: &str) -> Result<Self, FieldError> {
         Ok(match name.replace('_', "-").as_str() {
             "uniform" => Mode::Uniform,
             "poisson" => Mode::Poisson,
@@ -63,10 +70,13 @@ impl Mode {
             "increase" => Mode::Increase,
             "dist-shift" => Mode::DistShift,
             _ => {
-                return Err(SimError::spec(format!(
-                    "workload.mode: unknown mode {name:?}; known: uniform, poisson, \
-                     poisson-short-long, poisson-short-long-2, increase, dist_shift"
-                )))
+                return Err(FieldError::new(
+                    "mode",
+                    format!(
+                        "unknown mode {name:?}; known: uniform, poisson, poisson-short-long, \
+                         poisson-short-long-2, increase, dist_shift"
+                    ),
+                ))
             }
         })
     }
@@ -211,7 +221,7 @@ impl Suite {
     }
 
     /// A suite by its name in `exp_suite.py` (hyphens or underscores).
-    pub fn by_name(name: &str) -> Result<Self, SimError> {
+    pub fn by_name(name: &str) -> Result<Self, FieldError> {
         Ok(match name.replace('-', "_").as_str() {
             "overload" => Self::overload(),
             "overload_multi" => Self::overload_multi(),
@@ -225,10 +235,10 @@ impl Suite {
             "poisson_short_long_2" => Self::poisson_short_long_2(),
             "dist_shift" => Self::dist_shift(),
             _ => {
-                return Err(SimError::spec(format!(
-                    "workload.suite: unknown suite {name:?}; known: {}",
-                    SUITES.join(", ")
-                )))
+                return Err(FieldError::new(
+                    "suite",
+                    format!("unknown suite {name:?}; known: {}", SUITES.join(", ")),
+                ))
             }
         })
     }
@@ -260,22 +270,23 @@ impl Suite {
         }
     }
 
-    /// Check the values; the error names the field.
-    pub fn check(&self) -> Result<(), SimError> {
-        let bad = |field: &str, why: String| {
-            Err(SimError::spec(format!(
-                "workload.{field} ({}): {why}",
-                self.name
-            )))
-        };
+    /// Check the values; the error names the field within `[workload]` (`rates`).
+    pub fn check(&self) -> Result<(), FieldError> {
+        let bad = |field: &str, why: String| Err(FieldError::new(field, why));
         let n = self.weights.len();
-        if n == 0 || n > 1 << 16 {
-            return bad("weights", format!("needs 1..=65536 clients, got {n}"));
+        if n == 0 || n > MAX_CLIENTS {
+            return bad(
+                "weights",
+                format!("needs 1..={MAX_CLIENTS} clients, got {n}"),
+            );
         }
         if self.mode != Mode::DistShift && self.rates.len() != n {
             return bad(
                 "rates",
-                format!("{} rates for {n} clients", self.rates.len()),
+                format!(
+                    "{} rates for {n} clients (one weight each)",
+                    self.rates.len()
+                ),
             );
         }
         if !(self.duration.is_finite() && self.duration > 0.0 && self.duration <= 1e9) {
@@ -289,22 +300,7 @@ impl Suite {
                 return bad(field, format!("needs 1 ≤ lo < hi ≤ 2^32, got [{lo}, {hi})"));
             }
         }
-        if self.mode != Mode::DistShift {
-            for (i, &r) in self.rates.iter().enumerate() {
-                if !(r.is_finite() && r >= 0.0 && r * self.duration <= 1e8) {
-                    return bad("rates", format!("client {i}: {r}/s (at most 1e8 requests)"));
-                }
-            }
-            let total: f64 = self.rates.iter().sum();
-            if matches!(self.mode, Mode::Increase) && n != 2 {
-                return bad("mode", "increase needs two clients".into());
-            }
-            if total <= 0.0 {
-                return bad("rates", "no client sends anything".into());
-            }
-        } else if n != 2 {
-            return bad("mode", "dist_shift needs two clients".into());
-        }
+        self.check_rates()?;
         if !(self.cv.is_finite() && self.cv != 0.0 && self.cv.abs() <= 100.0) {
             return bad(
                 "cv",
@@ -318,15 +314,69 @@ impl Suite {
         }
         for (i, &w) in self.weights.iter().enumerate() {
             if !(fairlane_core::MIN_WEIGHT..=fairlane_core::MAX_WEIGHT).contains(&w) {
-                return bad("weights", format!("client {i}: {w}"));
+                return bad(
+                    &format!("weights[{i}]"),
+                    format!(
+                        "must be in [{}, {}], got {w}",
+                        fairlane_core::MIN_WEIGHT,
+                        fairlane_core::MAX_WEIGHT
+                    ),
+                );
             }
         }
         Ok(())
     }
 
+    /// The rates: finite, not all zero, at most [`MAX_REQUESTS`] requests in all.
+    fn check_rates(&self) -> Result<(), FieldError> {
+        let n = self.weights.len();
+        if self.mode == Mode::DistShift {
+            return if n == 2 {
+                Ok(())
+            } else {
+                Err(FieldError::new("mode", "dist_shift needs two clients"))
+            };
+        }
+        for (i, &r) in self.rates.iter().enumerate() {
+            if !(r.is_finite() && r >= 0.0) {
+                return Err(FieldError::new(
+                    format!("rates[{i}]"),
+                    format!("must be a finite rate ≥ 0 (requests/s), got {r}"),
+                ));
+            }
+        }
+        if matches!(self.mode, Mode::Increase) && n != 2 {
+            return Err(FieldError::new("mode", "increase needs two clients"));
+        }
+        let total: f64 = self.rates.iter().sum();
+        if total <= 0.0 {
+            return Err(FieldError::new("rates", "no client sends anything"));
+        }
+        if total * self.duration > MAX_REQUESTS as f64 {
+            return Err(FieldError::new(
+                "rates",
+                format!(
+                    "{total}/s over {} s is more than {MAX_REQUESTS} requests",
+                    self.duration
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// [`Suite::check`] as a run error (`workload.FIELD (suite): …`).
+    fn checked(&self) -> Result<(), SimError> {
+        self.check().map_err(|e| {
+            SimError::spec(format!(
+                "workload.{} ({}): {}",
+                e.field, self.name, e.message
+            ))
+        })
+    }
+
     /// The requests of this suite for `seed`, in arrival order.
     pub fn requests(&self, seed: u64) -> Result<Vec<LlmRequest>, SimError> {
-        self.check()?;
+        self.checked()?;
         let mut out = match self.mode {
             Mode::Uniform => self.uniform_phase(&self.rates, 0.0, self.duration, self.on_off, seed),
             Mode::Increase => self.increase_requests(seed),
@@ -607,15 +657,23 @@ mod tests {
         }
         assert!(Mode::by_name("gamma").is_err());
         let e = Suite::overload().duration(f64::NAN).check().unwrap_err();
-        assert!(e.message.contains("workload.duration"), "{e}");
+        assert_eq!(e.field, "duration", "{e:?}");
+        let e = Suite::overload()
+            .duration(f64::NAN)
+            .requests(1)
+            .unwrap_err();
+        assert!(e.message.starts_with("workload.duration (overload)"), "{e}");
         let mut s = Suite::overload();
         s.input = (0, 5);
-        assert!(s.check().unwrap_err().message.contains("workload.input"));
+        assert_eq!(s.check().unwrap_err().field, "input");
         s = Suite::overload();
         s.rates[1] = f64::INFINITY;
-        assert!(s.check().unwrap_err().message.contains("workload.rates"));
+        assert_eq!(s.check().unwrap_err().field, "rates[1]");
+        s = Suite::overload();
+        s.rates = vec![1e6, 1e6];
+        assert_eq!(s.check().unwrap_err().field, "rates");
         s = Suite::overload();
         s.weights[0] = 0.0;
-        assert!(s.check().unwrap_err().message.contains("workload.weights"));
+        assert_eq!(s.check().unwrap_err().field, "weights[0]");
     }
 }

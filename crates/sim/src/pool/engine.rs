@@ -24,11 +24,12 @@ use std::time::Instant;
 
 use fairlane_core::depth::DepthController;
 use fairlane_core::{
-    ClassId, Decision, EstimatorKind, GpsClock, Request, Scheduler, TenantId, Ticket,
+    ClassId, Decision, EstimatorKind, GpsClock, LevelId, Request, Scheduler, TenantId, Ticket,
 };
 use serde::Serialize;
 
 use super::blackbox::{BlackBoxResult, BlackBoxService, Measure};
+use super::levels::{LevelSampler, LevelSeries};
 use super::scenario::Scenario;
 use super::spec::Depth;
 use super::workload::{Arrival, SimpleCost, TenantDef};
@@ -71,6 +72,9 @@ pub struct RunResult {
     /// The black-box server's measurements (response times, depth), when it ran one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub blackbox: Option<BlackBoxResult>,
+    /// Each priority level's seats, limit and queue over time (`[[priority_level]]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelSeries>,
 }
 
 /// The payload of a request in the engine's scheduler (what
@@ -264,6 +268,9 @@ struct Sim<'a, S: Service + Measure> {
     depth_ctl: Option<DepthController>,
     /// An occupancy sample is due at the end of this instant (after the picks).
     occupancy_due: bool,
+    /// Per tenant (spec index): its priority level; empty without levels.
+    level_of: Vec<LevelId>,
+    level_series: LevelSampler,
 }
 
 /// Build the scheduler `choice` names for scenario `sc`'s server (through
@@ -273,7 +280,11 @@ pub fn build_scheduler(
     sc: &Scenario,
     choice: &SchedulerChoice,
 ) -> Result<(Box<dyn Scheduler<Job> + Send>, bool), SimError> {
-    let sched = crate::sched::build::<Job>(&choice.config, sc.workers).map_err(core)?;
+    let sched = match &sc.levels {
+        Some(levels) => crate::sched::build_levels::<Job>(&choice.config, levels, sc.workers),
+        None => crate::sched::build::<Job>(&choice.config, sc.workers),
+    }
+    .map_err(core)?;
     Ok((sched, choice.config.estimator == EstimatorKind::Oracle))
 }
 
@@ -404,6 +415,7 @@ fn run_service<S: Service + Measure>(
     let slots = svc.slots();
     let capacity = svc.capacity();
     let order = canonical_order(sc);
+    let level_series = LevelSampler::new(&*sched, sc.max_points);
     let mut rank = vec![0; n];
     for (r, &f) in order.iter().enumerate() {
         rank[f] = r;
@@ -466,6 +478,11 @@ fn run_service<S: Service + Measure>(
             _ => None,
         },
         occupancy_due: false,
+        level_of: sc
+            .levels
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.of_tenant.clone()),
+        level_series,
     };
     sim.start()?;
     drive(&mut sim, sc.duration, sc.max_events, progress)?;
@@ -816,6 +833,9 @@ impl<S: Service + Measure> Sim<'_, S> {
             draw,
         };
         let mut req = Request::new(TenantId(r as u64), ClassId(class), job);
+        if let Some(&level) = self.level_of.get(f) {
+            req.level = level;
+        }
         if self.known_costs {
             req = req.with_cost(cost);
         }
@@ -959,6 +979,7 @@ impl<S: Service + Measure> Sim<'_, S> {
             self.prev_actual[f] = actual;
             self.prev_gps[f] = gps;
         }
+        self.level_series.sample(&*self.sched, now);
         let g = gini(&mut self.scratch);
         self.gini.push(now, g);
         if measured {
@@ -1039,6 +1060,7 @@ impl<S: Service + Measure> Sim<'_, S> {
                     .collect(),
             },
             blackbox: self.svc.report(sc),
+            levels: self.level_series.finish(&*self.sched),
         }
     }
 }

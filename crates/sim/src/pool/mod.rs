@@ -8,6 +8,7 @@
 pub mod blackbox;
 pub mod dist;
 pub mod engine;
+pub mod levels;
 pub mod production;
 pub mod report;
 pub mod resolve;

@@ -6,14 +6,17 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use fairlane_core::depth::{DepthConfig, DepthController};
+use fairlane_core::levels::LevelConfig;
+use fairlane_core::LevelId;
 
 use super::scenario::Scenario;
 use super::spec::{
-    AdaptiveDepthSpec, BlackBoxDef, Depth, MetricsSpec, Routing, ServerSpec, Spec, TenantSpec,
+    AdaptiveDepthSpec, BlackBoxDef, Depth, MetricsSpec, PriorityLevelSpec, Routing, ServerSpec,
+    Spec, TenantSpec,
 };
 use super::workload::{self, ClassTable, TenantDef, TraceCache};
 use crate::error::{non_negative, positive, FieldError, SpecError};
-use crate::sched::{self, SchedulerChoice};
+use crate::sched::{self, Levels, SchedulerChoice};
 
 pub use crate::doc::MAX_GROUP;
 
@@ -45,6 +48,7 @@ impl Spec {
         let schedulers = self.schedulers(server.capacity)?;
         let (tenants, classes) = self.tenants(dir)?;
         self.check_quanta(&schedulers, &tenants)?;
+        let levels = self.levels(&server)?;
         let m = &self.metrics;
         let track = m.tracked(&tenants, &self.tenant)?;
         Ok(Scenario {
@@ -69,8 +73,76 @@ impl Spec {
             tenants,
             classes,
             schedulers,
+            levels,
             max_events: crate::events::DEFAULT_MAX_EVENTS,
         })
+    }
+
+    /// `[[priority_level]]` and each tenant's `level`, checked by the core's own check of
+    /// the levels against ServerCL (the workers, or the black box's smallest depth).
+    fn levels(&self, server: &Server) -> Result<Option<Levels>, FieldError> {
+        if self.priority_level.is_empty() {
+            if let Some(i) = self.tenant.iter().position(|t| t.level.is_some()) {
+                return Err(FieldError::new(
+                    format!("tenant[{i}].level"),
+                    "names a priority level, but the spec has no [[priority_level]]",
+                ));
+            }
+            return Ok(None);
+        }
+        let levels = self
+            .priority_level
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                l.resolve()
+                    .map_err(|e| e.under(&format!("priority_level[{i}]")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let (server_cl, field) = match &server.blackbox {
+            Some(bb) => match &bb.depth {
+                Depth::Fixed(d) => (*d, "server.depth"),
+                Depth::Adaptive(c) => (c.min, "server.depth.min"),
+            },
+            None => (server.workers, "server.workers"),
+        };
+        let config = fairlane_core::Config::preset("fifo")
+            .map_err(|e| FieldError::new("priority_level", e.to_string()))?;
+        let mut levels = Levels {
+            levels,
+            of_tenant: Vec::new(),
+        };
+        levels
+            .config(&config, server_cl)
+            .check()
+            .map_err(|e| level_error(e, field))?;
+        levels.of_tenant = self.tenant_levels(&levels.levels)?;
+        Ok(Some(levels))
+    }
+
+    /// Each tenant's level, by the name its group gives (none: the catch-all).
+    fn tenant_levels(&self, levels: &[LevelConfig]) -> Result<Vec<LevelId>, FieldError> {
+        let mut of_tenant = Vec::new();
+        for (i, t) in self.tenant.iter().enumerate() {
+            let level = match &t.level {
+                None => LevelId::CATCH_ALL,
+                Some(name) => match levels.iter().position(|l| &l.name == name) {
+                    Some(k) => LevelId(k as u32),
+                    None => {
+                        let names: Vec<&str> = levels.iter().map(|l| l.name.as_str()).collect();
+                        return Err(FieldError::new(
+                            format!("tenant[{i}].level"),
+                            format!(
+                                "no [[priority_level]] is named {name:?} (levels: {})",
+                                names.join(", ")
+                            ),
+                        ));
+                    }
+                },
+            };
+            of_tenant.extend(std::iter::repeat_n(level, t.count));
+        }
+        Ok(of_tenant)
     }
 
     fn check_times(&self) -> Result<(), FieldError> {
@@ -459,4 +531,45 @@ fn adaptive(v: &toml::Value) -> Result<DepthConfig, FieldError> {
         other => FieldError::new("depth", other.to_string()),
     })?;
     Ok(cfg)
+}
+
+/// The core's refusal of the levels, named in the spec's terms: `priority_level[i].field`,
+/// the server's field for ServerCL.
+fn level_error(e: fairlane_core::Error, server_field: &str) -> FieldError {
+    match e {
+        fairlane_core::Error::InvalidLevel(l) => {
+            FieldError::new(format!("priority_level[{}].{}", l.index, l.field), l.reason)
+        }
+        fairlane_core::Error::InvalidConfig {
+            field: "workers",
+            reason,
+        } => FieldError::new(server_field, reason),
+        fairlane_core::Error::InvalidConfig { reason, .. } => {
+            FieldError::new("priority_level", reason)
+        }
+        other => FieldError::new("priority_level", other.to_string()),
+    }
+}
+
+impl PriorityLevelSpec {
+    /// The level, its own fields checked by the core with the others (`shares` is required
+    /// unless the level is exempt).
+    fn resolve(&self) -> Result<LevelConfig, FieldError> {
+        let mut level = match (self.exempt, self.shares) {
+            (true, shares) => LevelConfig {
+                shares: shares.unwrap_or(0.0),
+                ..LevelConfig::exempt(self.name.clone())
+            },
+            (false, Some(shares)) => LevelConfig::new(self.name.clone(), shares),
+            (false, None) => {
+                return Err(FieldError::new(
+                    "shares",
+                    "missing: a level that is not exempt needs its nominal concurrency shares",
+                ))
+            }
+        };
+        level.lendable_percent = self.lendable_percent;
+        level.borrowing_limit_percent = self.borrowing_limit_percent;
+        Ok(level)
+    }
 }

@@ -2,7 +2,7 @@
 
 use super::spec::{BlackBoxDef, Depth};
 use super::workload::{Arrival, TenantDef};
-use crate::sched::SchedulerChoice;
+use crate::sched::{Levels, SchedulerChoice};
 
 /// One point of a spec ready to run: tenants expanded, every value checked.
 #[derive(Clone, Debug)]
@@ -40,6 +40,9 @@ pub struct Scenario {
     pub classes: Vec<String>,
     /// Schedulers.
     pub schedulers: Vec<SchedulerChoice>,
+    /// Priority levels above the tenants (`[[priority_level]]`): each scheduler runs inside
+    /// every level. `None`: one flat level.
+    pub levels: Option<Levels>,
     /// The cap on events per run (`--max-events`; default
     /// [`DEFAULT_MAX_EVENTS`](crate::events::DEFAULT_MAX_EVENTS)).
     pub max_events: u64,

@@ -58,6 +58,10 @@ pub struct Spec {
     /// Tenants or groups of identical tenants.
     #[serde(default)]
     pub tenant: Vec<TenantSpec>,
+    /// Priority levels above the tenants (APF's model, docs/priority-levels.md), highest
+    /// first; none: one flat level.
+    #[serde(default)]
+    pub priority_level: Vec<PriorityLevelSpec>,
     /// Points of a sweep: each runs the spec with some fields set.
     #[serde(default)]
     pub sweep: Vec<SweepPoint>,
@@ -249,6 +253,31 @@ pub struct TenantSpec {
     pub start: f64,
     /// Seconds after which it issues nothing new.
     pub stop: Option<f64>,
+    /// The `[[priority_level]]` its requests go to (default: the catch-all).
+    pub level: Option<String>,
+}
+
+/// `[[priority_level]]`: one priority level (APF's `PriorityLevelConfiguration`). ServerCL is
+/// the server's workers (black box: its depth D); inside the level, each compared scheduler
+/// shares it among the level's tenants. One level must be named `catch-all`. The levels
+/// borrow by APF's rule, adjusted every 10 simulated seconds (APF's period). Queue limits
+/// and timeouts are not modelled (every arrival is queued).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityLevelSpec {
+    /// Its name, unique; `catch-all` takes the tenants that name no level.
+    pub name: String,
+    /// Nominal concurrency shares, finite and > 0 (exempt levels: none).
+    pub shares: Option<f64>,
+    /// The part of its nominal seats others may borrow, in [0, 100] % (default 0).
+    #[serde(default)]
+    pub lendable_percent: f64,
+    /// The seats it may borrow beyond its nominal ones, in [0, 100] % of them (default: no
+    /// limit).
+    pub borrowing_limit_percent: Option<f64>,
+    /// Exempt: served ahead of every level, without limit (default false).
+    #[serde(default)]
+    pub exempt: bool,
 }
 
 /// How a tenant's requests arrive.

@@ -1,12 +1,13 @@
 //! What a TAM run measured, and its JSON, CSV and HTML (the same outputs as other specs).
 
-use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::Path;
 
 use fairlane_plot::{Axis, Block, Page, Series, Table};
 use serde::Serialize;
 use serde_json::{json, Value};
+
+use crate::report::{csv_dir, num, time_chart, Csv};
 
 /// One client's measurements (after the warm-up).
 #[derive(Clone, Debug, Serialize)]
@@ -76,8 +77,6 @@ pub struct TamRun {
     /// Per host resource: `(name, utilization)`.
     pub resources: Vec<(String, f64)>,
 }
-
-use crate::report::{num, time_chart};
 
 /// `{"runs": [{"scheduler", "events", "visits", …, "clients": {NAME: {…}}, "stages": {…}}]}`,
 /// with the point's `"label"` when the spec has a sweep.
@@ -151,61 +150,56 @@ fn stem(r: &TamRun) -> String {
 
 /// Write `csv/SCHED-clients.csv`, `-client-series.csv`, `-stages.csv`, `-stage-series.csv`.
 pub fn write_csv(dir: &Path, runs: &[TamRun]) -> io::Result<()> {
-    let dir = dir.join("csv");
-    std::fs::create_dir_all(&dir)?;
+    let dir = csv_dir(dir)?;
     for r in runs {
         let stem = stem(r);
-        let mut s = String::from(
-            "client,completed,throughput,latency_mean_s,latency_p50_s,latency_p99_s,latency_p999_s\n",
+        let mut c = Csv::new(
+            "client,completed,throughput,latency_mean_s,latency_p50_s,latency_p99_s,latency_p999_s",
         );
-        for c in &r.clients {
-            let _ = writeln!(
-                s,
-                "{},{},{},{},{},{},{}",
-                c.name,
-                c.completed,
-                c.throughput,
-                c.latency_mean,
-                c.latency_p50,
-                c.latency_p99,
-                c.latency_p999
-            );
+        for cl in &r.clients {
+            c.row(&[
+                &cl.name,
+                &cl.completed,
+                &cl.throughput,
+                &cl.latency_mean,
+                &cl.latency_p50,
+                &cl.latency_p99,
+                &cl.latency_p999,
+            ]);
         }
-        std::fs::write(dir.join(format!("{stem}-clients.csv")), s)?;
-        let mut s = String::from("t,client,throughput,latency_mean_s,latency_p99_s\n");
-        for c in &r.clients {
-            for (t, x, m, p) in &c.series {
-                let _ = writeln!(s, "{t},{},{x},{m},{p}", c.name);
+        c.write(&dir, &stem, "clients")?;
+        let mut c = Csv::new("t,client,throughput,latency_mean_s,latency_p99_s");
+        for cl in &r.clients {
+            for (t, x, m, p) in &cl.series {
+                c.row(&[t, &cl.name, x, m, p]);
             }
         }
-        std::fs::write(dir.join(format!("{stem}-client-series.csv")), s)?;
-        let mut s = String::from(
-            "stage,scheduler,client,visits,thread_seconds,queue_mean,queue_max,blocked_mean\n",
+        c.write(&dir, &stem, "client-series")?;
+        let mut c = Csv::new(
+            "stage,scheduler,client,visits,thread_seconds,queue_mean,queue_max,blocked_mean",
         );
         for st in &r.stages {
-            for (i, c) in r.clients.iter().enumerate() {
-                let _ = writeln!(
-                    s,
-                    "{},{},{},{},{},{},{},{}",
-                    st.name,
-                    st.scheduler,
-                    c.name,
-                    st.visits[i],
-                    st.thread_seconds[i],
-                    st.queue_mean,
-                    st.queue_max,
-                    st.blocked_mean
-                );
+            for (i, cl) in r.clients.iter().enumerate() {
+                c.row(&[
+                    &st.name,
+                    &st.scheduler,
+                    &cl.name,
+                    &st.visits[i],
+                    &st.thread_seconds[i],
+                    &st.queue_mean,
+                    &st.queue_max,
+                    &st.blocked_mean,
+                ]);
             }
         }
-        std::fs::write(dir.join(format!("{stem}-stages.csv")), s)?;
-        let mut s = String::from("t,stage,queued,blocked,busy\n");
+        c.write(&dir, &stem, "stages")?;
+        let mut c = Csv::new("t,stage,queued,blocked,busy");
         for st in &r.stages {
             for (t, q, b, u) in &st.series {
-                let _ = writeln!(s, "{t},{},{q},{b},{u}", st.name);
+                c.row(&[t, &st.name, q, b, u]);
             }
         }
-        std::fs::write(dir.join(format!("{stem}-stage-series.csv")), s)?;
+        c.write(&dir, &stem, "stage-series")?;
     }
     Ok(())
 }
