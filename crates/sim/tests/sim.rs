@@ -450,11 +450,11 @@ fn shipped_experiments_parse() {
     let mut n = 0;
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
-        // ldf-*.toml are database-server specs (fairlane_sim::dbserver), checked in dbserver.rs;
-        // tam-*.toml are TAM simulations, checked in tam_mechanisms.rs.
+        // ldf-*.toml are database-server specs, checked in dbserver.rs; tam-*.toml are TAM
+        // simulations, checked in tam_mechanisms.rs; vtc-*.toml are LLM servers, in llm_spec.rs.
         let db = p.file_name().is_some_and(|f| {
             let f = f.to_string_lossy();
-            f.starts_with("ldf-") || f.starts_with("tam-")
+            f.starts_with("ldf-") || f.starts_with("tam-") || f.starts_with("vtc-")
         });
         if p.extension().is_some_and(|x| x == "toml") && !db {
             let s = SpecFile::load(&p).unwrap();
