@@ -184,16 +184,15 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
             got.extend_from_slice(&chunk.unwrap());
         }
         assert_eq!(got, b"20\n21\n");
-        // Cancel: a long query is cancelled through the pooler's key, at once.
+        // Cancel: a 30 s query is cancelled through the pooler's key (its error says so; a
+        // query left to finish would return rows instead).
         let token = c3.cancel_token();
-        let t0 = Instant::now();
         let canceller = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
             token.cancel_query(tokio_postgres::NoTls).await
         });
         let e = c3.simple_query("select pg_sleep(30)").await.unwrap_err();
         assert_state(&e, SqlState::QUERY_CANCELED);
-        assert!(t0.elapsed() < Duration::from_secs(20));
         canceller.await.unwrap().unwrap();
         let one: i32 = c3.query_one("select 1", &[]).await.unwrap().get(0);
         assert_eq!(one, 1);
