@@ -63,6 +63,7 @@
 pub mod admin;
 mod bounds;
 mod cidr;
+mod civil;
 pub mod cli;
 mod client;
 pub mod cluster;

@@ -277,7 +277,7 @@ mod der {
         if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
             return None;
         }
-        Some(days(year, mo, d) * 86_400 + h * 3600 + mi * 60 + s)
+        Some(crate::civil::to_days(year, mo, d) * 86_400 + h * 3600 + mi * 60 + s)
     }
 
     fn num(digits: &[u8]) -> Option<i64> {
@@ -286,28 +286,10 @@ mod der {
         })
     }
 
-    /// Days from 1970-01-01 to a civil date (H. Hinnant's algorithm).
-    fn days(y: i64, m: i64, d: i64) -> i64 {
-        let y = if m <= 2 { y - 1 } else { y };
-        let era = y.div_euclid(400);
-        let yoe = y - era * 400;
-        let mp = (m + 9) % 12;
-        let doy = (153 * mp + 2) / 5 + d - 1;
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-        era * 146_097 + doe - 719_468
-    }
-
-    /// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` (the civil date by H. Hinnant's algorithm).
+    /// Unix seconds as `YYYY-MM-DD HH:MM:SS UTC` .
     pub fn utc(secs: i64) -> String {
-        let (z, sod) = (secs.div_euclid(86_400) + 719_468, secs.rem_euclid(86_400));
-        let era = z.div_euclid(146_097);
-        let doe = z - era * 146_097;
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let d = doy - (153 * mp + 2) / 5 + 1;
-        let m = if mp < 10 { mp + 3 } else { mp - 9 };
-        let y = yoe + era * 400 + i64::from(m <= 2);
+        let (y, m, d) = crate::civil::from_days(secs.div_euclid(86_400));
+        let sod = secs.rem_euclid(86_400);
         let (h, mi, s) = (sod / 3600, sod / 60 % 60, sod % 60);
         format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
     }

@@ -14,12 +14,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use cluster_util::{Capacity, Redis, TempDir};
 use common::*;
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
 /// The global depth D, which is also the upstream's capacity.
 const D: usize = 24;
@@ -86,24 +82,12 @@ impl Load {
                     let (addr, key) = (proxies[i], TENANTS[t].1);
                     let (stop, own, tally) = (stop.clone(), own.clone(), tally.clone());
                     tasks.push(tokio::spawn(async move {
-                        let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
-                            .build(hyper_util::client::legacy::connect::HttpConnector::new());
+                        let client = load_client();
                         while !stop.load(Relaxed) && !own.load(Relaxed) {
-                            let req = http::Request::get(format!("http://{addr}/work"))
-                                .header("authorization", format!("Bearer {key}"))
-                                .body(Empty::new())
-                                .unwrap();
-                            let answer = tokio::time::timeout(GET_LIMIT, async {
-                                let r = client.request(req).await.ok()?;
-                                let code = r.status().as_u16();
-                                r.into_body().collect().await.ok()?;
-                                Some(code)
-                            })
-                            .await;
-                            match answer {
-                                Ok(Some(200)) => tally.ok.fetch_add(1, Relaxed),
-                                Ok(Some(_)) => tally.bad.fetch_add(1, Relaxed),
-                                _ => {
+                            match get_work(&client, addr, key).await {
+                                Some(200) => tally.ok.fetch_add(1, Relaxed),
+                                Some(_) => tally.bad.fetch_add(1, Relaxed),
+                                None => {
                                     tally.failed.fetch_add(1, Relaxed);
                                     // A dead instance: do not spin.
                                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -248,6 +232,16 @@ async fn three_instances_share_the_upstream_by_global_weight() {
     drop(proxies);
 }
 
+/// Wait until every instance's `/status` says it is in fallback.
+async fn all_fall_back(admins: &[SocketAddr], what: &str) {
+    for &a in admins {
+        eventually(Duration::from_secs(20), what, || async move {
+            cluster_status(a).await["fallback"] == true
+        })
+        .await;
+    }
+}
+
 async fn cluster_status(admin: SocketAddr) -> serde_json::Value {
     status(admin).await["cluster"].clone()
 }
@@ -271,14 +265,7 @@ async fn redis_and_instance_failures_lose_nothing() {
 
     // Redis dies: every instance falls back, keeps serving within its last share of D.
     redis.kill();
-    for &a in &admins {
-        eventually(
-            Duration::from_secs(20),
-            "fallback on /status",
-            || async move { cluster_status(a).await["fallback"] == true },
-        )
-        .await;
-    }
+    all_fall_back(&admins, "fallback on /status").await;
     let (_, _, m) = get(admins[0], "/metrics", None).await;
     assert!(m.contains("fairlane_cluster_fallback 1"), "{m}");
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -307,14 +294,7 @@ async fn redis_and_instance_failures_lose_nothing() {
 
     // Redis hangs (SIGSTOP): answers time out, the instances fall back; SIGCONT: they rejoin.
     redis.signal("STOP");
-    for &a in &admins {
-        eventually(
-            Duration::from_secs(20),
-            "fallback on a hung Redis",
-            || async move { cluster_status(a).await["fallback"] == true },
-        )
-        .await;
-    }
+    all_fall_back(&admins, "fallback on a hung Redis").await;
     redis.signal("CONT");
     let resumed = Instant::now();
     for &a in &admins {

@@ -25,12 +25,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use cluster_util::{Capacity, Redis, TempDir};
 use common::*;
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 
 /// The global depth D, which is also the upstream's capacity.
 const D: usize = 8;
@@ -130,22 +126,10 @@ async fn client(
     stop: Arc<AtomicBool>,
     seen: Arc<Seen>,
 ) {
-    let http: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
-        .build(hyper_util::client::legacy::connect::HttpConnector::new());
+    let http = load_client();
     while !stop.load(Relaxed) {
-        let req = http::Request::get(format!("http://{addr}/work"))
-            .header("authorization", format!("Bearer {}", TENANTS[t].1))
-            .body(Empty::new())
-            .unwrap();
         let start = Instant::now();
-        let answer = tokio::time::timeout(GET_LIMIT, async {
-            let r = http.request(req).await.ok()?;
-            let code = r.status().as_u16();
-            r.into_body().collect().await.ok()?;
-            Some(code)
-        })
-        .await;
-        if let Ok(Some(200)) = answer {
+        if get_work(&http, addr, TENANTS[t].1).await == Some(200) {
             seen.ok.fetch_add(1, Relaxed);
             if t == 2 {
                 seen.light.lock().unwrap().push((start, start.elapsed()));
@@ -342,20 +326,20 @@ async fn a_light_tenant_and_a_redis_restart() {
     );
     let l = tenant(&f.status, "L");
     assert_eq!(l["weight"], 4.0, "{l}");
-    let cl = c["tenants"]
-        .as_array()
-        .and_then(|ts| ts.iter().find(|t| t["name"] == "L"))
-        .unwrap_or_else(|| panic!("L in {c}"));
+    let member = |name: &str| {
+        c["tenants"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["name"] == name))
+            .unwrap_or_else(|| panic!("{name} in {c}"))
+    };
+    let cl = member("L");
     assert_eq!(
         (&cl["weight"], &cl["light"]),
         (&4.0.into(), &true.into()),
         "{cl}"
     );
     assert_eq!(cl["effective_weight"], 4.0, "a light tenant keeps φ: {cl}");
-    let b = c["tenants"]
-        .as_array()
-        .and_then(|ts| ts.iter().find(|t| t["name"] == "B"))
-        .unwrap_or_else(|| panic!("B in {c}"));
+    let b = member("B");
     assert!(
         b["effective_weight"].as_f64().is_some_and(|w| w < 1.0),
         "{b}"

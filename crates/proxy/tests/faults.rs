@@ -12,6 +12,14 @@ const TENANTS: &str = concat!(
     "[[tenant]]\nname = \"bob\"\nkeys = [\"kb\"]\n"
 );
 
+/// A held upstream (it answers only when the test says) and a proxy in front of it with
+/// the config `rest` (everything after `[upstream] addr`).
+async fn held_proxy(rest: &str) -> (HeldUpstream, Running) {
+    let up = HeldUpstream::start().await;
+    let p = start_proxy(config(up.addr(), rest)).await;
+    (up, p)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_killed_mid_run_and_restarted() {
     let up = HeldUpstream::start().await;
@@ -68,12 +76,7 @@ async fn upstream_killed_mid_run_and_restarted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_upstream_gets_504_and_queue_timeout_503() {
-    let up = HeldUpstream::start().await;
-    let p = start_proxy(config(
-        up.addr(),
-        &format!("timeout_ms = 300\n[scheduler]\ndepth = 1\n[limits]\nqueue_timeout_ms = 150\nretry_after_s = 7\n{TENANTS}"),
-    ))
-    .await;
+    let (up, p) = held_proxy(&format!("timeout_ms = 300\n[scheduler]\ndepth = 1\n[limits]\nqueue_timeout_ms = 150\nretry_after_s = 7\n{TENANTS}")).await;
     let first = tokio::spawn(get(p.addr, "/", Some("ka")));
     // Held at the upstream (never answered before the test ends): it holds the one slot.
     let _held = up.next(STEP, "alice's request in flight").await;
@@ -152,12 +155,7 @@ async fn malformed_and_oversized_requests() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_disconnecting_while_queued_is_removed() {
-    let up = HeldUpstream::start().await;
-    let p = start_proxy(config(
-        up.addr(),
-        &format!("[scheduler]\ndepth = 1\n{TENANTS}"),
-    ))
-    .await;
+    let (up, p) = held_proxy(&format!("[scheduler]\ndepth = 1\n{TENANTS}")).await;
     let first = tokio::spawn(get(p.addr, "/", Some("ka")));
     let admin = p.admin;
     // Held at the upstream until the end: the one slot stays taken.
@@ -226,12 +224,7 @@ async fn identity_cannot_be_spoofed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_caps_answer_429_with_retry_after() {
-    let up = HeldUpstream::start().await;
-    let p = start_proxy(config(
-        up.addr(),
-        &format!("[scheduler]\ndepth = 1\n[limits]\nmax_queued = 3\nmax_queued_per_tenant = 2\nretry_after_s = 3\n{TENANTS}"),
-    ))
-    .await;
+    let (up, p) = held_proxy(&format!("[scheduler]\ndepth = 1\n[limits]\nmax_queued = 3\nmax_queued_per_tenant = 2\nretry_after_s = 3\n{TENANTS}")).await;
     let admin = p.admin;
     let mut held = vec![tokio::spawn(get(p.addr, "/", Some("ka")))];
     // Held at the upstream until every cap was checked: the queue only grows meanwhile.
@@ -319,10 +312,8 @@ async fn cost_header_http2_and_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn depth_is_respected_upstream() {
-    let up = HeldUpstream::start().await;
-    let p = start_proxy(config(
-        up.addr(),
-        &format!("[scheduler]\nalgorithm = \"2dfqe\"\ndepth = 3\n{TENANTS}"),
+    let (up, p) = held_proxy(&format!(
+        "[scheduler]\nalgorithm = \"2dfqe\"\ndepth = 3\n{TENANTS}"
     ))
     .await;
     let reqs: Vec<_> = (0..30)

@@ -11,6 +11,9 @@ fn config_text(upstream: std::net::SocketAddr, rest: &str) -> String {
     format!("[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\naddr = \"{upstream}\"\n{rest}")
 }
 
+/// What [`get`] returns: status, headers and body.
+type Reply = (u16, http::HeaderMap, String);
+
 const TENANTS: &str = "[[tenant]]\nname = \"alice\"\nkeys = [\"ka\"]\n";
 
 /// Wait until the proxy's stderr has a line containing `needle`.
@@ -23,35 +26,43 @@ async fn logged(p: &ProxyProcess, needle: &'static str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_drains_queued_and_in_flight_requests() {
+/// A proxy at depth 1 with `shutdown_grace_ms = grace_ms`, and `n` requests of alice: the
+/// first held at the upstream (returned), the others queued behind it.
+async fn one_held_rest_queued(
+    name: &str,
+    grace_ms: u64,
+    n: usize,
+) -> (
+    HeldUpstream,
+    ProxyProcess,
+    TempFile,
+    Vec<tokio::task::JoinHandle<Reply>>,
+    Held,
+) {
     let up = HeldUpstream::start().await;
     let path = temp_file(
-        "drain.toml",
+        name,
         &config_text(
             up.addr(),
-            &format!("[scheduler]\ndepth = 1\n[limits]\nshutdown_grace_ms = 10000\n{TENANTS}"),
+            &format!("[scheduler]\ndepth = 1\n[limits]\nshutdown_grace_ms = {grace_ms}\n{TENANTS}"),
         ),
     );
-    let mut p = ProxyProcess::start(&path);
+    let p = ProxyProcess::start(&path);
     let admin = p.admin;
-    let reqs: Vec<_> = (0..4)
+    let reqs: Vec<_> = (0..n)
         .map(|_| tokio::spawn(get(p.addr, "/", Some("ka"))))
         .collect();
-    // The first is held at the upstream, so the other three stay queued until we say.
     let first = up.next(STEP, "the first request in flight").await;
-    eventually(STEP, "1 in flight, 3 queued", || async move {
+    eventually(STEP, "1 in flight, the rest queued", || async move {
         let s = status(admin).await;
-        s["in_flight"] == 1 && s["queued"] == 3
+        s["in_flight"] == 1 && s["queued"] == n - 1
     })
     .await;
-    p.signal("TERM");
-    logged(&p, "SIGTERM, draining").await;
-    first.release();
-    up.release_all();
-    for r in reqs {
-        assert_eq!(r.await.unwrap().0, 200, "drained, not dropped");
-    }
+    (up, p, path, reqs, first)
+}
+
+/// The process exits with success within 10 s.
+async fn exits_cleanly(mut p: ProxyProcess) {
     let code = tokio::task::spawn_blocking(move || p.wait_exit(Duration::from_secs(10)))
         .await
         .unwrap();
@@ -59,27 +70,23 @@ async fn sigterm_drains_queued_and_in_flight_requests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_queued_and_in_flight_requests() {
+    let (up, p, _path, reqs, first) = one_held_rest_queued("drain.toml", 10_000, 4).await;
+    p.signal("TERM");
+    logged(&p, "SIGTERM, draining").await;
+    first.release();
+    up.release_all();
+    for r in reqs {
+        assert_eq!(r.await.unwrap().0, 200, "drained, not dropped");
+    }
+    exits_cleanly(p).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_deadline_answers_the_rest_with_503() {
-    let up = HeldUpstream::start().await;
-    let path = temp_file(
-        "deadline.toml",
-        &config_text(
-            up.addr(),
-            &format!("[scheduler]\ndepth = 1\n[limits]\nshutdown_grace_ms = 300\n{TENANTS}"),
-        ),
-    );
-    let mut p = ProxyProcess::start(&path);
-    let admin = p.admin;
-    let reqs: Vec<_> = (0..3)
-        .map(|_| tokio::spawn(get(p.addr, "/", Some("ka"))))
-        .collect();
-    // Held at the upstream and never released: only the shutdown deadline can answer it.
-    let _first = up.next(STEP, "the first request in flight").await;
-    eventually(STEP, "1 in flight, 2 queued", || async move {
-        let s = status(admin).await;
-        s["in_flight"] == 1 && s["queued"] == 2
-    })
-    .await;
+    // The first is held at the upstream and never released: only the shutdown deadline can
+    // answer it.
+    let (_up, p, _path, reqs, _first) = one_held_rest_queued("deadline.toml", 300, 3).await;
     p.signal("TERM");
     // All three get 503, the in-flight one too: answered at the deadline (its upstream
     // never answers).
@@ -88,10 +95,7 @@ async fn sigterm_deadline_answers_the_rest_with_503() {
         assert_eq!(code, 503);
         assert!(h.contains_key("retry-after"));
     }
-    let code = tokio::task::spawn_blocking(move || p.wait_exit(Duration::from_secs(10)))
-        .await
-        .unwrap();
-    assert!(code.success());
+    exits_cleanly(p).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -131,6 +131,25 @@ impl Pki {
 }
 
 /// A proxy with a TLS listener, and that listener's address.
+/// A PKI with a server certificate for `server`, an upstream, and a proxy in front of it
+/// whose TLS listener verifies client certificates if `mtls`; `rest` follows in the config.
+async fn pki_proxy(
+    server: &str,
+    mtls: bool,
+    rest: &str,
+) -> (
+    Pki,
+    fairlane_proxy_testkit::upstream::UpstreamServer,
+    Running,
+    SocketAddr,
+) {
+    let pki = Pki::new();
+    pki.server(server);
+    let up = start_upstream().await;
+    let (p, tls) = tls_proxy(up.addr(), &format!("{}{rest}", pki.listen_tls(mtls))).await;
+    (pki, up, p, tls)
+}
+
 async fn tls_proxy(up: SocketAddr, rest: &str) -> (Running, SocketAddr) {
     let p = start_proxy(config(up, rest)).await;
     let tls = p.tls.expect("a TLS listener");
@@ -189,11 +208,7 @@ const TENANTS: &str = "[identity]\nunknown = \"reject\"\n\
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn handshake_alpn_and_client_certificates_decide_the_tenant() {
-    let pki = Pki::new();
-    pki.server("proxy");
-    let up = start_upstream().await;
-    let rest = format!("{}{TENANTS}", pki.listen_tls(true));
-    let (p, tls) = tls_proxy(up.addr(), &rest).await;
+    let (pki, _up, p, tls) = pki_proxy("proxy", true, TENANTS).await;
     let svc = pki.issue("svc-a.internal", &[], false, (2020, 2100));
     // The name may be a SAN rather than the subject's CN.
     let san = pki.issue("someone", &["svc-a.internal"], false, (2020, 2100));
@@ -228,11 +243,8 @@ async fn handshake_alpn_and_client_certificates_decide_the_tenant() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificate_reload_under_load_fails_no_request() {
-    let pki = Pki::new();
-    pki.server("first");
-    let up = start_upstream().await;
+    let (pki, up, p, tls) = pki_proxy("first", false, &tenants(&[("a", "ka")])).await;
     let rest = format!("{}{}", pki.listen_tls(false), tenants(&[("a", "ka")]));
-    let (p, tls) = tls_proxy(up.addr(), &rest).await;
     let client = pki.client(&[b"h2", b"http/1.1"], None);
     let (_, _, _, first) = get_tls(tls, &client, Some("ka")).await.unwrap();
 
@@ -329,11 +341,7 @@ async fn certificate_reload_under_load_fails_no_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plaintext_and_garbage_on_the_tls_port_are_closed() {
-    let pki = Pki::new();
-    pki.server("proxy");
-    let up = start_upstream().await;
-    let rest = format!("{}{}", pki.listen_tls(false), tenants(&[("a", "ka")]));
-    let (p, tls) = tls_proxy(up.addr(), &rest).await;
+    let (pki, _up, p, tls) = pki_proxy("proxy", false, &tenants(&[("a", "ka")])).await;
     for junk in [
         &b"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ka\r\n\r\n"[..],
         b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
@@ -395,11 +403,7 @@ fn h2spec(args: &[&str]) -> (String, (u32, u32), Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2spec_passes_on_both_listeners() {
-    let pki = Pki::new();
-    pki.server("proxy");
-    let up = start_upstream().await;
-    let rest = format!("{}[identity]\nunknown = \"default\"", pki.listen_tls(false));
-    let (p, tls) = tls_proxy(up.addr(), &rest).await;
+    let (_pki, _up, p, tls) = pki_proxy("proxy", false, "[identity]\nunknown = \"default\"").await;
     let (tls_port, plain_port) = (tls.port().to_string(), p.addr.port().to_string());
     let run = |args: Vec<String>| {
         tokio::task::spawn_blocking(move || {

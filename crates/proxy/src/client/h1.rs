@@ -690,16 +690,8 @@ fn imf_fixdate(secs: u64) -> [u8; 29] {
     ];
     let days = secs / 86_400;
     let sod = secs % 86_400;
-    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm), in a 400-year era.
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = (yoe + era * 400 + u64::from(month <= 2)).min(9999);
+    let (year, month, day) = crate::civil::from_days(days as i64);
+    let (year, month, day) = (year.clamp(0, 9999) as u64, u64::from(month), u64::from(day));
     let mut o = *b"Thu, 01 Jan 1970 00:00:00 GMT";
     o[..3].copy_from_slice(DAYS[((days + 4) % 7) as usize]);
     let two = |o: &mut [u8; 29], at: usize, v: u64| {

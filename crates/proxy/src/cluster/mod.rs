@@ -104,18 +104,15 @@ impl ClusterConfig {
                 ),
             ));
         }
-        if self.depth == 0 || self.depth > MAX_DEPTH {
-            return Err(err(
-                "depth",
-                format!("must be in 1..={MAX_DEPTH}, got {}", self.depth),
-            ));
-        }
-        if self.sync_interval_ms == 0 || self.sync_interval_ms > 60_000 {
-            return Err(err(
-                "sync_interval_ms",
-                format!("must be in 1..=60000, got {}", self.sync_interval_ms),
-            ));
-        }
+        let within = |field: &str, v: u64, max: u64| {
+            if (1..=max).contains(&v) {
+                Ok(())
+            } else {
+                Err(err(field, format!("must be in 1..={max}, got {v}")))
+            }
+        };
+        within("depth", self.depth as u64, MAX_DEPTH as u64)?;
+        within("sync_interval_ms", self.sync_interval_ms, 60_000)?;
         if let Some(l) = self.lease_ms {
             if l <= self.sync_interval_ms {
                 return Err(err(

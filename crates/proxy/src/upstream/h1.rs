@@ -193,7 +193,7 @@ impl Http1 {
                         body.check_done();
                         return Ok(Reply {
                             head,
-                            body: UpBody::H1(body),
+                            body: UpBody::Left(body),
                         });
                     }
                     Ok(None) => {}

@@ -140,7 +140,7 @@ fn reply(resp: http::Response<hyper::body::Incoming>) -> Reply {
     let (parts, body) = resp.into_parts();
     Reply {
         head: ResponseHead::from_parts(parts.status, &parts.headers),
-        body: UpBody::H2(body),
+        body: UpBody::Right(body),
     }
 }
 

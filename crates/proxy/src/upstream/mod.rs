@@ -17,9 +17,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::uri::Authority;
-use http_body::{Body, Frame, SizeHint};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -130,42 +128,9 @@ impl Upstream {
     }
 }
 
-/// An upstream response body, whichever wire read it.
-pub(crate) enum UpBody {
-    /// Read off an own HTTP/1.1 socket.
-    H1(h1::RawBody),
-    /// A stream of a multiplexed HTTP/2 connection (trailers included).
-    H2(hyper::body::Incoming),
-}
-
-impl Body for UpBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        match self.get_mut() {
-            UpBody::H1(b) => Pin::new(b).poll_frame(cx),
-            UpBody::H2(b) => Pin::new(b).poll_frame(cx).map_err(BoxError::from),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            UpBody::H1(b) => b.is_end_stream(),
-            UpBody::H2(b) => b.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            UpBody::H1(b) => b.size_hint(),
-            UpBody::H2(b) => b.size_hint(),
-        }
-    }
-}
+/// An upstream response body, whichever wire read it: `Left` off an own HTTP/1.1 socket,
+/// `Right` a stream of a multiplexed HTTP/2 connection (trailers included).
+pub(crate) type UpBody = http_body_util::Either<h1::RawBody, hyper::body::Incoming>;
 
 /// Opens connections to the upstream: TCP to `authority` (port 80 if none; an IPv6 literal
 /// may be bracketed) within the connect timeout, with Nagle off, then TLS if configured.

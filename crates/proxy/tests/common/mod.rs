@@ -504,3 +504,29 @@ impl Drop for Reaped {
         let _ = self.0.wait();
     }
 }
+
+/// A keep-alive HTTP/1.1 client for load loops ([`get_work`]).
+pub type LoadClient = Client<HttpConnector, Empty<Bytes>>;
+
+/// A new [`LoadClient`].
+pub fn load_client() -> LoadClient {
+    Client::builder(TokioExecutor::new()).build(HttpConnector::new())
+}
+
+/// One `GET /work` through `addr` as the tenant of `key`, body read to the end: its status,
+/// or `None` if it failed or took longer than [`GET_LIMIT`].
+pub async fn get_work(client: &LoadClient, addr: SocketAddr, key: &str) -> Option<u16> {
+    let req = http::Request::get(format!("http://{addr}/work"))
+        .header("authorization", format!("Bearer {key}"))
+        .body(Empty::new())
+        .ok()?;
+    tokio::time::timeout(GET_LIMIT, async {
+        let r = client.request(req).await.ok()?;
+        let code = r.status().as_u16();
+        r.into_body().collect().await.ok()?;
+        Some(code)
+    })
+    .await
+    .ok()
+    .flatten()
+}
