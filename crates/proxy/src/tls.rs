@@ -294,30 +294,29 @@ mod der {
         format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02} UTC")
     }
 
-    /// The first common name in a Name's contents (its RDNs), as text.
+    /// The DER elements of `bytes`, one after another, as (tag, contents); a malformed one
+    /// ends the walk.
+    fn elements(mut bytes: &[u8]) -> impl Iterator<Item = (u8, &[u8])> {
+        std::iter::from_fn(move || {
+            let (tag, contents, rest) = element(bytes)?;
+            bytes = rest;
+            Some((tag, contents))
+        })
+    }
+
+    /// The first common name in a Name's contents (its RDNs: SETs of attribute SEQUENCEs),
+    /// as text.
     pub fn common_name(name: &[u8]) -> Option<&str> {
-        let mut rdns = name;
-        while !rdns.is_empty() {
-            let (tag, set, rest) = element(rdns)?;
-            rdns = rest;
-            if tag != SET {
-                continue;
-            }
-            let mut attrs = set;
-            while !attrs.is_empty() {
-                let (tag, attr, rest) = element(attrs)?;
-                attrs = rest;
-                if tag != SEQUENCE {
-                    continue;
-                }
+        let value = elements(name)
+            .filter(|&(tag, _)| tag == SET)
+            .flat_map(|(_, set)| elements(set))
+            .filter(|&(tag, _)| tag == SEQUENCE)
+            .find_map(|(_, attr)| {
                 let (t, oid, value) = element(attr)?;
-                if t == OID && oid == COMMON_NAME {
-                    let (_, text, _) = element(value)?;
-                    return std::str::from_utf8(text).ok();
-                }
-            }
-        }
-        None
+                (t == OID && oid == COMMON_NAME).then_some(value)
+            })?;
+        let (_, text, _) = element(value)?;
+        std::str::from_utf8(text).ok()
     }
 
     #[cfg(test)]

@@ -12,6 +12,13 @@ const TENANTS: &str = concat!(
     "[[tenant]]\nname = \"bob\"\nkeys = [\"kb\"]\n"
 );
 
+/// An upstream that answers at once, and a proxy in front of it with the config `rest`.
+async fn served_proxy(rest: &str) -> (UpstreamServer, Running) {
+    let up = start_upstream().await;
+    let p = start_proxy(config(up.addr(), rest)).await;
+    (up, p)
+}
+
 /// A held upstream (it answers only when the test says) and a proxy in front of it with
 /// the config `rest` (everything after `[upstream] addr`).
 async fn held_proxy(rest: &str) -> (HeldUpstream, Running) {
@@ -114,11 +121,9 @@ fn raw(addr: std::net::SocketAddr, bytes: &[u8]) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_and_oversized_requests() {
-    let up = start_upstream().await;
-    let p = start_proxy(config(
-        up.addr(),
-        // A chunked body streams (no length): `max_stream_bytes` bounds it.
-        &format!("[limits]\nmax_body_bytes = 1000\nmax_stream_bytes = 1000\n{TENANTS}"),
+    // A chunked body streams (no length): `max_stream_bytes` bounds it.
+    let (_up, p) = served_proxy(&format!(
+        "[limits]\nmax_body_bytes = 1000\nmax_stream_bytes = 1000\n{TENANTS}"
     ))
     .await;
     let addr = p.addr;
@@ -260,12 +265,7 @@ async fn queue_caps_answer_429_with_retry_after() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cost_header_http2_and_metrics() {
-    let up = start_upstream().await;
-    let p = start_proxy(config(
-        up.addr(),
-        &format!("cost_header = \"x-cost\"\n{TENANTS}"),
-    ))
-    .await;
+    let (_up, p) = served_proxy(&format!("cost_header = \"x-cost\"\n{TENANTS}")).await;
     for _ in 0..4 {
         assert_eq!(get(p.addr, "/?cost=250", Some("ka")).await.0, 200);
     }

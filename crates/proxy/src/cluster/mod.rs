@@ -95,15 +95,18 @@ impl ClusterConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         redis::Client::open(self.redis.as_str())
             .map_err(|e| err("redis", format!("not a Redis URL ({:?}): {e}", self.redis)))?;
-        if !printable(&self.instance) {
-            return Err(err(
-                "instance",
-                format!(
-                    "must be non-empty printable ASCII without quotes or spaces, got {:?}",
-                    self.instance
-                ),
-            ));
-        }
+        let check_printable = |field: &str, v: &str, what: &str| {
+            if printable(v) {
+                Ok(())
+            } else {
+                Err(err(field, format!("must be {what}, got {v:?}")))
+            }
+        };
+        check_printable(
+            "instance",
+            &self.instance,
+            "non-empty printable ASCII without quotes or spaces",
+        )?;
         let within = |field: &str, v: u64, max: u64| {
             if (1..=max).contains(&v) {
                 Ok(())
@@ -127,15 +130,7 @@ impl ClusterConfig {
         if self.timeout_ms == Some(0) {
             return Err(err("timeout_ms", "must be ≥ 1"));
         }
-        if !printable(&self.key_prefix) {
-            return Err(err(
-                "key_prefix",
-                format!(
-                    "must be non-empty printable ASCII, got {:?}",
-                    self.key_prefix
-                ),
-            ));
-        }
+        check_printable("key_prefix", &self.key_prefix, "non-empty printable ASCII")?;
         Ok(())
     }
 }
