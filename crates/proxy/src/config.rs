@@ -32,37 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cidr::Cidr;
 
-/// A configuration error: which field, and what is wrong with it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError {
-    /// The file, when the config came from one.
-    pub file: Option<String>,
-    /// The field (`tenant[1].weight`), or `"toml"` for a syntax error.
-    pub field: String,
-    /// What is allowed and what was given.
-    pub reason: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ConfigError {
-            file: None,
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(file) = &self.file {
-            write!(f, "{file}: ")?;
-        }
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use crate::section::{ConfigError, MAX_DEPTH};
 
 /// The whole configuration.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -95,7 +65,7 @@ pub struct ProxyConfig {
     /// Share the upstream fairly with other instances through Redis (absent: this instance
     /// is fair on its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<crate::cluster::ClusterConfig>,
+    pub cluster: Option<crate::cluster_config::ClusterConfig>,
 }
 
 /// `[listen]`.
@@ -681,9 +651,6 @@ fn default_unknown() -> Unknown {
 fn default_tenant_name() -> String {
     "default".into()
 }
-
-/// Largest depth accepted.
-pub const MAX_DEPTH: usize = 65_536;
 
 /// The tenant weight range is the core's ([`fairlane_core::MIN_WEIGHT`],
 /// [`fairlane_core::MAX_WEIGHT`]): checked here so a bad file fails at load, naming the

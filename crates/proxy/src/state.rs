@@ -2,10 +2,12 @@
 //! metrics, the settings a reload swaps, the shutdown watches, the connection tables — and
 //! the client [`Peer`] a connection came from.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
+use fairlane_core::TenantId;
 use http::uri::Authority;
 use http::{HeaderName, HeaderValue};
 use tokio::sync::watch;
@@ -106,7 +108,11 @@ impl Inner {
         status.cluster = self.cluster.as_ref().map(|c| c.status(self.gate.depth()));
         if let Some(c) = &status.cluster {
             // φ as configured; the cluster's effective weight is in `cluster.tenants`.
-            c.show_configured_weights(&mut status.tenants);
+            for t in &mut status.tenants {
+                if let Some(c) = c.tenants.iter().find(|c| c.name == t.name) {
+                    t.weight = c.weight;
+                }
+            }
         }
         status
     }
@@ -167,4 +173,91 @@ impl Peer {
             cert_names: names.into(),
         }
     }
+}
+
+/// The cluster sync's view of the proxy: the gate's seats and weights, the settings' tenants
+/// and their completions.
+impl crate::cluster::Host for Inner {
+    fn sample(&self, member: &mut crate::cluster::Member) {
+        let settings = self.settings();
+        let counts = settings.names.iter().enumerate().map(|(i, name)| {
+            let v = self.gate.0.tenant(TenantId(i as u64));
+            let (queued, running) = v.map_or((0, 0), |v| (v.queued, v.running));
+            (name.as_str(), (queued + running) as f64, running as f64)
+        });
+        member.sample(counts, self.gate.depth());
+    }
+
+    fn local(&self) -> crate::cluster::Local {
+        let settings = self.settings();
+        let tenants = settings
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let id = TenantId(i as u64);
+                let completed = self
+                    .metrics
+                    .tenant(id)
+                    .completed
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                (name.clone(), configured(&settings.config, name), completed)
+            })
+            .collect();
+        crate::cluster::Local {
+            seats: self.gate.depth(),
+            holding: self.gate.load().1,
+            tenants,
+        }
+    }
+
+    fn apply(
+        &self,
+        seats: Option<usize>,
+        pick: &dyn Fn(&str) -> Option<f64>,
+    ) -> BTreeMap<String, (f64, f64)> {
+        if let Some(seats) = seats.filter(|&s| s != self.gate.depth()) {
+            if let Err(e) = self.gate.set_depth(seats) {
+                crate::cluster::refused(format_args!("{seats} seats"), &e);
+            }
+        }
+        let settings = self.settings();
+        let mut out = BTreeMap::new();
+        for (i, name) in settings.names.iter().enumerate() {
+            let id = TenantId(i as u64);
+            let phi = configured(&settings.config, name);
+            let w = pick(name)
+                .filter(|w| w.is_finite() && *w > 0.0)
+                .unwrap_or(phi);
+            let now = self.gate.0.tenant(id).map(|v| v.weight);
+            let mut set = now.unwrap_or(phi);
+            if now.is_none_or(|n| (n - w).abs() > 0.01 * w) {
+                match self.gate.set_weight(id, w) {
+                    Ok(()) => set = w,
+                    Err(e) => {
+                        crate::cluster::refused(format_args!("weight {w} for tenant {name:?}"), &e)
+                    }
+                }
+            }
+            out.insert(name.clone(), (phi, set));
+        }
+        out
+    }
+
+    fn seats(&self) -> usize {
+        self.gate.depth()
+    }
+
+    fn holding(&self) -> usize {
+        self.gate.load().1
+    }
+}
+
+/// A tenant's configured weight φ (1 for a tenant the file does not name).
+fn configured(config: &ProxyConfig, name: &str) -> f64 {
+    config
+        .tenants
+        .iter()
+        .find(|t| t.name == name)
+        .map_or(1.0, |t| t.weight)
 }

@@ -61,16 +61,6 @@ pub struct ClusterStatus {
 }
 
 impl ClusterStatus {
-    /// Put φ, the configured weight, in the per-tenant weights of `/status` (the gate's own
-    /// weight is the effective one, shown here as `effective_weight`).
-    pub fn show_configured_weights(&self, tenants: &mut [crate::metrics::TenantStatus]) {
-        for t in tenants {
-            if let Some(c) = self.tenants.iter().find(|c| c.name == t.name) {
-                t.weight = c.weight;
-            }
-        }
-    }
-
     /// The instance's gauges and counters: (name, help, type, value).
     fn instance_samples(&self) -> [(&'static str, &'static str, &'static str, f64); 10] {
         [
