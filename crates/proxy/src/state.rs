@@ -29,6 +29,8 @@ pub(crate) struct Settings {
     pub cost_header: Option<HeaderName>,
     /// The wire to the upstream (`[upstream] protocol`).
     pub upstream: Upstream,
+    /// The flow schemas and their levels (`None`: no priority levels).
+    pub levels: Option<crate::levels::Schemas>,
 }
 
 /// A connection's copy of the settings (issue 19): read per request with one load of a
@@ -63,6 +65,8 @@ pub(crate) struct Inner {
     pub(crate) worker_loads: crate::workers::Loads,
     /// The TLS listener's configuration (`[listen.tls]`), swapped by a reload.
     pub(crate) tls: Option<crate::tls::Acceptor>,
+    /// The priority levels' counters and queued requests (unused without levels).
+    pub(crate) levels: Arc<crate::levels::Live>,
 }
 
 impl Inner {
@@ -108,15 +112,20 @@ impl Inner {
             // φ as configured; the cluster's effective weight is in `cluster.tenants`.
             c.show_configured_weights(&mut status.tenants);
         }
+        status.levels = self.levels.status(self.gate.0.levels());
         status
     }
 }
 
+/// The settings `config` asks for; the flow schemas name the levels `gate` has now.
 pub(crate) fn settings(
     config: ProxyConfig,
     registry: &mut Registry,
+    gate: &Gate,
+    live: &crate::levels::Live,
 ) -> Result<Settings, ConfigError> {
     let identifier = Identifier::new(&config, registry);
+    let levels = crate::levels::Schemas::new(&config, registry, &gate.0.levels(), live);
     let authority = config.upstream_authority()?;
     let cost_header = config
         .upstream
@@ -134,6 +143,7 @@ pub(crate) fn settings(
             .map(|n| http::HeaderValue::from_str(n).ok())
             .collect(),
         cost_header,
+        levels,
         config,
     })
 }
