@@ -465,3 +465,27 @@ async fn bad_levels_name_the_file_and_field_at_check_start_and_reload() {
         (200, &"high".parse().unwrap())
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_the_levels() {
+    require("chromium");
+    let up = start_upstream().await;
+    let p = start_proxy(reload_config(up.addr(), RELOAD_V1)).await;
+    assert_eq!(get(p.addr, "/?delay_ms=1", Some("ka")).await.0, 200);
+    let dom = chromium_dom(format!("http://{}/dashboard", p.admin)).await;
+    for needle in [
+        "data-level=\"high\"",
+        "data-level=\"catch-all\"",
+        "data-tenant=\"alice\"",
+    ] {
+        assert!(
+            dom.contains(needle),
+            "{needle:?} not in the rendered dashboard:\n{dom}"
+        );
+    }
+    assert!(
+        !dom.contains("<table id=\"levels\" hidden"),
+        "the levels table shows"
+    );
+    p.handle.shutdown();
+}
