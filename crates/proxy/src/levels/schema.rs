@@ -173,8 +173,13 @@ fn check_one(config: &ProxyConfig, i: usize, s: &FlowSchema) -> Result<(), Confi
         .map_err(|e| ConfigError::new(f("distinguisher"), e))?;
     let m = &s.matches;
     if let Some(t) = &m.tenant {
-        if !crate::config::valid_tenant_name(t) {
-            return Err(crate::config::name_error(f("match.tenant"), t));
+        let id = &config.identity;
+        let default = id.unknown == crate::config::Unknown::Default && id.default_tenant == *t;
+        if !(default || config.tenants.iter().any(|x| x.name == *t)) {
+            return Err(ConfigError::new(
+                f("match.tenant"),
+                format!("no [[tenant]] named {t:?}"),
+            ));
         }
     }
     if let Some(method) = &m.method {

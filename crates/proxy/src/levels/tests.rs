@@ -62,6 +62,7 @@ fn bad_levels_name_their_field() {
         ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { method = \"G T\" }\n", "flow_schema[2].match.method", "method"),
         ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { header = { name = \"a b\", value = \"v\" } }\n", "flow_schema[2].match.header.name", "header name"),
         ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\ndistinguisher = \"user\"\n", "flow_schema[2].distinguisher", "header:"),
+        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { tenant = \"zed\" }\n", "flow_schema[2].match.tenant", "no [[tenant]]"),
         ("[[priority_level]]\nname = \"a\"\nshares = 1.0\n[[priority_level]]\nname = \"b\"\nshares = 1.0\n[[priority_level]]\nname = \"c\"\nshares = 1.0\n", "scheduler.depth", "at least 5"),
         ("[cluster]\nredis = \"redis://127.0.0.1:1\"\ninstance = \"a\"\ndepth = 16\n", "cluster", "cannot be combined"),
     ];
@@ -76,7 +77,7 @@ fn bad_levels_name_their_field() {
 fn a_catch_all_schema_is_required_and_not_exempt() {
     let no_catch_all = LEVELS.replace(
         "precedence = 10000\n",
-        "precedence = 10000\nmatch = { tenant = \"a\" }\n",
+        "precedence = 10000\nmatch = { method = \"PUT\" }\n",
     );
     let e = with(&no_catch_all).unwrap_err();
     assert_eq!(e.field, "flow_schema", "{e}");
@@ -155,6 +156,9 @@ priority_level = "high"
 precedence = 50
 match = { tenant = "alice" }
 distinguisher = "header:x-user"
+[[tenant]]
+name = "alice"
+keys = ["ka"]
 "#
     );
     let c = with(&text).unwrap();
