@@ -337,7 +337,11 @@ async fn a_reload_changes_the_rules_with_requests_queued_and_loses_none() {
         "priority_level = \"mid\"\nprecedence",
         "priority_level = \"nope\"\nprecedence",
     );
-    let text = format!("[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\naddr = \"{}\"\n{bad}", up.addr());
+    let text = format!(
+        "[listen]\naddr = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n[upstream]\naddr = \"{}\"\n{bad}{}",
+        up.addr(),
+        tenants(&[("alice", "ka"), ("bob", "kb")])
+    );
     let e = fairlane_proxy::ProxyConfig::from_toml_str(&text).unwrap_err();
     assert_eq!(e.field, "flow_schema[1].priority_level", "{e}");
     // Retiring "mid" while it holds a seat is refused, and changes nothing.
@@ -486,6 +490,39 @@ async fn the_dashboard_shows_the_levels() {
     assert!(
         !dom.contains("<table id=\"levels\" hidden"),
         "the levels table shows"
+    );
+    p.handle.shutdown();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_queue_timeout_is_a_503_naming_the_level() {
+    let up = HeldUpstream::start().await;
+    let levels = RELOAD_V1.replace(
+        "name = \"catch-all\"\nshares = 1.0\n",
+        "name = \"catch-all\"\nshares = 1.0\nqueue_timeout_ms = 100\n",
+    );
+    let p = start_proxy(reload_config(up.addr(), &levels)).await;
+    let first = tokio::spawn(get(p.addr, "/b", Some("kb")));
+    let held = up.next(STEP, "the catch-all's one seat").await;
+    let (code, h, body) = get(p.addr, "/b", Some("kb")).await;
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body.contains("priority level \"catch-all\" (its queue timeout)"),
+        "{body}"
+    );
+    assert!(h.contains_key("retry-after"));
+    assert_eq!(h["x-fairlane-flow-schema"], "rest");
+    // The high level is not behind it.
+    let alice = tokio::spawn(get(p.addr, "/a", Some("ka")));
+    up.next(STEP, "alice at the high level").await.release();
+    assert_eq!(alice.await.unwrap().0, 200);
+    held.release();
+    assert_eq!(first.await.unwrap().0, 200);
+    let ls = debug(p.admin, "priority_levels").await;
+    assert_eq!(
+        level(&ls, "catch-all")["rejected"]["queue_timeout"],
+        1,
+        "{ls}"
     );
     p.handle.shutdown();
 }
