@@ -226,3 +226,49 @@ fn the_queued_table_lists_and_forgets_requests() {
     assert_eq!(live.requests(&names).len(), 1, "a freed slot is reused");
     drop(c);
 }
+
+#[test]
+fn the_level_metrics_are_one_family_each_with_a_cumulative_histogram() {
+    let c = with(LEVELS).unwrap();
+    let gate = crate::gate::Gate::for_config(&c).unwrap();
+    let live = Live::default();
+    let high = live.stats("high");
+    for secs in [0.0002, 0.003, 0.003, 100.0] {
+        high.wait.record(secs);
+    }
+    high.full.fetch_add(2, std::sync::atomic::Ordering::Relaxed);
+    let levels = live.status(gate.0.levels());
+    assert_eq!(levels.len(), 3);
+    let mut o = String::new();
+    prometheus(&mut o, &levels);
+    let mut types = std::collections::HashSet::new();
+    for l in o.lines().filter(|l| l.starts_with("# TYPE ")) {
+        assert!(types.insert(l.split(' ').nth(2).unwrap()), "{l} twice");
+    }
+    let bucket = |le: &str| {
+        let key =
+            format!("fairlane_proxy_level_wait_seconds_bucket{{level=\"high\",le=\"{le}\"}} ");
+        o.lines()
+            .find_map(|l| l.strip_prefix(key.as_str()))
+            .unwrap_or_else(|| panic!("{key} in\n{o}"))
+            .to_string()
+    };
+    assert_eq!(
+        (bucket("0.00025"), bucket("0.005"), bucket("+Inf")),
+        ("1".into(), "3".into(), "4".into())
+    );
+    assert!(
+        o.contains("fairlane_proxy_level_wait_seconds_count{level=\"high\"} 4"),
+        "{o}"
+    );
+    assert!(
+        o.contains("fairlane_proxy_level_rejected_total{level=\"high\",reason=\"queue_full\"} 2")
+    );
+    assert!(
+        o.contains("fairlane_proxy_level_nominal_cl{level=\"catch-all\"} 2"),
+        "{o}"
+    );
+    let mut none = String::new();
+    prometheus(&mut none, &[]);
+    assert!(none.is_empty(), "nothing without levels");
+}
