@@ -1,5 +1,6 @@
 //! The admin listener: `/metrics` (Prometheus text), `/status` (JSON), `/dashboard` (a live
-//! page, plain HTML + JS polling `/status` every second) and `/healthz`.
+//! page, plain HTML + JS polling `/status` every second), `/healthz`, and the priority
+//! levels' JSON dumps `/debug/priority_levels`, `/debug/queues`, `/debug/requests`.
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering::Relaxed;
@@ -152,6 +153,10 @@ fn route(inner: &Inner, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             crate::dashboard::HTML,
         ),
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),
+        p if p.starts_with("/debug/") => match crate::levels::debug(inner, p) {
+            Some(json) => reply(StatusCode::OK, "application/json", json),
+            None => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+        },
         _ => reply(
             StatusCode::NOT_FOUND,
             "text/plain",

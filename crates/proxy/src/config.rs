@@ -66,6 +66,19 @@ pub struct ProxyConfig {
     /// is fair on its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::cluster_config::ClusterConfig>,
+    /// Priority levels (APF's), highest first; absent: one level holding all of D.
+    #[serde(
+        default,
+        rename = "priority_level",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub priority_levels: Vec<crate::levels::PriorityLevel>,
+    /// Flow schemas: which level a request goes to.
+    #[serde(default, rename = "flow_schema", skip_serializing_if = "Vec::is_empty")]
+    pub flow_schemas: Vec<crate::levels::FlowSchema>,
+    /// `[levels]`: how the priority levels share D.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<crate::levels::LevelsSection>,
 }
 
 /// `[listen]`.
@@ -670,7 +683,7 @@ pub fn valid_tenant_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"_-.:@/+".contains(&b))
 }
 
-fn name_error(field: String, name: &str) -> ConfigError {
+pub(crate) fn name_error(field: String, name: &str) -> ConfigError {
     ConfigError::new(
         field,
         format!(
@@ -722,6 +735,7 @@ impl ProxyConfig {
         if self.classes.len() >= u32::MAX as usize {
             return Err(ConfigError::new("class", "too many classes"));
         }
+        crate::levels::check(self)?;
         if let Some(c) = &self.cluster {
             c.validate()?;
             if self.scheduler.adaptive.is_some() {
@@ -772,7 +786,7 @@ impl ProxyConfig {
 }
 
 /// `Err` naming `field` unless `v` ≥ 1.
-fn at_least_one(field: &str, v: u64) -> Result<(), ConfigError> {
+pub(crate) fn at_least_one(field: &str, v: u64) -> Result<(), ConfigError> {
     if v == 0 {
         return Err(ConfigError::new(field, "must be ≥ 1"));
     }

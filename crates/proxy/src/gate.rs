@@ -88,6 +88,12 @@ impl Gate {
                     reason: crate::config::core_reason(e),
                 })?;
         let l = &config.limits;
+        if let Some(levels) = crate::levels::build(config)? {
+            let b = FairGate::builder().levels(levels).seats(s.depth);
+            let b = b.max_waiting(l.max_queued);
+            return Gate::from_builder(b.max_waiting_per_tenant(l.max_queued_per_tenant))
+                .map_err(|e| crate::ConfigError::new("priority_level", e.to_string()));
+        }
         Gate::new(&sched, s.depth, l.max_queued, l.max_queued_per_tenant).map_err(|e| {
             crate::ConfigError {
                 file: None,
@@ -113,6 +119,17 @@ impl Gate {
     /// ([`Waiting::granted`] says whether it already was).
     pub fn acquire(&self, tenant: TenantId, class: ClassId) -> Result<Waiting, Reject> {
         self.0.join(tenant, class)
+    }
+
+    /// [`acquire`](Gate::acquire) at a priority level and flow (`route`; without levels it
+    /// changes nothing). An exempt level's request is granted at once, outside D.
+    pub fn acquire_at(
+        &self,
+        tenant: TenantId,
+        class: ClassId,
+        route: fairlane_runtime::Route,
+    ) -> Result<Waiting, Reject> {
+        self.0.acquire(tenant, class).at(route).join()
     }
 
     /// Change D. Running requests are unaffected; slots beyond the new depth are retired as

@@ -59,6 +59,17 @@ impl Lines {
     }
 }
 
+/// Add `name: value` to a head's bytes and its span to `lines`.
+fn push_line(bytes: &mut Vec<u8>, lines: &mut Vec<[u32; 4]>, name: &[u8], value: &[u8]) {
+    let n = bytes.len() as u32;
+    bytes.extend_from_slice(name);
+    bytes.extend_from_slice(b": ");
+    let v = bytes.len() as u32;
+    bytes.extend_from_slice(value);
+    bytes.extend_from_slice(b"\r\n");
+    lines.push([n, n + name.len() as u32, v, v + value.len() as u32]);
+}
+
 /// Header lines built from name/value pairs (a head that did not come as HTTP/1 bytes).
 struct Built {
     bytes: Vec<u8>,
@@ -74,14 +85,7 @@ impl Built {
     }
 
     fn push(&mut self, name: &[u8], value: &[u8]) {
-        let n = self.bytes.len() as u32;
-        self.bytes.extend_from_slice(name);
-        self.bytes.extend_from_slice(b": ");
-        let v = self.bytes.len() as u32;
-        self.bytes.extend_from_slice(value);
-        self.bytes.extend_from_slice(b"\r\n");
-        self.lines
-            .push([n, n + name.len() as u32, v, v + value.len() as u32]);
+        push_line(&mut self.bytes, &mut self.lines, name, value);
     }
 
     fn of(map: &http::HeaderMap) -> Built {
@@ -325,6 +329,12 @@ impl ResponseHead {
             status,
             fields: Fields::built(Built::of(headers)),
         }
+    }
+
+    /// Add a header line (a valid name and value) after the others.
+    pub fn append(&mut self, name: &str, value: &[u8]) {
+        let f = &mut self.fields;
+        push_line(&mut f.bytes, &mut f.lines.0, name.as_bytes(), value);
     }
 
     /// A head of the proxy's own with these header lines.

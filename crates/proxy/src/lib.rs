@@ -29,6 +29,8 @@
 //! * [`h1`] — HTTP/1.1 framing on `httparse` (the own adapters' and wires').
 //! * [`metrics`], [`admin`] — Prometheus `/metrics`, JSON `/status` and the live
 //!   `/dashboard` on a separate listener.
+//! * [`levels`] — `[[priority_level]]` and `[[flow_schema]]`: APF's priority levels, the
+//!   schema matcher `classify` runs, the debug dumps and per-level metrics.
 //! * [`cluster`] — `[cluster]`: fair shares of one upstream across instances via Redis.
 //! * [`server`] — the listeners, graceful shutdown and reload; `state` — what they share.
 //! * `workers` — `listen.workers`: one single-threaded runtime per core (nginx's workers),
@@ -75,6 +77,7 @@ mod depth;
 pub mod gate;
 pub mod h1;
 mod head;
+pub mod levels;
 pub mod metrics;
 mod pipeline;
 mod respond;

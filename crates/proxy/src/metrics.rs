@@ -603,6 +603,7 @@ impl Metrics {
             buckets: BUCKETS.to_vec(),
             tenants,
             cluster: None,
+            levels: Vec::new(),
         }
     }
 }
@@ -639,6 +640,9 @@ pub struct Status {
     /// The global view with `[cluster]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::cluster::ClusterStatus>,
+    /// The priority levels (none without `[[priority_level]]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<crate::levels::LevelStatus>,
 }
 
 /// One tenant in [`Status`].
@@ -866,6 +870,7 @@ impl Status {
         if let Some(c) = &self.cluster {
             o.push_str(&c.prometheus());
         }
+        crate::levels::prometheus(&mut o, &self.levels);
         o
     }
 }

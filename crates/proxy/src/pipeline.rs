@@ -23,6 +23,7 @@ use http::StatusCode;
 use crate::bounds::{arm, poll_due, Bounds, HardStop};
 use crate::gate::{Permit, Reject};
 use crate::head::RequestHead;
+use crate::levels::Leveled;
 use crate::metrics::{CostPolicy, Reason, Ticket};
 use crate::respond::{self, own, rejected, Answer, Done, MeteredBody, ProxyBody};
 use crate::rewrite::Forwarding;
@@ -38,6 +39,8 @@ pub(crate) struct Route {
     pub tenant: TenantId,
     /// Its class, for per-(tenant, class) cost estimation.
     pub class: ClassId,
+    /// Its priority level, flow and flow schema (`None`: no priority levels).
+    pub level: Option<Leveled>,
 }
 
 /// The classification step: the route of a request of `tenant` with this head. Priority
@@ -54,6 +57,7 @@ pub(crate) fn classify(
         class: settings
             .identifier
             .classify(head.method(), head.path(), grpc),
+        level: settings.levels.as_ref().map(|s| s.classify(head, tenant)),
     }
 }
 
@@ -232,8 +236,29 @@ fn refuse(settings: &Settings, stats: &Ticket, reason: Reason, msg: &str) -> Ans
 
 /// The answer to a request whose body could not be read (413, 408, 400).
 pub(crate) fn body_fault(a: Admitted<'_>, fault: BodyFault) -> Answer {
-    fault_answer(a.settings, &a.stats, fault)
+    let mut answer = fault_answer(a.settings, &a.stats, fault);
+    name_level(a.settings, a.route.level, &mut answer);
+    answer
 }
+
+/// With priority levels: name the request's level and flow schema on its answer
+/// (`X-Fairlane-Priority-Level`, `X-Fairlane-Flow-Schema`).
+fn name_level(settings: &Settings, leveled: Option<Leveled>, answer: &mut Answer) {
+    let (Some(l), Some(s)) = (leveled, settings.levels.as_ref()) else {
+        return;
+    };
+    if let Some(level) = s.level(l) {
+        answer.head.append(LEVEL_HEADER, level.value.as_bytes());
+    }
+    if let Some((_, value)) = s.schema(l) {
+        answer.head.append(SCHEMA_HEADER, value.as_bytes());
+    }
+}
+
+/// The response header naming a request's priority level.
+pub(crate) const LEVEL_HEADER: &str = "x-fairlane-priority-level";
+/// The response header naming the flow schema that classified a request.
+pub(crate) const SCHEMA_HEADER: &str = "x-fairlane-flow-schema";
 
 fn fault_answer(settings: &Settings, stats: &Ticket, fault: BodyFault) -> Answer {
     let reason = match fault {
@@ -247,8 +272,23 @@ fn fault_answer(settings: &Settings, stats: &Ticket, fault: BodyFault) -> Answer
 /// Queue an admitted request (with its whole body, or the body to stream) for a slot, then
 /// forward it. `bounds`:
 /// the connection's timer and hard-stop watch (the own HTTP/1 path keeps one per
-/// connection); `None` makes them for this request.
+/// connection); `None` makes them for this request. With priority levels, the answer
+/// names the request's level and flow schema.
 pub(crate) async fn dispatch(
+    inner: &Arc<Inner>,
+    a: Admitted<'_>,
+    body: ReqBody<'_>,
+    peer: &Peer,
+    bounds: Option<&mut Bounds<'_>>,
+) -> Answer {
+    let (settings, leveled) = (a.settings, a.route.level);
+    let mut answer = queue_and_forward(inner, a, body, peer, bounds).await;
+    name_level(settings, leveled, &mut answer);
+    answer
+}
+
+/// [`dispatch`]'s work: wait for a slot, then forward.
+async fn queue_and_forward(
     inner: &Arc<Inner>,
     a: Admitted<'_>,
     body: ReqBody<'_>,
@@ -276,52 +316,54 @@ pub(crate) async fn dispatch(
             (queue_timeout, by_deadline) = (left, true);
         }
     }
-    let waiting = match inner.gate.acquire(route.tenant, route.class) {
+    // A level's own queue timeout, when shorter than `[limits]`', bounds the wait.
+    let level = route
+        .level
+        .and_then(|l| Some((l, settings.levels.as_ref()?.level(l)?)));
+    let level_timeout = level.and_then(|(_, info)| info.timeout);
+    let by_level = level_timeout.is_some_and(|t| t < queue_timeout);
+    if let (true, Some(t)) = (by_level, level_timeout) {
+        (queue_timeout, by_deadline) = (t, false);
+    }
+    let acquired = match route.level {
+        Some(l) => inner.gate.acquire_at(route.tenant, route.class, l.route),
+        None => inner.gate.acquire(route.tenant, route.class),
+    };
+    let waiting = match acquired {
         Ok(w) => w,
-        Err(Reject::Closed) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
-        Err(Reject::QueueFull { .. }) => {
-            let msg = "proxy queue full, retry later";
-            return refuse(settings, &stats, Reason::QueueFull, msg);
-        }
-        Err(Reject::TenantQueueFull { .. }) => {
-            let msg = "tenant queue full, retry later";
-            return refuse(settings, &stats, Reason::TenantQueueFull, msg);
-        }
-        Err(e) => return refuse(settings, &stats, Reason::Internal, &e.to_string()),
+        Err(e) => return gate_refusal(settings, &stats, level.map(|(_, i)| i), e),
     };
     let permit = match granted_or_wait(waiting) {
         Ok(p) => p,
-        Err(waiting) => match match bounds.as_mut() {
-            Some(b) => {
-                let due = tokio::time::Instant::now() + queue_timeout;
-                arm(b.timer.as_mut(), due);
-                tokio::select! {
-                    biased;
-                    r = waiting => Ok(r),
-                    _ = poll_fn(|cx| poll_due(b.timer.as_mut(), due, cx)) => Err(()),
+        Err(waiting) => {
+            // Listed in `/debug/requests` while it waits (levels only).
+            let _queued = level.and_then(|(l, info)| {
+                let (schema, _) = settings.levels.as_ref()?.schema(l)?;
+                Some(
+                    inner
+                        .levels
+                        .queue(route.tenant, l, (&info.name, schema), arrival),
+                )
+            });
+            match bounded(waiting, bounds.as_deref_mut(), queue_timeout).await {
+                Ok(Ok(p)) => p,
+                Ok(Err(_)) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
+                Err(()) if by_deadline => {
+                    let msg = "the call's deadline passed while it was queued";
+                    return refuse(settings, &stats, Reason::Deadline, msg);
                 }
+                Err(()) => return queue_timed_out(settings, &stats, level, by_level),
             }
-            None => tokio::time::timeout(queue_timeout, waiting)
-                .await
-                .map_err(|_| ()),
-        } {
-            Ok(Ok(p)) => p,
-            Ok(Err(_)) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
-            Err(()) if by_deadline => {
-                let msg = "the call's deadline passed while it was queued";
-                return refuse(settings, &stats, Reason::Deadline, msg);
-            }
-            Err(()) => {
-                let msg = "timed out waiting for the upstream";
-                return refuse(settings, &stats, Reason::QueueTimeout, msg);
-            }
-        },
+        }
     };
     // One clock reading for the wait and the upstream deadline (issue 19: ≈ 8 a request).
     let now = Instant::now();
-    stats
-        .wait
-        .record(now.saturating_duration_since(arrival).as_secs_f64());
+    let waited = now.saturating_duration_since(arrival).as_secs_f64();
+    stats.wait.record(waited);
+    if let Some((_, info)) = level {
+        info.stats.dispatched.fetch_add(1, Relaxed);
+        info.stats.wait.record(waited);
+    }
     stats.dispatched();
     // Boxed: only what a request needs while it waits for its slot is stored in the future
     // that a queued request keeps allocated; the upstream exchange's state is allocated once
@@ -346,8 +388,87 @@ pub(crate) async fn dispatch(
     }
 }
 
+/// The answer to a request the gate refused to queue: its caps (429), a level's queue limit
+/// (429 naming the level), a drain (503).
+fn gate_refusal(
+    settings: &Settings,
+    stats: &Ticket,
+    level: Option<&crate::levels::LevelInfo>,
+    e: Reject,
+) -> Answer {
+    use fairlane_runtime::LevelRefusal;
+    match e {
+        Reject::Closed => refuse(settings, stats, Reason::Shutdown, "shutting down"),
+        Reject::QueueFull { .. } => {
+            let msg = "proxy queue full, retry later";
+            refuse(settings, stats, Reason::QueueFull, msg)
+        }
+        Reject::TenantQueueFull { .. } => {
+            let msg = "tenant queue full, retry later";
+            refuse(settings, stats, Reason::TenantQueueFull, msg)
+        }
+        Reject::Level(LevelRefusal::Full { name, .. }) => {
+            if let Some(info) = level {
+                info.stats.full.fetch_add(1, Relaxed);
+            }
+            let msg = format!("priority level {name:?} queue full, retry later");
+            refuse(settings, stats, Reason::QueueFull, &msg)
+        }
+        Reject::Level(LevelRefusal::Unknown(_)) => {
+            // Classified just before a reload retired the level.
+            let msg = "priority level retired by a reload, retry";
+            refuse(settings, stats, Reason::QueueTimeout, msg)
+        }
+        e => refuse(settings, stats, Reason::Internal, &e.to_string()),
+    }
+}
+
+/// The 503 of a request that waited its queue timeout (naming its level, with levels).
+fn queue_timed_out(
+    settings: &Settings,
+    stats: &Ticket,
+    level: Option<(Leveled, &crate::levels::LevelInfo)>,
+    by_level: bool,
+) -> Answer {
+    let Some((_, info)) = level else {
+        let msg = "timed out waiting for the upstream";
+        return refuse(settings, stats, Reason::QueueTimeout, msg);
+    };
+    info.stats.timeout.fetch_add(1, Relaxed);
+    let which = if by_level { "its" } else { "[limits]'" };
+    let msg = format!(
+        "timed out waiting in priority level {:?} ({which} queue timeout)",
+        &*info.name
+    );
+    refuse(settings, stats, Reason::QueueTimeout, &msg)
+}
+
 /// The permit if the gate granted the slot at once, or the wait for it. Apart from
 /// `dispatch` so that the wait is never borrowed there.
+/// Wait for the slot for at most `timeout`, on the connection's timer if it has one.
+/// `Err(())`: the time ran out.
+async fn bounded(
+    waiting: crate::gate::Waiting,
+    bounds: Option<&mut Bounds<'_>>,
+    timeout: Duration,
+) -> Result<Result<Permit, Reject>, ()> {
+    match bounds {
+        Some(b) => {
+            let due = tokio::time::Instant::now() + timeout;
+            arm(b.timer.as_mut(), due);
+            tokio::select! {
+                biased;
+                r = waiting => Ok(r),
+                _ = poll_fn(|cx| poll_due(b.timer.as_mut(), due, cx)) => Err(()),
+            }
+        }
+        None => tokio::time::timeout(timeout, waiting).await.map_err(|_| ()),
+    }
+}
+
+// The `Err` is the wait itself, handed back to be awaited: boxing it would add an
+// allocation per queued request.
+#[allow(clippy::result_large_err)]
 fn granted_or_wait(mut waiting: crate::gate::Waiting) -> Result<Permit, crate::gate::Waiting> {
     waiting.granted().ok_or(waiting)
 }

@@ -4,8 +4,9 @@
 //! connection finish its requests (queued ones are still dispatched) for up to
 //! `limits.shutdown_grace_ms`; then answer whatever is still queued or in flight with 503 and
 //! return. Reload ([`ProxyHandle::reload`], SIGHUP): tenants, keys, weights, caps, classes,
-//! timeouts, the upstream address and a fixed depth change in place without dropping a
-//! request; the scheduler and the listen addresses need a restart (reported as warnings).
+//! timeouts, the upstream address, a fixed depth and the priority levels' shares, limits and
+//! flow schemas change in place without dropping a request; the scheduler (a level's
+//! `algorithm` too) and the listen addresses need a restart (reported as warnings).
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -155,7 +156,8 @@ impl Proxy {
             (0..config.listen.workers.runtimes().unwrap_or(0))
                 .map(|_| crate::workers::Load::default())
                 .collect();
-        let settings = settings(config, &mut registry)?;
+        let levels = Arc::new(crate::levels::Live::default());
+        let settings = settings(config, &mut registry, &gate, &levels)?;
         let listener = match addr {
             Some(a) => Some(listen("listen.addr", a).await?),
             None => None,
@@ -182,6 +184,7 @@ impl Proxy {
                 streaming: StreamSlots::default(),
                 worker_loads,
                 tls,
+                levels,
             }),
             listener,
             tls_listener,
@@ -445,40 +448,42 @@ impl ProxyHandle {
     pub fn reload(&self, config: ProxyConfig) -> Result<Vec<String>, ConfigError> {
         config.validate()?;
         let old = self.inner.settings();
-        let (o, n) = (&old.config, &config);
-        let mut warnings = restart_warnings(o, n);
-        let new_tls = n.listen.tls.clone();
+        let (o, mut config) = (&old.config, config);
+        let mut warnings = restart_warnings(o, &config);
+        config.scheduler.algorithm = o.scheduler.algorithm.clone();
+        config.scheduler.initial_estimate_ms = o.scheduler.initial_estimate_ms;
+        warnings.extend(crate::levels::keep_for_restart(o, &mut config));
+        let new_tls = config.listen.tls.clone();
         let mut registry = self
             .inner
             .registry
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        apply_tenants(
-            &self.inner.gate,
-            self.inner.depth.as_ref(),
-            &config,
-            &mut registry,
-        )?;
+        // The levels first when D shrinks (the new levels fit it), after when it grows.
+        let gate = &self.inner.gate;
+        let levels_first = config.scheduler.depth < gate.depth();
+        if levels_first {
+            crate::levels::reload(gate, &config)?;
+        }
+        apply_tenants(gate, self.inner.depth.as_ref(), &config, &mut registry)?;
+        let n = &config;
         // With [cluster] the sync task owns the depth.
         if o.scheduler.adaptive.is_none() && n.scheduler.adaptive.is_none() && o.cluster.is_none() {
-            self.inner
-                .gate
-                .set_depth(n.scheduler.depth)
-                .map_err(|e| ConfigError {
-                    file: None,
-                    field: "scheduler.depth".into(),
-                    reason: e.to_string(),
-                })?;
+            gate.set_depth(n.scheduler.depth).map_err(|e| ConfigError {
+                file: None,
+                field: "scheduler.depth".into(),
+                reason: e.to_string(),
+            })?;
         }
-        let mut config = config;
+        if !levels_first {
+            crate::levels::reload(gate, &config)?;
+        }
         config.listen = o.listen.clone();
-        config.scheduler.algorithm = o.scheduler.algorithm.clone();
-        config.scheduler.initial_estimate_ms = o.scheduler.initial_estimate_ms;
         config.cluster = o.cluster.clone();
         if o.scheduler.adaptive.is_some() != config.scheduler.adaptive.is_some() {
             config.scheduler.adaptive = o.scheduler.adaptive.clone();
         }
-        let new = settings(config, &mut registry)?;
+        let new = settings(config, &mut registry, gate, &self.inner.levels)?;
         self.inner
             .conns
             .max

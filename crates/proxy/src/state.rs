@@ -31,6 +31,8 @@ pub(crate) struct Settings {
     pub cost_header: Option<HeaderName>,
     /// The wire to the upstream (`[upstream] protocol`).
     pub upstream: Upstream,
+    /// The flow schemas and their levels (`None`: no priority levels).
+    pub levels: Option<crate::levels::Schemas>,
 }
 
 /// A connection's copy of the settings (issue 19): read per request with one load of a
@@ -65,6 +67,8 @@ pub(crate) struct Inner {
     pub(crate) worker_loads: crate::workers::Loads,
     /// The TLS listener's configuration (`[listen.tls]`), swapped by a reload.
     pub(crate) tls: Option<crate::tls::Acceptor>,
+    /// The priority levels' counters and queued requests (unused without levels).
+    pub(crate) levels: Arc<crate::levels::Live>,
 }
 
 impl Inner {
@@ -114,15 +118,20 @@ impl Inner {
                 }
             }
         }
+        status.levels = self.levels.status(self.gate.0.levels());
         status
     }
 }
 
+/// The settings `config` asks for; the flow schemas name the levels `gate` has now.
 pub(crate) fn settings(
     config: ProxyConfig,
     registry: &mut Registry,
+    gate: &Gate,
+    live: &crate::levels::Live,
 ) -> Result<Settings, ConfigError> {
     let identifier = Identifier::new(&config, registry);
+    let levels = crate::levels::Schemas::new(&config, registry, &gate.0.levels(), live);
     let authority = config.upstream_authority()?;
     let cost_header = config
         .upstream
@@ -140,6 +149,7 @@ pub(crate) fn settings(
             .map(|n| http::HeaderValue::from_str(n).ok())
             .collect(),
         cost_header,
+        levels,
         config,
     })
 }

@@ -3,14 +3,13 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
 use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_shows_the_tenants_in_headless_chromium() {
-    let chromium = require("chromium");
+    require("chromium");
     let up = start_upstream().await;
     let p = start_proxy(config(
         up.addr(),
@@ -28,35 +27,7 @@ async fn dashboard_shows_the_tenants_in_headless_chromium() {
     });
     assert_eq!(get(p.addr, "/", Some("kb")).await.0, 200);
     let url = format!("http://{}/dashboard", p.admin);
-    let profile = temp_file("chromium/.keep", "");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--virtual-time-budget=4000",
-                "--timeout=20000",
-            ])
-            .arg(format!(
-                "--user-data-dir={}",
-                profile.parent().unwrap().display()
-            ))
-            .arg("--dump-dom")
-            .arg(url)
-            .output()
-            .expect("run chromium")
-    })
-    .await
-    .unwrap();
-    let dom = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let dom = chromium_dom(url).await;
     for needle in [
         "data-tenant=\"alice\"",
         "data-tenant=\"bob\"",

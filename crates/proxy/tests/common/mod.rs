@@ -530,3 +530,38 @@ pub async fn get_work(client: &LoadClient, addr: SocketAddr, key: &str) -> Optio
     .ok()
     .flatten()
 }
+
+/// The DOM of the page at `url` after headless Chromium ran its scripts for 4 s of virtual
+/// time (Debian's `chromium`, installed by scripts/test-deps.sh).
+pub async fn chromium_dom(url: String) -> String {
+    let chromium = require("chromium");
+    let profile = temp_file("chromium/.keep", "");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--virtual-time-budget=4000",
+                "--timeout=20000",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                profile.parent().unwrap().display()
+            ))
+            .arg("--dump-dom")
+            .arg(url)
+            .output()
+            .expect("run chromium")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "chromium failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
