@@ -115,6 +115,20 @@ impl Gate {
         self.0.join(tenant, class)
     }
 
+    /// [`Gate::acquire`] for a request whose cost known at admission (`Some`) the scheduler
+    /// is told at enqueue (VTC charges it at dispatch).
+    pub fn acquire_costed(
+        &self,
+        tenant: TenantId,
+        class: ClassId,
+        cost: Option<f64>,
+    ) -> Result<Waiting, Reject> {
+        match cost {
+            Some(c) => self.0.acquire_with_cost(tenant, class, c).join(),
+            None => self.0.join(tenant, class),
+        }
+    }
+
     /// Change D. Running requests are unaffected; slots beyond the new depth are retired as
     /// their requests complete.
     pub fn set_depth(&self, depth: usize) -> Result<(), GateError> {

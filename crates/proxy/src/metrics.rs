@@ -267,6 +267,9 @@ pub struct CostPolicy {
 impl CostPolicy {
     /// The bounds a config sets.
     pub fn of(config: &crate::config::ProxyConfig) -> CostPolicy {
+        if config.upstream.cost.is_some() {
+            return crate::tokens::policy(config);
+        }
         let c = &config.cost;
         CostPolicy {
             max_ratio: c.max_ratio,
@@ -519,6 +522,8 @@ pub struct Metrics {
     pub reloads: AtomicU64,
     /// TLS handshakes that failed or did not finish within the header timeout.
     pub tls_handshake_failed: AtomicU64,
+    /// Tokens charged under `upstream.cost = "openai-usage"`.
+    pub tokens: Arc<crate::tokens::TokenMetrics>,
 }
 
 impl Metrics {
@@ -603,6 +608,7 @@ impl Metrics {
             buckets: BUCKETS.to_vec(),
             tenants,
             cluster: None,
+            tokens: self.tokens.status(names),
         }
     }
 }
@@ -639,6 +645,9 @@ pub struct Status {
     /// The global view with `[cluster]`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::cluster::ClusterStatus>,
+    /// Tokens charged under `upstream.cost = "openai-usage"` (after the first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<crate::tokens::TokenStatus>,
 }
 
 /// One tenant in [`Status`].
@@ -865,6 +874,9 @@ impl Status {
         }
         if let Some(c) = &self.cluster {
             o.push_str(&c.prometheus());
+        }
+        if let Some(t) = &self.tokens {
+            o.push_str(&t.prometheus());
         }
         o
     }

@@ -276,7 +276,16 @@ pub(crate) async fn dispatch(
             (queue_timeout, by_deadline) = (left, true);
         }
     }
-    let waiting = match inner.gate.acquire(route.tenant, route.class) {
+    // Token costs: the input estimated from the body's size, told the VTC family at once.
+    let tokens = settings.tokens.as_ref().map(|t| {
+        let bytes = match &body {
+            ReqBody::Full(b) => Some(b.len() as u64),
+            ReqBody::Stream(_) | ReqBody::Owned(_) => None,
+        };
+        t.admission(route.tenant, bytes)
+    });
+    let told = tokens.filter(|a| a.tell_scheduler).map(|a| a.cost());
+    let waiting = match inner.gate.acquire_costed(route.tenant, route.class, told) {
         Ok(w) => w,
         Err(Reject::Closed) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
         Err(Reject::QueueFull { .. }) => {
@@ -289,7 +298,7 @@ pub(crate) async fn dispatch(
         }
         Err(e) => return refuse(settings, &stats, Reason::Internal, &e.to_string()),
     };
-    let permit = match granted_or_wait(waiting) {
+    let mut permit = match granted_or_wait(waiting) {
         Ok(p) => p,
         Err(waiting) => match match bounds.as_mut() {
             Some(b) => {
@@ -323,6 +332,10 @@ pub(crate) async fn dispatch(
         .wait
         .record(now.saturating_duration_since(arrival).as_secs_f64());
     stats.dispatched();
+    if let Some(a) = &tokens {
+        // Charged if no response settles it (a failed exchange): the input estimate.
+        permit.set_cost(a.cost());
+    }
     // Boxed: only what a request needs while it waits for its slot is stored in the future
     // that a queued request keeps allocated; the upstream exchange's state is allocated once
     // the gate has admitted it (issue 19, memory per queued connection).
@@ -335,6 +348,7 @@ pub(crate) async fn dispatch(
             stats,
             permit,
             arrival,
+            tokens,
         },
         head,
         body,
@@ -443,6 +457,8 @@ struct Held<'a> {
     stats: Ticket,
     permit: Permit,
     arrival: Instant,
+    /// What was charged at admission under token costs.
+    tokens: Option<crate::tokens::Admission>,
 }
 
 /// The answer to an upstream reply: its body buffered up to `limits.response_buffer_bytes`
@@ -460,6 +476,7 @@ async fn answer(
         stats,
         permit,
         arrival,
+        tokens,
     } = held;
     let mut body = reply.body;
     let limits = &settings.config.limits;
@@ -485,7 +502,8 @@ async fn answer(
             "upstream connection failed",
         );
     };
-    let cost = respond::cost_source(settings.cost_header.as_ref(), &reply.head);
+    let tokens = tokens.map(|a| (a, &inner.metrics.tokens));
+    let cost = respond::cost_source(settings.cost_header.as_ref(), tokens, tenant, &reply.head);
     // Streams past the buffer hold the slot for as long as the client takes to read; a
     // tenant may hold only its share of D that way.
     let streaming = if buffered.complete {

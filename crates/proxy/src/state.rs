@@ -27,6 +27,8 @@ pub(crate) struct Settings {
     /// `names` as `X-Fairlane-Tenant` values (`None`: not a valid header value).
     pub name_values: Vec<Option<http::HeaderValue>>,
     pub cost_header: Option<HeaderName>,
+    /// Token costs (`upstream.cost = "openai-usage"`): the tenants' weights.
+    pub tokens: Option<crate::tokens::TokenCosts>,
     /// The wire to the upstream (`[upstream] protocol`).
     pub upstream: Upstream,
 }
@@ -134,6 +136,7 @@ pub(crate) fn settings(
             .map(|n| http::HeaderValue::from_str(n).ok())
             .collect(),
         cost_header,
+        tokens: crate::tokens::TokenCosts::of(&config, registry),
         config,
     })
 }

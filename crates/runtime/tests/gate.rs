@@ -366,7 +366,11 @@ fn progress_is_charged_while_the_seat_is_held() {
         drop(pb);
         let next = if report { &mut b2 } else { &mut a2 };
         let p = ready(next, &w);
-        assert_eq!(p.tenant(), TenantId(if report { 2 } else { 1 }), "report {report}");
+        assert_eq!(
+            p.tenant(),
+            TenantId(if report { 2 } else { 1 }),
+            "report {report}"
+        );
         drop((p, pa, a2, b2));
         assert_eq!((g.holding(), g.waiting()), (0, 0));
     }
