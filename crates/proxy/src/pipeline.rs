@@ -531,6 +531,7 @@ async fn answer(
         _streaming: streaming,
         stats,
         cost,
+        progressed: 0.0,
         depth: inner.depth.clone().map(|c| (c, tenant, arrival)),
     };
     let now = inner.depth.as_ref().map(|_| inner.gate.clone());

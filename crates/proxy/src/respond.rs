@@ -150,6 +150,8 @@ pub(crate) struct Done {
     pub _streaming: Option<StreamGuard>,
     pub stats: Ticket,
     pub cost: Option<Box<dyn CostSource>>,
+    /// The usage last reported as progress (0: none).
+    pub progressed: f64,
     /// For the adaptive depth controller: response time = arrival → end of response.
     pub depth: Option<(crate::depth::Controller, TenantId, Instant)>,
 }
@@ -159,13 +161,16 @@ impl MeteredBody {
         if let Some(mut d) = self.done.take() {
             let secs = d.permit.held().as_secs_f64();
             let reported = d.cost.as_mut().map(|c| c.cost());
-            let cost = d.stats.charge(reported, secs);
+            // Never below the usage reported as progress: the seam's usage never decreases.
+            let cost = d.stats.charge(reported, secs).max(d.progressed);
             d.permit.set_cost(cost);
             d.stats.complete(secs, cost);
             if let Some((c, tenant, arrival)) = d.depth {
                 let now = self.now.as_ref().map_or(0.0, |g| g.now());
                 crate::depth::observe(&c, tenant, arrival.elapsed().as_secs_f64(), now);
             }
+            // The streaming count first: the freed slot's next holder may stream at once.
+            d._streaming = None;
             drop(d.permit);
         }
     }
@@ -191,6 +196,7 @@ impl Done {
         if let Some(c) = self.cost.as_mut() {
             c.data(data);
             if let Some(used) = c.used() {
+                self.progressed = used;
                 self.permit.progress(used);
             }
         }

@@ -7,9 +7,14 @@
 //!   ⌈bytes / [`BYTES_PER_TOKEN`]⌉ (a body streamed without a declared length: 0), and VTC
 //!   charges `w_p ·` that when it dispatches the request.
 //! * **While the response streams** (`text/event-stream`) each `data:` line is one generated
-//!   token, reported through the scheduler's `progress` (cumulative: `w_p·input + w_q·tokens
-//!   so far`) as the stream runs. A data line carrying `usage` reports its
-//!   `completion_tokens` instead; `data: [DONE]` counts nothing.
+//!   token, reported through the scheduler's `progress` as the stream runs: the cumulative
+//!   usage `w_q·tokens so far`, plus `w_p·prompt_tokens` once a usage chunk has told it. A
+//!   data line carrying `usage` reports its `completion_tokens` instead; `data: [DONE]`
+//!   and a chunk naming a `finish_reason` count nothing. The seam's usage never decreases, so the prompt *estimate* is not
+//!   reported as usage (it could exceed the true count): it is the credit VTC charged at
+//!   dispatch, which the first tokens use up before they are charged again. A request is
+//!   thus charged `max(w_p·estimate, usage so far)` while it streams, and exactly its usage
+//!   when it ends.
 //! * **When the response ends** the charge is `w_p·usage.prompt_tokens +
 //!   w_q·usage.completion_tokens`, read from the JSON body or the stream's final usage chunk
 //!   (OpenAI's `stream_options.include_usage`): the admission estimate is corrected
@@ -386,7 +391,7 @@ impl UsageCost {
             },
         };
         UsageCost {
-            reported: admission.cost(),
+            reported: 0.0,
             admission,
             reader,
             bytes: 0,
@@ -405,7 +410,7 @@ impl UsageCost {
             return;
         };
         let data = data.strip_prefix(b" ").unwrap_or(data);
-        if data == b"[DONE]" {
+        if data == b"[DONE]" || finishes(data) {
             return;
         }
         if !long && contains(data, b"\"usage\"") {
@@ -500,8 +505,15 @@ impl CostSource for UsageCost {
         if !matches!(self.reader, Reader::Sse { .. }) {
             return None;
         }
-        let (p, q, _) = self.tokens();
-        let used = self.admission.h.charge(p, q.max(self.lines));
+        let p = match self.usage {
+            Some((Ok(p), _)) => p,
+            _ => 0,
+        };
+        let (_, q, _) = self.tokens();
+        let used = self
+            .admission
+            .h
+            .charge(p, q.max(self.lines).min(MAX_TOKENS));
         (used > self.reported).then(|| {
             self.reported = used;
             used
@@ -526,8 +538,23 @@ impl CostSource for UsageCost {
         }
         self.tenant.input.fetch_add(p, Relaxed);
         self.tenant.output.fetch_add(q, Relaxed);
-        self.admission.h.charge(p, q)
+        // Never below what was reported as progress (a usage of fewer tokens than data lines).
+        self.admission.h.charge(p, q).max(self.reported)
     }
+}
+
+/// Whether a chunk names a finish reason (`"finish_reason": "length"`): the last chunk of a
+/// choice, which carries no new token on OpenAI's servers (vLLM's may carry one: it is then
+/// left out of the running count, and the usage counts it).
+fn finishes(data: &[u8]) -> bool {
+    let key = b"\"finish_reason\"";
+    let Some(at) = data.windows(key.len()).position(|w| w == key) else {
+        return false;
+    };
+    let mut rest = data[at + key.len()..]
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace());
+    rest.next() == Some(&b':') && rest.find(|b| !b.is_ascii_whitespace()) == Some(&b'"')
 }
 
 /// Whether `hay` contains `needle`.

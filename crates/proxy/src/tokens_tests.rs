@@ -102,6 +102,7 @@ fn a_stream_counts_data_lines_until_its_usage_chunk() {
         s += &chunk(t);
     }
     s += "event: ping\n: comment\n\n";
+    s += "data: {\"choices\":[{\"delta\":{},\"finish_reason\": \"length\"}]}\n\n";
     let usage =
         "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":5}}\r\n\r\n";
     let done = "data: [DONE]\n\n";
@@ -130,17 +131,30 @@ fn a_client_that_leaves_is_charged_what_it_was_sent_and_nothing_is_bad() {
 }
 
 #[test]
-fn progress_reports_the_cumulative_cost_as_the_stream_runs() {
+fn progress_reports_the_usage_so_far_as_the_stream_runs() {
     let m = Arc::new(TokenMetrics::default());
     let mut c = UsageCost::new(admission(10), true, TenantId(3), &m);
-    assert_eq!(c.used(), None, "nothing beyond the admission charge yet");
+    assert_eq!(c.used(), None, "nothing generated yet");
     c.data(chunk("a").as_bytes());
-    assert_eq!(c.used(), Some(12.0));
+    assert_eq!(
+        c.used(),
+        Some(2.0),
+        "one token (w_q = 2); the estimate is not usage"
+    );
     assert_eq!(c.used(), None, "reported once");
     c.data((chunk("b") + &chunk("c")).as_bytes());
-    assert_eq!(c.used(), Some(16.0));
-    c.data(b"data: {\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3}}\n");
-    assert_eq!(c.used(), Some(46.0), "the usage corrects the prompt");
+    assert_eq!(c.used(), Some(6.0));
+    c.data(b"data: {\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":3}}\n");
+    assert_eq!(c.used(), Some(10.0), "the usage adds the prompt");
+    c.ended();
+    assert_eq!(c.cost(), 10.0);
+    // A usage of fewer tokens than were streamed: never below what was reported.
+    let mut c = UsageCost::new(admission(10), true, TenantId(3), &m);
+    c.data((chunk("a") + &chunk("b") + &chunk("c")).as_bytes());
+    assert_eq!(c.used(), Some(6.0));
+    c.data(b"data: {\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":1}}\n");
+    c.ended();
+    assert_eq!(c.cost(), 6.0);
     // A JSON body reports nothing until it ends.
     let mut j = UsageCost::new(admission(10), false, TenantId(3), &m);
     j.data(b"{\"usage\":");
@@ -242,7 +256,7 @@ proptest! {
         let mut c = UsageCost::new(admission(100), stream, TenantId(0), &m);
         let mut rest = &body[..];
         let mut k = 0;
-        let mut last = c.admission.cost();
+        let mut last = 0.0;
         while !rest.is_empty() {
             let n = cuts[k % cuts.len()].min(rest.len());
             c.data(&rest[..n]);
@@ -259,6 +273,6 @@ proptest! {
         let (p, q, _) = c.tokens();
         prop_assert!(p <= MAX_TOKENS && q <= MAX_TOKENS.max(body.len() as u64));
         let cost = c.cost();
-        prop_assert!(cost.is_finite() && cost >= 0.0);
+        prop_assert!(cost.is_finite() && cost >= last, "the total never below the progress");
     }
 }
