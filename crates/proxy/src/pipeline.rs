@@ -29,6 +29,7 @@ use crate::rewrite::Forwarding;
 use crate::state::{Inner, Peer, Settings};
 use crate::stream::{BodyFault, Limited, ReqBody, Source};
 use crate::tenant::Who;
+use crate::tokens::{admission as token_admission, Told};
 use crate::upstream::{Failure, Outgoing};
 
 /// Where a request goes in the gate: decided once from its head by [`classify`].
@@ -276,15 +277,8 @@ pub(crate) async fn dispatch(
             (queue_timeout, by_deadline) = (left, true);
         }
     }
-    // Token costs: the input estimated from the body's size, told the VTC family at once.
-    let tokens = settings.tokens.as_ref().map(|t| {
-        let bytes = match &body {
-            ReqBody::Full(b) => Some(b.len() as u64),
-            ReqBody::Stream(_) | ReqBody::Owned(_) => None,
-        };
-        t.admission(route.tenant, bytes)
-    });
-    let told = tokens.filter(|a| a.tell_scheduler).map(|a| a.cost());
+    let tokens = token_admission(settings, route.tenant, &body);
+    let told = tokens.told();
     let waiting = match inner.gate.acquire_costed(route.tenant, route.class, told) {
         Ok(w) => w,
         Err(Reject::Closed) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
@@ -298,7 +292,7 @@ pub(crate) async fn dispatch(
         }
         Err(e) => return refuse(settings, &stats, Reason::Internal, &e.to_string()),
     };
-    let mut permit = match granted_or_wait(waiting) {
+    let permit = match granted_or_wait(waiting) {
         Ok(p) => p,
         Err(waiting) => match match bounds.as_mut() {
             Some(b) => {
@@ -332,10 +326,6 @@ pub(crate) async fn dispatch(
         .wait
         .record(now.saturating_duration_since(arrival).as_secs_f64());
     stats.dispatched();
-    if let Some(a) = &tokens {
-        // Charged if no response settles it (a failed exchange): the input estimate.
-        permit.set_cost(a.cost());
-    }
     // Boxed: only what a request needs while it waits for its slot is stored in the future
     // that a queued request keeps allocated; the upstream exchange's state is allocated once
     // the gate has admitted it (issue 19, memory per queued connection).
@@ -398,7 +388,11 @@ async fn forward(
     deadline: tokio::time::Instant,
     bounds: &mut Bounds<'_>,
 ) -> Answer {
-    let (held, head, body, peer) = (sent.held, sent.head, sent.body, sent.peer);
+    let (mut held, head, body, peer) = (sent.held, sent.head, sent.body, sent.peer);
+    // Under token costs a failed exchange is charged the input estimate.
+    if let Some(a) = &held.tokens {
+        held.permit.set_cost(a.cost());
+    }
     let (settings, tenant) = (held.settings, held.tenant);
     arm(bounds.timer.as_mut(), deadline);
     let tenant_value = settings

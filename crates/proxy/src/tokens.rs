@@ -199,6 +199,32 @@ impl TokenCosts {
     }
 }
 
+/// Under token costs, what `tenant`'s request with this body is charged at admission: the
+/// input estimated from the body's size (a body streamed without a declared length: 0).
+pub(crate) fn admission(
+    settings: &crate::state::Settings,
+    tenant: TenantId,
+    body: &crate::stream::ReqBody<'_>,
+) -> Option<Admission> {
+    let bytes = match body {
+        crate::stream::ReqBody::Full(b) => Some(b.len() as u64),
+        _ => None,
+    };
+    Some(settings.tokens.as_ref()?.admission(tenant, bytes))
+}
+
+/// The cost the scheduler is told at enqueue, if any (see [`Admission::tell_scheduler`]).
+pub(crate) trait Told {
+    /// `w_p · input` for the VTC family under token costs, else `None`.
+    fn told(&self) -> Option<f64>;
+}
+
+impl Told for Option<Admission> {
+    fn told(&self) -> Option<f64> {
+        self.filter(|a| a.tell_scheduler).map(|a| a.cost())
+    }
+}
+
 /// ⌈bytes / [`BYTES_PER_TOKEN`]⌉, at most [`MAX_TOKENS`].
 pub fn estimate(bytes: u64) -> u64 {
     bytes.div_ceil(BYTES_PER_TOKEN).min(MAX_TOKENS)

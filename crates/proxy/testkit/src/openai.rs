@@ -24,12 +24,9 @@ use bytes::Bytes;
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming};
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 
 /// How fast the fake model is.
 #[derive(Clone, Copy, Debug)]
@@ -72,26 +69,8 @@ impl OpenAiServer {
         let engine = Arc::new(Mutex::new(Engine::default()));
         let stepper = tokio::spawn(run_steps(engine.clone(), model, counters.clone()));
         let c = counters.clone();
-        let server = tokio::spawn(async move {
-            let mut conns = JoinSet::new();
-            loop {
-                tokio::select! {
-                    a = listener.accept() => {
-                        let Ok((stream, _)) = a else { continue };
-                        let _ = stream.set_nodelay(true);
-                        let (c, e) = (c.clone(), engine.clone());
-                        conns.spawn(async move {
-                            let service =
-                                service_fn(move |req| respond(req, e.clone(), c.clone()));
-                            let _ = hyper::server::conn::http1::Builder::new()
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await;
-                        });
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
+        let answer = move |req| respond(req, engine.clone(), c.clone());
+        let server = tokio::spawn(crate::upstream::serve(listener, answer));
         Ok(OpenAiServer {
             addr,
             tasks: vec![stepper, server],
