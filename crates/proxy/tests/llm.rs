@@ -369,3 +369,79 @@ print("ok")
     let out = s["tokens"]["tenants"][1]["output_tokens"].as_u64().unwrap();
     assert_eq!(out, 5 + 6 + 3, "{s}");
 }
+
+/// The dashboard, in headless Chromium (installed by scripts/test-deps.sh), shows each
+/// tenant's input and output tokens per second while streams run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_token_rates_per_tenant() {
+    let chromium = require("chromium");
+    let up = llm().await;
+    let p = start_proxy(llm_proxy_config(up.addr(), "vtc")).await;
+    let (log, stop): (Log, _) = (Arc::default(), Arc::new(AtomicBool::new(false)));
+    let load = {
+        let (log, stop, addr) = (log.clone(), stop.clone(), p.addr);
+        tokio::spawn(async move {
+            let c = post_client();
+            while !stop.load(Relaxed) {
+                stream_one(&c, addr, (1, "ks"), (40, 50), &log).await;
+            }
+        })
+    };
+    let url = format!("http://{}/dashboard", p.admin);
+    let profile = temp_file("chromium/.keep", "");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+            ])
+            .args([
+                "--no-first-run",
+                "--virtual-time-budget=3000",
+                "--timeout=20000",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                profile.parent().unwrap().display()
+            ))
+            .arg("--dump-dom")
+            .arg(url)
+            .output()
+            .expect("run chromium")
+    })
+    .await
+    .unwrap();
+    stop.store(true, Relaxed);
+    load.abort();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The short tenant's row: name, input and output tokens per second, the two totals.
+    let row = dom
+        .split("<tr class=\"tenant-tokens\">")
+        .find(|r| r.starts_with("<td>short</td>"))
+        .unwrap_or_else(|| panic!("no token row for tenant short in\n{dom}"));
+    let cells: Vec<&str> = row
+        .split("<td>")
+        .skip(1)
+        .map(|c| c.split("</td>").next().unwrap())
+        .collect();
+    // Chromium runs the page's timers on virtual time, so the rate between its last two
+    // samples may be 0: that it is a number (not "–") shows it was computed; the totals show
+    // the tokens charged.
+    for c in &cells[1..3] {
+        let rate: f64 = c.parse().unwrap_or_else(|_| panic!("a rate in {cells:?}"));
+        assert!(rate >= 0.0, "{cells:?}");
+    }
+    let output: u64 = cells[4].parse().unwrap();
+    assert!(output >= 50, "{cells:?}");
+    assert!(
+        dom.contains("usage not taken as reported: absurd 0,"),
+        "{dom}"
+    );
+}
