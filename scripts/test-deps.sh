@@ -32,7 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The proxy's gRPC and HTTP/2 tests (crates/proxy/tests/grpc.rs, tls.rs): Python grpcio in a
+# The proxy's gRPC, HTTP/2 and LLM tests (crates/proxy/tests/grpc.rs, tls.rs, llm.rs): Python grpcio and openai in a
 # venv, and h2spec from the Go module proxy, both under target/test-deps (FAIRLANE_TEST_DEPS
 # names another directory). Skipped when present.
 deps="${FAIRLANE_TEST_DEPS:-$(cd "$(dirname "$0")/.." && pwd)/target/test-deps}"
@@ -41,6 +41,11 @@ if ! "$deps/venv/bin/python" -c 'import grpc' >/dev/null 2>&1; then
     echo "test-deps: installing grpcio into $deps/venv" >&2
     python3 -m venv "$deps/venv"
     "$deps/venv/bin/pip" install -q --disable-pip-version-check grpcio
+fi
+# The official `openai` client through the proxy (crates/proxy/tests/llm.rs), in the same venv.
+if ! "$deps/venv/bin/python" -c 'import openai' >/dev/null 2>&1; then
+    echo "test-deps: installing openai into $deps/venv" >&2
+    "$deps/venv/bin/pip" install -q --disable-pip-version-check openai
 fi
 if [ ! -x "$deps/bin/h2spec" ]; then
     command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || {

@@ -276,6 +276,10 @@ pub struct Upstream {
     /// of measuring its upstream time.
     #[serde(default)]
     pub cost_header: Option<String>,
+    /// Take each request's cost from the response's token usage: `"openai-usage"` (an
+    /// OpenAI-compatible server; see `crate::tokens`). Not with `cost_header`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<String>,
     /// `[upstream.tls]`: connect with TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<UpstreamTls>,
@@ -303,6 +307,12 @@ pub struct CostSection {
     /// At most one log line per tenant per this interval (default 10000 ms).
     #[serde(default = "default_clamp_log_interval")]
     pub log_interval_ms: u64,
+    /// `w_p`, the cost of an input token under `upstream.cost = "openai-usage"` (default 1).
+    #[serde(default = "one_f64")]
+    pub input_token_weight: f64,
+    /// `w_q`, the cost of an output token under `upstream.cost = "openai-usage"` (default 1).
+    #[serde(default = "one_f64")]
+    pub output_token_weight: f64,
 }
 
 impl Default for CostSection {
@@ -312,6 +322,8 @@ impl Default for CostSection {
             floor_ms: default_cost_floor(),
             max_ms: default_cost_max(),
             log_interval_ms: default_clamp_log_interval(),
+            input_token_weight: 1.0,
+            output_token_weight: 1.0,
         }
     }
 }
@@ -533,6 +545,12 @@ pub struct TenantConfig {
     /// Response-time target in ms, for `edf` and the adaptive depth controller.
     #[serde(default)]
     pub target_ms: Option<f64>,
+    /// This tenant's `w_p` (default `cost.input_token_weight`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_token_weight: Option<f64>,
+    /// This tenant's `w_q` (default `cost.output_token_weight`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_token_weight: Option<f64>,
 }
 
 /// `[[class]]`: a request class, for per-(tenant, class) cost estimation.
@@ -728,6 +746,7 @@ impl ProxyConfig {
         self.limits.check()?;
         self.identity.check()?;
         self.cost.check()?;
+        crate::tokens::check(self)?;
         check_tenants(&self.tenants)?;
         for (i, c) in self.classes.iter().enumerate() {
             c.check(&format!("class[{i}]"))?;

@@ -121,15 +121,25 @@ impl Gate {
         self.0.join(tenant, class)
     }
 
-    /// [`acquire`](Gate::acquire) at a priority level and flow (`route`; without levels it
-    /// changes nothing). An exempt level's request is granted at once, outside D.
-    pub fn acquire_at(
+    /// [`acquire`](Gate::acquire) at a priority level and flow (`route`; `None`, or any route
+    /// without levels, changes nothing: an exempt level's request is granted at once, outside
+    /// D), with the cost known at admission (`Some`), which the scheduler is told at enqueue
+    /// (VTC charges it at dispatch).
+    pub fn acquire_as(
         &self,
         tenant: TenantId,
         class: ClassId,
-        route: fairlane_runtime::Route,
+        route: Option<fairlane_runtime::Route>,
+        cost: Option<f64>,
     ) -> Result<Waiting, Reject> {
-        self.0.acquire(tenant, class).at(route).join()
+        let waiting = match cost {
+            Some(c) => self.0.acquire_with_cost(tenant, class, c),
+            None => self.0.acquire(tenant, class),
+        };
+        match route {
+            Some(r) => waiting.at(r).join(),
+            None => waiting.join(),
+        }
     }
 
     /// Change D. Running requests are unaffected; slots beyond the new depth are retired as

@@ -27,6 +27,7 @@
 //! * `client` — the client adapters: the own HTTP/1.1 server and hyper's (HTTP/2).
 //! * `upstream` — the `Wire` trait and its implementations (HTTP/1.1 on own sockets).
 //! * [`h1`] — HTTP/1.1 framing on `httparse` (the own adapters' and wires').
+//! * [`tokens`] — token costs read from OpenAI-compatible responses (`openai-usage`).
 //! * [`metrics`], [`admin`] — Prometheus `/metrics`, JSON `/status` and the live
 //!   `/dashboard` on a separate listener.
 //! * [`levels`] — `[[priority_level]]` and `[[flow_schema]]`: APF's priority levels, the
@@ -88,6 +89,7 @@ mod state;
 mod stream;
 pub mod tenant;
 mod tls;
+pub mod tokens;
 mod upstream;
 mod workers;
 

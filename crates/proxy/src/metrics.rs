@@ -267,6 +267,9 @@ pub struct CostPolicy {
 impl CostPolicy {
     /// The bounds a config sets.
     pub fn of(config: &crate::config::ProxyConfig) -> CostPolicy {
+        if config.upstream.cost.is_some() {
+            return crate::tokens::policy(config);
+        }
         let c = &config.cost;
         CostPolicy {
             max_ratio: c.max_ratio,
@@ -519,6 +522,8 @@ pub struct Metrics {
     pub reloads: AtomicU64,
     /// TLS handshakes that failed or did not finish within the header timeout.
     pub tls_handshake_failed: AtomicU64,
+    /// Tokens charged under `upstream.cost = "openai-usage"`.
+    pub tokens: Arc<crate::tokens::TokenMetrics>,
 }
 
 impl Metrics {
@@ -604,6 +609,7 @@ impl Metrics {
             tenants,
             cluster: None,
             levels: Vec::new(),
+            tokens: self.tokens.status(names),
         }
     }
 }
@@ -643,6 +649,9 @@ pub struct Status {
     /// The priority levels (none without `[[priority_level]]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub levels: Vec<crate::levels::LevelStatus>,
+    /// Tokens charged under `upstream.cost = "openai-usage"` (after the first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<crate::tokens::TokenStatus>,
 }
 
 /// One tenant in [`Status`].
@@ -871,6 +880,9 @@ impl Status {
             o.push_str(&c.prometheus());
         }
         crate::levels::prometheus(&mut o, &self.levels);
+        if let Some(t) = &self.tokens {
+            o.push_str(&t.prometheus());
+        }
         o
     }
 }

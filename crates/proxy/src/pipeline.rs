@@ -30,6 +30,7 @@ use crate::rewrite::Forwarding;
 use crate::state::{Inner, Peer, Settings};
 use crate::stream::{BodyFault, Limited, ReqBody, Source};
 use crate::tenant::Who;
+use crate::tokens::{admission as token_admission, Told};
 use crate::upstream::{Failure, Outgoing};
 
 /// Where a request goes in the gate: decided once from its head by [`classify`].
@@ -325,11 +326,10 @@ async fn queue_and_forward(
     if let (true, Some(t)) = (by_level, level_timeout) {
         (queue_timeout, by_deadline) = (t, false);
     }
-    let acquired = match route.level {
-        Some(l) => inner.gate.acquire_at(route.tenant, route.class, l.route),
-        None => inner.gate.acquire(route.tenant, route.class),
-    };
-    let waiting = match acquired {
+    let tokens = token_admission(settings, route.tenant, &body);
+    let told = tokens.told();
+    let at = route.level.map(|l| l.route);
+    let waiting = match inner.gate.acquire_as(route.tenant, route.class, at, told) {
         Ok(w) => w,
         Err(e) => return gate_refusal(settings, &stats, level.map(|(_, i)| i), e),
     };
@@ -377,6 +377,7 @@ async fn queue_and_forward(
             stats,
             permit,
             arrival,
+            tokens,
         },
         head,
         body,
@@ -505,7 +506,11 @@ async fn forward(
     deadline: tokio::time::Instant,
     bounds: &mut Bounds<'_>,
 ) -> Answer {
-    let (held, head, body, peer) = (sent.held, sent.head, sent.body, sent.peer);
+    let (mut held, head, body, peer) = (sent.held, sent.head, sent.body, sent.peer);
+    // Under token costs a failed exchange is charged the input estimate.
+    if let Some(a) = &held.tokens {
+        held.permit.set_cost(a.cost());
+    }
     let (settings, tenant) = (held.settings, held.tenant);
     arm(bounds.timer.as_mut(), deadline);
     let tenant_value = settings
@@ -564,6 +569,8 @@ struct Held<'a> {
     stats: Ticket,
     permit: Permit,
     arrival: Instant,
+    /// What was charged at admission under token costs.
+    tokens: Option<crate::tokens::Admission>,
 }
 
 /// The answer to an upstream reply: its body buffered up to `limits.response_buffer_bytes`
@@ -581,6 +588,7 @@ async fn answer(
         stats,
         permit,
         arrival,
+        tokens,
     } = held;
     let mut body = reply.body;
     let limits = &settings.config.limits;
@@ -606,7 +614,8 @@ async fn answer(
             "upstream connection failed",
         );
     };
-    let cost = respond::cost_source(settings.cost_header.as_ref(), &reply.head);
+    let tokens = tokens.map(|a| (a, &inner.metrics.tokens));
+    let cost = respond::cost_source(settings.cost_header.as_ref(), tokens, tenant, &reply.head);
     // Streams past the buffer hold the slot for as long as the client takes to read; a
     // tenant may hold only its share of D that way.
     let streaming = if buffered.complete {
@@ -634,6 +643,7 @@ async fn answer(
         _streaming: streaming,
         stats,
         cost,
+        progressed: 0.0,
         depth: inner.depth.clone().map(|c| (c, tenant, arrival)),
     };
     let now = inner.depth.as_ref().map(|_| inner.gate.clone());

@@ -75,12 +75,19 @@ impl Body for ProxyBody {
 }
 
 /// Where the cost charged for a request comes from, when not from its slot time: it sees
-/// each data frame of the response as it passes, and names the cost (in seconds) when the
-/// slot is freed.
+/// each data frame of the response as it passes, may report the cost so far while the
+/// response streams, and names the cost when the slot is freed. The unit is the gate's:
+/// seconds, or weighted tokens under `upstream.cost = "openai-usage"` (`crate::tokens`).
 pub(crate) trait CostSource: Send {
     /// A data frame of the response went by.
     fn data(&mut self, _chunk: &[u8]) {}
-    /// The cost to charge, in seconds (NaN or negative: unreadable; bounded by `[cost]`).
+    /// The cumulative cost so far, if it grew since last asked (the scheduler's `progress`).
+    fn used(&mut self) -> Option<f64> {
+        None
+    }
+    /// The upstream body ended (it was not cut short by the client going away).
+    fn ended(&mut self) {}
+    /// The cost to charge (NaN or negative: unreadable; bounded by `[cost]`).
     fn cost(&mut self) -> f64;
 }
 
@@ -93,12 +100,24 @@ impl CostSource for HeaderCost {
     }
 }
 
-/// The cost source for a response with this head: the cost header's value if configured
-/// (an unreadable value is bounded when charged), else none (the slot time is charged).
+/// The cost source for a response of `tenant` with this head: its token usage under
+/// `openai-usage` (`tokens`: what was charged at admission), the cost header's value if
+/// configured (an unreadable value is bounded when charged), else none (the slot time is
+/// charged).
 pub(crate) fn cost_source(
     header: Option<&http::HeaderName>,
+    tokens: Option<(crate::tokens::Admission, &Arc<crate::tokens::TokenMetrics>)>,
+    tenant: TenantId,
     head: &ResponseHead,
 ) -> Option<Box<dyn CostSource>> {
+    if let Some((admission, metrics)) = tokens {
+        let stream = head.header("content-type", |v| {
+            let t = b"text/event-stream";
+            v.is_some_and(|v| v.len() >= t.len() && v[..t.len()].eq_ignore_ascii_case(t))
+        });
+        let usage = crate::tokens::UsageCost::new(admission, stream, tenant, metrics);
+        return Some(Box::new(usage));
+    }
     let name = header?;
     let ms = head.header(name.as_str(), |v| {
         v.and_then(|v| std::str::from_utf8(v).ok())
@@ -131,6 +150,8 @@ pub(crate) struct Done {
     pub _streaming: Option<StreamGuard>,
     pub stats: Ticket,
     pub cost: Option<Box<dyn CostSource>>,
+    /// The usage last reported as progress (0: none).
+    pub progressed: f64,
     /// For the adaptive depth controller: response time = arrival → end of response.
     pub depth: Option<(crate::depth::Controller, TenantId, Instant)>,
 }
@@ -140,21 +161,43 @@ impl MeteredBody {
         if let Some(mut d) = self.done.take() {
             let secs = d.permit.held().as_secs_f64();
             let reported = d.cost.as_mut().map(|c| c.cost());
-            let cost = d.stats.charge(reported, secs);
+            // Never below the usage reported as progress: the seam's usage never decreases.
+            let cost = d.stats.charge(reported, secs).max(d.progressed);
             d.permit.set_cost(cost);
             d.stats.complete(secs, cost);
             if let Some((c, tenant, arrival)) = d.depth {
                 let now = self.now.as_ref().map_or(0.0, |g| g.now());
                 crate::depth::observe(&c, tenant, arrival.elapsed().as_secs_f64(), now);
             }
+            // The streaming count first: the freed slot's next holder may stream at once.
+            d._streaming = None;
             drop(d.permit);
         }
     }
 
     fn saw(&mut self, f: &Frame<Bytes>) {
         if let (Some(d), Some(data)) = (self.done.as_mut(), f.data_ref()) {
-            if let Some(c) = d.cost.as_mut() {
-                c.data(data);
+            d.saw(data);
+        }
+    }
+
+    /// The upstream body ended (a clean end, or broken off by the upstream).
+    fn ended(&mut self) {
+        if let Some(c) = self.done.as_mut().and_then(|d| d.cost.as_mut()) {
+            c.ended();
+        }
+        self.finish();
+    }
+}
+
+impl Done {
+    /// A data frame went by: the cost source sees it, and reports the cost so far.
+    fn saw(&mut self, data: &[u8]) {
+        if let Some(c) = self.cost.as_mut() {
+            c.data(data);
+            if let Some(used) = c.used() {
+                self.progressed = used;
+                self.permit.progress(used);
             }
         }
     }
@@ -181,10 +224,10 @@ impl Body for MeteredBody {
             Poll::Ready(Some(Ok(f))) => {
                 self.saw(f);
                 if self.inner.is_end_stream() {
-                    self.finish()
+                    self.ended()
                 }
             }
-            Poll::Ready(_) => self.finish(),
+            Poll::Ready(_) => self.ended(),
             Poll::Pending => {}
         }
         r
@@ -317,13 +360,11 @@ impl MeteredBody {
         };
         for f in body.first.iter().chain(body.prefix.iter()) {
             if let (Some(d), Some(data)) = (body.done.as_mut(), f.data_ref()) {
-                if let Some(c) = d.cost.as_mut() {
-                    c.data(data);
-                }
+                d.saw(data);
             }
         }
         if body.inner_done || body.inner.is_end_stream() {
-            body.finish();
+            body.ended();
         }
         body
     }

@@ -29,6 +29,8 @@ pub(crate) struct Settings {
     /// `names` as `X-Fairlane-Tenant` values (`None`: not a valid header value).
     pub name_values: Vec<Option<http::HeaderValue>>,
     pub cost_header: Option<HeaderName>,
+    /// Token costs (`upstream.cost = "openai-usage"`): the tenants' weights.
+    pub tokens: Option<crate::tokens::TokenCosts>,
     /// The wire to the upstream (`[upstream] protocol`).
     pub upstream: Upstream,
     /// The flow schemas and their levels (`None`: no priority levels).
@@ -150,6 +152,7 @@ pub(crate) fn settings(
             .collect(),
         cost_header,
         levels,
+        tokens: crate::tokens::TokenCosts::of(&config, registry),
         config,
     })
 }

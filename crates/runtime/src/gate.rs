@@ -1246,6 +1246,25 @@ impl Permit {
         self.cost = Some(cost);
     }
 
+    /// Report the request's cumulative cost so far, in the gate's cost unit, while it runs
+    /// (the scheduler's `progress`: VTC charges each generated token as it is reported,
+    /// 2DFQ refreshes its charge). NaN, infinite or negative values, and an exempt level's
+    /// permit, report nothing.
+    pub fn progress(&self, used: f64) {
+        let Hold::Seat { ticket, .. } = self.hold else {
+            return;
+        };
+        if !(used.is_finite() && used >= 0.0) {
+            return;
+        }
+        let shared = &self.gate.shared;
+        let mut st = shared.lock();
+        let now = shared.now();
+        if let Err(e) = st.sched.progress(ticket, used, now) {
+            st.error("a progress report", Some(e));
+        }
+    }
+
     /// The seat held (0-based; the scheduler's worker index). An exempt level's permit holds
     /// no seat: `usize::MAX` ([`exempt`](Permit::exempt) says so).
     pub fn seat(&self) -> usize {

@@ -339,3 +339,39 @@ fn adaptive_depth_runs_on_the_gates_timer_thread() {
         "the timer ended the period and halved the depth"
     );
 }
+
+/// `Permit::progress` reaches the scheduler while the seat is held: under VTC a tenant
+/// whose running request reported 1,000 units has the larger counter, so the next seat goes
+/// to the other tenant although the first one's request has the lower id (the tie-break
+/// that decides without the report).
+#[test]
+fn progress_is_charged_while_the_seat_is_held() {
+    for report in [false, true] {
+        let g = gate(2, "vtc");
+        let (w, _) = waker();
+        let mut a = g.acquire(1u64, 0u32);
+        let pa = ready(&mut a, &w);
+        let mut b = g.acquire(2u64, 0u32);
+        let mut pb = ready(&mut b, &w);
+        if report {
+            pa.progress(1000.0);
+            pa.progress(f64::NAN); // ignored
+        }
+        // Tenant 2 queues first, then tenant 1 (lifted to at least tenant 2's counter).
+        let mut b2 = g.acquire(2u64, 0u32);
+        assert!(poll(&mut b2, &w).is_pending());
+        let mut a2 = g.acquire(1u64, 0u32);
+        assert!(poll(&mut a2, &w).is_pending());
+        pb.set_cost(0.0);
+        drop(pb);
+        let next = if report { &mut b2 } else { &mut a2 };
+        let p = ready(next, &w);
+        assert_eq!(
+            p.tenant(),
+            TenantId(if report { 2 } else { 1 }),
+            "report {report}"
+        );
+        drop((p, pa, a2, b2));
+        assert_eq!((g.holding(), g.waiting()), (0, 0));
+    }
+}

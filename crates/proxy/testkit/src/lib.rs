@@ -4,7 +4,9 @@
 //! proxy's library:
 //!
 //! * [`upstream`] — a small HTTP/1.1 delay server to stand behind the proxy;
+//! * [`openai`] — a fake OpenAI-compatible LLM server with continuous batching;
 //! * [`loadgen`] — a closed- and open-loop HTTP/1.1 load generator.
 
 pub mod loadgen;
+pub mod openai;
 pub mod upstream;

@@ -57,25 +57,7 @@ impl UpstreamServer {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let c = counters.clone();
-        let task = tokio::spawn(async move {
-            let mut conns = JoinSet::new();
-            loop {
-                tokio::select! {
-                    a = listener.accept() => {
-                        let Ok((stream, _)) = a else { continue };
-                        let _ = stream.set_nodelay(true);
-                        let c = c.clone();
-                        conns.spawn(async move {
-                            let service = service_fn(move |req| respond(req, c.clone()));
-                            let _ = hyper::server::conn::http1::Builder::new()
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await;
-                        });
-                    }
-                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
-                }
-            }
-        });
+        let task = tokio::spawn(serve(listener, move |req| respond(req, c.clone())));
         Ok(UpstreamServer {
             addr,
             task,
@@ -91,6 +73,34 @@ impl UpstreamServer {
     /// Kill it: the listener and every connection close at once.
     pub fn stop(self) {
         self.task.abort();
+    }
+}
+
+/// Serve HTTP/1.1 on `listener` until aborted, each request answered by `answer`. The
+/// connections live in this task: aborting it closes the listener and all of them at once.
+pub(crate) async fn serve<F, Fut, B>(listener: TcpListener, answer: F)
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            a = listener.accept() => {
+                let Ok((stream, _)) = a else { continue };
+                let _ = stream.set_nodelay(true);
+                let answer = answer.clone();
+                conns.spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service_fn(answer))
+                        .await;
+                });
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
     }
 }
 
