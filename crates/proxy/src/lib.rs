@@ -31,6 +31,7 @@
 //!   `/dashboard` on a separate listener.
 //! * [`cluster`] — `[cluster]`: fair shares of one upstream across instances via Redis.
 //! * [`server`] — the listeners, graceful shutdown and reload; `state` — what they share.
+//! * `tunnel` — WebSocket upgrades: tunnel budgets per tenant, the splice after a `101`.
 //! * `workers` — `listen.workers`: one single-threaded runtime per core (nginx's workers),
 //!   each accepted connection handed to the one with the fewest.
 //!
@@ -82,6 +83,7 @@ mod state;
 mod stream;
 pub mod tenant;
 mod tls;
+mod tunnel;
 mod upstream;
 mod workers;
 

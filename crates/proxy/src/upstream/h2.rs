@@ -60,6 +60,8 @@ impl Wire for Arc<Http2> {
                 pumped.map_err(Failure::Body)?;
                 reply
             }
+            // Tunnels are refused on an HTTP/2 upstream before they queue.
+            ReqBody::Upgrade(_) => Err(Failure::Broken),
         }
     }
 }

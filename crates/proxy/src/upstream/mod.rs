@@ -136,6 +136,18 @@ pub(crate) enum UpBody {
     H1(h1::RawBody),
     /// A stream of a multiplexed HTTP/2 connection (trailers included).
     H2(hyper::body::Incoming),
+    /// None: the connection became a tunnel on a `101` (taken by [`UpBody::tunnel`]).
+    Tunnel(Option<Box<crate::tunnel::Upgraded>>),
+}
+
+impl UpBody {
+    /// The tunnel of a `101` answer, once.
+    pub fn tunnel(&mut self) -> Option<Box<crate::tunnel::Upgraded>> {
+        match self {
+            UpBody::Tunnel(t) => t.take(),
+            _ => None,
+        }
+    }
 }
 
 impl Body for UpBody {
@@ -149,6 +161,7 @@ impl Body for UpBody {
         match self.get_mut() {
             UpBody::H1(b) => Pin::new(b).poll_frame(cx),
             UpBody::H2(b) => Pin::new(b).poll_frame(cx).map_err(BoxError::from),
+            UpBody::Tunnel(_) => Poll::Ready(None),
         }
     }
 
@@ -156,6 +169,7 @@ impl Body for UpBody {
         match self {
             UpBody::H1(b) => b.is_end_stream(),
             UpBody::H2(b) => b.is_end_stream(),
+            UpBody::Tunnel(_) => true,
         }
     }
 
@@ -163,6 +177,7 @@ impl Body for UpBody {
         match self {
             UpBody::H1(b) => b.size_hint(),
             UpBody::H2(b) => b.size_hint(),
+            UpBody::Tunnel(_) => SizeHint::with_exact(0),
         }
     }
 }
