@@ -64,7 +64,6 @@
 pub mod admin;
 mod bounds;
 mod cidr;
-pub mod cli;
 mod client;
 pub mod cluster;
 pub mod config;
