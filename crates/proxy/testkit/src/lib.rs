@@ -4,7 +4,9 @@
 //! proxy's library:
 //!
 //! * [`upstream`] — a small HTTP/1.1 delay server to stand behind the proxy;
-//! * [`loadgen`] — a closed- and open-loop HTTP/1.1 load generator.
+//! * [`loadgen`] — a closed- and open-loop HTTP/1.1 load generator;
+//! * [`grpc`] — a gRPC unary echo server over h2c (the benchmarks' gRPC rows).
 
+pub mod grpc;
 pub mod loadgen;
 pub mod upstream;
