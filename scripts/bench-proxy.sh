@@ -127,9 +127,11 @@ hyper_pid=$!
 sed -e 's/18080/18005/; s/18091/18006/' "$W/proxy.toml" > "$W/proxy-tls.toml"
 printf '[listen.tls]\naddr = "127.0.0.1:18004"\ncert = "%s"\nkey = "%s"\n' "$W/cert.pem" "$W/key.pem" >> "$W/proxy-tls.toml"
 $T/fairlane-proxy --config "$W/proxy-tls.toml" 2>"$W/proxy-tls.log" & pids+=($!)
+tls_pid=$!
 sed -e 's/18080/18007/; s/18091/18008/; s/18000/18001/' -e '/^admin/a http2 = true' \
   -e '/^addr = "127.0.0.1:18001"/a protocol = "h2c"' "$W/proxy.toml" > "$W/proxy-grpc.toml"
 $T/fairlane-proxy --config "$W/proxy-grpc.toml" 2>"$W/proxy-grpc.log" & pids+=($!)
+grpc_pid=$!
 # A bare hyper forwarder (no fairlane logic): the HTTP stack's own cost (issue 19).
 $T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000 & pids+=($!)
 bare_pid=$!
@@ -144,13 +146,19 @@ lg() { $T/examples/loadgen "$@"; }
 printf '\x00\x00\x00\x00\x05hello' > "$W/grpc-msg.bin"
 H2_TLS=(--h1 -H "authorization: Bearer kb")
 H2_GRPC=(-H "authorization: Bearer kb" -H "content-type: application/grpc" -H "te: trailers" -d "$W/grpc-msg.bin")
-h2closed() { # name url h2load-args...
-  local name=$1 url=$2 out; shift 2
+h2closed() { # name url pids h2load-args...
+  local name=$1 url=$2 pids=$3 out t0 t1; shift 3
+  t0=$(ticks "$pids")
   out=$(h2load -D "$SECS" --warm-up-time=1 "$@" "$url" 2>&1)
-  local v; v=$(echo "$out" | sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p')
+  t1=$(ticks "$pids")
+  local v n; v=$(echo "$out" | sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p')
+  n=$(echo "$out" | sed -n 's/^requests: .* \([0-9]*\) succeeded.*/\1/p')
   printf '%-16s %s req/s; %s\n' "$name:" "$v" "$(echo "$out" | grep -E '^requests:' | sed 's/^requests: //')"
   echo "${v:-0}" >> "$W/$name"
+  # Server CPU (user + system) over the run, warm-up included, per request answered.
+  echo "$((t1 - t0)) ${n:-0}" >> "$W/$name.cpu"
 }
+cpu_us() { awk -v hz="$(getconf CLK_TCK)" '{t += $1; n += $2} END {printf "%.1f", n ? t / hz / n * 1e6 : 0}' "$W/$1.cpu"; }
 h2open() { # name url h2load-args...
   local name=$1 url=$2 c=8; shift 2
   : > "$W/h2.log"
@@ -159,17 +167,19 @@ h2open() { # name url h2load-args...
   printf '%-16s p50 %s us over %s requests; %s\n' "$name:" "$p" "$(wc -l < "$W/h2.log")" "$(grep -E '^requests:' "$W/h2.out" | sed 's/^requests: //')"
   echo "$p" >> "$W/$name"
 }
-h2rows() { # label direct-url nginx-url proxy-url proxy-admin-port closed-args... -- (args for both)
-  local label=$1 d=$2 n=$3 p=$4 admin=$5; shift 5
+h2rows() { # label direct-url nginx-url proxy-url proxy-admin-port proxy-pid h2load-args...
+  local label=$1 d=$2 n=$3 p=$4 admin=$5 ppid=$6; shift 6
   echo "== $label: closed loop ($*), ${SECS} s each, ${ROUNDS:-2} rounds alternating; $(uptime | sed 's/.*load/load/')"
   : > "$W/$label-direct"; : > "$W/$label-nginx"; : > "$W/$label-proxy"
+  : > "$W/$label-direct.cpu"; : > "$W/$label-nginx.cpu"; : > "$W/$label-proxy.cpu"
   for round in $(seq "${ROUNDS:-2}"); do
-    h2closed "$label-direct" "$d" "$@"
-    if [ $((round % 2)) = 1 ]; then h2closed "$label-nginx" "$n" "$@"; h2closed "$label-proxy" "$p" "$@"
-    else h2closed "$label-proxy" "$p" "$@"; h2closed "$label-nginx" "$n" "$@"; fi
+    h2closed "$label-direct" "$d" "" "$@"
+    if [ $((round % 2)) = 1 ]; then h2closed "$label-nginx" "$n" "$nginx_pids" "$@"; h2closed "$label-proxy" "$p" "$ppid" "$@"
+    else h2closed "$label-proxy" "$p" "$ppid" "$@"; h2closed "$label-nginx" "$n" "$nginx_pids" "$@"; fi
   done
   local nm pm; nm=$(median < "$W/$label-nginx"); pm=$(median < "$W/$label-proxy")
   echo "$label medians (req/s): direct $(median < "$W/$label-direct"), nginx $nm, fairlane-proxy $pm; fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $pm / $nm}")"
+  echo "$label server CPU per request (us): nginx $(cpu_us "$label-nginx"), fairlane-proxy $(cpu_us "$label-proxy"); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(cpu_us "$label-proxy") / $(cpu_us "$label-nginx")}")"
   echo "== $label: open loop ${RATE:-2000} req/s (8 clients), ${SECS} s, ${ROUNDS:-2} rounds alternating"
   : > "$W/$label-direct"; : > "$W/$label-nginx"; : > "$W/$label-proxy"
   local args=("$@")
@@ -188,25 +198,26 @@ h2rows() { # label direct-url nginx-url proxy-url proxy-admin-port closed-args..
   echo "$label: the proxy's refusals (all tenants): $(curl -s "http://127.0.0.1:$admin/status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(sum(sum(t["rejected"].values()) for t in s["tenants"]), "rejected of", sum(t["received"] for t in s["tenants"]), "received")')"
 }
 tls_grpc_rows() {
-  if [ "${GRPC_ONLY:-0}" != 1 ]; then
-    h2rows https http://127.0.0.1:18000/ https://127.0.0.1:18002/ https://127.0.0.1:18004/ 18006 \
+  # TLS_ONLY=1 GRPC_ONLY=1: both.
+  if [ "${GRPC_ONLY:-0}" != 1 ] || [ "${TLS_ONLY:-0}" = 1 ]; then
+    h2rows https http://127.0.0.1:18000/ https://127.0.0.1:18002/ https://127.0.0.1:18004/ 18006 "$tls_pid" \
       -c "$CONNS" -m 1 "${H2_TLS[@]}"
   fi
-  if [ "${TLS_ONLY:-0}" != 1 ]; then
+  if [ "${TLS_ONLY:-0}" != 1 ] || [ "${GRPC_ONLY:-0}" = 1 ]; then
     h2rows grpc http://127.0.0.1:18001/fl.Echo/Unary http://127.0.0.1:18003/fl.Echo/Unary \
-      http://127.0.0.1:18007/fl.Echo/Unary 18008 -c 8 -m 8 "${H2_GRPC[@]}"
+      http://127.0.0.1:18007/fl.Echo/Unary 18008 "$grpc_pid" -c 8 -m 8 "${H2_GRPC[@]}"
   fi
 }
 okps() { sed -n 's/.* ok\/s \([0-9.]*\).*/\1/p'; }
 p50() { sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p' | awk '{printf "%.0f\n", $1 * 1000}'; }
 median() { sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.0f", m}'; }
 ROUNDS=${ROUNDS:-2}
-if [ "${TLS_ONLY:-0}" = 1 ] || [ "${GRPC_ONLY:-0}" = 1 ]; then tls_grpc_rows; exit 0; fi
 # CPU time (user + system) the server processes used per answered request: steadier than
 # req/s when other programs share the machine. The upstream's own CPU is not counted.
 ticks() { local t=0 p; for p in $1; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
 nginx_pids=$(pgrep -P "$(cat "$W/nginx.pid")" | tr '\n' ' ')
 declare -A cpu=() reqs=()
+if [ "${TLS_ONLY:-0}" = 1 ] || [ "${GRPC_ONLY:-0}" = 1 ]; then tls_grpc_rows; exit 0; fi
 row() { # name port key pids
   local t0 t1 l v
   t0=$(ticks "$4")

@@ -47,18 +47,21 @@ pub(crate) enum Upgrade {
 /// `Connection: upgrade`; then it must be an HTTP/1.1 `GET` without a body, with a
 /// `Sec-WebSocket-Key` and a `Sec-WebSocket-Version` (RFC 6455 §4.1), else it is invalid.
 pub(crate) fn upgrade_of(head: &RequestHead, http10: bool, bodiless: bool) -> Upgrade {
-    let (websocket, connection, key, version) = head.with_headers(|hs| {
-        let has = |n: &str| hs.iter().any(|h| h.name.eq_ignore_ascii_case(n));
-        let listed = |n: &str, t: &str| {
-            hs.iter()
-                .any(|h| h.name.eq_ignore_ascii_case(n) && lists(h.value, t))
-        };
-        (
-            listed("upgrade", "websocket"),
-            listed("connection", "upgrade"),
-            has("sec-websocket-key"),
-            has("sec-websocket-version"),
-        )
+    // One pass over the header lines (this runs for every request on the own path).
+    let (mut websocket, mut connection, mut key, mut version) = (false, false, false, false);
+    head.with_headers(|hs| {
+        for h in hs {
+            let n = h.name;
+            if n.eq_ignore_ascii_case("upgrade") {
+                websocket |= lists(h.value, "websocket");
+            } else if n.eq_ignore_ascii_case("connection") {
+                connection |= lists(h.value, "upgrade");
+            } else if n.eq_ignore_ascii_case("sec-websocket-key") {
+                key = true;
+            } else if n.eq_ignore_ascii_case("sec-websocket-version") {
+                version = true;
+            }
+        }
     });
     if !(websocket && connection) {
         return Upgrade::No;
