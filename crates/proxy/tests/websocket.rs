@@ -3,7 +3,7 @@
 //! close handshake; a tenant's (cap+1)-th tunnel is refused while other tenants' open; an
 //! upgrade holds one of D's slots until the upstream's `101`, an open tunnel none; malformed
 //! upgrades and non-101 answers are handled; a client that vanishes, or a tunnel left idle,
-//! frees its place. Nothing waits on a sleep: each step waits (with a deadline) for what the
+//! frees its place; `wss://` works on the TLS listener. Nothing waits on a sleep: each step waits (with a deadline) for what the
 //! other side shows.
 
 mod common;
@@ -347,4 +347,56 @@ async fn a_vanished_client_or_an_idle_tunnel_frees_its_place() {
     })
     .await;
     wait_open(&p, "alice", 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn echo_works_over_the_tls_listener() {
+    use rustls_pki_types::ServerName;
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
+    let tls = format!(
+        "[listen.tls]\naddr = \"127.0.0.1:0\"\ncert = \"{}\"\nkey = \"{}\"\n",
+        cert.display(),
+        key.display()
+    );
+    let (p, _events) = setup(&tls).await;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(certified.cert.der().clone()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = TcpStream::connect(p.tls.expect("a TLS listener"))
+        .await
+        .unwrap();
+    let name = ServerName::try_from("localhost").unwrap();
+    let stream = connector.connect(name, tcp).await.unwrap();
+    let mut req = "wss://localhost/echo".into_client_request().unwrap();
+    req.headers_mut()
+        .insert("authorization", "Bearer kb".parse().unwrap());
+    let opened = tokio_tungstenite::client_async(req, stream);
+    let (mut ws, _) = tokio::time::timeout(STEP, opened).await.unwrap().unwrap();
+    assert_eq!(
+        tokio::time::timeout(STEP, ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+        Message::text("welcome bob")
+    );
+    ws.send(Message::binary(vec![7u8; 70_000])).await.unwrap();
+    let back = tokio::time::timeout(STEP, ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(back, Message::binary(vec![7u8; 70_000]));
+    ws.close(None).await.unwrap();
 }
