@@ -318,6 +318,20 @@ async fn malformed_upgrades_and_refused_ones_are_answered() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_to_an_http2_upstream_is_answered_501() {
+    // `protocol` lands in `[upstream]`, the section `setup`'s text continues.
+    let (p, events) = setup("protocol = \"h2c\"").await;
+    let mut s = TcpStream::connect(p.addr).await.unwrap();
+    let raw = "GET /echo HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+        Authorization: Bearer ka\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+        Sec-WebSocket-Version: 13\r\n\r\n";
+    let answer = raw_exchange(&mut s, raw).await;
+    assert!(answer.starts_with("HTTP/1.1 501 "), "{answer}");
+    assert!(events.lock().unwrap().is_empty(), "nothing was forwarded");
+    wait_open(&p, "alice", 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vanished_client_or_an_idle_tunnel_frees_its_place() {
     // A client that goes away without a close handshake (no idle timeout in reach).
     let (p, events) = setup("[limits]\nmax_tunnels_per_tenant = 1").await;
