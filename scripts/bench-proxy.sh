@@ -5,7 +5,11 @@
 # (open loop, 2000), THROUGHPUT_ONLY=1 (skip the 10k-connection and [cluster] parts),
 # LATENCY_ONLY=1 (skip the closed-loop rounds), PROFILE=1 (after the open-loop rounds, where
 # nginx's and the proxy's time per request goes: scheduler counters and, when perf can trace,
-# user and system-call time; see scripts/latency-spans.py).
+# user and system-call time; see scripts/latency-spans.py), TLS_ONLY=1 (only the HTTPS rows:
+# HTTP/1.1 with keep-alive over TLS 1.3, one certificate made here for both, against nginx
+# `ssl`), GRPC_ONLY=1 (only the gRPC rows: unary calls over h2c through the proxy against nginx
+# `grpc_pass`, to the test kit's gRPC echo server). Both run with h2load (nghttp2-client);
+# a full run runs them after the HTTP/1.1 latency rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-10}
@@ -19,6 +23,12 @@ trap cleanup EXIT
 ulimit -n "$(ulimit -Hn)"
 
 $T/examples/upstream 127.0.0.1:18000 & pids+=($!)
+# The HTTPS and gRPC rows: one certificate (ECDSA P-256, TLS 1.3) for nginx and the proxy, and
+# a gRPC unary echo server over h2c.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+  -subj /CN=localhost -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+  -keyout "$W/key.pem" -out "$W/cert.pem" 2>/dev/null
+$T/examples/grpc_upstream 127.0.0.1:18001 2>/dev/null & pids+=($!)
 
 # [cluster] coordination cost: one proxy alone vs one with [cluster] (a local redis-server,
 # sync every 100 ms), same upstream, alternating A/B/A/B/A/B. CLUSTER_ONLY=1 runs just this
@@ -62,6 +72,22 @@ http {
   access_log off;
   keepalive_requests 100000000;
   upstream backend { server 127.0.0.1:18000; keepalive 128; }
+  upstream grpcbackend { server 127.0.0.1:18001; keepalive 128; keepalive_requests 100000000; }
+  server {
+    listen 127.0.0.1:18002 ssl;
+    ssl_certificate $W/cert.pem;
+    ssl_certificate_key $W/key.pem;
+    ssl_protocols TLSv1.3;
+    location / {
+      proxy_pass http://backend;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+  server {
+    listen 127.0.0.1:18003 http2;
+    location / { grpc_pass grpc://grpcbackend; }
+  }
   server {
     listen 127.0.0.1:18090;
     location / {
@@ -96,6 +122,16 @@ proxy_pid=$!
 sed -e 's/18080/18094/; s/18091/18095/' -e '/^admin/a http1 = "hyper"' "$W/proxy.toml" > "$W/proxy-hyper.toml"
 $T/fairlane-proxy --config "$W/proxy-hyper.toml" 2>"$W/proxy-hyper.log" & pids+=($!)
 hyper_pid=$!
+# The proxy's HTTPS listener (same certificate as nginx's), and a proxy of gRPC calls (h2c
+# from the client, h2c to the gRPC upstream).
+sed -e 's/18080/18005/; s/18091/18006/' "$W/proxy.toml" > "$W/proxy-tls.toml"
+printf '[listen.tls]\naddr = "127.0.0.1:18004"\ncert = "%s"\nkey = "%s"\n' "$W/cert.pem" "$W/key.pem" >> "$W/proxy-tls.toml"
+$T/fairlane-proxy --config "$W/proxy-tls.toml" 2>"$W/proxy-tls.log" & pids+=($!)
+tls_pid=$!
+sed -e 's/18080/18007/; s/18091/18008/; s/18000/18001/' -e '/^admin/a http2 = true' \
+  -e '/^addr = "127.0.0.1:18001"/a protocol = "h2c"' "$W/proxy.toml" > "$W/proxy-grpc.toml"
+$T/fairlane-proxy --config "$W/proxy-grpc.toml" 2>"$W/proxy-grpc.log" & pids+=($!)
+grpc_pid=$!
 # A bare hyper forwarder (no fairlane logic): the HTTP stack's own cost (issue 19).
 $T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000 & pids+=($!)
 bare_pid=$!
@@ -105,6 +141,73 @@ raw_pid=$!
 sleep 1
 
 lg() { $T/examples/loadgen "$@"; }
+# HTTPS and gRPC rows, with h2load: closed loop (req/s), then open loop at RATE (p50 from
+# h2load's per-request log), alternating the proxy and nginx, reverse order every other round.
+printf '\x00\x00\x00\x00\x05hello' > "$W/grpc-msg.bin"
+H2_TLS=(--h1 -H "authorization: Bearer kb")
+H2_GRPC=(-H "authorization: Bearer kb" -H "content-type: application/grpc" -H "te: trailers" -d "$W/grpc-msg.bin")
+h2closed() { # name url pids h2load-args...
+  local name=$1 url=$2 pids=$3 out t0 t1; shift 3
+  t0=$(ticks "$pids")
+  out=$(h2load -D "$SECS" --warm-up-time=1 "$@" "$url" 2>&1)
+  t1=$(ticks "$pids")
+  local v n; v=$(echo "$out" | sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p')
+  n=$(echo "$out" | sed -n 's/^requests: .* \([0-9]*\) succeeded.*/\1/p')
+  printf '%-16s %s req/s; %s\n' "$name:" "$v" "$(echo "$out" | grep -E '^requests:' | sed 's/^requests: //')"
+  echo "${v:-0}" >> "$W/$name"
+  # Server CPU (user + system) over the run, warm-up included, per request answered.
+  echo "$((t1 - t0)) ${n:-0}" >> "$W/$name.cpu"
+}
+cpu_us() { awk -v hz="$(getconf CLK_TCK)" '{t += $1; n += $2} END {printf "%.1f", n ? t / hz / n * 1e6 : 0}' "$W/$1.cpu"; }
+h2open() { # name url h2load-args...
+  local name=$1 url=$2 c=8; shift 2
+  : > "$W/h2.log"
+  h2load -D "$SECS" -c $c --rps $(( ${RATE:-2000} / c )) --log-file="$W/h2.log" "$@" "$url" > "$W/h2.out" 2>&1
+  local p; p=$(awk -F'\t' '{print $3}' "$W/h2.log" | sort -n | awk '{v[NR]=$1} END{if (NR) print v[int((NR+1)/2)]; else print 0}')
+  printf '%-16s p50 %s us over %s requests; %s\n' "$name:" "$p" "$(wc -l < "$W/h2.log")" "$(grep -E '^requests:' "$W/h2.out" | sed 's/^requests: //')"
+  echo "$p" >> "$W/$name"
+}
+h2rows() { # label direct-url nginx-url proxy-url proxy-admin-port proxy-pid h2load-args...
+  local label=$1 d=$2 n=$3 p=$4 admin=$5 ppid=$6; shift 6
+  echo "== $label: closed loop ($*), ${SECS} s each, ${ROUNDS:-2} rounds alternating; $(uptime | sed 's/.*load/load/')"
+  : > "$W/$label-direct"; : > "$W/$label-nginx"; : > "$W/$label-proxy"
+  : > "$W/$label-direct.cpu"; : > "$W/$label-nginx.cpu"; : > "$W/$label-proxy.cpu"
+  for round in $(seq "${ROUNDS:-2}"); do
+    h2closed "$label-direct" "$d" "" "$@"
+    if [ $((round % 2)) = 1 ]; then h2closed "$label-nginx" "$n" "$nginx_pids" "$@"; h2closed "$label-proxy" "$p" "$ppid" "$@"
+    else h2closed "$label-proxy" "$p" "$ppid" "$@"; h2closed "$label-nginx" "$n" "$nginx_pids" "$@"; fi
+  done
+  local nm pm; nm=$(median < "$W/$label-nginx"); pm=$(median < "$W/$label-proxy")
+  echo "$label medians (req/s): direct $(median < "$W/$label-direct"), nginx $nm, fairlane-proxy $pm; fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $pm / $nm}")"
+  echo "$label server CPU per request (us): nginx $(cpu_us "$label-nginx"), fairlane-proxy $(cpu_us "$label-proxy"); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(cpu_us "$label-proxy") / $(cpu_us "$label-nginx")}")"
+  echo "== $label: open loop ${RATE:-2000} req/s (8 clients), ${SECS} s, ${ROUNDS:-2} rounds alternating"
+  : > "$W/$label-direct"; : > "$W/$label-nginx"; : > "$W/$label-proxy"
+  local args=("$@")
+  # The open loop: one stream at a time per connection (the closed loop's -c/-m dropped).
+  local i keep=()
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    case "${args[$i]}" in -c|-m) i=$((i + 1));; *) keep+=("${args[$i]}");; esac
+  done
+  for round in $(seq "${ROUNDS:-2}"); do
+    h2open "$label-direct" "$d" "${keep[@]}"
+    if [ $((round % 2)) = 1 ]; then h2open "$label-nginx" "$n" "${keep[@]}"; h2open "$label-proxy" "$p" "${keep[@]}"
+    else h2open "$label-proxy" "$p" "${keep[@]}"; h2open "$label-nginx" "$n" "${keep[@]}"; fi
+  done
+  local dm; dm=$(median < "$W/$label-direct")
+  echo "$label median p50 (us) and added over direct: direct $dm, nginx $(median < "$W/$label-nginx") (+$(( $(median < "$W/$label-nginx") - dm ))), fairlane-proxy $(median < "$W/$label-proxy") (+$(( $(median < "$W/$label-proxy") - dm )))"
+  echo "$label: the proxy's refusals (all tenants): $(curl -s "http://127.0.0.1:$admin/status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(sum(sum(t["rejected"].values()) for t in s["tenants"]), "rejected of", sum(t["received"] for t in s["tenants"]), "received")')"
+}
+tls_grpc_rows() {
+  # TLS_ONLY=1 GRPC_ONLY=1: both.
+  if [ "${GRPC_ONLY:-0}" != 1 ] || [ "${TLS_ONLY:-0}" = 1 ]; then
+    h2rows https http://127.0.0.1:18000/ https://127.0.0.1:18002/ https://127.0.0.1:18004/ 18006 "$tls_pid" \
+      -c "$CONNS" -m 1 "${H2_TLS[@]}"
+  fi
+  if [ "${TLS_ONLY:-0}" != 1 ] || [ "${GRPC_ONLY:-0}" = 1 ]; then
+    h2rows grpc http://127.0.0.1:18001/fl.Echo/Unary http://127.0.0.1:18003/fl.Echo/Unary \
+      http://127.0.0.1:18007/fl.Echo/Unary 18008 "$grpc_pid" -c 8 -m 8 "${H2_GRPC[@]}"
+  fi
+}
 okps() { sed -n 's/.* ok\/s \([0-9.]*\).*/\1/p'; }
 p50() { sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p' | awk '{printf "%.0f\n", $1 * 1000}'; }
 median() { sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.0f", m}'; }
@@ -114,6 +217,7 @@ ROUNDS=${ROUNDS:-2}
 ticks() { local t=0 p; for p in $1; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
 nginx_pids=$(pgrep -P "$(cat "$W/nginx.pid")" | tr '\n' ' ')
 declare -A cpu=() reqs=()
+if [ "${TLS_ONLY:-0}" = 1 ] || [ "${GRPC_ONLY:-0}" = 1 ]; then tls_grpc_rows; exit 0; fi
 row() { # name port key pids
   local t0 t1 l v
   t0=$(ticks "$4")
@@ -195,6 +299,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
   fi
 fi
 [ "${THROUGHPUT_ONLY:-0}" = 1 ] || [ "${LATENCY_ONLY:-0}" = 1 ] && exit 0
+tls_grpc_rows
 echo "== 10,000 concurrent client connections, ${SECS} s"
 lg closed 127.0.0.1:18080 / 10000 "$SECS" kb > "$W/10k.txt" &
 lgpid=$!

@@ -21,6 +21,9 @@ if [ "${FAIRLANE_BENCH_DEPS:-0}" = 1 ]; then
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
     # scripts/bench-pg.sh: fairlane pg beside PgBouncer.
     command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
+    # scripts/bench-proxy.sh's HTTPS and gRPC rows: h2load; openssl makes their certificate.
+    command -v h2load >/dev/null 2>&1 || missing+=(nghttp2-client)
+    command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 fi
 # The venv of the gRPC tests (below) needs Debian's python3-venv.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)

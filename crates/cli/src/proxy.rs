@@ -6,6 +6,11 @@ use std::process::ExitCode;
 
 use clap::Args;
 
+/// The program the `fairlane-proxy` binary runs, compiled here as well (a binary cannot be
+/// a dependency; the proxy's library holds no program).
+#[path = "../../proxy/src/bin/fairlane-proxy/program.rs"]
+mod program;
+
 #[derive(Args)]
 pub struct ProxyArgs {
     /// The proxy's config file (TOML; see docs/proxy.md).
@@ -18,16 +23,7 @@ pub struct ProxyArgs {
 
 pub fn run(args: ProxyArgs) -> ExitCode {
     if args.check {
-        return match fairlane_proxy::ProxyConfig::from_file(&args.config) {
-            Ok(_) => {
-                println!("{}: ok", args.config.display());
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("fairlane proxy: {e}");
-                ExitCode::from(2)
-            }
-        };
+        return program::check(&args.config);
     }
-    fairlane_proxy::cli::run(&args.config)
+    program::run(&args.config)
 }

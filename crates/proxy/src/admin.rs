@@ -139,7 +139,9 @@ fn route(inner: &Inner, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         "/metrics" => reply(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            inner.status().prometheus() + &connection_metrics(inner),
+            inner.status().prometheus()
+                + &connection_metrics(inner)
+                + &inner.tunnels.prometheus(&inner.settings().names),
         ),
         "/status" => reply(
             StatusCode::OK,

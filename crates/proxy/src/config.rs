@@ -451,6 +451,29 @@ pub struct Limits {
     /// `max_connections` (default 32).
     #[serde(default = "default_admin_connections")]
     pub admin_connections: usize,
+    // --- WebSocket tunnels (docs/proxy.md "WebSocket"). ---
+    /// WebSocket tunnels a tenant may hold open (or opening) at once; one more is answered
+    /// 503 (default 256; 0: none).
+    #[serde(default = "default_max_tunnels_per_tenant")]
+    pub max_tunnels_per_tenant: usize,
+    /// WebSocket tunnels open at once over all tenants (default 4096; 0: none).
+    #[serde(default = "default_max_tunnels")]
+    pub max_tunnels: usize,
+    /// A tunnel with no byte either way for this long is closed (default 300000 ms).
+    #[serde(default = "default_tunnel_idle_timeout")]
+    pub tunnel_idle_timeout_ms: u64,
+}
+
+fn default_max_tunnels_per_tenant() -> usize {
+    256
+}
+
+fn default_max_tunnels() -> usize {
+    4096
+}
+
+fn default_tunnel_idle_timeout() -> u64 {
+    300_000
 }
 
 impl Default for Limits {
@@ -473,6 +496,9 @@ impl Default for Limits {
             max_connections: 0,
             max_connections_per_ip: 0,
             admin_connections: default_admin_connections(),
+            max_tunnels_per_tenant: default_max_tunnels_per_tenant(),
+            max_tunnels: default_max_tunnels(),
+            tunnel_idle_timeout_ms: default_tunnel_idle_timeout(),
         }
     }
 }
@@ -985,6 +1011,7 @@ impl Limits {
             ("limits.stream_idle_timeout_ms", self.stream_idle_timeout_ms),
             ("limits.max_stream_bytes", self.max_stream_bytes),
             ("limits.admin_connections", self.admin_connections as u64),
+            ("limits.tunnel_idle_timeout_ms", self.tunnel_idle_timeout_ms),
         ] {
             at_least_one(field, v)?;
         }

@@ -321,127 +321,108 @@ impl Chunked {
         input: &[u8],
         mut out: Option<&mut Vec<u8>>,
     ) -> Result<usize, FrameError> {
-        let bad = |w| Err(FrameError::BadFraming(w));
         let mut i = 0;
         while i < input.len() && self.state != Chunk::Done {
-            let b = input[i];
-            match self.state {
-                Chunk::Size { digits } => {
-                    if let Some(d) = (b as char).to_digit(16) {
-                        if digits >= 16 {
-                            return bad("chunk size too long");
-                        }
-                        self.size = self.size * 16 + d as u64;
-                        self.state = Chunk::Size { digits: digits + 1 };
-                    } else if digits == 0 {
-                        return bad("invalid chunk size");
-                    } else if b == b';' || b == b' ' || b == b'\t' {
-                        self.state = Chunk::Ext;
-                    } else if b == b'\r' {
-                        self.state = Chunk::SizeLf;
-                    } else {
-                        return bad("invalid chunk size");
-                    }
-                    i += 1;
+            if self.state == Chunk::Data {
+                let n = (input.len() - i).min(self.size.min(usize::MAX as u64) as usize);
+                if let Some(o) = out.as_deref_mut() {
+                    o.extend_from_slice(&input[i..i + n]);
                 }
-                Chunk::Ext => {
-                    if b == b'\r' {
-                        self.state = Chunk::SizeLf;
-                    } else if b == b'\n' || b == 0 {
-                        return bad("invalid chunk extension");
-                    } else {
-                        self.meta += 1;
-                        if self.meta > MAX_CHUNK_META {
-                            return bad("chunk extensions too long");
-                        }
-                    }
-                    i += 1;
+                i += n;
+                self.size -= n as u64;
+                self.total += n as u64;
+                if self.size == 0 {
+                    self.state = Chunk::DataCr;
                 }
-                Chunk::SizeLf => {
-                    if b != b'\n' {
-                        return bad("chunk size line not ended by CRLF");
-                    }
-                    i += 1;
-                    if self.size == 0 {
-                        self.state = Chunk::TrailerStart;
-                    } else {
-                        if self.total.saturating_add(self.size) > self.max {
-                            return Err(FrameError::BodyTooLarge);
-                        }
-                        self.state = Chunk::Data;
-                    }
-                }
-                Chunk::Data => {
-                    let n = (input.len() - i).min(self.size.min(usize::MAX as u64) as usize);
-                    if let Some(o) = out.as_deref_mut() {
-                        o.extend_from_slice(&input[i..i + n]);
-                    }
-                    i += n;
-                    self.size -= n as u64;
-                    self.total += n as u64;
-                    if self.size == 0 {
-                        self.state = Chunk::DataCr;
-                    }
-                }
-                Chunk::DataCr => {
-                    if b != b'\r' {
-                        return bad("chunk data not ended by CRLF");
-                    }
-                    self.state = Chunk::DataLf;
-                    i += 1;
-                }
-                Chunk::DataLf => {
-                    if b != b'\n' {
-                        return bad("chunk data not ended by CRLF");
-                    }
-                    self.state = Chunk::Size { digits: 0 };
-                    i += 1;
-                }
-                Chunk::TrailerStart => {
-                    // Either the final CRLF, or a trailer field line (dropped).
-                    if b == b'\n' || b == 0 {
-                        return bad("invalid trailer");
-                    }
-                    self.state = if b == b'\r' {
-                        Chunk::EndLf
-                    } else {
-                        Chunk::Trailer
-                    };
-                    if b != b'\r' {
-                        self.meta += 1;
-                    }
-                    i += 1;
-                }
-                Chunk::Trailer => {
-                    if b == b'\r' {
-                        self.state = Chunk::TrailerLf;
-                    } else if b == b'\n' || b == 0 {
-                        return bad("invalid trailer");
-                    }
-                    self.meta += 1;
-                    if self.meta > MAX_CHUNK_META {
-                        return bad("trailers too long");
-                    }
-                    i += 1;
-                }
-                Chunk::TrailerLf => {
-                    if b != b'\n' {
-                        return bad("trailer line not ended by CRLF");
-                    }
-                    self.state = Chunk::TrailerStart;
-                    i += 1;
-                }
-                Chunk::EndLf => {
-                    if b != b'\n' {
-                        return bad("chunked body not ended by CRLF");
-                    }
-                    self.state = Chunk::Done;
-                    i += 1;
-                }
-                Chunk::Done => break,
+                continue;
             }
+            self.state = match self.state {
+                Chunk::Size { .. } | Chunk::Ext | Chunk::SizeLf => self.size_line(input[i])?,
+                Chunk::DataCr | Chunk::DataLf => self.data_end(input[i])?,
+                _ => self.trailers(input[i])?,
+            };
+            i += 1;
         }
         Ok(i)
+    }
+
+    /// The state after byte `b` of a chunk-size line (size, extensions, CRLF).
+    #[inline]
+    fn size_line(&mut self, b: u8) -> Result<Chunk, FrameError> {
+        let bad = |w| Err(FrameError::BadFraming(w));
+        match self.state {
+            Chunk::Size { digits } => {
+                if let Some(d) = (b as char).to_digit(16) {
+                    if digits >= 16 {
+                        return bad("chunk size too long");
+                    }
+                    self.size = self.size * 16 + d as u64;
+                    Ok(Chunk::Size { digits: digits + 1 })
+                } else if digits == 0 {
+                    bad("invalid chunk size")
+                } else if b == b';' || b == b' ' || b == b'\t' {
+                    Ok(Chunk::Ext)
+                } else if b == b'\r' {
+                    Ok(Chunk::SizeLf)
+                } else {
+                    bad("invalid chunk size")
+                }
+            }
+            Chunk::Ext if b == b'\r' => Ok(Chunk::SizeLf),
+            Chunk::Ext if b == b'\n' || b == 0 => bad("invalid chunk extension"),
+            Chunk::Ext => {
+                self.meta += 1;
+                if self.meta > MAX_CHUNK_META {
+                    return bad("chunk extensions too long");
+                }
+                Ok(Chunk::Ext)
+            }
+            _ if b != b'\n' => bad("chunk size line not ended by CRLF"),
+            _ if self.size == 0 => Ok(Chunk::TrailerStart),
+            _ if self.total.saturating_add(self.size) > self.max => Err(FrameError::BodyTooLarge),
+            _ => Ok(Chunk::Data),
+        }
+    }
+
+    /// The state after byte `b` of the CRLF that ends a chunk's data.
+    #[inline]
+    fn data_end(&self, b: u8) -> Result<Chunk, FrameError> {
+        match self.state {
+            Chunk::DataCr if b == b'\r' => Ok(Chunk::DataLf),
+            Chunk::DataLf if b == b'\n' => Ok(Chunk::Size { digits: 0 }),
+            _ => Err(FrameError::BadFraming("chunk data not ended by CRLF")),
+        }
+    }
+
+    /// The state after byte `b` of the trailer section (its field lines are dropped) and
+    /// the final CRLF.
+    fn trailers(&mut self, b: u8) -> Result<Chunk, FrameError> {
+        let bad = |w| Err(FrameError::BadFraming(w));
+        match self.state {
+            // Either the final CRLF, or a trailer field line.
+            Chunk::TrailerStart if b == b'\n' || b == 0 => bad("invalid trailer"),
+            Chunk::TrailerStart if b == b'\r' => Ok(Chunk::EndLf),
+            Chunk::TrailerStart => {
+                self.meta += 1;
+                Ok(Chunk::Trailer)
+            }
+            Chunk::Trailer if b == b'\n' || b == 0 => bad("invalid trailer"),
+            Chunk::Trailer => {
+                self.meta += 1;
+                if self.meta > MAX_CHUNK_META {
+                    return bad("trailers too long");
+                }
+                Ok(if b == b'\r' {
+                    Chunk::TrailerLf
+                } else {
+                    Chunk::Trailer
+                })
+            }
+            Chunk::TrailerLf if b == b'\n' => Ok(Chunk::TrailerStart),
+            Chunk::TrailerLf => bad("trailer line not ended by CRLF"),
+            _ if b == b'\n' => Ok(Chunk::Done),
+            _ => bad("chunked body not ended by CRLF"),
+        }
     }
 }
 

@@ -34,6 +34,7 @@
 //!   schema matcher `classify` runs, the debug dumps and per-level metrics.
 //! * [`cluster`] — `[cluster]`: fair shares of one upstream across instances via Redis.
 //! * [`server`] — the listeners, graceful shutdown and reload; `state` — what they share.
+//! * `tunnel` — WebSocket upgrades: tunnel budgets per tenant, the splice after a `101`.
 //! * `workers` — `listen.workers`: one single-threaded runtime per core (nginx's workers),
 //!   each accepted connection handed to the one with the fewest.
 //!
@@ -67,7 +68,6 @@ pub mod admin;
 mod bounds;
 mod cidr;
 mod civil;
-pub mod cli;
 mod client;
 pub mod cluster;
 mod cluster_config;
@@ -90,6 +90,7 @@ mod stream;
 pub mod tenant;
 mod tls;
 pub mod tokens;
+mod tunnel;
 mod upstream;
 mod workers;
 

@@ -163,11 +163,14 @@ pub enum Reason {
     /// 504 (gRPC: status 4): a gRPC call's `grpc-timeout` passed while it was queued; it
     /// was never forwarded.
     Deadline,
+    /// 503: a WebSocket upgrade while its tenant holds `limits.max_tunnels_per_tenant`
+    /// tunnels, or `limits.max_tunnels` are open.
+    TunnelCap,
 }
 
 impl Reason {
     /// Every reason, in a stable order.
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 14] = [
         Reason::QueueFull,
         Reason::TenantQueueFull,
         Reason::QueueTimeout,
@@ -181,6 +184,7 @@ impl Reason {
         Reason::BodyTimeout,
         Reason::StreamingCap,
         Reason::Deadline,
+        Reason::TunnelCap,
     ];
     /// The label.
     pub fn name(self) -> &'static str {
@@ -198,13 +202,16 @@ impl Reason {
             Reason::BodyTimeout => "body_timeout",
             Reason::StreamingCap => "streaming_cap",
             Reason::Deadline => "deadline",
+            Reason::TunnelCap => "tunnel_cap",
         }
     }
     /// The status code answered.
     pub fn status(self) -> u16 {
         match self {
             Reason::QueueFull | Reason::TenantQueueFull => 429,
-            Reason::QueueTimeout | Reason::Shutdown | Reason::StreamingCap => 503,
+            Reason::QueueTimeout | Reason::Shutdown | Reason::StreamingCap | Reason::TunnelCap => {
+                503
+            }
             Reason::BodyTimeout => 408,
             Reason::UpstreamConnect | Reason::UpstreamError => 502,
             Reason::UpstreamTimeout | Reason::Deadline => 504,

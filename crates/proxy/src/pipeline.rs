@@ -89,6 +89,34 @@ impl Admitted<'_> {
         declared.is_none() || self.stats.grpc
     }
 
+    /// A WebSocket upgrade's place in its tenant's tunnel budget (`crate::tunnel`), taken
+    /// before it queues for a slot; `Err`: the answer (503 at a tunnel cap, 501 when the
+    /// upstream is not HTTP/1.1).
+    // The `Err` is the answer itself, as `admit`'s.
+    #[allow(clippy::result_large_err)]
+    pub fn tunnel(self, inner: &Inner) -> Result<(Self, crate::tunnel::Pass), Answer> {
+        let l = &self.settings.config.limits;
+        if !matches!(self.settings.upstream, crate::upstream::Upstream::Http1(_)) {
+            self.stats.reject(Reason::BadRequest);
+            let msg = "WebSocket needs [upstream] protocol = \"http1\"";
+            return Err(own(StatusCode::NOT_IMPLEMENTED, msg, &[]));
+        }
+        let tenant = self.route.tenant;
+        match inner
+            .tunnels
+            .take(tenant, l.max_tunnels_per_tenant, l.max_tunnels)
+        {
+            Ok(pass) => Ok((self, pass)),
+            Err(cap) => {
+                let msg = match cap {
+                    crate::tunnel::Cap::Tenant => "too many WebSocket tunnels open for this tenant",
+                    crate::tunnel::Cap::Global => "too many WebSocket tunnels open",
+                };
+                Err(refuse(self.settings, &self.stats, Reason::TunnelCap, msg))
+            }
+        }
+    }
+
     /// A body streamed from `source`, within `limits.stream_idle_timeout_ms` between pieces
     /// and `limits.max_stream_bytes` in all.
     pub fn limited<'b>(&self, source: Source<'b>) -> Limited<'b> {

@@ -74,6 +74,17 @@ impl Body for ProxyBody {
     }
 }
 
+impl ProxyBody {
+    /// The tunnel of an upstream's `101` to a WebSocket upgrade (its slot already freed),
+    /// once.
+    pub(crate) fn tunnel(&mut self) -> Option<Box<crate::tunnel::Upgraded>> {
+        match self {
+            ProxyBody::Upstream(m) => m.inner.tunnel(),
+            ProxyBody::Full(_) => None,
+        }
+    }
+}
+
 /// Where the cost charged for a request comes from, when not from its slot time: it sees
 /// each data frame of the response as it passes, may report the cost so far while the
 /// response streams, and names the cost when the slot is freed. The unit is the gate's:
@@ -424,7 +435,7 @@ pub(crate) mod grpc_status {
 fn grpc_rejected(retry_after_s: u64, reason: Reason, msg: &str) -> Answer {
     use grpc_status::*;
     let (code, pushback) = match reason {
-        Reason::QueueFull | Reason::TenantQueueFull | Reason::StreamingCap => {
+        Reason::QueueFull | Reason::TenantQueueFull | Reason::StreamingCap | Reason::TunnelCap => {
             (RESOURCE_EXHAUSTED, true)
         }
         Reason::BodyTooLarge => (RESOURCE_EXHAUSTED, false),

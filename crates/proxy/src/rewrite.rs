@@ -80,6 +80,9 @@ pub(crate) enum BodyFraming {
     Length(u64),
     /// Streamed as it comes: chunked.
     Chunked,
+    /// None: a WebSocket upgrade, whose `Upgrade` and `Connection: upgrade` are kept (the
+    /// one case where they are); after a `101` the connection is a tunnel.
+    Upgrade,
 }
 
 /// Append `request` as it goes upstream over HTTP/1.1, up to its blank line: origin form,
@@ -119,6 +122,12 @@ pub(crate) fn request_h1(
         BodyFraming::Length(n) if n > 0 || length => crate::h1::write_content_length(out, n),
         BodyFraming::Length(_) => {}
         BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        BodyFraming::Upgrade => {
+            request.header("upgrade", |v| {
+                line(out, b"upgrade", v.unwrap_or(b"websocket"))
+            });
+            out.extend_from_slice(b"connection: upgrade\r\n");
+        }
     }
     out.extend_from_slice(b"\r\n");
 }
@@ -207,6 +216,16 @@ pub(crate) fn response_h1(out: &mut Vec<u8>, response: &ResponseHead) -> (bool, 
     (length, date)
 }
 
+/// Append a `101 Switching Protocols` answer's header lines for the client of a tunnel:
+/// its end-to-end headers, then its `Upgrade` and `Connection: upgrade`, kept for this case.
+pub(crate) fn switching_h1(out: &mut Vec<u8>, response: &ResponseHead) {
+    response_h1(out, response);
+    response.header("upgrade", |v| {
+        line(out, b"upgrade", v.unwrap_or(b"websocket"))
+    });
+    out.extend_from_slice(b"connection: upgrade\r\n");
+}
+
 /// A response's end-to-end headers as `http` parts (for a client on hyper's server).
 pub(crate) fn response_parts(response: &ResponseHead) -> http::response::Parts {
     let mut parts = http::Response::new(()).into_parts().0;
@@ -266,6 +285,38 @@ mod tests {
         assert_eq!(
             std::str::from_utf8(&out).unwrap(),
             "GET / HTTP/1.1\r\nhost: up:1\r\nx-forwarded-for: 10.0.0.1\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn websocket_upgrades_keep_their_upgrade_headers() {
+        let r = head(
+            b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+            Sec-WebSocket-Key: k\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        );
+        let ff = HeaderValue::from_static("10.0.0.1");
+        let fwd = Forwarding {
+            authority: "up:1",
+            forwarded_for: &ff,
+            tenant: None,
+        };
+        let mut out = Vec::new();
+        request_h1(&mut out, &r, &fwd, BodyFraming::Upgrade);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "GET /ws HTTP/1.1\r\nHost: h\r\nSec-WebSocket-Key: k\r\nSec-WebSocket-Version: 13\r\n\
+             x-forwarded-for: 10.0.0.1\r\nupgrade: websocket\r\nconnection: upgrade\r\n\r\n"
+        );
+        let raw = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+            Connection: Upgrade\r\nSec-WebSocket-Accept: a\r\n\r\n";
+        let (resp, _) = ResponseHead::parse_h1(raw, 64 * 1024, false)
+            .unwrap()
+            .unwrap();
+        let mut out = Vec::new();
+        switching_h1(&mut out, &resp);
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "Sec-WebSocket-Accept: a\r\nupgrade: websocket\r\nconnection: upgrade\r\n"
         );
     }
 

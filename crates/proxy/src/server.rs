@@ -182,6 +182,7 @@ impl Proxy {
                 conns,
                 admin_conns,
                 streaming: StreamSlots::default(),
+                tunnels: Default::default(),
                 worker_loads,
                 tls,
                 levels,

@@ -65,6 +65,8 @@ pub(crate) struct Inner {
     pub(crate) admin_conns: ConnTable,
     /// Slots held by responses streaming past the buffer, per tenant.
     pub(crate) streaming: StreamSlots,
+    /// WebSocket tunnels open per tenant.
+    pub(crate) tunnels: crate::tunnel::Tunnels,
     /// Connections per worker runtime (`listen.workers`; empty when shared).
     pub(crate) worker_loads: crate::workers::Loads,
     /// The TLS listener's configuration (`[listen.tls]`), swapped by a reload.

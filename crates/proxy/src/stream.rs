@@ -63,6 +63,9 @@ pub(crate) enum ReqBody<'a> {
     /// Streamed as the client sends it, from a source of its own (hyper's server): a wire
     /// may hand it to a task of its own, so that it flows while the response does.
     Owned(Limited<'static>),
+    /// None: a WebSocket upgrade (`crate::tunnel`), holding its place in its tenant's
+    /// tunnel budget. Only the HTTP/1.1 wire carries it.
+    Upgrade(crate::tunnel::Pass),
 }
 
 /// A streamed body with its bounds: at most `max` bytes, and no gap longer than `idle`.

@@ -32,7 +32,7 @@ use http_body::Body;
 use http_body_util::BodyExt;
 use tokio::sync::watch;
 
-use super::socket::Socket;
+use super::socket::{write_all, Socket};
 use super::ServeOptions;
 use crate::bounds::{Bounds, HardStop};
 use crate::conn::{ActiveGuard, ConnState};
@@ -43,6 +43,7 @@ use crate::respond::{own, Answer, ProxyBody};
 use crate::rewrite;
 use crate::state::{CachedSettings, Inner, Peer};
 use crate::stream::{BodyFault, BoxError, ReqBody};
+use crate::tunnel::{self, Upgrade};
 
 /// Longest request head accepted (bytes): hyper's default buffer limit, so both paths
 /// answer 431 at the same size.
@@ -151,60 +152,31 @@ async fn request<S: Socket>(
     opts: ServeOptions,
     state: &Arc<ConnState>,
     shutdown: &watch::Receiver<bool>,
-    mut stop: Pin<&mut impl Future<Output = ()>>,
+    stop: Pin<&mut impl Future<Output = ()>>,
     bounds: &mut Bounds<'_>,
 ) -> Next {
-    // The head, within the header timeout of its first byte.
-    let deadline = tokio::time::Instant::now() + opts.header_timeout;
-    let (head, info, http10) = loop {
-        if !buf.is_empty() {
-            match RequestHead::parse_h1(buf, MAX_HEAD) {
-                Ok(Some(p)) => break p,
-                Ok(None) => {}
-                Err(e) => {
-                    let status =
-                        StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
-                    let answer = answer_bytes(own(status, &e.to_string(), &[]));
-                    let _ = write_all(stream, &answer, opts.send_timeout).await;
-                    return Next::Close;
-                }
-            }
-        }
-        if buf.is_empty() {
-            // A keep-alive connection's next head is usually readable already (the idle wait
-            // saw it): read it without arming the header timer and the eviction watch, which
-            // cost a timer entry and a waiter registration per request (issue 19).
-            if buf.capacity() < 1024 {
-                buf.reserve(4096);
-            }
-            match stream.try_read(buf) {
-                Ok(0) => return Next::Close,
-                Ok(_) => continue,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => return Next::Close,
-            }
-        }
-        let read = tokio::select! {
-            biased;
-            _ = stop.as_mut() => return Next::Close,
-            r = tokio::time::timeout_at(deadline, read_more(stream, buf, 0)) => r,
-        };
-        match read {
-            Ok(Ok(n)) if n > 0 => {}
-            // Timed out, closed or failed part-way through a head: drop the connection.
-            _ => return Next::Close,
-        }
+    let Some((head, info, http10)) = read_head(stream, buf, opts, stop).await else {
+        return Next::Close;
     };
     let guard = ActiveGuard::new(state.clone());
     buf.drain(..info.head_len);
     let mut body_read = info.body == BodyLen::Length(0);
+    let upgrade = tunnel::upgrade_of(&head, http10, body_read);
+    if let Upgrade::Invalid(msg) = upgrade {
+        let answer = answer_bytes(own(StatusCode::BAD_REQUEST, msg, &[]));
+        let _ = write_all(stream, &answer, opts.send_timeout).await;
+        return Next::Close;
+    }
     let settings = inner.fresh(settings);
     let resp = match pipeline::admit(inner, settings, head, peer, Instant::now()) {
         Err(r) => r,
         Ok(admitted) => {
             let io = Io { stream, opts };
-            let Some((r, read)) = exchange(io, buf, &info, inner, admitted, peer, bounds).await
-            else {
+            let exchanged = match upgrade {
+                Upgrade::WebSocket => open_tunnel(io, buf, inner, admitted, peer, bounds).await,
+                _ => exchange(io, buf, &info, inner, admitted, peer, bounds).await,
+            };
+            let Some((r, read)) = exchanged else {
                 return Next::Close;
             };
             body_read |= read;
@@ -227,12 +199,74 @@ async fn request<S: Socket>(
         mut body,
         close,
     } = resp;
+    if let Some(up) = body.tunnel() {
+        let idle = Duration::from_millis(settings.config.limits.tunnel_idle_timeout_ms);
+        let limits = tunnel::Limits {
+            idle,
+            send_timeout: opts.send_timeout,
+        };
+        run_tunnel(stream, &head, *up, std::mem::take(buf), limits, bounds).await;
+        drop(guard);
+        return Next::Close;
+    }
     let head = response_head(&head, &body, info.head_method, http10, keep_alive && !close);
     let written = write_response(stream, &mut body, head, opts.send_timeout).await;
     drop(guard);
     match written {
         Ok(true) => Next::KeepAlive,
         _ => Next::Close,
+    }
+}
+
+/// A request's head off the socket, within the header timeout of its first byte; `None`:
+/// the connection is to be closed (it ended, timed out, was evicted, or sent a malformed
+/// head, which is answered here).
+async fn read_head<S: Socket>(
+    stream: &S,
+    buf: &mut Vec<u8>,
+    opts: ServeOptions,
+    mut stop: Pin<&mut impl Future<Output = ()>>,
+) -> Option<(RequestHead, RequestInfo, bool)> {
+    // The head, within the header timeout of its first byte.
+    let deadline = tokio::time::Instant::now() + opts.header_timeout;
+    loop {
+        if !buf.is_empty() {
+            match RequestHead::parse_h1(buf, MAX_HEAD) {
+                Ok(Some(p)) => return Some(p),
+                Ok(None) => {}
+                Err(e) => {
+                    let status =
+                        StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
+                    let answer = answer_bytes(own(status, &e.to_string(), &[]));
+                    let _ = write_all(stream, &answer, opts.send_timeout).await;
+                    return None;
+                }
+            }
+        }
+        if buf.is_empty() {
+            // A keep-alive connection's next head is usually readable already (the idle wait
+            // saw it): read it without arming the header timer and the eviction watch, which
+            // cost a timer entry and a waiter registration per request (issue 19).
+            if buf.capacity() < 1024 {
+                buf.reserve(4096);
+            }
+            match stream.try_read(buf) {
+                Ok(0) => return None,
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return None,
+            }
+        }
+        let read = tokio::select! {
+            biased;
+            _ = stop.as_mut() => return None,
+            r = tokio::time::timeout_at(deadline, read_more(stream, buf, 0)) => r,
+        };
+        match read {
+            Ok(Ok(n)) if n > 0 => {}
+            // Timed out, closed or failed part-way through a head: drop the connection.
+            _ => return None,
+        }
     }
 }
 
@@ -304,18 +338,73 @@ async fn exchange<S: Socket>(
         // Nothing buffered: a queued request holds no read buffer.
         *buf = Vec::new();
     }
+    let body = ReqBody::Full(body);
+    let r = dispatch_watched(stream, pipelined, inner, admitted, body, peer, bounds).await;
+    r.map(|r| (r, true))
+}
+
+/// Run a request through the pipeline while watching its client: `None` if the client
+/// went away first (dropping the request cancels it, queued or in flight).
+async fn dispatch_watched(
+    stream: &impl Socket,
+    pipelined: bool,
+    inner: &Arc<Inner>,
+    admitted: pipeline::Admitted<'_>,
+    body: ReqBody<'_>,
+    peer: &Arc<Peer>,
+    bounds: &mut Bounds<'_>,
+) -> Option<Answer> {
     // Pinned where it is made: `select!` would move (copy) it.
     let mut dispatch = std::pin::pin!(pipeline::dispatch(
         inner,
         admitted,
-        ReqBody::Full(body),
+        body,
         peer,
         Some(bounds)
     ));
     tokio::select! {
         biased;
-        r = dispatch.as_mut() => Some((r, true)),
+        r = dispatch.as_mut() => Some(r),
         _ = client_gone(stream, pipelined) => None,
+    }
+}
+
+/// A WebSocket upgrade through the pipeline: a place in its tenant's tunnel budget, then
+/// the gate and the upstream as any request (see [`crate::tunnel`]).
+async fn open_tunnel<S: Socket>(
+    io: Io<'_, S>,
+    buf: &[u8],
+    inner: &Arc<Inner>,
+    admitted: pipeline::Admitted<'_>,
+    peer: &Arc<Peer>,
+    bounds: &mut Bounds<'_>,
+) -> Option<(Answer, bool)> {
+    let (admitted, pass) = match admitted.tunnel(inner) {
+        Ok(a) => a,
+        Err(answer) => return Some((answer, true)),
+    };
+    let body = ReqBody::Upgrade(pass);
+    let pipelined = !buf.is_empty();
+    let r = dispatch_watched(io.stream, pipelined, inner, admitted, body, peer, bounds).await;
+    r.map(|r| (r, true))
+}
+
+/// Answer the client's upgrade with the upstream's `101`, then splice the two connections
+/// until the tunnel ends.
+async fn run_tunnel<S: Socket>(
+    stream: &S,
+    head: &ResponseHead,
+    up: tunnel::Upgraded,
+    pending: Vec<u8>,
+    limits: tunnel::Limits,
+    bounds: &mut Bounds<'_>,
+) {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\n");
+    rewrite::switching_h1(&mut out, head);
+    out.extend_from_slice(b"\r\n");
+    if write_all(stream, &out, limits.send_timeout).await.is_ok() {
+        tunnel::splice(stream, up, pending, limits, &mut bounds.hard_stop).await;
     }
 }
 
@@ -484,38 +573,6 @@ async fn client_gone(stream: &impl Socket, pipelined: bool) {
         return std::future::pending().await;
     }
     stream.closed().await
-}
-
-/// Write all of `data` (and send it: TLS records too); fails when the client accepts no
-/// bytes for `send_timeout`.
-async fn write_all(
-    stream: &impl Socket,
-    mut data: &[u8],
-    send_timeout: Duration,
-) -> io::Result<()> {
-    loop {
-        let r = match data.is_empty() {
-            false => stream.try_write(data).map(|n| data = &data[n..]),
-            true => match stream.try_flush() {
-                Ok(()) => return Ok(()),
-                Err(e) => Err(e),
-            },
-        };
-        match r {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                tokio::time::timeout(send_timeout, stream.writable())
-                    .await
-                    .map_err(|_| {
-                        io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "client accepted no response bytes within the send timeout",
-                        )
-                    })??;
-            }
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// Append `n` in hexadecimal (a chunk size).

@@ -5,6 +5,7 @@
 use std::future::{poll_fn, Future};
 use std::io;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::io::Interest;
 use tokio::net::TcpStream;
@@ -103,5 +104,37 @@ impl Socket for TcpStream {
 
     async fn shutdown(&mut self) {
         let _ = tokio::io::AsyncWriteExt::shutdown(self).await;
+    }
+}
+
+/// Write all of `data` (and send it: TLS records too); fails when the client accepts no
+/// bytes for `send_timeout`.
+pub(crate) async fn write_all(
+    stream: &impl Socket,
+    mut data: &[u8],
+    send_timeout: Duration,
+) -> io::Result<()> {
+    loop {
+        let r = match data.is_empty() {
+            false => stream.try_write(data).map(|n| data = &data[n..]),
+            true => match stream.try_flush() {
+                Ok(()) => return Ok(()),
+                Err(e) => Err(e),
+            },
+        };
+        match r {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                tokio::time::timeout(send_timeout, stream.writable())
+                    .await
+                    .map_err(|_| {
+                        io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "client accepted no response bytes within the send timeout",
+                        )
+                    })??;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }

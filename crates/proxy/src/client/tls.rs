@@ -3,7 +3,7 @@
 //! HTTP/1.1 adapter drives it — by readiness and non-blocking reads and writes, as on a
 //! plaintext socket, with rustls holding the records in between.
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -112,10 +112,7 @@ impl Socket for TlsSocket {
     fn try_read(&self, buf: &mut Vec<u8>) -> io::Result<usize> {
         let mut tls = self.lock();
         loop {
-            let len = buf.len();
-            buf.resize(buf.capacity().max(len + 1), 0);
-            let r = tls.reader().read(&mut buf[len..]);
-            buf.truncate(len + r.as_ref().map_or(0, |n| *n));
+            let r = read_plaintext(&mut tls, buf);
             match r {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -182,4 +179,31 @@ impl Socket for TlsSocket {
         let _ = tokio::time::timeout(Duration::from_secs(1), flushed).await;
         let _ = tokio::io::AsyncWriteExt::shutdown(&mut self.tcp).await;
     }
+}
+
+/// Move the plaintext rustls holds into `buf`'s spare room (at least one byte's), chunk by
+/// chunk: copied once, never zero-filled first (a zeroed 4 KiB or more per read was 18 % of
+/// the instructions per request on the HTTPS path). As `Read::read`: `WouldBlock` when
+/// nothing is there, `Ok(0)` after a clean close.
+fn read_plaintext(tls: &mut ServerConnection, buf: &mut Vec<u8>) -> io::Result<usize> {
+    let room = (buf.capacity() - buf.len()).max(1);
+    let mut got = 0;
+    while got < room {
+        let mut reader = tls.reader();
+        let n = match reader.fill_buf() {
+            Ok(chunk) => {
+                let n = chunk.len().min(room - got);
+                buf.extend_from_slice(&chunk[..n]);
+                n
+            }
+            Err(_) if got > 0 => break,
+            Err(e) => return Err(e),
+        };
+        if n == 0 {
+            break;
+        }
+        reader.consume(n);
+        got += n;
+    }
+    Ok(got)
 }

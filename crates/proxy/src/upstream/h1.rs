@@ -58,6 +58,18 @@ impl Wire for Arc<Http1> {
             }
             ReqBody::Stream(body) => self.send_streamed(req.head, &req.fwd, body).await,
             ReqBody::Owned(body) => self.send_streamed(req.head, &req.fwd, body).await,
+            ReqBody::Upgrade(pass) => {
+                // On a connection of its own: if the upstream switches, it is the tunnel's.
+                let mut out = Vec::with_capacity(512);
+                rewrite::request_h1(&mut out, &req.head, &req.fwd, BodyFraming::Upgrade);
+                drop(req.head);
+                let s = self.connector.connect().await;
+                let s = s.map_err(|_| Failure::Connect)?;
+                let mut ex = Exchange::new(&out, false);
+                ex.upgrade = Some(pass);
+                let r = self.exchange(s, &mut ex).await;
+                r.map_err(|e| e.unwrap_or(Failure::Broken))
+            }
         }
     }
 }
@@ -122,11 +134,13 @@ impl Http1 {
     async fn exchange_retrying(
         self: &Arc<Self>,
         request: &[u8],
-        mut body: Option<Limited<'_>>,
+        body: Option<Limited<'_>>,
         head_method: bool,
     ) -> Result<Reply, Failure> {
+        let mut ex = Exchange::new(request, head_method);
+        ex.body = body;
         if let Some(s) = self.checkout() {
-            match self.exchange(s, request, &mut body, head_method).await {
+            match self.exchange(s, &mut ex).await {
                 Ok(r) => return Ok(r),
                 // The pooled socket was closed by the upstream before any answer: once more
                 // on a new one.
@@ -139,7 +153,7 @@ impl Http1 {
             .connect()
             .await
             .map_err(|_| Failure::Connect)?;
-        self.exchange(s, request, &mut body, head_method)
+        self.exchange(s, &mut ex)
             .await
             .map_err(|e| e.unwrap_or(Failure::Broken))
     }
@@ -149,14 +163,13 @@ impl Http1 {
     async fn exchange(
         self: &Arc<Self>,
         mut s: UpIo,
-        request: &[u8],
-        body: &mut Option<Limited<'_>>,
-        head_method: bool,
+        ex: &mut Exchange<'_, '_>,
     ) -> Result<Reply, Option<Failure>> {
-        if s.write_all(request).await.is_err() {
+        let head_method = ex.head_method;
+        if s.write_all(ex.request).await.is_err() {
             return Err(None);
         }
-        if let Some(body) = body {
+        if let Some(body) = &mut ex.body {
             write_chunked(&mut s, body).await.map_err(Some)?;
         }
         // TLS: what is encrypted but not yet sent (a no-op on TCP).
@@ -168,12 +181,19 @@ impl Http1 {
             if !buf.is_empty() {
                 match ResponseHead::parse_h1(&buf, MAX_HEAD, head_method) {
                     Ok(Some((head, info))) if head.status.is_informational() => {
-                        // 1xx interim answers are skipped (101 is never asked for).
-                        if head.status == StatusCode::SWITCHING_PROTOCOLS {
-                            return Err(Some(Failure::Broken));
-                        }
                         buf.drain(..info.head_len);
-                        continue;
+                        // 1xx interim answers are skipped; a 101 only answers an upgrade.
+                        if head.status != StatusCode::SWITCHING_PROTOCOLS {
+                            continue;
+                        }
+                        let pass = ex.upgrade.take().ok_or(Some(Failure::Broken))?;
+                        let up = crate::tunnel::Upgraded {
+                            io: s,
+                            early: buf,
+                            pass,
+                        };
+                        let body = UpBody::Tunnel(Some(Box::new(up)));
+                        return Ok(Reply { head, body });
                     }
                     Ok(Some((head, info))) => {
                         buf.drain(..info.head_len);
@@ -193,7 +213,7 @@ impl Http1 {
                         body.check_done();
                         return Ok(Reply {
                             head,
-                            body: UpBody::Left(body),
+                            body: UpBody::H1(body),
                         });
                     }
                     Ok(None) => {}
@@ -210,6 +230,28 @@ impl Http1 {
                 Err(_) => return Err(Some(Failure::Broken)),
                 Ok(_) => {}
             }
+        }
+    }
+}
+
+/// One request's exchange on a socket: its bytes (whole, or up to its blank line with
+/// `body` to stream after it), and what the answer is read as.
+struct Exchange<'r, 'b> {
+    request: &'r [u8],
+    body: Option<Limited<'b>>,
+    /// A `HEAD`: the answer has no body.
+    head_method: bool,
+    /// A WebSocket upgrade: a `101` makes the socket its tunnel.
+    upgrade: Option<crate::tunnel::Pass>,
+}
+
+impl<'r> Exchange<'r, '_> {
+    fn new(request: &'r [u8], head_method: bool) -> Self {
+        Exchange {
+            request,
+            body: None,
+            head_method,
+            upgrade: None,
         }
     }
 }

@@ -60,6 +60,8 @@ impl Wire for Arc<Http2> {
                 pumped.map_err(Failure::Body)?;
                 reply
             }
+            // Tunnels are refused on an HTTP/2 upstream before they queue.
+            ReqBody::Upgrade(_) => Err(Failure::Broken),
         }
     }
 }
@@ -140,7 +142,7 @@ fn reply(resp: http::Response<hyper::body::Incoming>) -> Reply {
     let (parts, body) = resp.into_parts();
     Reply {
         head: ResponseHead::from_parts(parts.status, &parts.headers),
-        body: UpBody::Right(body),
+        body: UpBody::H2(body),
     }
 }
 

@@ -17,7 +17,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::uri::Authority;
+use http_body::{Body, Frame, SizeHint};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -128,9 +130,57 @@ impl Upstream {
     }
 }
 
-/// An upstream response body, whichever wire read it: `Left` off an own HTTP/1.1 socket,
-/// `Right` a stream of a multiplexed HTTP/2 connection (trailers included).
-pub(crate) type UpBody = http_body_util::Either<h1::RawBody, hyper::body::Incoming>;
+/// An upstream response body, whichever wire read it.
+pub(crate) enum UpBody {
+    /// Read off an own HTTP/1.1 socket.
+    H1(h1::RawBody),
+    /// A stream of a multiplexed HTTP/2 connection (trailers included).
+    H2(hyper::body::Incoming),
+    /// None: the connection became a tunnel on a `101` (taken by [`UpBody::tunnel`]).
+    Tunnel(Option<Box<crate::tunnel::Upgraded>>),
+}
+
+impl UpBody {
+    /// The tunnel of a `101` answer, once.
+    pub fn tunnel(&mut self) -> Option<Box<crate::tunnel::Upgraded>> {
+        match self {
+            UpBody::Tunnel(t) => t.take(),
+            _ => None,
+        }
+    }
+}
+
+impl Body for UpBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        match self.get_mut() {
+            UpBody::H1(b) => Pin::new(b).poll_frame(cx),
+            UpBody::H2(b) => Pin::new(b).poll_frame(cx).map_err(BoxError::from),
+            UpBody::Tunnel(_) => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            UpBody::H1(b) => b.is_end_stream(),
+            UpBody::H2(b) => b.is_end_stream(),
+            UpBody::Tunnel(_) => true,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            UpBody::H1(b) => b.size_hint(),
+            UpBody::H2(b) => b.size_hint(),
+            UpBody::Tunnel(_) => SizeHint::with_exact(0),
+        }
+    }
+}
 
 /// Opens connections to the upstream: TCP to `authority` (port 80 if none; an IPv6 literal
 /// may be bracketed) within the connect timeout, with Nagle off, then TLS if configured.

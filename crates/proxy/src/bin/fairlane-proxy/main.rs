@@ -3,6 +3,8 @@
 
 use std::process::ExitCode;
 
+mod program;
+
 /// jemalloc rather than the system allocator (issue 19): it keeps no header beside each
 /// block, so the untouched part of a connection's 8 KiB hyper buffers stays out of memory,
 /// and it returns freed pages (10 s decay). About 20 % less memory per held client
@@ -25,7 +27,7 @@ fn main() -> ExitCode {
     };
     let path = std::path::Path::new(&path);
     if check {
-        return fairlane_proxy::cli::check(path);
+        return program::check(path);
     }
-    fairlane_proxy::cli::run(path)
+    program::run(path)
 }

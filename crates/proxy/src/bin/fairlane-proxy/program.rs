@@ -1,5 +1,7 @@
-//! Running the proxy as a program: `fairlane proxy --config proxy.toml` and the
-//! `fairlane-proxy` binary both call [`run`]. SIGTERM / SIGINT drain and stop; SIGHUP
+//! Running the proxy as a program, on the library's public API: the `fairlane-proxy` binary
+//! (this module tree) and `fairlane proxy` (crates/cli, which compiles this file as a module
+//! of its own: a package's binary cannot be a dependency, and the library holds no program)
+//! both call [`check`] and [`run`]. SIGTERM / SIGINT drain and stop; SIGHUP
 //! re-reads the file and reloads.
 //!
 //! Threads: with `listen.workers = "per-core"` (the default) or a number, client connections
@@ -14,7 +16,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::{Proxy, ProxyConfig};
+use fairlane_proxy::config::Workers;
+use fairlane_proxy::{Proxy, ProxyConfig, ProxyHandle};
 
 /// Only validate the config: print `<file>: ok` and exit 0, or the error naming the file
 /// and field and exit 2 (what `--check` does).
@@ -53,7 +56,7 @@ pub fn run(config_path: &Path) -> ExitCode {
             }
         },
     };
-    let shared = config.listen.workers == crate::config::Workers::Shared;
+    let shared = config.listen.workers == Workers::Shared;
     with_threads(&mut config, threads);
     if let Err(e) = config.validate() {
         eprintln!("fairlane proxy: FAIRLANE_PROXY_THREADS: {e}");
@@ -86,7 +89,6 @@ pub fn run(config_path: &Path) -> ExitCode {
 /// `FAIRLANE_PROXY_THREADS` applied to `listen.workers` (at start and on every reload, so a
 /// reload does not see it as a change).
 fn with_threads(config: &mut ProxyConfig, threads: Option<usize>) {
-    use crate::config::Workers;
     match threads {
         Some(0) => config.listen.workers = Workers::Shared,
         Some(n) if config.listen.workers != Workers::Shared => {
@@ -97,7 +99,7 @@ fn with_threads(config: &mut ProxyConfig, threads: Option<usize>) {
 }
 
 async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> ExitCode {
-    let fds = crate::server::raise_fd_limit();
+    let fds = fairlane_proxy::server::raise_fd_limit();
     let proxy = match Proxy::bind(config.clone()).await {
         Ok(p) => p,
         Err(e) => {
@@ -145,7 +147,7 @@ async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> Ex
 }
 
 #[cfg(unix)]
-async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf, threads: Option<usize>) {
+async fn watch_signals(handle: ProxyHandle, path: PathBuf, threads: Option<usize>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -179,7 +181,7 @@ async fn watch_signals(handle: crate::ProxyHandle, path: PathBuf, threads: Optio
 }
 
 #[cfg(not(unix))]
-async fn watch_signals(handle: crate::ProxyHandle, _path: PathBuf, _threads: Option<usize>) {
+async fn watch_signals(handle: ProxyHandle, _path: PathBuf, _threads: Option<usize>) {
     let _ = tokio::signal::ctrl_c().await;
     handle.shutdown();
 }

@@ -1,0 +1,346 @@
+//! WebSocket tunnels (HTTP/1.1 `Upgrade: websocket`, on the own HTTP/1.1 client adapter).
+//!
+//! An upgrade request is identified, classified and admitted like any other request, and
+//! holds one of D's slots while it waits and while the upstream answers it, on a fresh
+//! upstream connection with its `Upgrade` headers kept ([`crate::rewrite`]'s
+//! `BodyFraming::Upgrade`). On a `101 Switching Protocols` the slot is freed — charged for
+//! the time it was held, like an ordinary request — and the two sockets are spliced both ways
+//! ([`splice`]) until either side closes, the tunnel is idle for
+//! `limits.tunnel_idle_timeout_ms`, or the proxy stops. Any other answer is an ordinary
+//! response.
+//!
+//! An open tunnel holds no slot of D and its time is not charged: its bytes are not work the
+//! scheduler can compare (a socket is mostly idle), and D stays for requests. Tunnels are
+//! bounded by count instead ([`Tunnels`]): at most `limits.max_tunnels_per_tenant` per
+//! tenant and `limits.max_tunnels` in all, counted from admission (an upgrade in flight
+//! counts) until the tunnel closes; one more is answered 503 before it queues.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::future::poll_fn;
+use std::io;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fairlane_core::TenantId;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::bounds::HardStop;
+use crate::client::socket::{write_all, Socket};
+use crate::head::RequestHead;
+use crate::rewrite::lists;
+use crate::upstream::UpIo;
+
+/// What a request head says about an upgrade to a WebSocket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Upgrade {
+    /// None asked for (or `Upgrade` without `Connection: upgrade`, which is ignored).
+    No,
+    /// A WebSocket opening handshake (RFC 6455 §4.1).
+    WebSocket,
+    /// An upgrade to a WebSocket that cannot be one (the reason, for a 400).
+    Invalid(&'static str),
+}
+
+/// Whether `head` asks to upgrade to a WebSocket: `Upgrade: websocket` with
+/// `Connection: upgrade`; then it must be an HTTP/1.1 `GET` without a body, with a
+/// `Sec-WebSocket-Key` and a `Sec-WebSocket-Version` (RFC 6455 §4.1), else it is invalid.
+pub(crate) fn upgrade_of(head: &RequestHead, http10: bool, bodiless: bool) -> Upgrade {
+    // One pass over the header lines (this runs for every request on the own path).
+    let (mut websocket, mut connection, mut key, mut version) = (false, false, false, false);
+    head.with_headers(|hs| {
+        for h in hs {
+            let n = h.name;
+            if n.eq_ignore_ascii_case("upgrade") {
+                websocket |= lists(h.value, "websocket");
+            } else if n.eq_ignore_ascii_case("connection") {
+                connection |= lists(h.value, "upgrade");
+            } else if n.eq_ignore_ascii_case("sec-websocket-key") {
+                key = true;
+            } else if n.eq_ignore_ascii_case("sec-websocket-version") {
+                version = true;
+            }
+        }
+    });
+    if !(websocket && connection) {
+        return Upgrade::No;
+    }
+    let invalid = if *head.method() != http::Method::GET {
+        "a WebSocket upgrade must be a GET"
+    } else if http10 {
+        "a WebSocket upgrade needs HTTP/1.1"
+    } else if !bodiless {
+        "a WebSocket upgrade has no body"
+    } else if !(key && version) {
+        "a WebSocket upgrade needs Sec-WebSocket-Key and Sec-WebSocket-Version"
+    } else {
+        return Upgrade::WebSocket;
+    };
+    Upgrade::Invalid(invalid)
+}
+
+/// The tunnels open (or opening) per tenant and in all, against their caps.
+#[derive(Debug, Default)]
+pub(crate) struct Tunnels {
+    counts: Arc<Counts>,
+    /// Refused at the tenant's cap.
+    refused_tenant: AtomicU64,
+    /// Refused at the global cap.
+    refused_global: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    per_tenant: Mutex<HashMap<TenantId, usize>>,
+    total: AtomicUsize,
+}
+
+/// Which cap refused a tunnel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cap {
+    /// `limits.max_tunnels_per_tenant`.
+    Tenant,
+    /// `limits.max_tunnels`.
+    Global,
+}
+
+/// One tunnel counted in [`Tunnels`] until dropped.
+#[derive(Debug)]
+pub(crate) struct Pass {
+    counts: Arc<Counts>,
+    tenant: TenantId,
+}
+
+impl Tunnels {
+    /// Count a tunnel for `tenant` unless it holds `per_tenant` already or `global` are
+    /// open in all.
+    pub fn take(&self, tenant: TenantId, per_tenant: usize, global: usize) -> Result<Pass, Cap> {
+        let mut held = self
+            .counts
+            .per_tenant
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let n = held.get(&tenant).copied().unwrap_or(0);
+        let refused = if n >= per_tenant {
+            (Cap::Tenant, &self.refused_tenant)
+        } else if self.counts.total.load(Relaxed) >= global {
+            (Cap::Global, &self.refused_global)
+        } else {
+            held.insert(tenant, n + 1);
+            self.counts.total.fetch_add(1, Relaxed);
+            return Ok(Pass {
+                counts: self.counts.clone(),
+                tenant,
+            });
+        };
+        refused.1.fetch_add(1, Relaxed);
+        Err(refused.0)
+    }
+
+    /// Tunnels open (or opening) for `tenant`.
+    pub fn open(&self, tenant: TenantId) -> usize {
+        let held = self
+            .counts
+            .per_tenant
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        held.get(&tenant).copied().unwrap_or(0)
+    }
+
+    /// The tunnel metrics in Prometheus's text format: open per tenant (`names` by tenant
+    /// id), refusals by cap.
+    pub fn prometheus(&self, names: &[String]) -> String {
+        let mut o = String::new();
+        let name = "fairlane_proxy_tunnels_open";
+        let _ = writeln!(
+            o,
+            "# HELP {name} WebSocket tunnels open or opening, per tenant.\n# TYPE {name} gauge"
+        );
+        for (id, tenant) in names.iter().enumerate() {
+            let n = self.open(TenantId(id as u64));
+            let tenant = crate::metrics::label(tenant);
+            let _ = writeln!(o, "{name}{{tenant=\"{tenant}\"}} {n}");
+        }
+        let name = "fairlane_proxy_tunnels_refused_total";
+        let _ = writeln!(
+            o,
+            "# HELP {name} WebSocket upgrades answered 503 at a tunnel cap.\n# TYPE {name} counter"
+        );
+        for (cap, n) in [
+            ("tenant", &self.refused_tenant),
+            ("global", &self.refused_global),
+        ] {
+            let _ = writeln!(o, "{name}{{cap=\"{cap}\"}} {}", n.load(Relaxed));
+        }
+        o
+    }
+}
+
+impl Drop for Pass {
+    fn drop(&mut self) {
+        let mut held = self
+            .counts
+            .per_tenant
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.tenant);
+            }
+        }
+        self.counts.total.fetch_sub(1, Relaxed);
+    }
+}
+
+/// An upstream connection switched to a tunnel by its `101`.
+pub(crate) struct Upgraded {
+    /// The connection.
+    pub io: UpIo,
+    /// What the upstream sent after its `101` head (the first frames, if any).
+    pub early: Vec<u8>,
+    /// The tunnel's place in its tenant's budget.
+    pub pass: Pass,
+}
+
+/// How a tunnel is bounded.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Closed when no byte went either way for this long.
+    pub idle: Duration,
+    /// A client that takes no bytes for this long is disconnected.
+    pub send_timeout: Duration,
+}
+
+/// Copy bytes both ways between the client and `up` until either side closes or fails, the
+/// tunnel is idle for `limits.idle`, or the proxy stops; `pending` (what the client sent
+/// after its request head) goes upstream first. Returns the bytes sent (upstream, client).
+pub(crate) async fn splice<S: Socket>(
+    client: &S,
+    up: Upgraded,
+    pending: Vec<u8>,
+    limits: Limits,
+    hard_stop: &mut HardStop<'_>,
+) -> (u64, u64) {
+    let Upgraded { io, early, pass } = up;
+    let (mut up_r, mut up_w) = tokio::io::split(io);
+    let start = Instant::now();
+    // Milliseconds since `start` of the last byte either way.
+    let last = AtomicU64::new(0);
+    let touch = || last.store(start.elapsed().as_millis() as u64, Relaxed);
+    let (sent_up, sent_down) = (AtomicU64::new(0), AtomicU64::new(0));
+    let to_up = async {
+        let mut buf = pending;
+        loop {
+            if !buf.is_empty() {
+                up_w.write_all(&buf).await?;
+                up_w.flush().await?;
+                sent_up.fetch_add(buf.len() as u64, Relaxed);
+                touch();
+                buf.clear();
+            }
+            if buf.capacity() < 1024 {
+                buf.reserve(16 * 1024);
+            }
+            client.readable().await?;
+            match client.try_read(&mut buf) {
+                Ok(0) => return io::Result::Ok(()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    let to_client = async {
+        let mut buf = early;
+        loop {
+            if !buf.is_empty() {
+                write_all(client, &buf, limits.send_timeout).await?;
+                sent_down.fetch_add(buf.len() as u64, Relaxed);
+                touch();
+                buf.clear();
+            }
+            if buf.capacity() < 1024 {
+                buf.reserve(16 * 1024);
+            }
+            if up_r.read_buf(&mut buf).await? == 0 {
+                return io::Result::Ok(());
+            }
+        }
+    };
+    let idle = async {
+        loop {
+            let since = Duration::from_millis(last.load(Relaxed));
+            let due = start + since + limits.idle;
+            if Instant::now() >= due {
+                return;
+            }
+            tokio::time::sleep_until(due.into()).await;
+        }
+    };
+    tokio::select! {
+        _ = to_up => {}
+        _ = to_client => {}
+        _ = idle => {}
+        _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {}
+    }
+    drop(pass);
+    (sent_up.load(Relaxed), sent_down.load(Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up(raw: &[u8]) -> Upgrade {
+        let (head, info, http10) = RequestHead::parse_h1(raw, 64 * 1024).unwrap().unwrap();
+        upgrade_of(&head, http10, info.body == crate::h1::BodyLen::Length(0))
+    }
+
+    #[test]
+    fn websocket_upgrades_are_told_from_others() {
+        let ok = b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\n\
+            Upgrade: WebSocket\r\nSec-WebSocket-Key: k\r\nSec-WebSocket-Version: 13\r\n\r\n";
+        assert_eq!(up(ok), Upgrade::WebSocket);
+        assert_eq!(up(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n"), Upgrade::No);
+        // `Upgrade` without `Connection: upgrade` is ignored; other protocols are not ours.
+        let no_conn = b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n";
+        assert_eq!(up(no_conn), Upgrade::No);
+        let h2c = b"GET / HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n";
+        assert_eq!(up(h2c), Upgrade::No);
+        for bad in [
+            &b"POST /ws HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\
+               Sec-WebSocket-Key: k\r\nSec-WebSocket-Version: 13\r\n\r\n"[..],
+            b"GET /ws HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\
+               Sec-WebSocket-Key: k\r\nSec-WebSocket-Version: 13\r\n\r\n",
+            b"GET /ws HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\
+               Sec-WebSocket-Key: k\r\nSec-WebSocket-Version: 13\r\nContent-Length: 2\r\n\r\nab",
+            b"GET /ws HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+        ] {
+            assert!(matches!(up(bad), Upgrade::Invalid(_)), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn tunnels_are_capped_per_tenant_and_in_all() {
+        let t = Tunnels::default();
+        let (a, b) = (TenantId(0), TenantId(1));
+        let a1 = t.take(a, 2, 3).unwrap();
+        let _a2 = t.take(a, 2, 3).unwrap();
+        assert_eq!(t.take(a, 2, 3).unwrap_err(), Cap::Tenant);
+        let _b1 = t.take(b, 2, 3).unwrap();
+        assert_eq!(t.take(b, 2, 3).unwrap_err(), Cap::Global);
+        assert_eq!((t.open(a), t.open(b)), (2, 1));
+        drop(a1);
+        assert_eq!(t.open(a), 1);
+        let _b2 = t.take(b, 2, 3).unwrap();
+        let text = t.prometheus(&["a".into(), "b".into()]);
+        assert!(
+            text.contains("fairlane_proxy_tunnels_open{tenant=\"b\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("fairlane_proxy_tunnels_refused_total{cap=\"tenant\"} 1"));
+        assert!(text.contains("fairlane_proxy_tunnels_refused_total{cap=\"global\"} 1"));
+    }
+}
