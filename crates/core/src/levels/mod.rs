@@ -378,6 +378,9 @@ impl<T: Send + 'static> LevelScheduler<T> {
 
     #[inline]
     fn observe(&mut self, now: f64) -> Result<f64, Error> {
+        if now == self.now && now != f64::NEG_INFINITY {
+            return Ok(now); // the time of the last call, checked then
+        }
         if !now.is_finite() {
             return Err(Error::InvalidTime(now));
         }
