@@ -171,18 +171,21 @@ fn slice(cy: &mut Mixed<Seam>, cycles: u64) -> f64 {
 /// With `FAIRLANE_LEVELS_PAIRED=s`: per preset, flat and levels side by side for `s` seconds
 /// in alternating slices of about 2 ms (flat first in even pairs, levels first in odd ones),
 /// so that a loaded machine's swings fall on both alike. Prints the median ns per cycle of
-/// each and the median of the pairs' ratios.
+/// each and the median of the pairs' ratios. `FAIRLANE_LEVELS_ONLY=<preset>` runs one preset.
 fn paired() -> bool {
     let Ok(seconds) = std::env::var("FAIRLANE_LEVELS_PAIRED") else {
         return false;
     };
     let seconds: f64 = seconds.parse().expect("FAIRLANE_LEVELS_PAIRED: seconds");
+    let only = std::env::var("FAIRLANE_LEVELS_ONLY").ok();
     println!("preset  pairs  flat ns  levels ns  levels/flat (median of the pairs' ratios)");
     for preset in PRESETS {
+        if only.as_ref().is_some_and(|o| o != preset) {
+            continue;
+        }
         let (mut flat, mut levels) = (cycle(preset, false), cycle(preset, true));
-        let k = ((2e6 / slice(&mut flat, 1_000)) as u64).max(100);
-        slice(&mut flat, 10 * k);
-        slice(&mut levels, 10 * k);
+        slice(&mut levels, 10_000);
+        let k = ((2e6 / slice(&mut flat, 10_000)) as u64).max(100);
         let (mut f, mut l, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         let start = Instant::now();
         while start.elapsed().as_secs_f64() < seconds {
