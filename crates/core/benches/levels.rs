@@ -19,8 +19,8 @@
 //!
 //! On a loaded machine, whose load swings over criterion's seconds-long runs:
 //! `FAIRLANE_LEVELS_PAIRED=20 cargo bench -p fairlane-core --bench levels` alternates flat and
-//! levels in slices of about 2 ms for 20 s per preset and prints the median of the slice
-//! pairs' ratios (about a minute).
+//! levels in slices of about 2 ms of the thread's time on a CPU for 20 s per preset and
+//! prints the median of the slice pairs' ratios (about a minute).
 //!
 //! Load-independent view: with `FAIRLANE_LEVELS_CYCLES=k FAIRLANE_LEVELS_ONLY=<preset>/<flat|levels>`
 //! the bench builds that one scheduler, runs exactly `k` cycles and exits, so that the
@@ -159,19 +159,33 @@ fn exact_cycles() -> bool {
     true
 }
 
-/// `cycles` cycles of `cy`: ns per cycle.
+/// The calling thread's CPU time (ns) through `CLOCK_THREAD_CPUTIME_ID`: time the thread
+/// waits descheduled on a loaded machine is left out.
+fn on_cpu_ns() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "no thread CPU clock");
+    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+}
+
+/// `cycles` cycles of `cy`: ns per cycle, on the CPU.
 fn slice(cy: &mut Mixed<Seam>, cycles: u64) -> f64 {
-    let start = Instant::now();
+    let start = on_cpu_ns();
     for _ in 0..cycles {
         cy.cycle();
     }
-    start.elapsed().as_nanos() as f64 / cycles as f64
+    (on_cpu_ns() - start) / cycles as f64
 }
 
 /// With `FAIRLANE_LEVELS_PAIRED=s`: per preset, flat and levels side by side for `s` seconds
 /// in alternating slices of about 2 ms (flat first in even pairs, levels first in odd ones),
-/// so that a loaded machine's swings fall on both alike. Prints the median ns per cycle of
-/// each and the median of the pairs' ratios. `FAIRLANE_LEVELS_ONLY=<preset>` runs one preset.
+/// each timed by the thread's time on a CPU, so that a loaded machine's swings fall on both
+/// alike and its waits on neither. Prints the median ns per cycle of each and the median of
+/// the pairs' ratios. `FAIRLANE_LEVELS_ONLY=<preset>` runs one preset.
 fn paired() -> bool {
     let Ok(seconds) = std::env::var("FAIRLANE_LEVELS_PAIRED") else {
         return false;
@@ -185,7 +199,7 @@ fn paired() -> bool {
         }
         let (mut flat, mut levels) = (cycle(preset, false), cycle(preset, true));
         slice(&mut levels, 10_000);
-        let k = ((2e6 / slice(&mut flat, 10_000)) as u64).max(100);
+        let k = ((2e6 / slice(&mut flat, 10_000)) as u64).clamp(100, 10_000_000);
         let (mut f, mut l, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
         let start = Instant::now();
         while start.elapsed().as_secs_f64() < seconds {
