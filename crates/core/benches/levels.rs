@@ -162,13 +162,13 @@ fn exact_cycles() -> bool {
 /// The calling thread's CPU time (ns) through `CLOCK_THREAD_CPUTIME_ID`: time the thread
 /// waits descheduled on a loaded machine is left out.
 fn on_cpu_ns() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
+    let mut ts = std::mem::MaybeUninit::<libc::timespec>::uninit();
+    // SAFETY: the call writes the timespec, which is read only when it succeeded.
+    let ts = unsafe {
+        let rc = libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, ts.as_mut_ptr());
+        assert_eq!(rc, 0, "no thread CPU clock");
+        ts.assume_init()
     };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "no thread CPU clock");
     ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
 }
 

@@ -71,14 +71,12 @@ impl Demand {
         self.since = now;
     }
 
-    /// The demand moved by `delta` seats at `now` (after [`start`](Demand::start)). A second
-    /// change at the same instant has nothing to integrate, and only a rise can raise the high
-    /// watermark (`value` is a count: never NaN, and never above `high` after a change).
+    /// The demand moved by `delta` seats at `now` (after [`start`](Demand::start)). Only a
+    /// rise can raise the high watermark (`value` is a count: never NaN, and never above
+    /// `high` after a change).
     #[inline]
     pub fn add(&mut self, delta: f64, now: f64) {
-        if now != self.since {
-            self.accrue(now);
-        }
+        self.accrue(now);
         self.value += delta;
         if delta > 0.0 && self.value > self.high {
             self.high = self.value;
