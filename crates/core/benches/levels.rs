@@ -70,7 +70,9 @@ fn cycle(preset: &str, levels: bool) -> Mixed<Seam> {
         flat.build::<()>().unwrap()
     };
     let levels = if levels { LEVELS } else { 0 };
-    Mixed::new(Seam { s, levels }, TENANTS, !preset.ends_with('e'))
+    let cy = Mixed::new(Seam { s, levels }, TENANTS, !preset.ends_with('e'));
+    assert_eq!(cy.running.len(), WORKERS, "every worker busy");
+    cy
 }
 
 fn bench(c: &mut Criterion) {
