@@ -16,9 +16,6 @@
 
 #![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
 
-use std::collections::VecDeque;
-use std::time::Duration;
-
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion};
 use fairlane_core::{Config, Decision, Request, Scheduler, Ticket, TokenCost, VirtualClock};
 
@@ -27,126 +24,45 @@ mod naive;
 
 #[path = "support/mixed.rs"]
 mod mixed;
-use mixed::{cost, WORKERS};
+use mixed::{Driven, Mixed, Seam, WORKERS};
 
 const SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
 
-struct Fast {
-    s: Box<dyn Scheduler<()> + Send>,
-    running: VecDeque<(Ticket, usize, u64, f64)>,
-    known: bool,
-    now: f64,
-    i: u64,
+/// The seam's scheduler of `config` over `tenants` tenants.
+fn fast(config: Config, tenants: usize, known: bool) -> Mixed<Seam> {
+    let s = config.workers(WORKERS).build::<()>().unwrap();
+    Mixed::new(Seam { s, levels: 0 }, tenants as u64, known)
 }
 
-impl Fast {
-    fn new(config: Config, tenants: usize, known: bool) -> Self {
-        let mut s = config.workers(WORKERS).build::<()>().unwrap();
-        let mut i = 0;
-        for _ in 0..2 {
-            for t in 0..tenants {
-                i += 1;
-                let mut r = Request::new(t as u64, 0u32, ());
-                if known {
-                    r = r.with_cost(cost(t, i));
-                }
-                s.enqueue(r, 0.0).unwrap();
-            }
-        }
-        let mut running = VecDeque::new();
-        for w in 0..WORKERS {
-            if let Decision::Run(d) = s.dequeue(w, 0.0).unwrap() {
-                let c = d
-                    .request
-                    .cost
-                    .unwrap_or_else(|| cost(d.request.tenant.0 as usize, 0));
-                running.push_back((d.ticket, w, d.request.tenant.0, c));
-            }
-        }
-        Fast {
-            s,
-            running,
-            known,
-            now: 0.0,
-            i,
-        }
+/// The naive Fig. 7 scan, driven as the seam is.
+impl Driven for naive::Naive {
+    type Ticket = u64;
+
+    fn enqueue(&mut self, tenant: u64, cost: Option<f64>, now: f64) {
+        naive::Naive::enqueue(self, tenant, 0, cost, now);
     }
 
-    fn cycle(&mut self) {
-        self.now += 1.0;
-        self.i += 1;
-        let (ticket, w, tenant, c) = self.running.pop_front().unwrap();
-        self.s.complete(ticket, c, self.now).unwrap();
-        let c = cost(tenant as usize, self.i);
-        let mut r = Request::new(tenant, 0u32, ());
-        if self.known {
-            r = r.with_cost(c);
-        }
-        self.s.enqueue(r, self.now).unwrap();
-        if let Decision::Run(d) = self.s.dequeue(w, self.now).unwrap() {
-            let c = d
-                .request
-                .cost
-                .unwrap_or_else(|| cost(d.request.tenant.0 as usize, self.i));
-            self.running.push_back((d.ticket, w, d.request.tenant.0, c));
-        }
-        black_box(&self.running);
+    fn dequeue(&mut self, w: usize, now: f64) -> Option<(u64, u64, Option<f64>)> {
+        naive::Naive::dequeue(self, w, now).map(|(ticket, t, _)| (ticket, t, None))
+    }
+
+    fn complete(&mut self, ticket: u64, cost: f64, _now: f64) {
+        naive::Naive::complete(self, ticket, cost);
     }
 }
 
-struct Slow {
-    s: naive::Naive,
-    running: VecDeque<(u64, usize, u64, f64)>,
-    known: bool,
-    now: f64,
-    i: u64,
-}
-
-impl Slow {
-    fn new(tenants: usize, known: bool) -> Self {
-        let estimate = if known {
-            naive::Estimate::Oracle
-        } else {
-            naive::Estimate::Pessimistic {
-                alpha: 0.99,
-                initial: 1.0,
-            }
-        };
-        let mut s = naive::Naive::new(WORKERS, true, true, estimate, None);
-        let mut i = 0;
-        for _ in 0..2 {
-            for t in 0..tenants {
-                i += 1;
-                s.enqueue(t as u64, 0, known.then(|| cost(t, i)), 0.0);
-            }
+/// The naive scan, 2DFQ with known costs or 2DFQᴱ, over `tenants` tenants.
+fn slow(tenants: usize, known: bool) -> Mixed<naive::Naive> {
+    let estimate = if known {
+        naive::Estimate::Oracle
+    } else {
+        naive::Estimate::Pessimistic {
+            alpha: 0.99,
+            initial: 1.0,
         }
-        let mut running = VecDeque::new();
-        for w in 0..WORKERS {
-            if let Some((ticket, t, _)) = s.dequeue(w, 0.0) {
-                running.push_back((ticket, w, t, cost(t as usize, 0)));
-            }
-        }
-        Slow {
-            s,
-            running,
-            known,
-            now: 0.0,
-            i,
-        }
-    }
-
-    fn cycle(&mut self) {
-        self.now += 1.0;
-        self.i += 1;
-        let (ticket, w, tenant, c) = self.running.pop_front().unwrap();
-        self.s.complete(ticket, c);
-        let c = cost(tenant as usize, self.i);
-        self.s.enqueue(tenant, 0, self.known.then_some(c), self.now);
-        if let Some((ticket, t, _)) = self.s.dequeue(w, self.now) {
-            self.running
-                .push_back((ticket, w, t, cost(t as usize, self.i)));
-        }
-    }
+    };
+    let s = naive::Naive::new(WORKERS, true, true, estimate, None);
+    Mixed::new(s, tenants as u64, known)
 }
 
 /// A running request of the decode bench: ticket, slot, tenant, prompt and tokens so far.
@@ -226,11 +142,7 @@ impl Decode {
 }
 
 fn bench_decode(c: &mut Criterion) {
-    let mut group = c.benchmark_group("decode");
-    group
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(20);
+    let mut group = mixed::group(c, "decode", 2);
     for preset in ["vtc", "fifo", "wfqe", "2dfqe"] {
         for n in [10, 1_000] {
             let mut d = Decode::new(Config::preset(preset).unwrap(), n);
@@ -241,11 +153,7 @@ fn bench_decode(c: &mut Criterion) {
 }
 
 fn bench(c: &mut Criterion) {
-    let mut group = c.benchmark_group("cycle");
-    group
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(20);
+    let mut group = mixed::group(c, "cycle", 2);
     let mut variants: Vec<(String, Config, bool)> = fairlane_core::PRESETS
         .iter()
         .map(|p| (p.to_string(), Config::preset(p).unwrap(), !p.ends_with('e')))
@@ -258,13 +166,13 @@ fn bench(c: &mut Criterion) {
     }
     for (name, config, known) in variants {
         for &n in &SIZES {
-            let mut f = Fast::new(config, n, known);
+            let mut f = fast(config, n, known);
             group.bench_function(BenchmarkId::new(&name, n), |b| b.iter(|| f.cycle()));
         }
     }
     for (name, known) in [("naive-2dfq", true), ("naive-2dfqe", false)] {
         for &n in &SIZES {
-            let mut s = Slow::new(n, known);
+            let mut s = slow(n, known);
             group.bench_function(BenchmarkId::new(name, n), |b| b.iter(|| s.cycle()));
         }
     }

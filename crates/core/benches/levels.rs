@@ -2,10 +2,12 @@
 //! backlogged tenants spread over 4 levels (`LevelsConfig`, APF's borrowing), against the flat
 //! scheduler of the same preset with the same 1,000 tenants. Issue 36's bar: ≤ 1.3×.
 //!
-//! Workload (that of `benches/cycle.rs`): 32 workers, every tenant keeps two requests queued,
-//! even tenants send small requests (cost ≈ 1), odd ones large (≈ 1000); a cycle completes the
-//! oldest running request, enqueues a new one for its tenant and dequeues onto the freed
-//! worker. With levels, tenant `t` is at level `t mod 4`, the four levels have equal shares
+//! Workload (`support/mixed.rs`, shared with `benches/cycle.rs`): 32 workers, every tenant
+//! keeps two requests queued, even tenants send small requests (cost ≈ 1), odd ones large
+//! (≈ 1000); a cycle completes the oldest running request, enqueues a new one for its tenant
+//! and dequeues onto the freed worker. Flat and levels run the same code, the same tenants
+//! and the same preset (each level's fair scheduler is the flat one's, on the level's seats);
+//! only the level each request names differs. With levels, tenant `t` is at level `t mod 4`, the four levels have equal shares
 //! (8 seats each) and lend half; time advances 1 per cycle and the adjustment period is
 //! 100,000 (one adjustment per 100,000 dispatches: APF's 10 s at 10,000 dispatches per second).
 //!
@@ -15,6 +17,11 @@
 //!
 //! Run: `cargo bench -p fairlane-core --bench levels` (about 2 minutes).
 //!
+//! On a loaded machine, whose load swings over criterion's seconds-long runs:
+//! `FAIRLANE_LEVELS_PAIRED=20 cargo bench -p fairlane-core --bench levels` alternates flat and
+//! levels in slices of about 2 ms of the thread's time on a CPU for 20 s per preset and
+//! prints the median of the slice pairs' ratios (about a minute).
+//!
 //! Load-independent view: with `FAIRLANE_LEVELS_CYCLES=k FAIRLANE_LEVELS_ONLY=<preset>/<flat|levels>`
 //! the bench builds that one scheduler, runs exactly `k` cycles and exits, so that the
 //! difference of two `perf stat -e instructions` (or callgrind) runs with different `k`
@@ -22,17 +29,17 @@
 
 #![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use criterion::{black_box, criterion_group, Criterion};
+use criterion::{criterion_group, Criterion};
 use fairlane_core::levels::{LevelConfig, LevelsConfig};
-use fairlane_core::{Config, Decision, LevelId, Request, Scheduler, Ticket};
+use fairlane_core::Config;
 
 #[path = "support/mixed.rs"]
 mod mixed;
-use mixed::WORKERS;
+use mixed::{Mixed, Seam, WORKERS};
 
 const TENANTS: u64 = 1_000;
 const LEVELS: u64 = 4;
@@ -45,97 +52,35 @@ type Run = (String, &'static str, usize);
 /// ns per cycle of every sample, by run.
 static SAMPLES: Mutex<BTreeMap<Run, Vec<f64>>> = Mutex::new(BTreeMap::new());
 
-fn cost(tenant: u64, i: u64) -> f64 {
-    mixed::cost(tenant as usize, i)
-}
-
-struct Cycle {
-    s: Box<dyn Scheduler<()> + Send>,
-    running: VecDeque<(Ticket, usize, u64, f64)>,
-    known: bool,
-    levels: bool,
-    now: f64,
-    i: u64,
-}
-
-impl Cycle {
-    fn new(preset: &str, levels: bool) -> Self {
-        let flat = Config::preset(preset).unwrap().workers(WORKERS);
-        let s = if levels {
-            let mut c = LevelsConfig::new(flat).adjust_period(100_000.0);
-            for l in 0..LEVELS {
-                let name = if l + 1 == LEVELS {
-                    "catch-all".into()
-                } else {
-                    format!("l{l}")
-                };
-                c = c.level(LevelConfig::new(name, 1.0).lendable_percent(50.0));
-            }
-            c.build::<()>().unwrap()
-        } else {
-            flat.build::<()>().unwrap()
-        };
-        let known = !preset.ends_with('e');
-        let mut me = Cycle {
-            s,
-            running: VecDeque::new(),
-            known,
-            levels,
-            now: 0.0,
-            i: 0,
-        };
-        for _ in 0..2 {
-            for t in 0..TENANTS {
-                me.enqueue(t);
-            }
+/// The workload over `preset`, flat or with levels.
+fn cycle(preset: &str, levels: bool) -> Mixed<Seam> {
+    let flat = Config::preset(preset).unwrap().workers(WORKERS);
+    let s = if levels {
+        let mut c = LevelsConfig::new(flat).adjust_period(100_000.0);
+        for l in 0..LEVELS {
+            let name = if l + 1 == LEVELS {
+                "catch-all".into()
+            } else {
+                format!("l{l}")
+            };
+            c = c.level(LevelConfig::new(name, 1.0).lendable_percent(50.0));
         }
-        for w in 0..WORKERS {
-            me.dequeue(w);
-        }
-        assert_eq!(me.running.len(), WORKERS, "every worker busy");
-        me
-    }
-
-    fn enqueue(&mut self, tenant: u64) {
-        self.i += 1;
-        let mut r = Request::new(tenant, 0u32, ());
-        if self.known {
-            r = r.with_cost(cost(tenant, self.i));
-        }
-        if self.levels {
-            r = r.at_level(LevelId((tenant % LEVELS) as u32));
-        }
-        self.s.enqueue(r, self.now).unwrap();
-    }
-
-    fn dequeue(&mut self, w: usize) {
-        if let Decision::Run(d) = self.s.dequeue(w, self.now).unwrap() {
-            let t = d.request.tenant.0;
-            let c = d.request.cost.unwrap_or_else(|| cost(t, self.i));
-            self.running.push_back((d.ticket, w, t, c));
-        }
-    }
-
-    fn cycle(&mut self) {
-        self.now += 1.0;
-        let (ticket, w, tenant, c) = self.running.pop_front().unwrap();
-        self.s.complete(ticket, c, self.now).unwrap();
-        self.enqueue(tenant);
-        self.dequeue(w);
-        black_box(&self.running);
-    }
+        c.build::<()>().unwrap()
+    } else {
+        flat.build::<()>().unwrap()
+    };
+    let levels = if levels { LEVELS } else { 0 };
+    let cy = Mixed::new(Seam { s, levels }, TENANTS, !preset.ends_with('e'));
+    assert_eq!(cy.running.len(), WORKERS, "every worker busy");
+    cy
 }
 
 fn bench(c: &mut Criterion) {
-    let mut group = c.benchmark_group("levels");
-    group
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3))
-        .sample_size(20);
+    let mut group = mixed::group(c, "levels", 3);
     for preset in PRESETS {
         for round in 0..ROUNDS {
             for (kind, levels) in [("flat", false), ("levels", true)] {
-                let mut cy = Cycle::new(preset, levels);
+                let mut cy = cycle(preset, levels);
                 let id = format!("{preset}/{kind}/round{round}");
                 group.bench_function(id, |b| {
                     b.iter_custom(|iters| {
@@ -208,7 +153,7 @@ fn exact_cycles() -> bool {
     let (preset, kind) = only
         .split_once('/')
         .expect("FAIRLANE_LEVELS_ONLY: <preset>/<flat|levels>");
-    let mut cy = Cycle::new(preset, kind == "levels");
+    let mut cy = cycle(preset, kind == "levels");
     for _ in 0..k {
         cy.cycle();
     }
@@ -216,10 +161,72 @@ fn exact_cycles() -> bool {
     true
 }
 
+/// The calling thread's CPU time (ns) through `CLOCK_THREAD_CPUTIME_ID`: time the thread
+/// waits descheduled on a loaded machine is left out.
+fn on_cpu_ns() -> f64 {
+    let mut ts = std::mem::MaybeUninit::<libc::timespec>::uninit();
+    // SAFETY: the call writes the timespec, which is read only when it succeeded.
+    let ts = unsafe {
+        let rc = libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, ts.as_mut_ptr());
+        assert_eq!(rc, 0, "no thread CPU clock");
+        ts.assume_init()
+    };
+    ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64
+}
+
+/// `cycles` cycles of `cy`: ns per cycle, on the CPU.
+fn slice(cy: &mut Mixed<Seam>, cycles: u64) -> f64 {
+    let start = on_cpu_ns();
+    for _ in 0..cycles {
+        cy.cycle();
+    }
+    (on_cpu_ns() - start) / cycles as f64
+}
+
+/// With `FAIRLANE_LEVELS_PAIRED=s`: per preset, flat and levels side by side for `s` seconds
+/// in alternating slices of about 2 ms (flat first in even pairs, levels first in odd ones),
+/// each timed by the thread's time on a CPU, so that a loaded machine's swings fall on both
+/// alike and its waits on neither. Prints the median ns per cycle of each and the median of
+/// the pairs' ratios. `FAIRLANE_LEVELS_ONLY=<preset>` runs one preset.
+fn paired() -> bool {
+    let Ok(seconds) = std::env::var("FAIRLANE_LEVELS_PAIRED") else {
+        return false;
+    };
+    let seconds: f64 = seconds.parse().expect("FAIRLANE_LEVELS_PAIRED: seconds");
+    let only = std::env::var("FAIRLANE_LEVELS_ONLY").ok();
+    println!("preset  pairs  flat ns  levels ns  levels/flat (median of the pairs' ratios)");
+    for preset in PRESETS {
+        if only.as_ref().is_some_and(|o| o != preset) {
+            continue;
+        }
+        let (mut flat, mut levels) = (cycle(preset, false), cycle(preset, true));
+        slice(&mut levels, 10_000);
+        let k = ((2e6 / slice(&mut flat, 10_000)) as u64).clamp(100, 10_000_000);
+        let (mut f, mut l, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+        let start = Instant::now();
+        while start.elapsed().as_secs_f64() < seconds {
+            let (a, b) = if ratios.len() % 2 == 0 {
+                let a = slice(&mut flat, k);
+                (a, slice(&mut levels, k))
+            } else {
+                let b = slice(&mut levels, k);
+                (slice(&mut flat, k), b)
+            };
+            f.push(a);
+            l.push(b);
+            ratios.push(b / a);
+        }
+        let n = ratios.len();
+        let (f, l, r) = (median(&mut f), median(&mut l), median(&mut ratios));
+        println!("{preset:<7} {n:>5}  {f:>7.0}  {l:>9.0}  {r:>11.2}");
+    }
+    true
+}
+
 criterion_group!(benches, bench);
 
 fn main() {
-    if !exact_cycles() {
+    if !exact_cycles() && !paired() {
         benches();
         Criterion::default().configure_from_args().final_summary();
     }

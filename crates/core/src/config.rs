@@ -225,45 +225,23 @@ impl Config {
         })
     }
 
-    /// Set the number of workers.
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = workers;
-        self
-    }
-    /// Set the estimator.
-    pub fn estimator(mut self, estimator: EstimatorKind) -> Self {
-        self.estimator = estimator;
-        self
-    }
-    /// Set the virtual clock.
-    pub fn clock(mut self, clock: VirtualClock) -> Self {
-        self.clock = Some(clock);
-        self
-    }
-    /// Set retroactive and refresh charging.
-    pub fn charging(mut self, charging: Charging) -> Self {
-        self.charging = charging;
-        self
-    }
-    /// Set the weight of tenants not given one.
-    pub fn default_weight(mut self, weight: f64) -> Self {
-        self.default_weight = weight;
-        self
-    }
-    /// Set DRR's quantum per unit weight.
-    pub fn drr_quantum(mut self, quantum: f64) -> Self {
-        self.drr_quantum = Some(quantum);
-        self
-    }
-    /// Set RW(D)'s window per issue slot, in cost units.
-    pub fn window_unit(mut self, unit: f64) -> Self {
-        self.window_unit = unit;
-        self
-    }
-    /// Set VTC's counter lift.
-    pub fn lift(mut self, lift: Lift) -> Self {
-        self.lift = lift;
-        self
+    setters! {
+        /// Set the number of workers.
+        workers(workers: usize) => workers = workers;
+        /// Set the estimator.
+        estimator(estimator: EstimatorKind) => estimator = estimator;
+        /// Set the virtual clock.
+        clock(clock: VirtualClock) => clock = Some(clock);
+        /// Set retroactive and refresh charging.
+        charging(charging: Charging) => charging = charging;
+        /// Set the weight of tenants not given one.
+        default_weight(weight: f64) => default_weight = weight;
+        /// Set DRR's quantum per unit weight.
+        drr_quantum(quantum: f64) => drr_quantum = Some(quantum);
+        /// Set RW(D)'s window per issue slot, in cost units.
+        window_unit(unit: f64) => window_unit = unit;
+        /// Set VTC's counter lift.
+        lift(lift: Lift) => lift = lift;
     }
 
     /// The one place an executor turns a preset name into a configuration (the pool, the

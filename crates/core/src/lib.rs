@@ -37,6 +37,20 @@
 
 #![forbid(unsafe_code)]
 
+/// Builder setters, each with its doc comment: `name(arg: Type) => field = value;` writes
+/// `pub fn name(mut self, arg: Type) -> Self { self.field = value; self }`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($arg:ident: $ty:ty) => $field:ident = $value:expr;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $arg: $ty) -> Self {
+                self.$field = $value;
+                self
+            }
+        )*
+    };
+}
+
 mod book;
 pub mod clock;
 mod config;

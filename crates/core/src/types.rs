@@ -123,22 +123,13 @@ impl<T> Request<T> {
         }
     }
 
-    /// The same request with a known cost.
-    pub fn with_cost(mut self, cost: f64) -> Self {
-        self.cost = Some(cost);
-        self
-    }
-
-    /// The same request at priority level `level`.
-    pub fn at_level(mut self, level: LevelId) -> Self {
-        self.level = level;
-        self
-    }
-
-    /// The same request in the flow `(tenant, distinguisher)` of its level.
-    pub fn distinguished(mut self, distinguisher: u64) -> Self {
-        self.distinguisher = distinguisher;
-        self
+    setters! {
+        /// The same request with a known cost.
+        with_cost(cost: f64) => cost = Some(cost);
+        /// The same request at priority level `level`.
+        at_level(level: LevelId) => level = level;
+        /// The same request in the flow `(tenant, distinguisher)` of its level.
+        distinguished(distinguisher: u64) => distinguisher = distinguisher;
     }
 }
 

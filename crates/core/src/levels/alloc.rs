@@ -203,44 +203,26 @@ mod tests {
         assert_eq!((l.lendable, l.borrowing, l.min, l.max), (0, 20, 5, 20));
     }
 
+    /// `allocate(total, items)` of `(lower, upper, target)` items is `expect`.
+    fn allocates(total: f64, items: &[(f64, f64, f64)], expect: &[f64]) {
+        let items: Vec<Item> = (items.iter())
+            .map(|&(lower, upper, target)| Item {
+                lower,
+                upper,
+                target,
+            })
+            .collect();
+        let a = allocate(total, &items);
+        let close = a.iter().zip(expect).all(|(x, y)| (x - y).abs() < 1e-9);
+        assert!(close && a.len() == expect.len(), "{a:?} ≠ {expect:?}");
+    }
+
     #[test]
     fn allocation_examples() {
         // Two levels of nominal 5 on 10 seats; one idle and lending 3, the other hungry.
-        let items = [
-            Item {
-                lower: 2.0,
-                upper: 10.0,
-                target: 2.0,
-            },
-            Item {
-                lower: 5.0,
-                upper: 10.0,
-                target: 30.0,
-            },
-        ];
-        let a = allocate(10.0, &items);
-        assert!(
-            (a[0] - 2.0).abs() < 1e-9 && (a[1] - 8.0).abs() < 1e-9,
-            "{a:?}"
-        );
+        allocates(10.0, &[(2.0, 10.0, 2.0), (5.0, 10.0, 30.0)], &[2.0, 8.0]);
         // Proportional when nothing binds.
-        let items = [
-            Item {
-                lower: 0.0,
-                upper: 10.0,
-                target: 1.0,
-            },
-            Item {
-                lower: 0.0,
-                upper: 10.0,
-                target: 3.0,
-            },
-        ];
-        let a = allocate(8.0, &items);
-        assert!(
-            (a[0] - 2.0).abs() < 1e-9 && (a[1] - 6.0).abs() < 1e-9,
-            "{a:?}"
-        );
+        allocates(8.0, &[(0.0, 10.0, 1.0), (0.0, 10.0, 3.0)], &[2.0, 6.0]);
     }
 
     fn shares() -> impl Strategy<Value = Vec<f64>> {

@@ -70,34 +70,17 @@ impl LevelConfig {
         }
     }
 
-    /// Set `lendable_percent`.
-    pub fn lendable_percent(mut self, percent: f64) -> Self {
-        self.lendable_percent = percent;
-        self
-    }
-
-    /// Set `borrowing_limit_percent`.
-    pub fn borrowing_limit_percent(mut self, percent: f64) -> Self {
-        self.borrowing_limit_percent = Some(percent);
-        self
-    }
-
-    /// Set `queue_limit`.
-    pub fn queue_limit(mut self, limit: usize) -> Self {
-        self.queue_limit = Some(limit);
-        self
-    }
-
-    /// Set `queue_timeout`, in the unit of `now`.
-    pub fn queue_timeout(mut self, timeout: f64) -> Self {
-        self.queue_timeout = Some(timeout);
-        self
-    }
-
-    /// Set the level's own fair scheduler.
-    pub fn scheduler(mut self, config: Config) -> Self {
-        self.scheduler = Some(config);
-        self
+    setters! {
+        /// Set `lendable_percent`.
+        lendable_percent(percent: f64) => lendable_percent = percent;
+        /// Set `borrowing_limit_percent`.
+        borrowing_limit_percent(percent: f64) => borrowing_limit_percent = Some(percent);
+        /// Set `queue_limit`.
+        queue_limit(limit: usize) => queue_limit = Some(limit);
+        /// Set `queue_timeout`, in the unit of `now`.
+        queue_timeout(timeout: f64) => queue_timeout = Some(timeout);
+        /// Set the level's own fair scheduler.
+        scheduler(config: Config) => scheduler = Some(config);
     }
 
     /// Check every field; the error names `levels[index].field`.

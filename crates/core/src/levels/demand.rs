@@ -71,12 +71,16 @@ impl Demand {
         self.since = now;
     }
 
-    /// The demand moved by `delta` seats at `now` (after [`start`](Demand::start)).
+    /// The demand moved by `delta` seats at `now` (after [`start`](Demand::start)). Only a
+    /// rise can raise the high watermark (`value` is a count: never NaN, and never above
+    /// `high` after a change).
     #[inline]
     pub fn add(&mut self, delta: f64, now: f64) {
         self.accrue(now);
         self.value += delta;
-        self.high = self.high.max(self.value);
+        if delta > 0.0 && self.value > self.high {
+            self.high = self.value;
+        }
     }
 
     /// End the period at `now` (adjustment period `period`) and start the next one.
@@ -129,6 +133,19 @@ mod tests {
         );
         let expect = SMOOTHING * s.smoothed + (1.0 - SMOOTHING) * 2.0;
         assert!((s2.smoothed - expect).abs() < 1e-12);
+    }
+
+    #[test]
+    fn changes_at_one_instant_integrate_nothing_but_raise_the_high_watermark() {
+        let mut d = Demand::default();
+        d.start(0.0);
+        d.add(1.0, 0.0); // 1 on [0, 5)
+        d.add(2.0, 5.0); // a peak of 3 at instant 5 only
+        d.add(-2.0, 5.0);
+        d.add(-1.0, 5.0); // 0 on [5, 10)
+        let s = d.close(10.0, 10.0);
+        assert_eq!((s.average, s.high_watermark), (0.5, 3.0));
+        assert_eq!(s.deviation, 0.5); // sqrt(5/10 − 0.25)
     }
 
     #[test]

@@ -109,6 +109,16 @@ impl Seats {
     /// Take the lowest free seat below `below` (at most what was [`reserve`](Seats::reserve)d).
     #[inline]
     pub fn take(&mut self, below: usize) -> Option<usize> {
+        if below <= 64 {
+            // One word holds every seat: the usual case.
+            let word = self.busy.first_mut()?;
+            let seat = word.trailing_ones() as usize;
+            if seat >= below {
+                return None;
+            }
+            *word |= 1 << seat;
+            return Some(seat);
+        }
         let words = below.div_ceil(64).min(self.busy.len());
         for (w, word) in self.busy[..words].iter_mut().enumerate() {
             let seat = w * 64 + word.trailing_ones() as usize;

@@ -378,6 +378,9 @@ impl<T: Send + 'static> LevelScheduler<T> {
 
     #[inline]
     fn observe(&mut self, now: f64) -> Result<f64, Error> {
+        if now == self.now && now != f64::NEG_INFINITY {
+            return Ok(now); // the time of the last call, checked then
+        }
         if !now.is_finite() {
             return Err(Error::InvalidTime(now));
         }
@@ -390,6 +393,18 @@ impl<T: Send + 'static> LevelScheduler<T> {
             self.now = now;
         }
         Ok(self.now)
+    }
+
+    /// The checked time, and the level and its fair scheduler's ticket behind a caller's
+    /// ticket.
+    #[inline]
+    fn locate(&mut self, ticket: Ticket, now: f64) -> Result<(f64, usize, Ticket), Error> {
+        let now = self.observe(now)?;
+        let (i, inner) = inner_ticket(ticket);
+        if i >= self.levels.len() {
+            return Err(Error::UnknownTicket(ticket));
+        }
+        Ok((now, i, inner))
     }
 
     #[inline]
@@ -557,6 +572,12 @@ fn set_limits(states: &mut [LevelState], server: usize) {
     }
 }
 
+/// What a level's fair scheduler answered about a ticket, an error in the caller's ticket.
+#[inline]
+fn on_ticket<R>(answer: Result<R, Error>, ticket: Ticket) -> Result<R, Error> {
+    answer.map_err(|e| ticket_error(e, ticket))
+}
+
 /// An error of a level's fair scheduler about a ticket, in the caller's ticket.
 fn ticket_error(e: Error, ticket: Ticket) -> Error {
     match e {
@@ -679,23 +700,15 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
     }
 
     fn progress(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        let now = self.observe(now)?;
-        let (i, inner) = inner_ticket(ticket);
-        let level = self.levels.get_mut(i).ok_or(Error::UnknownTicket(ticket))?;
-        level
-            .sched
-            .progress(inner, used, now)
-            .map_err(|e| ticket_error(e, ticket))
+        let (now, i, inner) = self.locate(ticket, now)?;
+        let level = &mut self.levels[i];
+        on_ticket(level.sched.progress(inner, used, now), ticket)
     }
 
     fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
-        let now = self.observe(now)?;
-        let (i, inner) = inner_ticket(ticket);
-        let level = self.levels.get_mut(i).ok_or(Error::UnknownTicket(ticket))?;
-        level
-            .sched
-            .complete(inner, used, now)
-            .map_err(|e| ticket_error(e, ticket))?;
+        let (now, i, inner) = self.locate(ticket, now)?;
+        let level = &mut self.levels[i];
+        on_ticket(level.sched.complete(inner, used, now), ticket)?;
         let st = &mut self.states[i];
         if !st.exempt {
             level
@@ -709,13 +722,9 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
     }
 
     fn cancel(&mut self, ticket: Ticket, now: f64) -> Result<Request<T>, Error> {
-        let now = self.observe(now)?;
-        let (i, inner) = inner_ticket(ticket);
-        let level = self.levels.get_mut(i).ok_or(Error::UnknownTicket(ticket))?;
-        let r = level
-            .sched
-            .cancel(inner, now)
-            .map_err(|e| ticket_error(e, ticket))?;
+        let (now, i, inner) = self.locate(ticket, now)?;
+        let level = &mut self.levels[i];
+        let r = on_ticket(level.sched.cancel(inner, now), ticket)?;
         let Routed { flow, payload } = r.payload;
         let st = &mut self.states[i];
         st.queued -= 1;

@@ -336,22 +336,13 @@ impl ReserveConfig {
         }
     }
 
-    /// Set the number of cores.
-    pub fn cores(mut self, cores: usize) -> Self {
-        self.cores = cores;
-        self
-    }
-
-    /// Set the default metering interval.
-    pub fn interval(mut self, interval: f64) -> Self {
-        self.interval = interval;
-        self
-    }
-
-    /// Set the server-wide utilization cap (%).
-    pub fn utilization_cap(mut self, cap: f64) -> Self {
-        self.utilization_cap = cap;
-        self
+    setters! {
+        /// Set the number of cores.
+        cores(cores: usize) => cores = cores;
+        /// Set the default metering interval.
+        interval(interval: f64) => interval = interval;
+        /// Set the server-wide utilization cap (%).
+        utilization_cap(cap: f64) => utilization_cap = cap;
     }
 
     /// Check every field; the error names the first bad one.
