@@ -128,7 +128,8 @@ pub enum Metering {
     /// `elapsed`.
     #[default]
     Auto,
-    /// The backend's CPU time from `/proc/<pid>/schedstat` (the server on this host).
+    /// The backend's CPU time, `/proc/<pid>/schedstat`'s counter, read through the backend's
+    /// process CPU clock (the server on this host).
     Schedstat,
     /// The time the server connection was held (a server on another host).
     Elapsed,

@@ -4,8 +4,8 @@
 //! connection pooler (protocol v3, transaction or session pooling, like PgBouncer) whose
 //! server connections are handed out by a fairlane scheduler: largest deficit first with
 //! CPU reservations, or any core preset (SFQ(D), WFQᴱ, 2DFQᴱ, DRR, FIFO). Each
-//! transaction's cost is its backend's CPU time, read from `/proc/<pid>/schedstat` when the
-//! server runs on this host, and §3's metering (CPU, Delay, CPU_eff, violations) is served
+//! transaction's cost is its backend's CPU time (`/proc/<pid>/schedstat`'s counter, read
+//! through the backend's CPU clock) when the server runs on this host, and §3's metering (CPU, Delay, CPU_eff, violations) is served
 //! on `/metrics`, `/status` and `/dashboard`. docs/pg.md has the deployment.
 //!
 //! Modules: `config` (pg.toml), `wire` (the protocol's server side), `scram` (checking
@@ -246,6 +246,8 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener, mut stopped: watch::
         tokio::spawn(async move {
             shared.clients.fetch_add(1, Relaxed);
             tokio::select! {
+                // The client first: no random draw on every wake-up of a busy session.
+                biased;
                 _ = client(&shared, stream, peer) => {}
                 _ = stopped.wait_for(|s| *s) => {}
             }

@@ -225,11 +225,9 @@ async fn relay_loop(
         if !session && relay.idle() && !client.frames.has_partial() {
             return End::Idle;
         }
+        // The server first (what the client waits for), without a random draw each time.
         tokio::select! {
-            r = client.frames.fill(&mut client.stream) => match r {
-                Ok(true) => {}
-                Ok(false) | Err(_) => return End::ClientGone,
-            },
+            biased;
             r = conn.frames.fill(&mut conn.stream) => match r {
                 Ok(true) => loop {
                     match conn.frames.try_next() {
@@ -240,6 +238,10 @@ async fn relay_loop(
                 },
                 Ok(false) => return End::ServerGone(io::ErrorKind::UnexpectedEof.into()),
                 Err(e) => return End::ServerGone(e),
+            },
+            r = client.frames.fill(&mut client.stream) => match r {
+                Ok(true) => {}
+                Ok(false) | Err(_) => return End::ClientGone,
             },
         }
     }
