@@ -180,6 +180,10 @@ impl Pooler {
         if let Some(l) = admin {
             tokio::spawn(admin::serve(shared.clone(), l, stopped.clone()));
         }
+        tokio::spawn(keep_a_timer(
+            Duration::from_millis(shared.config.limits.queue_timeout_ms),
+            stopped.clone(),
+        ));
         tokio::spawn(accept(shared.clone(), listener, stopped));
         Ok(Pooler {
             addr,
@@ -224,6 +228,20 @@ impl Pooler {
 impl Drop for Pooler {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// Keep one timer armed sooner than any transaction's queue timeout. Tokio wakes its
+/// driver (an eventfd write, then an extra `epoll_wait`) whenever a new timer is due before
+/// every armed one; with this one always due first, a waiting transaction's timeout is
+/// only put in the timer wheel.
+async fn keep_a_timer(queue_timeout: Duration, mut stopped: watch::Receiver<bool>) {
+    let period = queue_timeout.clamp(Duration::from_millis(1), Duration::from_secs(1)) / 2;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stopped.changed() => return,
+        }
     }
 }
 
