@@ -7,7 +7,9 @@
 # transaction (utime + stime of its process from /proc, over the pgbench run: the measure
 # that a loaded machine disturbs least).
 #
-#   ROUNDS=3 SECS=10 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq ./scripts/bench-pg.sh
+#   ROUNDS=3 SECS=10 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq THREADS=1 ./scripts/bench-pg.sh
+#
+# THREADS is fairlane pg's `listen.threads` (1: one event loop, as PgBouncer).
 #
 # About 4 minutes with the defaults (2 modes × 3 targets × 3 rounds × 10 s, plus set-up).
 # Runs as root: PostgreSQL and PgBouncer run as the `postgres` user.
@@ -16,7 +18,7 @@ cd "$(dirname "$0")/.."
 FAIRLANE_BENCH_DEPS=1 ./scripts/test-deps.sh
 cargo build --release --locked -p fairlane
 ROUNDS=${ROUNDS:-3} SECS=${SECS:-10} CLIENTS=${CLIENTS:-16} D=${POOL_SIZE:-8} SCALE=${SCALE:-10}
-ALGORITHM=${ALGORITHM:-sfq}
+ALGORITHM=${ALGORITHM:-sfq} THREADS=${THREADS:-1}
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 W=$(mktemp -d /tmp/fairlane-bench-pg.XXXXXX)
 chown postgres "$W"
@@ -45,6 +47,7 @@ cat >"$W/pg.toml" <<EOT
 [listen]
 addr = "127.0.0.1:$FLPORT"
 admin = ""
+threads = $THREADS
 [server]
 port = $PGPORT
 [pool]
