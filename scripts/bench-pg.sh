@@ -3,9 +3,13 @@
 # same pool size, in front of one PostgreSQL: `pgbench -S` (select only) and `pgbench -N`
 # (simple update) through each and directly, alternating, ROUNDS times, in one run. Prints
 # each one's TPS and p50 latency (from pgbench's per-transaction logs), fairlane pg's TPS
-# over PgBouncer's, and the p50 each adds over going direct.
+# over PgBouncer's, the p50 each adds over going direct, and each pooler's CPU time per
+# transaction (utime + stime of its process from /proc, over the pgbench run: the measure
+# that a loaded machine disturbs least).
 #
-#   ROUNDS=3 SECS=10 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq ./scripts/bench-pg.sh
+#   ROUNDS=3 SECS=10 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq THREADS=1 ./scripts/bench-pg.sh
+#
+# THREADS is fairlane pg's `listen.threads` (1: one event loop, as PgBouncer).
 #
 # About 4 minutes with the defaults (2 modes × 3 targets × 3 rounds × 10 s, plus set-up).
 # Runs as root: PostgreSQL and PgBouncer run as the `postgres` user.
@@ -14,7 +18,7 @@ cd "$(dirname "$0")/.."
 FAIRLANE_BENCH_DEPS=1 ./scripts/test-deps.sh
 cargo build --release --locked -p fairlane
 ROUNDS=${ROUNDS:-3} SECS=${SECS:-10} CLIENTS=${CLIENTS:-16} D=${POOL_SIZE:-8} SCALE=${SCALE:-10}
-ALGORITHM=${ALGORITHM:-sfq}
+ALGORITHM=${ALGORITHM:-sfq} THREADS=${THREADS:-1}
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 W=$(mktemp -d /tmp/fairlane-bench-pg.XXXXXX)
 chown postgres "$W"
@@ -43,6 +47,7 @@ cat >"$W/pg.toml" <<EOT
 [listen]
 addr = "127.0.0.1:$FLPORT"
 admin = ""
+threads = $THREADS
 [server]
 port = $PGPORT
 [pool]
@@ -54,7 +59,8 @@ algorithm = "$ALGORITHM"
 users = [{ user = "bench", password = "bench-pw" }]
 EOT
 ./target/release/fairlane pg --config "$W/pg.toml" 2>"$W/fairlane.log" &
-PIDS+=($!)
+FLPID=$!
+PIDS+=($FLPID)
 
 echo '"bench" "bench-pw"' >"$W/userlist.txt"
 cat >"$W/pgbouncer.ini" <<EOT
@@ -77,7 +83,12 @@ runuser -u postgres -- pgbouncer "$W/pgbouncer.ini" >/dev/null 2>&1 &
 PIDS+=($!)
 sleep 1
 
+BOPID=$(cat "$W/pgbouncer.pid")
 declare -A PORT=([direct]=$PGPORT [pgbouncer]=$BOPORT [fairlane]=$FLPORT)
+declare -A PID=([direct]="" [pgbouncer]=$BOPID [fairlane]=$FLPID)
+# CPU ticks (utime + stime) of a process; 0 for "direct".
+ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
+HZ=$(getconf CLK_TCK)
 RESULTS="$W/results.txt"
 for round in $(seq 1 "$ROUNDS"); do
     # Alternate the order of the poolers from round to round.
@@ -85,12 +96,16 @@ for round in $(seq 1 "$ROUNDS"); do
     for mode in S N; do
         for target in $order; do
             prefix="$W/log.$target.$mode.$round"
+            t0=$(ticks "${PID[$target]}")
             out=$(cd "$W" && pgbench -n -M simple -h 127.0.0.1 -p "${PORT[$target]}" -U bench -c "$CLIENTS" -j 2 \
                 -T "$SECS" "-$mode" -l --log-prefix="$prefix" bench 2>&1) || { echo "$out"; exit 1; }
+            t1=$(ticks "${PID[$target]}")
             tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1)
+            n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
+            cpu=$(python3 -c "print(f'{($t1 - $t0) / $HZ * 1e6 / max($n, 1):.2f}')")
             p50=$(cat "$prefix".* | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
             rm -f "$prefix".*
-            echo "$target $mode $round $tps $p50" | tee -a "$RESULTS"
+            echo "$target $mode $round $tps $p50 $cpu" | tee -a "$RESULTS"
         done
     done
 done
@@ -100,12 +115,16 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 med = lambda xs: statistics.median(xs)
 print(f"\npool size {sys.argv[2]}, {sys.argv[3]} clients, fairlane pg scheduler {sys.argv[4]}; medians of the rounds")
-print("| pgbench | target | TPS | p50 ms | added p50 ms |")
-print("|---|---|---|---|---|")
+print("| pgbench | target | TPS | p50 ms | added p50 ms | pooler CPU µs / transaction |")
+print("|---|---|---|---|---|---|")
 for mode in "SN":
     tps = {t: med([float(r[3]) for r in rows if r[0] == t and r[1] == mode]) for t in ("direct", "pgbouncer", "fairlane")}
     p50 = {t: med([float(r[4]) for r in rows if r[0] == t and r[1] == mode]) / 1000 for t in tps}
+    cpu = {t: med([float(r[5]) for r in rows if r[0] == t and r[1] == mode]) for t in tps}
     for t in tps:
-        print(f"| -{mode} | {t} | {tps[t]:.0f} | {p50[t]:.3f} | {p50[t] - p50['direct']:+.3f} |")
-    print(f"| -{mode} | fairlane / pgbouncer | {tps['fairlane'] / tps['pgbouncer']:.2f}× | | added p50 {p50['fairlane'] - p50['direct']:+.3f} vs {p50['pgbouncer'] - p50['direct']:+.3f} ms |")
+        c = f"{cpu[t]:.1f}" if t != "direct" else ""
+        print(f"| -{mode} | {t} | {tps[t]:.0f} | {p50[t]:.3f} | {p50[t] - p50['direct']:+.3f} | {c} |")
+    print(f"| -{mode} | fairlane / pgbouncer | {tps['fairlane'] / tps['pgbouncer']:.2f}× | | added p50 {p50['fairlane'] - p50['direct']:+.3f} vs {p50['pgbouncer'] - p50['direct']:+.3f} ms | {cpu['fairlane'] / cpu['pgbouncer']:.2f}× |")
+    per = [float(f[3]) / float(p[3]) for f in rows for p in rows if f[0] == "fairlane" and p[0] == "pgbouncer" and f[1] == p[1] == mode and f[2] == p[2]]
+    print(f"| -{mode} | TPS ratio by round | {', '.join(f'{x:.2f}' for x in per)} | | | |")
 EOT

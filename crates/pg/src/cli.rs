@@ -32,10 +32,18 @@ pub fn run(path: &Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // One thread: a current-thread runtime (one event loop, no wake-ups across threads).
+    let rt = match config.listen.threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
+            let mut b = tokio::runtime::Builder::new_multi_thread();
+            b.worker_threads(n);
+            b
+        }
+    }
+    .enable_all()
+    .build();
+    let rt = match rt {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("fairlane pg: cannot start the runtime: {e}");

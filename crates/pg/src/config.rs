@@ -89,6 +89,9 @@ pub struct Listen {
     pub addr: String,
     /// `/metrics`, `/status` and `/dashboard` (default `127.0.0.1:9187`; `""` for none).
     pub admin: String,
+    /// Threads relaying clients (`fairlane pg` only; default 1: one event loop, as
+    /// PgBouncer runs, the least CPU per transaction; more spread the relaying over cores).
+    pub threads: usize,
 }
 
 impl Default for Listen {
@@ -96,6 +99,7 @@ impl Default for Listen {
         Listen {
             addr: "127.0.0.1:6432".into(),
             admin: "127.0.0.1:9187".into(),
+            threads: 1,
         }
     }
 }
@@ -105,6 +109,12 @@ impl Listen {
         parse_addr("listen.addr", &self.addr)?;
         if !self.admin.is_empty() {
             parse_addr("listen.admin", &self.admin)?;
+        }
+        if !(1..=1024).contains(&self.threads) {
+            return Err(ConfigError::new(
+                "listen.threads",
+                format!("must be 1 to 1024, got {}", self.threads),
+            ));
         }
         Ok(())
     }
@@ -118,7 +128,8 @@ pub enum Metering {
     /// `elapsed`.
     #[default]
     Auto,
-    /// The backend's CPU time from `/proc/<pid>/schedstat` (the server on this host).
+    /// The backend's CPU time, `/proc/<pid>/schedstat`'s counter, read through the backend's
+    /// process CPU clock (the server on this host).
     Schedstat,
     /// The time the server connection was held (a server on another host).
     Elapsed,

@@ -4,8 +4,8 @@
 //! connection pooler (protocol v3, transaction or session pooling, like PgBouncer) whose
 //! server connections are handed out by a fairlane scheduler: largest deficit first with
 //! CPU reservations, or any core preset (SFQ(D), WFQᴱ, 2DFQᴱ, DRR, FIFO). Each
-//! transaction's cost is its backend's CPU time, read from `/proc/<pid>/schedstat` when the
-//! server runs on this host, and §3's metering (CPU, Delay, CPU_eff, violations) is served
+//! transaction's cost is its backend's CPU time (`/proc/<pid>/schedstat`'s counter, read
+//! through the backend's CPU clock) when the server runs on this host, and §3's metering (CPU, Delay, CPU_eff, violations) is served
 //! on `/metrics`, `/status` and `/dashboard`. docs/pg.md has the deployment.
 //!
 //! Modules: `config` (pg.toml), `wire` (the protocol's server side), `scram` (checking
@@ -180,6 +180,10 @@ impl Pooler {
         if let Some(l) = admin {
             tokio::spawn(admin::serve(shared.clone(), l, stopped.clone()));
         }
+        tokio::spawn(keep_a_timer(
+            Duration::from_millis(shared.config.limits.queue_timeout_ms),
+            stopped.clone(),
+        ));
         tokio::spawn(accept(shared.clone(), listener, stopped));
         Ok(Pooler {
             addr,
@@ -227,6 +231,20 @@ impl Drop for Pooler {
     }
 }
 
+/// Keep one timer armed sooner than any transaction's queue timeout. Tokio wakes its
+/// driver (an eventfd write, then an extra `epoll_wait`) whenever a new timer is due before
+/// every armed one; with this one always due first, a waiting transaction's timeout is
+/// only put in the timer wheel.
+async fn keep_a_timer(queue_timeout: Duration, mut stopped: watch::Receiver<bool>) {
+    let period = queue_timeout.clamp(Duration::from_millis(1), Duration::from_secs(1)) / 2;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stopped.changed() => return,
+        }
+    }
+}
+
 async fn accept(shared: Arc<Shared>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
     loop {
         let (stream, peer) = tokio::select! {
@@ -246,6 +264,8 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener, mut stopped: watch::
         tokio::spawn(async move {
             shared.clients.fetch_add(1, Relaxed);
             tokio::select! {
+                // The client first: no random draw on every wake-up of a busy session.
+                biased;
                 _ = client(&shared, stream, peer) => {}
                 _ = stopped.wait_for(|s| *s) => {}
             }

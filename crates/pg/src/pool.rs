@@ -156,10 +156,13 @@ impl Pools {
             c.terminate().await;
             return;
         }
+        let now = Instant::now();
         let mut g = self.lock();
-        g.by_key
-            .entry(c.key.clone())
-            .or_default()
-            .push((Instant::now(), c));
+        match g.by_key.get_mut(&c.key) {
+            Some(idle) => idle.push((now, c)),
+            None => {
+                g.by_key.insert(c.key.clone(), vec![(now, c)]);
+            }
+        }
     }
 }

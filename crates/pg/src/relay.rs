@@ -110,6 +110,15 @@ pub enum Step {
 }
 
 impl Relay {
+    /// Start a new holding of a server connection, keeping the buffers' memory.
+    pub fn reset(&mut self) {
+        self.expect.clear();
+        self.status = b'I';
+        self.copy_in = false;
+        self.to_server.clear();
+        self.to_client.clear();
+    }
+
     /// Nothing outstanding and the transaction idle: the connection may go back.
     pub fn idle(&self) -> bool {
         self.expect.is_empty() && self.status == b'I' && !self.copy_in

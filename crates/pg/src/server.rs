@@ -2,16 +2,16 @@
 //! with the password from `[auth] users` (so `current_user` is the client's), through
 //! `postgres-protocol`'s frontend messages and SCRAM client. It remembers the backend's
 //! process id and cancel key (BackendKeyData), the parameters the server reported, the
-//! statements prepared on it under the pooler's names, and reads the backend's CPU time from
-//! `/proc/<pid>/schedstat` when the server runs on this host.
+//! statements prepared on it under the pooler's names, and reads the backend's CPU time (its
+//! process CPU clock: `/proc/<pid>/schedstat`'s first field, in one `clock_gettime`) when the
+//! server runs on this host.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use bytes::BytesMut;
+use fairlane_runtime::cpu::ThreadCpuClock;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256, SCRAM_SHA_256};
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
@@ -70,8 +70,9 @@ pub struct ServerConn {
     pub params: HashMap<String, String>,
     /// Statements prepared under the pooler's names (`fl_…`).
     pub prepared: HashSet<String>,
-    /// `/proc/<pid>/schedstat`, kept open (one `pread` per reading).
-    schedstat: Option<File>,
+    /// The backend's CPU clock (a PostgreSQL backend is one thread: its clock is
+    /// `/proc/<pid>/schedstat`'s first field).
+    cpu: Option<ThreadCpuClock>,
     /// Set when the connection can no longer be trusted (an I/O error, a protocol surprise):
     /// it is closed instead of returned to the pool.
     pub broken: bool,
@@ -123,7 +124,7 @@ impl ServerConn {
             secret: 0,
             params: HashMap::new(),
             prepared: HashSet::new(),
-            schedstat: None,
+            cpu: None,
             broken: false,
         };
         let mut out = BytesMut::new();
@@ -135,7 +136,7 @@ impl ServerConn {
         c.authenticate(password).await?;
         c.read_until_ready().await?;
         if target.schedstat {
-            c.schedstat = File::open(format!("/proc/{}/schedstat", c.pid)).ok();
+            c.cpu = ThreadCpuClock::process(c.pid);
         }
         Ok(c)
     }
@@ -227,14 +228,10 @@ impl ServerConn {
         }
     }
 
-    /// The backend's CPU time so far in nanoseconds (`/proc/<pid>/schedstat`'s first field),
-    /// if it is readable.
+    /// The backend's CPU time so far in nanoseconds (`/proc/<pid>/schedstat`'s first field,
+    /// read through the process's CPU clock), if it is readable.
     pub fn cpu_ns(&self) -> Option<u64> {
-        let f = self.schedstat.as_ref()?;
-        let mut buf = [0u8; 96];
-        let n = f.read_at(&mut buf, 0).ok()?;
-        let text = std::str::from_utf8(&buf[..n]).ok()?;
-        text.split_ascii_whitespace().next()?.parse().ok()
+        self.cpu.as_ref()?.read()
     }
 
     /// Whether the server closed or wrote to this idle connection (a restart, an

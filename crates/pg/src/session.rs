@@ -60,6 +60,9 @@ enum End {
 
 /// Serve a logged-in client until it leaves.
 pub async fn run(shared: &Arc<Shared>, mut client: Client) {
+    // One relay for the client's life: its buffers are reused from transaction to
+    // transaction.
+    let mut relay = Relay::default();
     loop {
         let first = match client.frames.next(&mut client.stream).await {
             Ok(Some(m)) => m,
@@ -119,7 +122,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 continue;
             }
         };
-        if !serve(shared, &mut client, seat, leased, first).await {
+        if !serve(shared, &mut client, &mut relay, seat, leased, first).await {
             return;
         }
     }
@@ -129,6 +132,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
 async fn serve(
     shared: &Arc<Shared>,
     client: &mut Client,
+    relay: &mut Relay,
     seat: Seat,
     mut leased: Leased,
     first: BytesMut,
@@ -137,13 +141,13 @@ async fn serve(
     let cpu0 = conn.cpu_ns();
     set_cancel(client, Some((conn.pid, conn.secret)));
     let session = shared.config.pool.mode == Mode::Session;
-    let mut relay = Relay::default();
+    relay.reset();
     relay.sync_params(&client.state, conn);
-    let end = relay_loop(client, conn, &mut relay, first, session).await;
+    let end = relay_loop(client, conn, relay, first, session).await;
     let stays = match end {
         End::Idle => true,
         End::ClientGone => {
-            if !reset(conn, &mut relay, &mut client.state, session).await {
+            if !reset(conn, relay, &mut client.state, session).await {
                 conn.broken = true;
             }
             false
@@ -221,11 +225,9 @@ async fn relay_loop(
         if !session && relay.idle() && !client.frames.has_partial() {
             return End::Idle;
         }
+        // The server first (what the client waits for), without a random draw each time.
         tokio::select! {
-            r = client.frames.fill(&mut client.stream) => match r {
-                Ok(true) => {}
-                Ok(false) | Err(_) => return End::ClientGone,
-            },
+            biased;
             r = conn.frames.fill(&mut conn.stream) => match r {
                 Ok(true) => loop {
                     match conn.frames.try_next() {
@@ -236,6 +238,10 @@ async fn relay_loop(
                 },
                 Ok(false) => return End::ServerGone(io::ErrorKind::UnexpectedEof.into()),
                 Err(e) => return End::ServerGone(e),
+            },
+            r = client.frames.fill(&mut client.stream) => match r {
+                Ok(true) => {}
+                Ok(false) | Err(_) => return End::ClientGone,
             },
         }
     }

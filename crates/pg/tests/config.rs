@@ -20,6 +20,7 @@ fn errors_name_the_file_and_the_field() {
         ("[pool]\nsize = 4\nmax_connections = 2\n", "pool.max_connections"),
         ("[scheduler]\nalgorithm = \"lottery\"\n", "scheduler.algorithm"),
         ("[listen]\naddr = \"nowhere\"\n", "listen.addr"),
+        ("[listen]\nthreads = 0\n", "listen.threads"),
         ("[server]\nport = 0\n", "server.port"),
         ("[server]\ncores = 0\n", "server.cores"),
         ("[limits]\nmax_message_bytes = 10\n", "limits.max_message_bytes"),

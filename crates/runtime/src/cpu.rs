@@ -103,6 +103,34 @@ impl ThreadCpuClock {
         None
     }
 
+    /// The CPU clock of process `pid` (the sum over its threads; for a single-threaded
+    /// process, such as a PostgreSQL backend, its one thread's `sum_exec_runtime`, the first
+    /// field of `/proc/<pid>/schedstat`, including the running slice). `None` if the process
+    /// is not visible from here (another PID namespace, gone) or the platform has no such
+    /// clocks, or `pid` is not a process id (1 to Linux's `PID_MAX_LIMIT`, 2²²: a clock id
+    /// encodes no more). One `clock_gettime` per reading: no file to open, no text to format.
+    #[cfg(target_os = "linux")]
+    pub fn process(pid: i32) -> Option<Self> {
+        if !(1..=1 << 22).contains(&pid) {
+            return None;
+        }
+        let mut id: libc::clockid_t = 0;
+        // SAFETY: `id` is a valid, writable clockid_t for the duration of the call; an
+        // unknown pid is an error return, not undefined behaviour.
+        let rc = unsafe { libc::clock_getcpuclockid(pid, &mut id) };
+        if rc != 0 {
+            return None;
+        }
+        let clock = ThreadCpuClock { id };
+        clock.read().map(|_| clock)
+    }
+
+    /// The CPU clock of process `pid` (unsupported here).
+    #[cfg(not(target_os = "linux"))]
+    pub fn process(_pid: i32) -> Option<Self> {
+        None
+    }
+
     /// The CPU time the clock's thread has used, in nanoseconds. `None` if the thread has
     /// exited (the clock is then invalid) or the clock cannot be read.
     #[cfg(target_os = "linux")]
@@ -156,6 +184,46 @@ mod tests {
         stop_tx.send(()).unwrap();
         t.join().unwrap();
         assert!(b > a + 1_000_000, "busy thread used {} ns", b - a);
+    }
+
+    #[test]
+    fn a_process_clock_is_its_schedstat() {
+        // A busy single-threaded child: its clock and `/proc/<pid>/schedstat` agree.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let clock = ThreadCpuClock::process(pid).unwrap();
+        let schedstat = || -> u64 {
+            let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
+            text.split_ascii_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let mut a = clock.read().unwrap();
+        for _ in 0..500 {
+            if a > 20_000_000 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+            a = clock.read().unwrap();
+        }
+        let (s, b) = (schedstat(), clock.read().unwrap());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(a > 20_000_000, "the child used {a} ns");
+        // schedstat lags the clock by at most the running slice not yet accounted.
+        assert!(
+            s <= b && a <= s + 50_000_000,
+            "clock {a}..{b}, schedstat {s}"
+        );
+        assert_eq!(clock.read(), None, "the process is gone");
+        for pid in [0, -1, i32::MAX] {
+            assert!(ThreadCpuClock::process(pid).is_none(), "pid {pid}");
+        }
     }
 
     #[test]
