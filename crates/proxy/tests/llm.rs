@@ -374,7 +374,6 @@ print("ok")
 /// tenant's input and output tokens per second while streams run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_token_rates_per_tenant() {
-    let chromium = require("chromium");
     let up = llm().await;
     let p = start_proxy(llm_proxy_config(up.addr(), "vtc")).await;
     let (log, stop): (Log, _) = (Arc::default(), Arc::new(AtomicBool::new(false)));
@@ -388,39 +387,9 @@ async fn the_dashboard_shows_token_rates_per_tenant() {
         })
     };
     let url = format!("http://{}/dashboard", p.admin);
-    let profile = temp_file("chromium/.keep", "");
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-            ])
-            .args([
-                "--no-first-run",
-                "--virtual-time-budget=3000",
-                "--timeout=20000",
-            ])
-            .arg(format!(
-                "--user-data-dir={}",
-                profile.parent().unwrap().display()
-            ))
-            .arg("--dump-dom")
-            .arg(url)
-            .output()
-            .expect("run chromium")
-    })
-    .await
-    .unwrap();
+    let dom = chromium_dom(url).await;
     stop.store(true, Relaxed);
     load.abort();
-    let dom = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "chromium: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     // The short tenant's row: name, input and output tokens per second, the two totals.
     let row = dom
         .split("<tr class=\"tenant-tokens\">")
