@@ -19,43 +19,12 @@
 //! assert!(e.to_string().contains("pool.size"), "{e}");
 //! ```
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-/// A configuration error: the file (when there is one), the field, and what is wrong.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConfigError {
-    /// The file the configuration came from.
-    pub file: Option<String>,
-    /// The field (`tenant[1].res`), or the key at a TOML syntax or type error.
-    pub field: String,
-    /// What is allowed and what was given.
-    pub reason: String,
-}
-
-impl ConfigError {
-    pub(crate) fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ConfigError {
-            file: None,
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(file) = &self.file {
-            write!(f, "{file}: ")?;
-        }
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
-
-impl std::error::Error for ConfigError {}
+pub use fairlane_runtime::config_file::ConfigError;
 
 type Check = Result<(), ConfigError>;
 
@@ -513,17 +482,7 @@ impl Tenant {
 impl PgConfig {
     /// Read, parse and check a file; errors name it.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
-        let path = path.as_ref();
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: Some(name.clone()),
-            field: "file".into(),
-            reason: format!("cannot read: {e}"),
-        })?;
-        Self::from_toml_str(&text).map_err(|mut e| {
-            e.file = Some(name);
-            e
-        })
+        fairlane_runtime::config_file::read(path, Self::from_toml_str)
     }
 
     /// Parse and check TOML text.

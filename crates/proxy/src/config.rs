@@ -739,17 +739,7 @@ pub(crate) fn name_error(field: String, name: &str) -> ConfigError {
 impl ProxyConfig {
     /// Read and validate a file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
-        let path = path.as_ref();
-        let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: Some(name.clone()),
-            field: "file".into(),
-            reason: format!("cannot read: {e}"),
-        })?;
-        Self::from_toml_str(&text).map_err(|mut e| {
-            e.file = Some(name);
-            e
-        })
+        fairlane_runtime::config_file::read(path, Self::from_toml_str)
     }
 
     /// Parse and validate TOML text.

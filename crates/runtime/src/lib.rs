@@ -38,6 +38,7 @@
 
 #![deny(unsafe_code)] // only `cpu` reads thread CPU clocks through libc
 
+pub mod config_file;
 pub mod cpu;
 mod error;
 mod gate;
