@@ -113,22 +113,27 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// The time of one `work(iters)`: the mean over `n` calls, the fastest of 7 trials.
+fn fastest(n: u32, iters: u64) -> Duration {
+    (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..n {
+                work(iters);
+            }
+            t.elapsed() / n
+        })
+        .min()
+        .unwrap()
+}
+
 /// Rounds of `work` that take about 10 µs here (fastest of several trials, so a busy moment
 /// during calibration does not inflate the tasks); `POOL_TASK_US` sets another length (0:
 /// empty tasks, which shows the pools' own cost per task).
 fn calibrate() -> u64 {
     let us: f64 = env_or("POOL_TASK_US", 10.0);
     const PROBE: u64 = 20_000;
-    let best = (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..50 {
-                work(PROBE);
-            }
-            t.elapsed() / 50
-        })
-        .min()
-        .unwrap();
+    let best = fastest(50, PROBE);
     (PROBE as f64 * us * 1_000.0 / best.as_nanos().max(1) as f64) as u64
 }
 
@@ -594,15 +599,20 @@ fn floor_rungs() -> Vec<(&'static str, Rung)> {
     ]
 }
 
-/// Submit the batch, wait until the pool is idle (one wake-up, like the baseline's counter),
-/// then collect every result from its handle (all ready: no blocking).
-fn fair_batch(pool: &FairPool, iters: u64) {
-    let handles: Vec<_> = (0..TASKS)
+/// A batch of `TASKS` tasks of `iters` rounds, submitted round-robin by the tenants.
+fn submit_batch(pool: &FairPool, iters: u64) -> Vec<fairlane_runtime::TaskHandle<u64>> {
+    (0..TASKS)
         .map(|i| {
             pool.submit((i % TENANTS) as u64, 0u32, move || work(iters))
                 .unwrap()
         })
-        .collect();
+        .collect()
+}
+
+/// Submit the batch, wait until the pool is idle (one wake-up, like the baseline's counter),
+/// then collect every result from its handle (all ready: no blocking).
+fn fair_batch(pool: &FairPool, iters: u64) {
+    let handles = submit_batch(pool, iters);
     pool.wait_idle();
     for h in handles {
         black_box(h.join().unwrap());
@@ -612,12 +622,7 @@ fn fair_batch(pool: &FairPool, iters: u64) {
 /// The same batch, blocking on each handle in turn: the bench thread is woken for most
 /// tasks, which costs the workers CPU on a 2-core machine.
 fn fair_batch_join_each(pool: &FairPool, iters: u64) {
-    let handles: Vec<_> = (0..TASKS)
-        .map(|i| {
-            pool.submit((i % TENANTS) as u64, 0u32, move || work(iters))
-                .unwrap()
-        })
-        .collect();
+    let handles = submit_batch(pool, iters);
     for h in handles {
         black_box(h.join().unwrap());
     }
@@ -678,16 +683,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// Alternate baseline and FairPool batches; print throughput ratios of medians.
 fn interleaved() {
     let iters = calibrate();
-    let task = (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..100 {
-                work(iters);
-            }
-            t.elapsed() / 100
-        })
-        .min()
-        .unwrap();
+    let task = fastest(100, iters);
     let base = CrossbeamPool::new(WORKERS);
     let rounds: usize = env_or("POOL_ROUNDS", ROUNDS);
     let presets: Vec<String> = match std::env::var("POOL_PRESETS") {
