@@ -67,6 +67,7 @@ pub mod reserve;
 mod rw;
 mod scheduler;
 mod select;
+mod splitmix;
 mod tags;
 mod types;
 mod util;

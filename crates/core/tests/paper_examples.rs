@@ -54,29 +54,28 @@ fn running(e: &Exec, t: f64) -> [String; 2] {
 }
 
 #[test]
-fn fig5c_wfq_schedule() {
-    // Fig. 5c: WFQ serves four requests each of A and B on both workers, then C and D
-    // block both workers together during [4, 8).
-    schedule(
-        "wfq",
-        "W0: a1 a2 a3 a4 c1 c1 c1 c1 a5 a6 a7 a8\n\
-         W1: b1 b2 b3 b4 d1 d1 d1 d1 b5 b6 b7 b8",
-        &[4.0, 5.0, 6.0, 7.5],
-        ["c1", "d1"],
-    );
-}
-
-#[test]
-fn fig5d_wf2q_schedule() {
-    // Fig. 5d: at t = 1, a2 and b2 (S = 1) are not eligible while v = 1/2, so C and D take
-    // both workers from t = 1; at t = 9 a6 and b6 (S = 5 > v = 4.5) wait again behind c2, d2.
-    schedule(
-        "wf2q",
-        "W0: a1 c1 c1 c1 c1 a2 a3 a4 a5 c2 c2 c2\n\
-         W1: b1 d1 d1 d1 d1 b2 b3 b4 b5 d2 d2 d2",
-        &[1.0],
-        ["c1", "d1"],
-    );
+fn fig5c_wfq_and_fig5d_wf2q_schedules() {
+    for (preset, grid, at) in [
+        // Fig. 5c: WFQ serves four requests each of A and B on both workers, then C and D
+        // block both workers together during [4, 8).
+        (
+            "wfq",
+            "W0: a1 a2 a3 a4 c1 c1 c1 c1 a5 a6 a7 a8\n\
+             W1: b1 b2 b3 b4 d1 d1 d1 d1 b5 b6 b7 b8",
+            &[4.0, 5.0, 6.0, 7.5][..],
+        ),
+        // Fig. 5d: at t = 1, a2 and b2 (S = 1) are not eligible while v = 1/2, so C and D
+        // take both workers from t = 1; at t = 9 a6 and b6 (S = 5 > v = 4.5) wait again
+        // behind c2, d2.
+        (
+            "wf2q",
+            "W0: a1 c1 c1 c1 c1 a2 a3 a4 a5 c2 c2 c2\n\
+             W1: b1 d1 d1 d1 d1 b2 b3 b4 b5 d2 d2 d2",
+            &[1.0][..],
+        ),
+    ] {
+        schedule(preset, grid, at, ["c1", "d1"]);
+    }
 }
 
 #[test]

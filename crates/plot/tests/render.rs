@@ -35,6 +35,15 @@ fn has_text(doc: &roxmltree::Document, text: &str) -> bool {
     doc.descendants().any(|n| n.text() == Some(text))
 }
 
+/// The `rect`s that carry a hover `title`: a chart's bars, an occupancy chart's runs.
+fn titled_rects(doc: &roxmltree::Document) -> usize {
+    doc.descendants()
+        .filter(|n| {
+            n.tag_name().name() == "rect" && n.children().any(|c| c.tag_name().name() == "title")
+        })
+        .count()
+}
+
 fn sample_line() -> LineChart {
     LineChart::new(
         "queue <length> & \"more\"",
@@ -313,12 +322,7 @@ fn bar_chart_is_valid_with_hover_values() {
     let svg = sample_bar().to_svg();
     let doc = parse(&svg);
     // 3 + 2 + 1 bars with titles, plus 3 legend swatches and the background.
-    let bars = doc
-        .descendants()
-        .filter(|n| {
-            n.tag_name().name() == "rect" && n.children().any(|c| c.tag_name().name() == "title")
-        })
-        .count();
+    let bars = titled_rects(&doc);
     assert_eq!(bars, 6);
     assert!(has_text(&doc, "small \u{b7} wfq: 20"));
     assert!(has_text(&doc, "other <x> \u{b7} fifo: 1"));
@@ -383,12 +387,7 @@ fn sample_occupancy() -> Occupancy {
 fn occupancy_is_valid_and_merges_runs() {
     let svg = sample_occupancy().to_svg();
     let doc = parse(&svg);
-    let runs = doc
-        .descendants()
-        .filter(|n| {
-            n.tag_name().name() == "rect" && n.children().any(|c| c.tag_name().name() == "title")
-        })
-        .count();
+    let runs = titled_rects(&doc);
     // w0: [1 1] [100 100] [7]; w1: [3 3 3].
     assert_eq!(runs, 4);
     for label in ["w0", "w1", "w<2>", "request cost", "idle", "time (s)"] {
@@ -401,13 +400,7 @@ fn occupancy_is_valid_and_merges_runs() {
         let occ = Occupancy::new("busy", ["w"], 0.0, 0.001, vec![vec![Some(42.0); n]]);
         let doc_s = occ.to_svg();
         let doc = parse(&doc_s);
-        let runs = doc
-            .descendants()
-            .filter(|n| {
-                n.tag_name().name() == "rect"
-                    && n.children().any(|c| c.tag_name().name() == "title")
-            })
-            .count();
+        let runs = titled_rects(&doc);
         assert_eq!(runs, 1, "{n} cells");
         assert!(doc_s.len() < 20_000);
     }

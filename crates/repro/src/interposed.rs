@@ -598,6 +598,38 @@ fn fig7_charts(results: &[RunResult], depths: &[u32], body: &mut Out) {
 /// response at 400 IO/s under FSFQ and RW.
 type DepthLevels = BTreeMap<u32, ([f64; 4], f64, f64)>;
 
+/// A claim on a trend over the depths `ds` (all ≥ 8) of `what`'s values `ys`: each value
+/// against the one before (`step`), and the last against the first (`ends`), when there
+/// are two.
+fn trend_claim(
+    (id, text): (&str, String),
+    what: &str,
+    (ds, ys): (&[u32], &[f64]),
+    step: (Relation, f64),
+    ends: (Relation, f64),
+) -> Claim {
+    let mut claim = Claim::new(id, text);
+    for (w, d) in ys.windows(2).zip(ds.iter().skip(1)) {
+        claim.push(
+            format!("{what}, D = {d} / previous D"),
+            w[1] / w[0],
+            step.0,
+            step.1,
+        );
+    }
+    if let (Some(a), Some(b)) = (ys.first(), ys.last()) {
+        if ys.len() >= 2 {
+            claim.push(
+                format!("{what}, largest / smallest D ≥ 8"),
+                b / a,
+                ends.0,
+                ends.1,
+            );
+        }
+    }
+    claim
+}
+
 /// Fig. 7's claims on the depth: a higher D weakens isolation and lets client 2 take more;
 /// D = 4 starves the disks.
 fn fig7_depth_claims(depths: &[u32], lv: &DepthLevels, body: &mut Out) {
@@ -607,61 +639,29 @@ fn fig7_depth_claims(depths: &[u32], lv: &DepthLevels, body: &mut Out) {
     let big: Vec<u32> = depths.iter().copied().filter(|&d| d >= 8).collect();
     let nan3 = ([f64::NAN; 4], f64::NAN, f64::NAN);
     let fs: Vec<f64> = big.iter().map(|&d| get(d).unwrap_or(&nan3).0[2]).collect();
-    let mut rising = Claim::new(
-        "higher-d-weakens",
-        format!(
-            "higher D weakens isolation: client 1 (240 IO/s) under FSFQ settles at {} for D = {}",
-            join(fs.iter().map(|&x| ms(x))),
-            join(&big)
-        ),
-    );
-    for (w, d) in fs.windows(2).zip(big.iter().skip(1)) {
-        rising.push(
-            format!("FSFQ client 1 (240) level, D = {d} / previous D"),
-            w[1] / w[0],
-            Relation::AtLeast,
-            0.95,
-        );
-    }
-    if let (Some(a), Some(b)) = (fs.first(), fs.last()) {
-        if fs.len() >= 2 {
-            rising.push(
-                "FSFQ client 1 (240) level, largest / smallest D ≥ 8",
-                b / a,
-                Relation::Above,
-                1.2,
-            );
-        }
-    }
-    body.claim(rising);
     let c2: Vec<f64> = big.iter().map(|&d| get(d).unwrap_or(&nan3).1).collect();
-    let mut takes = Claim::new(
-        "higher-d-client2",
-        format!(
-            "higher D lets client 2 take more: its FSFQ response at 400 IO/s is {} for D = {}",
-            join(c2.iter().map(|&x| ms(x))),
-            join(&big)
+    for (id, text, what, ys, step, ends) in [
+        (
+            "higher-d-weakens",
+            "higher D weakens isolation: client 1 (240 IO/s) under FSFQ settles at",
+            "FSFQ client 1 (240) level",
+            &fs,
+            (Relation::AtLeast, 0.95),
+            (Relation::Above, 1.2),
         ),
-    );
-    for (w, d) in c2.windows(2).zip(big.iter().skip(1)) {
-        takes.push(
-            format!("FSFQ client 2 at 400 IO/s, D = {d} / previous D"),
-            w[1] / w[0],
-            Relation::AtMost,
-            1.05,
-        );
+        (
+            "higher-d-client2",
+            "higher D lets client 2 take more: its FSFQ response at 400 IO/s is",
+            "FSFQ client 2 at 400 IO/s",
+            &c2,
+            (Relation::AtMost, 1.05),
+            (Relation::Below, 1.0),
+        ),
+    ] {
+        let values = join(ys.iter().map(|&x| ms(x)));
+        let text = format!("{text} {values} for D = {}", join(&big));
+        body.claim(trend_claim((id, text), what, (&big, ys), step, ends));
     }
-    if let (Some(a), Some(b)) = (c2.first(), c2.last()) {
-        if c2.len() >= 2 {
-            takes.push(
-                "FSFQ client 2 at 400 IO/s, largest / smallest D ≥ 8",
-                b / a,
-                Relation::Below,
-                1.0,
-            );
-        }
-    }
-    body.claim(takes);
     let (d4, d8) = (get(4).unwrap_or(&nan3).0[2], get(8).unwrap_or(&nan3).0[2]);
     body.claim(
         Claim::new(

@@ -54,41 +54,43 @@ pub(crate) enum Analysis {
     Direct(fn(&mut Out) -> Result<(), String>),
 }
 
-/// An analysis of a worker-pool or black-box spec's runs (`fn(&[RunResult], &mut Out)`).
-macro_rules! on_pool {
-    ($f:path) => {{
-        fn analyse(runs: &dyn Runs, out: &mut Out) -> Result<(), ()> {
-            let r = runs::typed::<runs::PoolRuns>(runs).ok_or(())?;
-            $f(&r.runs, out);
+/// An analysis of one kind's runs: `$call` reads `$r` (the typed runs) and `$out`;
+/// `Err(())` when the runs are of another kind.
+macro_rules! on_runs {
+    ($kind:ty, |$r:ident, $out:ident| $call:expr) => {{
+        fn analyse(runs: &dyn Runs, $out: &mut Out) -> Result<(), ()> {
+            let $r = runs::typed::<$kind>(runs).ok_or(())?;
+            $call;
             Ok(())
         }
         Analysis::Spec(analyse)
     }};
+}
+
+/// An analysis of a worker-pool or black-box spec's runs (`fn(&[RunResult], &mut Out)`).
+macro_rules! on_pool {
+    ($f:path) => {
+        on_runs!(runs::PoolRuns, |r, out| $f(&r.runs, out))
+    };
 }
 
 /// An analysis of a database-server spec's runs and its utilization cap
 /// (`fn(&[DbRun], f64, &mut Out)`).
 macro_rules! on_cores {
-    ($f:path) => {{
-        fn analyse(runs: &dyn Runs, out: &mut Out) -> Result<(), ()> {
-            let r = runs::typed::<runs::CoresRuns>(runs).ok_or(())?;
-            $f(&r.runs, r.utilization_cap, out);
-            Ok(())
-        }
-        Analysis::Spec(analyse)
-    }};
+    ($f:path) => {
+        on_runs!(runs::CoresRuns, |r, out| $f(
+            &r.runs,
+            r.utilization_cap,
+            out
+        ))
+    };
 }
 
 /// An analysis of an LLM-server spec's runs (`fn(&[LlmRun], &mut Out)`).
 macro_rules! on_llm {
-    ($f:path) => {{
-        fn analyse(runs: &dyn Runs, out: &mut Out) -> Result<(), ()> {
-            let r = runs::typed::<runs::LlmRuns>(runs).ok_or(())?;
-            $f(&r.runs, out);
-            Ok(())
-        }
-        Analysis::Spec(analyse)
-    }};
+    ($f:path) => {
+        on_runs!(runs::LlmRuns, |r, out| $f(&r.runs, out))
+    };
 }
 
 /// One reproduction.

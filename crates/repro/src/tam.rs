@@ -75,6 +75,118 @@ pub(crate) fn chart(
     c.to_svg()
 }
 
+/// Runs (a) and (b) at each point of a sweep, `set` applying the point to a copy of each:
+/// per point, the point and the two runs.
+pub(crate) fn sweep<X: Copy>(
+    (a, b): (&Tam, &Tam),
+    points: &[X],
+    set: impl Fn(&mut Tam, &mut Tam, X) -> Result<(), String>,
+) -> Result<SweepRuns<X>, String> {
+    points
+        .iter()
+        .map(|&x| {
+            let (mut sa, mut sb) = (a.clone(), b.clone());
+            set(&mut sa, &mut sb, x)?;
+            Ok((x, sa.go()?, sb.go()?))
+        })
+        .collect()
+}
+
+/// (a) and (b) at each of C2's thread counts `ns` (see [`sweep`]).
+pub(crate) fn c2_threads(ab: (&Tam, &Tam), ns: &[u32]) -> Result<SweepRuns<u32>, String> {
+    sweep(ab, ns, |sa, sb, n| {
+        sa.set_threads(1, n)?;
+        sb.set_threads(1, n)
+    })
+}
+
+/// C1's mean latency in ms.
+fn c1_ms(r: &TamRun) -> f64 {
+    r.clients[0].latency_mean * 1e3
+}
+
+/// Per sweep point, the point and the runs of (a) and (b).
+type SweepRuns<X> = Vec<(X, TamRun, TamRun)>;
+
+/// A sweep's (a) and (b) curves: `y` of each run against `x` of its point.
+type Curves = (Vec<(f64, f64)>, Vec<(f64, f64)>);
+
+/// The (a) and (b) curves of a sweep, `y` of each run against `x` of its point.
+fn curves<X: Copy>(
+    runs: &[(X, TamRun, TamRun)],
+    x: impl Fn(X) -> f64,
+    y: impl Fn(&TamRun) -> f64,
+) -> Curves {
+    runs.iter()
+        .map(|(p, ra, rb)| ((x(*p), y(ra)), (x(*p), y(rb))))
+        .unzip()
+}
+
+/// A sweep's table, one row per point (`row` of the point and its two runs).
+fn sweep_table<X: Copy, const N: usize>(
+    header: [&str; N],
+    runs: &[(X, TamRun, TamRun)],
+    row: impl Fn(X, &TamRun, &TamRun) -> [String; N],
+) -> Table {
+    let mut t = Table::new(header);
+    for (p, ra, rb) in runs {
+        t.push_row(row(*p, ra, rb));
+    }
+    t
+}
+
+/// The figure of a sweep's (a) and (b) curves, each with its label.
+fn ab_chart(title: &str, x: &str, y: &str, labels: [&str; 2], (pa, pb): &Curves) -> String {
+    chart(
+        title,
+        x,
+        y,
+        ab((labels[0], pa.clone()), (labels[1], pb.clone())),
+    )
+}
+
+/// A stage measure beside C1's latency: the (a) and (b) columns' headers, and the measure of
+/// an (a) and of a (b) run.
+type StageColumns = ([&'static str; 2], fn(&TamRun) -> f64, fn(&TamRun) -> f64);
+
+/// Fig. 8 and 12: C1's mean latency under (a) and (b) against C2's threads `ns`, in a table
+/// with a stage measure of each run beside it, and in the figure `fig` of the curves
+/// `labels`. Returns the runs and the curves.
+fn latency_sweep(
+    out: &mut Out,
+    ab: (&Tam, &Tam),
+    ns: &[u32],
+    (columns, stage_a, stage_b): StageColumns,
+    (fig, labels): (&str, [&str; 2]),
+) -> Result<(SweepRuns<u32>, Curves), String> {
+    let runs = c2_threads(ab, ns)?;
+    let header = [
+        "C2 threads",
+        "(a) C1 ms",
+        columns[0],
+        "(b) C1 ms",
+        columns[1],
+    ];
+    out.table(sweep_table(header, &runs, |n, ra, rb| {
+        [
+            n.to_string(),
+            fmt2(c1_ms(ra)),
+            fmt2(stage_a(ra)),
+            fmt2(c1_ms(rb)),
+            fmt2(stage_b(rb)),
+        ]
+    }));
+    let ab = curves(&runs, f64::from, c1_ms);
+    out.fig(ab_chart(
+        &format!("{fig}: C1's mean latency"),
+        "C2 threads",
+        "ms",
+        labels,
+        &ab,
+    ));
+    Ok((runs, ab))
+}
+
 /// Fig. 8: C1's latency against C2's threads, on-demand I/O (a) vs scheduled I/O (b).
 pub(crate) fn fig8(out: &mut Out) -> Result<(), String> {
     let (a, b) = figure(
@@ -86,41 +198,19 @@ pub(crate) fn fig8(out: &mut Out) -> Result<(), String> {
          empty and the requests pile up at the unscheduled I/O stage. Under (b) the I/O stage's \
          EDF keeps C1 within its deadline.</p>",
     )?;
-    let mut t = Table::new([
-        "C2 threads",
-        "(a) C1 ms",
-        "(a) at I/O",
-        "(b) C1 ms",
-        "(b) I/O queue",
-    ]);
-    let (mut pa, mut pb) = (Vec::new(), Vec::new());
-    let sweep = [10u32, 50, 100, 200];
-    for &n in &sweep {
-        let (mut sa, mut sb) = (a.clone(), b.clone());
-        sa.set_threads(1, n)?;
-        sb.set_threads(1, n)?;
-        let (ra, rb) = (sa.go()?, sb.go()?);
-        pa.push((n as f64, ra.clients[0].latency_mean * 1e3));
-        pb.push((n as f64, rb.clients[0].latency_mean * 1e3));
-        t.push_row([
-            n.to_string(),
-            fmt2(pa.last().unwrap().1),
+    let (_, ab) = latency_sweep(
+        out,
+        (&a, &b),
+        &[10, 50, 100, 200],
+        (
+            ["(a) at I/O", "(b) I/O queue"],
             // On demand: the requests in flight at the I/O stage are its busy threads.
-            fmt2(mean_busy(&ra, 1)),
-            fmt2(pb.last().unwrap().1),
-            fmt2(rb.stages[1].queue_mean),
-        ]);
-    }
-    out.table(t);
-    out.fig(chart(
-        "Fig. 8: C1's mean latency",
-        "C2 threads",
-        "ms",
-        ab(
-            ("(a) no scheduling", pa.clone()),
-            ("(b) scheduled I/O", pb.clone()),
+            |ra| mean_busy(ra, 1),
+            |rb| rb.stages[1].queue_mean,
         ),
-    ));
+        ("Fig. 8", ["(a) no scheduling", "(b) scheduled I/O"]),
+    )?;
+    let (pa, pb) = ab;
     let last = pa.len() - 1;
     let worst_b = pb.iter().map(|p| p.1).fold(f64::NAN, f64::max);
     out.claim(
@@ -223,41 +313,37 @@ pub(crate) fn fig10(out: &mut Out) -> Result<(), String> {
          C1's throughput falls. Under (b) one stage controls the network and isolates C1.</p>",
     )?;
     let sizes = [10_000.0, 50_000.0, 100_000.0, 500_000.0, 1_000_000.0];
-    let mut t = Table::new([
+    let runs = sweep((&a, &b), &sizes, |sa, sb, sz| {
+        // The reply is C2's second visit under (a), its only one under (b); a net cost is
+        // net_bytes over the host's default 1 Gbit/s.
+        sa.set("request.1.path.1.net_bytes", sz)?;
+        sb.set("request.1.path.0.net_bytes", sz + 1000.0)
+    })?;
+    let header = [
         "C2 reply KB",
         "(a) C1 req/s",
         "(a) C2 req/s",
         "(b) C1 req/s",
         "(b) C2 req/s",
-    ]);
-    let (mut pa, mut pb) = (Vec::new(), Vec::new());
-    for &sz in &sizes {
-        let (mut sa, mut sb) = (a.clone(), b.clone());
-        // The reply is C2's second visit under (a), its only one under (b); a net cost is
-        // net_bytes over the host's default 1 Gbit/s.
-        sa.set("request.1.path.1.net_bytes", sz)?;
-        sb.set("request.1.path.0.net_bytes", sz + 1000.0)?;
-        let (ra, rb) = (sa.go()?, sb.go()?);
-        pa.push((sz / 1e3, ra.clients[0].throughput));
-        pb.push((sz / 1e3, rb.clients[0].throughput));
-        t.push_row([
+    ];
+    out.table(sweep_table(header, &runs, |sz, ra, rb| {
+        [
             format!("{}", sz / 1e3),
             fmt2(ra.clients[0].throughput),
             fmt2(ra.clients[1].throughput),
             fmt2(rb.clients[0].throughput),
             fmt2(rb.clients[1].throughput),
-        ]);
-    }
-    out.table(t);
-    out.fig(chart(
+        ]
+    }));
+    let ab = curves(&runs, |sz| sz / 1e3, |r| r.clients[0].throughput);
+    out.fig(ab_chart(
         "Fig. 10: C1's throughput",
         "C2 reply (KB)",
         "req/s",
-        ab(
-            ("(a) two stages", pa.clone()),
-            ("(b) one stage", pb.clone()),
-        ),
+        ["(a) two stages", "(b) one stage"],
+        &ab,
     ));
+    let (pa, pb) = ab;
     let last = pa.len() - 1;
     out.claim(
         Claim::new(
@@ -388,41 +474,20 @@ pub(crate) fn fig12(out: &mut Out) -> Result<(), String> {
          client has its own WAL, the scheduler picks C1 first and C1 keeps a low latency \
          although LOG Append's queue grows.</p>",
     )?;
-    let sweep = [5u32, 10, 20, 40];
-    let mut t = Table::new([
-        "C2 threads",
-        "(a) C1 ms",
-        "(a) LOG Append queue",
-        "(b) C1 ms",
-        "(b) LOG Append queue",
-    ]);
-    let (mut pa, mut pb, mut qa) = (Vec::new(), Vec::new(), Vec::new());
-    for &n in &sweep {
-        let (mut sa, mut sb) = (a.clone(), b.clone());
-        sa.set_threads(1, n)?;
-        sb.set_threads(1, n)?;
-        let (ra, rb) = (sa.go()?, sb.go()?);
-        pa.push((n as f64, ra.clients[0].latency_mean * 1e3));
-        pb.push((n as f64, rb.clients[0].latency_mean * 1e3));
-        qa.push(ra.stages[1].queue_mean);
-        t.push_row([
-            n.to_string(),
-            fmt2(ra.clients[0].latency_mean * 1e3),
-            fmt2(ra.stages[1].queue_mean),
-            fmt2(rb.clients[0].latency_mean * 1e3),
-            fmt2(rb.stages[1].queue_mean),
-        ]);
-    }
-    out.table(t);
-    out.fig(chart(
-        "Fig. 12: C1's mean latency",
-        "C2 threads",
-        "ms",
-        ab(
-            ("(a) ordered", pa.clone()),
-            ("(b) one WAL per client", pb.clone()),
+    let queue = |r: &TamRun| r.stages[1].queue_mean;
+    let (runs, ab) = latency_sweep(
+        out,
+        (&a, &b),
+        &[5, 10, 20, 40],
+        (
+            ["(a) LOG Append queue", "(b) LOG Append queue"],
+            queue,
+            queue,
         ),
-    ));
+        ("Fig. 12", ["(a) ordered", "(b) one WAL per client"]),
+    )?;
+    let qa: Vec<f64> = runs.iter().map(|(_, ra, _)| queue(ra)).collect();
+    let (pa, pb) = ab;
     let la: Vec<f64> = pa.iter().map(|p| p.1).collect();
     let r = pearson(&la, &qa);
     let last = la.len() - 1;

@@ -12,7 +12,7 @@ use fairlane_plot::{Axis, BarChart, Table};
 use crate::claim::{Claim, Relation};
 use crate::out::{fmt2, Out};
 use crate::runs::{Tam, TamRun};
-use crate::tam::{chart, throughput, tput};
+use crate::tam::{c2_threads, chart, sweep, throughput, tput};
 
 /// An experiment spec and the model file it names, both compiled in as a fallback.
 struct Pair {
@@ -21,11 +21,28 @@ struct Pair {
 }
 
 macro_rules! pair {
-    ($spec:literal, $model:literal) => {
+    ($spec:expr, $model:literal) => {
         Pair {
             spec: ($spec, include_str!(concat!("../../../", $spec))),
             model: ($model, include_str!(concat!("../../../", $model))),
         }
+    };
+}
+
+/// Panel `$p`'s two architectures, loaded: `experiments/tam-fig13$p-orig.toml` on
+/// `models/hbase.toml` and `experiments/tam-fig13$p-tamed.toml` on `models/tamed-hbase.toml`.
+macro_rules! orig_tamed {
+    ($p:literal) => {
+        (
+            load(&pair!(
+                concat!("experiments/tam-fig13", $p, "-orig.toml"),
+                "models/hbase.toml"
+            ))?,
+            load(&pair!(
+                concat!("experiments/tam-fig13", $p, "-tamed.toml"),
+                "models/tamed-hbase.toml"
+            ))?,
+        )
     };
 }
 
@@ -49,24 +66,30 @@ fn by_type(r: &TamRun, spec: &Tam, client: usize, req: usize) -> f64 {
 /// The C2 thread counts of the (a) and (e) sweeps (the paper: 40 to 200).
 const C2_THREADS: [u32; 5] = [40, 80, 120, 160, 200];
 
-/// A sweep of C2's threads on both architectures: `(threads, Orig C1, Orig C2, Tamed C1,
-/// Tamed C2)` throughputs.
+/// Per sweep point, `(point, Orig C1, Orig C2, Tamed C1, Tamed C2)` throughputs.
+fn throughputs<X: Copy + Into<f64>>(runs: &[(X, TamRun, TamRun)]) -> Vec<[f64; 5]> {
+    runs.iter()
+        .map(|(x, ro, rt)| {
+            [
+                (*x).into(),
+                ro.clients[0].throughput,
+                ro.clients[1].throughput,
+                rt.clients[0].throughput,
+                rt.clients[1].throughput,
+            ]
+        })
+        .collect()
+}
+
+/// A sweep of C2's threads on both architectures (see [`throughputs`]).
 fn thread_sweep(orig: &Tam, tamed: &Tam) -> Result<Vec<[f64; 5]>, String> {
-    let mut rows = Vec::new();
-    for &n in &C2_THREADS {
-        let (mut so, mut st) = (orig.clone(), tamed.clone());
-        so.set_threads(1, n)?;
-        st.set_threads(1, n)?;
-        let (ro, rt) = (so.go()?, st.go()?);
-        rows.push([
-            n as f64,
-            ro.clients[0].throughput,
-            ro.clients[1].throughput,
-            rt.clients[0].throughput,
-            rt.clients[1].throughput,
-        ]);
-    }
-    Ok(rows)
+    Ok(throughputs(&c2_threads((orig, tamed), &C2_THREADS)?))
+}
+
+/// A sweep's table (first column `column`) and figure (`title`, x axis `axis`).
+fn show_sweep(out: &mut Out, (column, axis): (&str, &str), title: &str, rows: &[[f64; 5]]) {
+    out.table(sweep_table(column, rows));
+    out.fig(sweep_chart(title, axis, rows));
 }
 
 fn sweep_table(first: &str, rows: &[[f64; 5]]) -> Table {
@@ -143,14 +166,7 @@ fn isolation_claim(id: &str, what: &str, rows: &[[f64; 5]]) -> Claim {
 
 /// Fig. 13(a), no scheduling: C2's threads grow from 40 to 200.
 pub(crate) fn fig13a(out: &mut Out) -> Result<(), String> {
-    let orig = load(&pair!(
-        "experiments/tam-fig13a-orig.toml",
-        "models/hbase.toml"
-    ))?;
-    let tamed = load(&pair!(
-        "experiments/tam-fig13a-tamed.toml",
-        "models/tamed-hbase.toml"
-    ))?;
+    let (orig, tamed) = orig_tamed!("a");
     out.push_str(
         "<p>Paper (§4.1.1): C1 (40 threads) and C2 (40 → 200 threads) issue uncached Gets, \
          128 KB of I/O each at Data Xceive. Orig-HBase does not isolate C1: its throughput \
@@ -158,12 +174,12 @@ pub(crate) fn fig13a(out: &mut Out) -> Result<(), String> {
          Tamed-HBase's pluggable I/O stage keeps C1's throughput stable.</p>",
     );
     let rows = thread_sweep(&orig, &tamed)?;
-    out.table(sweep_table("C2 threads", &rows));
-    out.fig(sweep_chart(
+    show_sweep(
+        out,
+        ("C2 threads", "C2 threads"),
         "Fig. 13(a): C1's throughput",
-        "C2 threads",
         &rows,
-    ));
+    );
     // Not in the paper: with fewer handlers than client threads, RPC Handle's WFQ gates
     // Data Xceive and isolates C1 by count even in Orig-HBase.
     let mut gated = orig.clone();
@@ -188,14 +204,7 @@ pub(crate) fn fig13a(out: &mut Out) -> Result<(), String> {
 
 /// Fig. 13(b), unknown resource usage: cold and cached Gets on a standalone node.
 pub(crate) fn fig13b(out: &mut Out) -> Result<(), String> {
-    let orig = load(&pair!(
-        "experiments/tam-fig13b-orig.toml",
-        "models/hbase.toml"
-    ))?;
-    let tamed = load(&pair!(
-        "experiments/tam-fig13b-tamed.toml",
-        "models/tamed-hbase.toml"
-    ))?;
+    let (orig, tamed) = orig_tamed!("b");
     out.push_str(
         "<p>Paper (§4.1.2): a standalone node, so every read is short-circuited inside RPC \
          Handle. C1 and C2 issue Gets on cold data (100 KB reads); C2 also issues cached Gets. \
@@ -286,40 +295,28 @@ pub(crate) fn fig13b(out: &mut Out) -> Result<(), String> {
 
 /// Fig. 13(c), hidden contention: C2's reply size grows from 10 to 200 KB.
 pub(crate) fn fig13c(out: &mut Out) -> Result<(), String> {
-    let orig = load(&pair!(
-        "experiments/tam-fig13c-orig.toml",
-        "models/hbase.toml"
-    ))?;
-    let tamed = load(&pair!(
-        "experiments/tam-fig13c-tamed.toml",
-        "models/tamed-hbase.toml"
-    ))?;
+    let (orig, tamed) = orig_tamed!("c");
     out.push_str(
         "<p>Paper (§4.1.3): C1 and C2 send 1 KB RPCs; C1's replies are 20 KB and C2's grow \
          from 10 to 200 KB. Orig-HBase cannot isolate C1: RPC Read and RPC Respond share the \
          network with nobody scheduling it. Tamed-HBase's one Network stage isolates C1.</p>",
     );
-    let mut rows = Vec::new();
-    for kb in [10.0, 50.0, 100.0, 200.0] {
-        let (mut so, mut st) = (orig.clone(), tamed.clone());
-        // The reply is the last visit of request type `c2` on both architectures.
-        so.set("request.1.path.2.net_bytes", kb * 1e3)?;
-        st.set("request.1.path.2.net_bytes", kb * 1e3)?;
-        let (ro, rt) = (so.go()?, st.go()?);
-        rows.push([
-            kb,
-            ro.clients[0].throughput,
-            ro.clients[1].throughput,
-            rt.clients[0].throughput,
-            rt.clients[1].throughput,
-        ]);
-    }
-    out.table(sweep_table("C2 reply KB", &rows));
-    out.fig(sweep_chart(
+    let runs = sweep(
+        (&orig, &tamed),
+        &[10.0, 50.0, 100.0, 200.0],
+        |so, st, kb| {
+            // The reply is the last visit of request type `c2` on both architectures.
+            so.set("request.1.path.2.net_bytes", kb * 1e3)?;
+            st.set("request.1.path.2.net_bytes", kb * 1e3)
+        },
+    )?;
+    let rows = throughputs(&runs);
+    show_sweep(
+        out,
+        ("C2 reply KB", "C2 reply (KB)"),
         "Fig. 13(c): C1's throughput",
-        "C2 reply (KB)",
         &rows,
-    ));
+    );
     out.claim(isolation_claim(
         "fig13c-hidden-contention",
         "C2's replies grow from 10 to 200 KB",
@@ -330,14 +327,7 @@ pub(crate) fn fig13c(out: &mut Out) -> Result<(), String> {
 
 /// Fig. 13(d), blocking: C2 turns from cached to uncached Gets mid-run.
 pub(crate) fn fig13d(out: &mut Out) -> Result<(), String> {
-    let orig = load(&pair!(
-        "experiments/tam-fig13d-orig.toml",
-        "models/hbase.toml"
-    ))?;
-    let tamed = load(&pair!(
-        "experiments/tam-fig13d-tamed.toml",
-        "models/tamed-hbase.toml"
-    ))?;
+    let (orig, tamed) = orig_tamed!("d");
     let switch = orig
         .number("client.1.phases.0.at")
         .ok_or("tam-fig13d: C2 needs a second phase")?;
@@ -427,26 +417,19 @@ pub(crate) fn fig13d(out: &mut Out) -> Result<(), String> {
 
 /// Fig. 13(e), ordering constraint: C2's Put threads grow from 40 to 200.
 pub(crate) fn fig13e(out: &mut Out) -> Result<(), String> {
-    let orig = load(&pair!(
-        "experiments/tam-fig13e-orig.toml",
-        "models/hbase.toml"
-    ))?;
-    let tamed = load(&pair!(
-        "experiments/tam-fig13e-tamed.toml",
-        "models/tamed-hbase.toml"
-    ))?;
+    let (orig, tamed) = orig_tamed!("e");
     out.push_str(
         "<p>Paper (§4.1.5): C1 and C2 issue 1 KB Puts, each a 1 KB WAL append. Under \
          Orig-HBase C1's throughput drops sharply as C2 issues more requests: the one WAL is \
          written in arrival order. Tamed-HBase, with one WAL per client, isolates C1.</p>",
     );
     let rows = thread_sweep(&orig, &tamed)?;
-    out.table(sweep_table("C2 threads", &rows));
-    out.fig(sweep_chart(
+    show_sweep(
+        out,
+        ("C2 threads", "C2 threads"),
         "Fig. 13(e): C1's throughput",
-        "C2 threads",
         &rows,
-    ));
+    );
     out.claim(isolation_claim(
         "fig13e-ordering",
         "C2 grows from 40 to 200 Put threads",

@@ -30,6 +30,20 @@ fn tenant<'a>(r: &'a RunResult, name: &str) -> Option<&'a TenantResult> {
     r.tenants.iter().find(|t| t.name == name)
 }
 
+/// A claim that 2DFQ's measure is at least 10× lower than WFQ's and than WF²Q's: the two
+/// ratios `(a, b)`, each check with its name.
+fn tenfold(id: &str, text: String, names: [&str; 2], (a, b): (f64, f64)) -> Claim {
+    Claim::new(id, text)
+        .check(names[0], a, Relation::AtLeast, 10.0)
+        .check(names[1], b, Relation::AtLeast, 10.0)
+}
+
+/// The last 15 s of a run (its whole span when shorter).
+fn last_15s(r: &RunResult) -> (f64, f64) {
+    let end = r.sim_seconds;
+    ((end - 15.0).max(0.0), end)
+}
+
 fn window(points: &[(f64, f64)], from: f64, to: f64) -> Vec<(f64, f64)> {
     points
         .iter()
@@ -142,18 +156,15 @@ pub(crate) fn fig8(results: &[RunResult], body: &mut Out) {
          under WF²Q fall \"behind by up to 1 second\".</p>"
     );
     let (a, b) = at50.unwrap_or((f64::NAN, f64::NAN));
-    body.claim(
-        Claim::new(
-            "sigma-ratio-n50",
-            format!("at n = 50, 2DFQ's σ is {a:.1}× lower than WFQ's and {b:.1}× lower than WF²Q's (target ≥ 10× both)"),
-        )
-        .check("σ WFQ / σ 2DFQ at n = 50", a, Relation::AtLeast, 10.0)
-        .check("σ WF²Q / σ 2DFQ at n = 50", b, Relation::AtLeast, 10.0),
-    );
+    body.claim(tenfold(
+        "sigma-ratio-n50",
+        format!("at n = 50, 2DFQ's σ is {a:.1}× lower than WFQ's and {b:.1}× lower than WF²Q's (target ≥ 10× both)"),
+        ["σ WFQ / σ 2DFQ at n = 50", "σ WF²Q / σ 2DFQ at n = 50"],
+        (a, b),
+    ));
     let runs = by_label(results, "n=50");
     if let Some(first) = runs.first() {
-        let end = first.sim_seconds;
-        let (from, to) = ((end - 15.0).max(0.0), end);
+        let (from, to) = last_15s(first);
         tenant_series_figs(
             body,
             &runs,
@@ -169,8 +180,7 @@ pub(crate) fn fig8(results: &[RunResult], body: &mut Out) {
 pub(crate) fn fig9(results: &[RunResult], body: &mut Out) {
     let runs: Vec<&RunResult> = results.iter().collect();
     let Some(first) = runs.first() else { return };
-    let end = first.sim_seconds;
-    let (from, to) = ((end - 15.0).max(0.0), end);
+    let (from, to) = last_15s(first);
     tenant_series_figs(body, &runs, "T1", "Fig. 9a: T1", (from, to));
     let mut g = LineChart::new(
         "Fig. 9a bottom: Gini index across tenants",
@@ -216,14 +226,12 @@ pub(crate) fn fig9(results: &[RunResult], body: &mut Out) {
         "<p>Paper: the first quartile of tenants has ~100× lower σ under 2DFQ than WFQ and \
          ~50× lower than WF²Q. Ours: {a:.1}× and {b:.1}×.</p>",
     );
-    body.claim(
-        Claim::new(
-            "q1-sigma-ratio",
-            format!("the first quartile of tenants' σ is {a:.1}× lower under 2DFQ than WFQ and {b:.1}× lower than WF²Q (paper ~100× and ~50×; target ≥ 10× both)"),
-        )
-        .check("first-quartile σ WFQ / 2DFQ", a, Relation::AtLeast, 10.0)
-        .check("first-quartile σ WF²Q / 2DFQ", b, Relation::AtLeast, 10.0),
-    );
+    body.claim(tenfold(
+        "q1-sigma-ratio",
+        format!("the first quartile of tenants' σ is {a:.1}× lower under 2DFQ than WFQ and {b:.1}× lower than WF²Q (paper ~100× and ~50×; target ≥ 10× both)"),
+        ["first-quartile σ WFQ / 2DFQ", "first-quartile σ WF²Q / 2DFQ"],
+        (a, b),
+    ));
     // Fig. 10 right: spread of service lag of t1…t7.
     let mut t = Table::new(
         ["tenant (cost)".to_string()].into_iter().chain(
@@ -334,32 +342,21 @@ pub(crate) fn fig11(results: &[RunResult], body: &mut Out) {
     );
     let (label, a, b, pa, pb) =
         last.unwrap_or_else(|| ("(no runs)".into(), f64::NAN, f64::NAN, f64::NAN, f64::NAN));
-    body.claim(
-        Claim::new(
-            "p99-ratio",
-            format!("at {label}, T1's p99 under 2DFQᴱ is {a:.1}× lower than WFQᴱ's and {b:.1}× lower than WF²Qᴱ's (target ≥ 10× both)"),
-        )
-        .check("T1 p99 WFQᴱ / 2DFQᴱ", a, Relation::AtLeast, 10.0)
-        .check("T1 p99 WF²Qᴱ / 2DFQᴱ", b, Relation::AtLeast, 10.0),
-    );
-    body.claim(
-        Claim::new(
-            "p99-ratio-pessimistic",
-            format!("with pessimistic newcomer estimates, {pa:.1}× and {pb:.1}× (same target)"),
-        )
-        .check(
+    body.claim(tenfold(
+        "p99-ratio",
+        format!("at {label}, T1's p99 under 2DFQᴱ is {a:.1}× lower than WFQᴱ's and {b:.1}× lower than WF²Qᴱ's (target ≥ 10× both)"),
+        ["T1 p99 WFQᴱ / 2DFQᴱ", "T1 p99 WF²Qᴱ / 2DFQᴱ"],
+        (a, b),
+    ));
+    body.claim(tenfold(
+        "p99-ratio-pessimistic",
+        format!("with pessimistic newcomer estimates, {pa:.1}× and {pb:.1}× (same target)"),
+        [
             "T1 p99 WFQᴱ / 2DFQᴱ, pessimistic",
-            pa,
-            Relation::AtLeast,
-            10.0,
-        )
-        .check(
             "T1 p99 WF²Qᴱ / 2DFQᴱ, pessimistic",
-            pb,
-            Relation::AtLeast,
-            10.0,
-        ),
-    );
+        ],
+        (pa, pb),
+    ));
 }
 
 /// Fig. 13: the distribution of p99 speedups of 2DFQᴱ across the suite.
@@ -515,15 +512,13 @@ pub(crate) fn mechanism(results: &[RunResult], body: &mut Out) {
          WF²Qᴱ when other tenants are expensive and unpredictable. docs/results.md \
          (\"2DFQᴱ mechanism\") explains where the probe's slow requests wait in ours.</p>",
     );
-    body.claim(
-        Claim::new(
-            "probe-p99-ratio",
-            format!(
-                "at 5% expensive, the probe's p99 under WFQᴱ is {a:.3}× and under WF²Qᴱ {b:.2}× \
+    body.claim(tenfold(
+        "probe-p99-ratio",
+        format!(
+            "at 5% expensive, the probe's p99 under WFQᴱ is {a:.3}× and under WF²Qᴱ {b:.2}× \
                  its p99 under 2DFQᴱ (target ≥ 10× both)"
-            ),
-        )
-        .check("probe p99 WFQᴱ / 2DFQᴱ", a, Relation::AtLeast, 10.0)
-        .check("probe p99 WF²Qᴱ / 2DFQᴱ", b, Relation::AtLeast, 10.0),
-    );
+        ),
+        ["probe p99 WFQᴱ / 2DFQᴱ", "probe p99 WF²Qᴱ / 2DFQᴱ"],
+        (a, b),
+    ));
 }

@@ -56,9 +56,10 @@
 //! * `locked 2dfqe cpu`: `locked 2dfqe`, but reading the thread CPU clock at every task boundary
 //!   (what thread-CPU charging costs without the hybrid meter). Not on the ladder.
 //!
-//! The meter rules, the statistics and the slab here are copies of crate-private FairPool code
-//! (`meter.rs`, `stats.rs`, `pool.rs`'s `put_job`), named where they stand: when those change,
-//! change the copies too, or the ladder stops describing FairPool.
+//! The meter rules and the statistics here are copies of crate-private FairPool code
+//! (`meter.rs`, `stats.rs`), named where they stand: when those change, change the copies too,
+//! or the ladder stops describing FairPool. The slab and the tenant-id hash are FairPool's own
+//! (`src/slab.rs` and `src/id_hash.rs`, compiled into the bench by `#[path]`).
 //!
 //! After the rows the loop prints the ladder: each rung's CPU per task and its increase over
 //! the rung before it (crossbeam → `locked FIFO` → `locked fifo seam` → `locked fifo metered`
@@ -69,7 +70,7 @@
 #![allow(missing_docs)] // criterion_group! writes an undocumented pub fn
 
 use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -78,6 +79,15 @@ use std::time::{Duration, Instant};
 use criterion::{black_box, criterion_group, BenchmarkId, Criterion, Throughput};
 use fairlane_core::{BoxedScheduler, Config, Decision, Dispatch, Request, Ticket};
 use fairlane_runtime::{FairPool, TenantMetrics};
+
+// FairPool's crate-private slab and tenant-id hash, compiled from their own files here.
+#[path = "../src/id_hash.rs"]
+mod id_hash;
+#[path = "../src/slab.rs"]
+mod slab;
+
+use id_hash::IdHasher;
+use slab::Slab;
 
 const WORKERS: usize = 2;
 const TENANTS: usize = 100;
@@ -95,25 +105,35 @@ fn work(iters: u64) -> u64 {
     black_box(x)
 }
 
+/// The environment variable `name` parsed, or `default` when it is unset or does not parse.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The time of one `work(iters)`: the mean over `n` calls, the fastest of 7 trials.
+fn fastest(n: u32, iters: u64) -> Duration {
+    (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..n {
+                work(iters);
+            }
+            t.elapsed() / n
+        })
+        .min()
+        .unwrap()
+}
+
 /// Rounds of `work` that take about 10 µs here (fastest of several trials, so a busy moment
 /// during calibration does not inflate the tasks); `POOL_TASK_US` sets another length (0:
 /// empty tasks, which shows the pools' own cost per task).
 fn calibrate() -> u64 {
-    let us: f64 = std::env::var("POOL_TASK_US")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10.0);
+    let us: f64 = env_or("POOL_TASK_US", 10.0);
     const PROBE: u64 = 20_000;
-    let best = (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..50 {
-                work(PROBE);
-            }
-            t.elapsed() / 50
-        })
-        .min()
-        .unwrap();
+    let best = fastest(50, PROBE);
     (PROBE as f64 * us * 1_000.0 / best.as_nanos().max(1) as f64) as u64
 }
 
@@ -204,12 +224,11 @@ impl Queue for VecDeque<Job> {
 }
 
 /// Rungs 2–5: a core scheduler behind the seam, built as FairPool builds a preset; its
-/// payloads are keys into a slab of queued jobs, as FairPool's (`State::put_job`/`take_job`;
-/// like FairPool's `Job`, an entry carries its submission time and its tenant's stats index).
+/// payloads are keys into FairPool's own [`Slab`] of queued jobs (like FairPool's `Job`, an
+/// entry carries its submission time and its tenant's stats index).
 struct Seam {
     sched: BoxedScheduler,
-    jobs: Vec<Option<Queued>>,
-    free: Vec<u32>,
+    jobs: Slab<Queued>,
     /// The `stats` rung's per-tenant counters and histograms.
     stats: Option<TenantTable>,
 }
@@ -234,32 +253,13 @@ struct TenantTable {
     tenants: Vec<TenantMetrics>,
 }
 
-/// `stats.rs`'s `IdHasher` (FxHash's step).
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
 impl Seam {
     fn new(preset: &str, stats: bool) -> Self {
         // FairPool's default initial estimate (1 ms in ns), as `PoolBuilder::build` passes it.
         let config = Config::for_executor(preset, WORKERS, 1e6, true).unwrap();
         Seam {
             sched: config.build::<u64>().unwrap(),
-            jobs: Vec::new(),
-            free: Vec::new(),
+            jobs: Slab::default(),
             stats: stats.then(TenantTable::default),
         }
     }
@@ -297,16 +297,7 @@ impl Queue for Seam {
             submitted: now,
             stat,
         };
-        let key = match self.free.pop() {
-            Some(i) => {
-                self.jobs[i as usize] = Some(entry);
-                u64::from(i)
-            }
-            None => {
-                self.jobs.push(Some(entry));
-                (self.jobs.len() - 1) as u64
-            }
-        };
+        let key = self.jobs.insert(entry);
         self.sched
             .enqueue(Request::new(tenant, 0u32, key), now)
             .unwrap();
@@ -316,8 +307,7 @@ impl Queue for Seam {
             Decision::Run(Dispatch {
                 ticket, request, ..
             }) => {
-                let q = self.jobs[request.payload as usize].take().unwrap();
-                self.free.push(request.payload as u32);
+                let q = self.jobs.take(request.payload).unwrap();
                 if let Some(t) = &mut self.stats {
                     let m = &mut t.tenants[q.stat as usize];
                     m.queued = m.queued.saturating_sub(1);
@@ -609,15 +599,20 @@ fn floor_rungs() -> Vec<(&'static str, Rung)> {
     ]
 }
 
-/// Submit the batch, wait until the pool is idle (one wake-up, like the baseline's counter),
-/// then collect every result from its handle (all ready: no blocking).
-fn fair_batch(pool: &FairPool, iters: u64) {
-    let handles: Vec<_> = (0..TASKS)
+/// A batch of `TASKS` tasks of `iters` rounds, submitted round-robin by the tenants.
+fn submit_batch(pool: &FairPool, iters: u64) -> Vec<fairlane_runtime::TaskHandle<u64>> {
+    (0..TASKS)
         .map(|i| {
             pool.submit((i % TENANTS) as u64, 0u32, move || work(iters))
                 .unwrap()
         })
-        .collect();
+        .collect()
+}
+
+/// Submit the batch, wait until the pool is idle (one wake-up, like the baseline's counter),
+/// then collect every result from its handle (all ready: no blocking).
+fn fair_batch(pool: &FairPool, iters: u64) {
+    let handles = submit_batch(pool, iters);
     pool.wait_idle();
     for h in handles {
         black_box(h.join().unwrap());
@@ -627,12 +622,7 @@ fn fair_batch(pool: &FairPool, iters: u64) {
 /// The same batch, blocking on each handle in turn: the bench thread is woken for most
 /// tasks, which costs the workers CPU on a 2-core machine.
 fn fair_batch_join_each(pool: &FairPool, iters: u64) {
-    let handles: Vec<_> = (0..TASKS)
-        .map(|i| {
-            pool.submit((i % TENANTS) as u64, 0u32, move || work(iters))
-                .unwrap()
-        })
-        .collect();
+    let handles = submit_batch(pool, iters);
     for h in handles {
         black_box(h.join().unwrap());
     }
@@ -693,21 +683,9 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// Alternate baseline and FairPool batches; print throughput ratios of medians.
 fn interleaved() {
     let iters = calibrate();
-    let task = (0..7)
-        .map(|_| {
-            let t = Instant::now();
-            for _ in 0..100 {
-                work(iters);
-            }
-            t.elapsed() / 100
-        })
-        .min()
-        .unwrap();
+    let task = fastest(100, iters);
     let base = CrossbeamPool::new(WORKERS);
-    let rounds: usize = std::env::var("POOL_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(ROUNDS);
+    let rounds: usize = env_or("POOL_ROUNDS", ROUNDS);
     let presets: Vec<String> = match std::env::var("POOL_PRESETS") {
         Ok(list) => list.split(',').map(|p| p.trim().to_string()).collect(),
         Err(_) => PRESETS.iter().map(|p| p.to_string()).collect(),

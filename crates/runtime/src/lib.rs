@@ -43,12 +43,14 @@ pub mod cpu;
 mod error;
 mod gate;
 mod histogram;
+mod id_hash;
 mod layer;
 mod levels;
 mod meter;
 mod oneshot;
 mod pool;
 mod setup;
+mod slab;
 mod stats;
 mod time;
 

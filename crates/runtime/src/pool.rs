@@ -25,6 +25,7 @@ use crate::levels::{self, LevelSnapshot, Route};
 use crate::meter::{Meter, WorkerMeter};
 use crate::oneshot;
 use crate::setup::{self, common_setters, Common};
+use crate::slab::Slab;
 use crate::stats::Stats;
 use crate::time::{self, nanos, nanos_at, SharedClock};
 
@@ -109,7 +110,7 @@ impl<R> TaskHandle<R> {
         match st.sched.cancel(self.ticket, now) {
             Ok(req) => {
                 st.stats.get(req.tenant).cancelled();
-                let job = st.take_job(req.payload);
+                let job = st.jobs.take(req.payload);
                 shared.check_idle(&st);
                 drop(st);
                 self.rx.resolve(Err(TaskError::Cancelled));
@@ -165,8 +166,7 @@ struct State {
     /// The scheduler; its payloads are keys into `jobs`, so any built scheduler fits.
     sched: BoxedScheduler,
     /// Queued jobs by key (the slot index).
-    jobs: Vec<Option<Job>>,
-    free_jobs: Vec<u32>,
+    jobs: Slab<Job>,
     /// Scheduler calls that failed (each is also logged): a bug, never silently dropped.
     errors: u64,
     /// Workers idling on a `RetryAt`: a completion must wake them (it may open a window).
@@ -224,27 +224,6 @@ pub(crate) struct Shared {
 }
 
 impl State {
-    fn put_job(&mut self, job: Job) -> u64 {
-        match self.free_jobs.pop() {
-            Some(i) => {
-                self.jobs[i as usize] = Some(job);
-                u64::from(i)
-            }
-            None => {
-                self.jobs.push(Some(job));
-                (self.jobs.len() - 1) as u64
-            }
-        }
-    }
-
-    fn take_job(&mut self, key: u64) -> Option<Job> {
-        let job = self.jobs.get_mut(key as usize)?.take();
-        if job.is_some() {
-            self.free_jobs.push(key as u32);
-        }
-        job
-    }
-
     /// Count and log a scheduler call that failed: the pool carries on, but never silently.
     fn sched_error(&mut self, what: &str, e: fairlane_core::Error) {
         self.errors += 1;
@@ -390,8 +369,7 @@ impl PoolBuilder {
         let shared = Arc::new(Shared {
             state: CachePadded(Mutex::new(State {
                 sched,
-                jobs: Vec::new(),
-                free_jobs: Vec::new(),
+                jobs: Slab::default(),
                 errors: 0,
                 retrying: 0,
                 running: (0..workers).map(|_| CachePadded(None)).collect(),
@@ -617,7 +595,7 @@ impl FairPool {
                 limit: shared.max_queued_per_tenant,
             });
         }
-        let key = st.put_job(Job {
+        let key = st.jobs.insert(Job {
             task: job,
             submitted: now,
             stat: 0, // set once the scheduler accepted it (a refused tenant gets no entry)
@@ -630,7 +608,7 @@ impl FairPool {
         let ticket = match st.sched.enqueue(req, now) {
             Ok(t) => t,
             Err(e) => {
-                let job = st.take_job(key);
+                let job = st.jobs.take(key);
                 let e = match LevelRefusal::from_scheduler(e, &st.sched) {
                     Ok(refusal) => {
                         st.stats.get(tenant).rejected();
@@ -645,7 +623,7 @@ impl FairPool {
         };
         let stat = stat.unwrap_or_else(|| st.stats.slot(tenant));
         st.stats.at(stat).enqueued();
-        if let Some(Some(job)) = st.jobs.get_mut(key as usize) {
+        if let Some(job) = st.jobs.get_mut(key) {
             job.stat = stat;
         }
         let wake = st.idle > st.waking;
@@ -747,7 +725,7 @@ impl FairPool {
                             st.sched_error("a handed-back task's completion", e);
                         }
                         st.stats.get(request.tenant).cancelled();
-                        if let Some(job) = st.take_job(request.payload) {
+                        if let Some(job) = st.jobs.take(request.payload) {
                             pending.push(PendingTask {
                                 tenant: request.tenant,
                                 class: request.class,
@@ -809,7 +787,7 @@ fn start(st: &mut State, w: usize, d: Dispatch<u64>, now: f64, meter: Meter) -> 
         ticket, request, ..
     } = d;
     let Request { payload, .. } = request;
-    let Some(payload) = st.take_job(payload) else {
+    let Some(payload) = st.jobs.take(payload) else {
         // A key the pool never issued: a scheduler bug. Settle it so the seat is not lost.
         st.sched_error(
             "nothing (it dispatched an unknown key)",

@@ -3,12 +3,13 @@
 //! facade.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 
 use fairlane_core::TenantId;
 use serde::Serialize;
 
 use crate::histogram::Histogram;
+use crate::id_hash::IdHasher;
 
 /// One tenant's counters and histograms at the moment of a snapshot.
 ///
@@ -84,25 +85,6 @@ pub(crate) struct TenantStats {
     pub m: TenantMetrics,
     #[cfg(feature = "metrics")]
     exported: export::Exported,
-}
-
-/// A multiplicative hash for tenant ids (FxHash's step): the stats table is looked up under
-/// the executor's lock, where SipHash's DoS resistance buys nothing.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
 }
 
 /// The live counters of every tenant of one executor: a dense table, so an executor that

@@ -31,6 +31,14 @@ fn apf_like() -> LevelsConfig {
         .adjust_period(PERIOD)
 }
 
+/// An exempt level over the catch-all, the catch-all's scheduler `preset`.
+fn exempt_over_catch_all(preset: &str) -> LevelsConfig {
+    LevelsConfig::new(Config::preset(preset).unwrap())
+        .level(LevelConfig::exempt("exempt"))
+        .level(LevelConfig::new("catch-all", 1.0))
+        .adjust_period(PERIOD)
+}
+
 fn level<'a>(views: &'a [LevelSnapshot], name: &str) -> &'a LevelSnapshot {
     views.iter().find(|v| v.name == name).expect("level")
 }
@@ -92,10 +100,7 @@ fn gate_borrowing_shows_and_lent_seats_come_back() {
 #[test]
 fn gate_exempt_never_waits_and_is_counted_apart() {
     let clock = ManualClock::new();
-    let levels = LevelsConfig::new(Config::preset("2dfqe").unwrap())
-        .level(LevelConfig::exempt("exempt"))
-        .level(LevelConfig::new("catch-all", 1.0))
-        .adjust_period(PERIOD);
+    let levels = exempt_over_catch_all("2dfqe");
     let g = gate(1, levels, &clock);
     let mut a = g.acquire(1u64, 0u32);
     let held = ready(&mut a);
@@ -229,10 +234,7 @@ fn blocked_pool(levels: LevelsConfig) -> (FairPool, mpsc::Sender<()>) {
 
 #[test]
 fn pool_exempt_task_takes_the_next_free_thread() {
-    let levels = LevelsConfig::new(Config::preset("2dfqe").unwrap())
-        .level(LevelConfig::exempt("exempt"))
-        .level(LevelConfig::new("catch-all", 1.0))
-        .adjust_period(PERIOD);
+    let levels = exempt_over_catch_all("2dfqe");
     let (pool, go) = blocked_pool(levels);
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut handles = Vec::new();
@@ -285,10 +287,7 @@ fn pool_reload_with_tasks_queued_loses_none_and_full_levels_refuse() {
 #[test]
 fn gate_exempt_needs_no_cost_and_holds_a_drain() {
     // WFQ needs costs up front; an exempt request never meets the scheduler.
-    let levels = LevelsConfig::new(Config::preset("wfq").unwrap())
-        .level(LevelConfig::exempt("exempt"))
-        .level(LevelConfig::new("catch-all", 1.0))
-        .adjust_period(PERIOD);
+    let levels = exempt_over_catch_all("wfq");
     let g = gate(1, levels, &ManualClock::new());
     let p = ready(&mut g.acquire(1u64, 0u32).at(LevelId(0)));
     assert!(matches!(

@@ -4,6 +4,10 @@
 #![allow(dead_code)]
 
 pub mod naive;
+#[path = "../../src/splitmix.rs"]
+mod splitmix;
+
+use splitmix::SplitMix;
 
 use fairlane_core::{Decision, Request, Scheduler, TenantId, Ticket};
 
@@ -158,19 +162,15 @@ impl Exec {
     }
 }
 
-/// SplitMix64, for reproducible random test cases.
-pub struct Rng(pub u64);
+/// SplitMix64, for reproducible random test cases: the core's own generator.
+pub struct Rng(SplitMix);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(SplitMix::new(seed))
     }
     pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
