@@ -2,6 +2,8 @@
 //! a user-edited copy of a shipped reservation spec, determinism of all three service
 //! models, and the limits that refuse absurd specs.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use fairlane_sim::cores::{CoresRuns, DbSpecFile};
@@ -225,19 +227,16 @@ fn an_edited_copy_of_ldf_table1_runs_and_reports_each_tenants_cpu() {
 #[test]
 fn every_shipped_experiment_parses_as_some_kind() {
     let mut n = 0;
-    for e in std::fs::read_dir(experiments()).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "toml") {
-            let spec = fairlane_sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
-            let name = p.file_name().unwrap().to_string_lossy().to_string();
-            assert_eq!(
-                name.starts_with("ldf-"),
-                spec.as_any().is::<DbSpecFile>(),
-                "{name}"
-            );
-            spec.planned_runs().unwrap_or_else(|e| panic!("{e}"));
-            n += 1;
-        }
+    for p in support::shipped("experiments", "") {
+        let spec = fairlane_sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        assert_eq!(
+            name.starts_with("ldf-"),
+            spec.as_any().is::<DbSpecFile>(),
+            "{name}"
+        );
+        spec.planned_runs().unwrap_or_else(|e| panic!("{e}"));
+        n += 1;
     }
     assert!(n >= 14, "{n}");
 }
