@@ -426,7 +426,7 @@ fn a_run_time_deadlock_is_reported_with_the_stages() {
 fn every_shipped_model_simulates_with_the_default_workload() {
     let models = support::shipped("models", "");
     for p in &models {
-        let mut spec = fairlane_sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        let mut spec = fairlane_sim::load(p).unwrap_or_else(|e| panic!("{e}"));
         spec.set("duration", toml::Value::Float(1.0)).unwrap();
         let opts = RunOptions {
             max_events: u64::MAX,
