@@ -4,7 +4,7 @@
 //! order. Tickets are ints.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Mutex;
 
 use fairlane_core::{Config, Decision, Request, Scheduler as Seam, TenantId, Ticket, VirtualClock};
@@ -105,41 +105,21 @@ fn core_err(e: fairlane_core::Error) -> PyErr {
 }
 
 fn tenant_id(inner: &mut Inner, t: &Bound<'_, PyAny>) -> PyResult<u64> {
-    if let Ok(s) = t.downcast::<PyString>() {
-        let key = s.to_str()?;
-        if let Some(&id) = inner.tenants.ids.get(key) {
-            return Ok(id);
-        }
-        let id = STR_TENANT_BASE + inner.tenants.ids.len() as u64;
-        inner.tenants.ids.insert(key.to_string(), id);
-        inner.tenants.names.insert(id, s.clone().unbind());
-        return Ok(id);
-    }
-    if t.is_instance_of::<PyInt>() {
-        return t
-            .extract::<u64>()
-            .map_err(|_| PyValueError::new_err("tenant: an int tenant must be in 0..2**64"));
-    }
-    Err(PyTypeError::new_err("tenant must be an int or a str"))
+    inner.tenants.id(
+        t,
+        |n| STR_TENANT_BASE + n as u64,
+        "tenant",
+        "tenant: an int tenant must be in 0..2**64",
+    )
 }
 
 fn class_id(inner: &mut Inner, c: &Bound<'_, PyAny>) -> PyResult<u32> {
-    if let Ok(s) = c.downcast::<PyString>() {
-        let key = s.to_str()?;
-        if let Some(&id) = inner.classes.ids.get(key) {
-            return Ok(id);
-        }
-        let id = STR_CLASS_BASE + inner.classes.ids.len() as u32;
-        inner.classes.ids.insert(key.to_string(), id);
-        inner.classes.names.insert(id, s.clone().unbind());
-        return Ok(id);
-    }
-    if c.is_instance_of::<PyInt>() {
-        return c
-            .extract::<u32>()
-            .map_err(|_| PyValueError::new_err("cls: an int class must be in 0..2**32"));
-    }
-    Err(PyTypeError::new_err("cls must be an int or a str"))
+    inner.classes.id(
+        c,
+        |n| STR_CLASS_BASE + n as u32,
+        "cls",
+        "cls: an int class must be in 0..2**32",
+    )
 }
 
 /// A tenant id looked up without creating it.
@@ -163,6 +143,36 @@ fn ticket(inner: &Inner, t: u64) -> PyResult<Ticket> {
         .get(&t)
         .copied()
         .ok_or_else(|| PyValueError::new_err(format!("unknown ticket {t}")))
+}
+
+impl<I: Copy + Eq + Hash + for<'py> FromPyObject<'py>> Names<I> {
+    /// The id of a name given as an int (its own id) or a str (on first use, the id `nth`
+    /// gives the count of strs seen before it). `field` names the argument in the type error;
+    /// `out_of_range` is the error for an int the id type cannot hold.
+    fn id(
+        &mut self,
+        v: &Bound<'_, PyAny>,
+        nth: impl FnOnce(usize) -> I,
+        field: &str,
+        out_of_range: &str,
+    ) -> PyResult<I> {
+        if let Ok(s) = v.downcast::<PyString>() {
+            let key = s.to_str()?;
+            if let Some(&id) = self.ids.get(key) {
+                return Ok(id);
+            }
+            let id = nth(self.ids.len());
+            self.ids.insert(key.to_string(), id);
+            self.names.insert(id, s.clone().unbind());
+            return Ok(id);
+        }
+        if v.is_instance_of::<PyInt>() {
+            return v
+                .extract::<I>()
+                .map_err(|_| PyValueError::new_err(out_of_range.to_string()));
+        }
+        Err(PyTypeError::new_err(format!("{field} must be an int or a str")))
+    }
 }
 
 impl<I> Default for Names<I> {

@@ -93,13 +93,19 @@ CTRL_C = textwrap.dedent(
 )
 
 
-def test_ctrl_c_stops_the_local_workers(small_spec):
+def start_ready(script, spec):
+    """Run `script` on `spec` in a child Python; return it and its psutil handle once it has
+    printed "ready"."""
     p = subprocess.Popen(
-        [sys.executable, "-c", CTRL_C, str(small_spec)],
+        [sys.executable, "-c", script, str(spec)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert p.stdout.readline().strip() == "ready"
-    proc = psutil.Process(p.pid)
+    return p, psutil.Process(p.pid)
+
+
+def test_ctrl_c_stops_the_local_workers(small_spec):
+    p, proc = start_ready(CTRL_C, small_spec)
     deadline = time.monotonic() + 60
     workers = []
     while time.monotonic() < deadline and len(workers) < 2:
@@ -128,12 +134,7 @@ CTRL_C_DASK = textwrap.dedent(
 
 
 def test_ctrl_c_on_a_dask_sweep_leaves_no_worker(small_spec):
-    p = subprocess.Popen(
-        [sys.executable, "-c", CTRL_C_DASK, str(small_spec)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    assert p.stdout.readline().strip() == "ready"
-    proc = psutil.Process(p.pid)
+    p, proc = start_ready(CTRL_C_DASK, small_spec)
     time.sleep(3.0)  # tasks are running on both workers
     workers = proc.children(recursive=True)
     assert len(workers) >= 2, "the cluster did not start its workers"

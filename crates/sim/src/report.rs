@@ -50,6 +50,22 @@ impl Csv {
         self.0.push('\n');
     }
 
+    /// A file of one series of the whole run: a row `t,value` a point.
+    pub(crate) fn of_points(header: &str, points: &[(f64, f64)]) -> Self {
+        let mut c = Csv::new(header);
+        for (t, v) in points {
+            c.row(&[t, v]);
+        }
+        c
+    }
+
+    /// Rows `t,name,value`, one a point of `name`'s series.
+    pub(crate) fn named_points(&mut self, name: &str, points: &[(f64, f64)]) {
+        for (t, v) in points {
+            self.row(&[t, &name, v]);
+        }
+    }
+
     /// Write it as `dir/STEM-KIND.csv`.
     pub(crate) fn write(self, dir: &Path, stem: &str, kind: &str) -> io::Result<()> {
         std::fs::write(dir.join(format!("{stem}-{kind}.csv")), self.0)
@@ -105,6 +121,12 @@ pub(crate) fn num(x: f64) -> Value {
     } else {
         Value::Null
     }
+}
+
+/// Append one series in the long form every kind's `series_json` uses: a row
+/// `[series, name, t, value]` per point (`name` empty for a series of the whole run).
+pub(crate) fn long_rows(rows: &mut Vec<Value>, series: &str, name: &str, points: &[(f64, f64)]) {
+    rows.extend(points.iter().map(|(t, v)| json!([series, name, t, v])));
 }
 
 /// A chart of something over simulated time.

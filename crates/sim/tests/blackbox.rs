@@ -272,19 +272,23 @@ fn capacity_is_split_over_components() {
     assert!((r.utilization - want / 600.0 * 290.0 / 300.0).abs() < 0.05);
 }
 
+/// [`TWO`] with this `depth` table and client 2's response-time `target`, run.
+fn adaptive(depth: &str, target: &str) -> Vec<RunResult> {
+    run(&TWO
+        .replace("depth = 8", &format!("depth = {depth}"))
+        .replace("target = 0.01", &format!("target = {target}")))
+}
+
 #[test]
 fn adaptive_depth_changes_are_honoured() {
     // A 5 ms target for client 2 is below one disk's 10 ms mean service: every ON period
     // misses. The controller halves D, sees that halving did not help, and holds a floor
     // instead of collapsing; in OFF periods only client 1 is judged and D may grow. Whatever
     // it decides, the server never holds more than D.
-    let text = TWO
-        .replace(
-            "depth = 8",
-            "depth = { min = 2, max = 32, initial = 16, interval = 0.5 }",
-        )
-        .replace("target = 0.01", "target = 0.005");
-    for r in &run(&text) {
+    for r in &adaptive(
+        "{ min = 2, max = 32, initial = 16, interval = 0.5 }",
+        "0.005",
+    ) {
         let bb = r.blackbox.as_ref().unwrap();
         assert_eq!(bb.over_depth, 0, "{}", r.scheduler);
         assert!(bb.max_outstanding <= 32);
@@ -300,13 +304,7 @@ fn adaptive_depth_changes_are_honoured() {
         );
     }
     // A loose target lets it grow towards max.
-    let text = TWO
-        .replace(
-            "depth = 8",
-            "depth = { min = 1, max = 32, initial = 2, interval = 0.5 }",
-        )
-        .replace("target = 0.01", "target = 5.0");
-    for r in &run(&text) {
+    for r in &adaptive("{ min = 1, max = 32, initial = 2, interval = 0.5 }", "5.0") {
         let bb = r.blackbox.as_ref().unwrap();
         assert_eq!(bb.over_depth, 0);
         assert!(bb.depth.last().unwrap().1 > 20.0, "{:?}", bb.depth.last());

@@ -1,6 +1,8 @@
 //! The database-server simulator (Das et al., VLDB '14 §6): determinism, reservations met and
 //! limits held end to end, the utilization cap, spec errors that name the field.
 
+mod support;
+
 use fairlane_sim::cores::{run_all, DbSpec};
 
 const BASE: &str = r#"
@@ -117,16 +119,11 @@ fn spec_errors_name_the_field() {
 
 #[test]
 fn shipped_ldf_experiments_parse() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
-    let mut n = 0;
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let p = e.unwrap().path();
+    let specs = support::shipped("experiments", "ldf-");
+    for p in &specs {
         let name = p.file_name().unwrap().to_string_lossy().to_string();
-        if name.starts_with("ldf-") && name.ends_with(".toml") {
-            let text = std::fs::read_to_string(&p).unwrap();
-            DbSpec::parse(&text, &name).unwrap_or_else(|e| panic!("{e}"));
-            n += 1;
-        }
+        let text = std::fs::read_to_string(p).unwrap();
+        DbSpec::parse(&text, &name).unwrap_or_else(|e| panic!("{e}"));
     }
-    assert_eq!(n, 5, "{n} ldf specs");
+    assert_eq!(specs.len(), 5, "{} ldf specs", specs.len());
 }

@@ -2,6 +2,8 @@
 //! a user-edited copy of a shipped reservation spec, determinism of all three service
 //! models, and the limits that refuse absurd specs.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use fairlane_sim::cores::{CoresRuns, DbSpecFile};
@@ -119,49 +121,92 @@ fn the_kind_is_read_from_the_server_model() {
     assert!(parse(CORES).unwrap().as_any().is::<DbSpecFile>());
 }
 
-#[test]
-fn a_database_field_in_a_pool_spec_names_the_pool_fields() {
-    let e = parse(&POOL.replace("duration = 3.0", "duration = 3.0\nutilization_cap = 95.0"))
-        .unwrap_err();
-    assert!(e.starts_with("t.toml: "), "{e}");
-    assert!(e.contains("unknown field `utilization_cap`"), "{e}");
-    // The fields listed are the pool spec's own, and the hint names the other kind.
-    assert!(e.contains("`speed`") && e.contains("`server`"), "{e}");
-    assert!(!e.contains("`tenant`, `sweep`, `max_events`"), "{e}");
-    assert!(e.contains("model = \"cores\""), "{e}");
-    // `cores` in a pool's [server].
-    let e = parse(&POOL.replace("workers = 2", "cores = 2")).unwrap_err();
-    assert!(e.contains("server") && e.contains("`workers`"), "{e}");
-    // A reservation scheduler on a pool.
-    let e = parse(&POOL.replace("\"drr\"]", "\"ldf\"]")).unwrap();
-    let e = pool(e.as_ref()).scenarios().unwrap_err().to_string();
-    assert!(
-        e.contains("schedulers[1]") && e.contains("CPU-reservation"),
-        "{e}"
-    );
+/// The error the reader gives `base` with `from` replaced by `to`: from parsing (then it
+/// starts with the file's name), or, for a pool spec that parses, from resolving its points.
+fn refusal(base: &str, from: &str, to: &str) -> String {
+    assert!(base.contains(from), "{from}");
+    match parse(&base.replace(from, to)) {
+        Err(e) => {
+            assert!(e.starts_with("t.toml: "), "{e}");
+            e
+        }
+        Ok(spec) => pool(spec.as_ref())
+            .scenarios()
+            .expect_err("refused")
+            .to_string(),
+    }
 }
 
-#[test]
-fn a_pool_field_in_a_database_spec_names_the_database_fields() {
-    let e = parse(&CORES.replace("duration = 4.0", "duration = 4.0\nspeed = 2.0")).unwrap_err();
-    assert!(e.starts_with("t.toml: "), "{e}");
-    assert!(e.contains("unknown field `speed`"), "{e}");
-    assert!(e.contains("`utilization_cap`"), "{e}");
-    assert!(e.contains("worker-pool"), "{e}");
+/// `(base, from, to, wants)`: `base` with `from` replaced by `to` is refused with an error
+/// containing every one of `wants`.
+const REFUSED: &[(&str, &str, &str, &[&str])] = &[
+    // A database field in a pool spec: the fields listed are the pool spec's own, and the
+    // hint names the other kind.
+    (
+        POOL,
+        "duration = 3.0",
+        "duration = 3.0\nutilization_cap = 95.0",
+        &[
+            "unknown field `utilization_cap`",
+            "`speed`",
+            "`server`",
+            "model = \"cores\"",
+        ],
+    ),
+    // `cores` in a pool's [server].
+    (POOL, "workers = 2", "cores = 2", &["server", "`workers`"]),
+    // A reservation scheduler on a pool.
+    (
+        POOL,
+        "\"drr\"]",
+        "\"ldf\"]",
+        &["schedulers[1]", "CPU-reservation"],
+    ),
+    // DRR's quantum too small to make progress.
+    (
+        POOL,
+        "schedulers = [\"wfq\", \"drr\"]",
+        "schedulers = [\"wfq\"]\n[[scheduler]]\npreset = \"drr\"\nquantum = 1e-300",
+        &["scheduler[0].quantum", "too small"],
+    ),
+    // A pool field in a database spec: the database fields are listed.
+    (
+        CORES,
+        "duration = 4.0",
+        "duration = 4.0\nspeed = 2.0",
+        &["unknown field `speed`", "`utilization_cap`", "worker-pool"],
+    ),
     // A pool's tenant field in a database tenant.
-    let e = parse(&CORES.replace(
+    (
+        CORES,
         "res = 40.0",
         "res = 40.0\narrival = { kind = \"backlogged\" }",
-    ))
-    .unwrap_err();
-    assert!(e.contains("tenant[0]") && e.contains("`workload`"), "{e}");
+        &["tenant[0]", "`workload`"],
+    ),
     // The old top-level `cores` is pointed to its new place.
-    let e = parse(&CORES.replace("server = { model = \"cores\", cores = 4 }", "cores = 4"))
-        .unwrap_err();
-    assert!(
-        e.contains("t.toml: cores:") && e.contains("[server]"),
-        "{e}"
+    (
+        CORES,
+        "server = { model = \"cores\", cores = 4 }",
+        "cores = 4",
+        &["t.toml: cores:", "[server]"],
+    ),
+];
+
+#[test]
+fn a_field_of_the_other_kind_or_a_bad_value_is_named() {
+    for (base, from, to, wants) in REFUSED {
+        let e = refusal(base, from, to);
+        for w in *wants {
+            assert!(e.contains(w), "{to}: error {e:?} lacks {w:?}");
+        }
+    }
+    // A pool spec's error does not list the database spec's fields.
+    let e = refusal(
+        POOL,
+        "duration = 3.0",
+        "duration = 3.0\nutilization_cap = 95.0",
     );
+    assert!(!e.contains("`tenant`, `sweep`, `max_events`"), "{e}");
 }
 
 /// A user copies ldf-table1.toml and edits it: 8 cores, 4 reserved tenants, 6 bullies.
@@ -225,19 +270,16 @@ fn an_edited_copy_of_ldf_table1_runs_and_reports_each_tenants_cpu() {
 #[test]
 fn every_shipped_experiment_parses_as_some_kind() {
     let mut n = 0;
-    for e in std::fs::read_dir(experiments()).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "toml") {
-            let spec = fairlane_sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
-            let name = p.file_name().unwrap().to_string_lossy().to_string();
-            assert_eq!(
-                name.starts_with("ldf-"),
-                spec.as_any().is::<DbSpecFile>(),
-                "{name}"
-            );
-            spec.planned_runs().unwrap_or_else(|e| panic!("{e}"));
-            n += 1;
-        }
+    for p in support::shipped("experiments", "") {
+        let spec = fairlane_sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
+        let name = p.file_name().unwrap().to_string_lossy().to_string();
+        assert_eq!(
+            name.starts_with("ldf-"),
+            spec.as_any().is::<DbSpecFile>(),
+            "{name}"
+        );
+        spec.planned_runs().unwrap_or_else(|e| panic!("{e}"));
+        n += 1;
     }
     assert!(n >= 14, "{n}");
 }
@@ -270,19 +312,6 @@ fn absurd_specs_are_refused_up_front() {
     refused(
         CORES.replace("mean = 0.02 } }", "mean = 0.02 }, quantum = 1e-300 }"),
         "quantum",
-    );
-    // DRR's quantum: a spec error naming the field.
-    let text = POOL.replace(
-        "schedulers = [\"wfq\", \"drr\"]",
-        "schedulers = [\"wfq\"]\n[[scheduler]]\npreset = \"drr\"\nquantum = 1e-300",
-    );
-    let e = pool(parse(&text).unwrap().as_ref())
-        .scenarios()
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("scheduler[0].quantum") && e.contains("too small"),
-        "{e}"
     );
 }
 

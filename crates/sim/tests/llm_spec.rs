@@ -2,6 +2,8 @@
 //! runs through the experiment interface, fields change by path, sweeps make points, the
 //! outputs are written, and bad input is an error naming the file and the field.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 
 use fairlane_sim::llm::LlmRuns;
@@ -13,16 +15,7 @@ fn root() -> PathBuf {
 }
 
 fn specs() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("experiments"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let n = p.file_name().unwrap().to_string_lossy();
-            n.starts_with("vtc-") && n.ends_with(".toml")
-        })
-        .collect();
-    v.sort();
-    v
+    support::shipped("experiments", "vtc-")
 }
 
 fn load(name: &str) -> Box<dyn Experiment> {

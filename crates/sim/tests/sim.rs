@@ -446,17 +446,12 @@ fn memory_is_bounded_by_max_points_not_duration() {
 
 #[test]
 fn shipped_experiments_parse() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
     let mut n = 0;
-    for e in std::fs::read_dir(&dir).unwrap() {
-        let p = e.unwrap().path();
+    for p in support::shipped("experiments", "") {
         // ldf-*.toml are database-server specs, checked in dbserver.rs; tam-*.toml are TAM
         // simulations, checked in tam_mechanisms.rs; vtc-*.toml are LLM servers, in llm_spec.rs.
-        let db = p.file_name().is_some_and(|f| {
-            let f = f.to_string_lossy();
-            f.starts_with("ldf-") || f.starts_with("tam-") || f.starts_with("vtc-")
-        });
-        if p.extension().is_some_and(|x| x == "toml") && !db {
+        let f = p.file_name().unwrap().to_string_lossy();
+        if !(f.starts_with("ldf-") || f.starts_with("tam-") || f.starts_with("vtc-")) {
             let s = SpecFile::load(&p).unwrap();
             let sc = s.scenarios().unwrap_or_else(|e| panic!("{e}"));
             assert!(!sc.is_empty());

@@ -12,6 +12,19 @@ fn block<'a>(text: &'a str, after: &str, lang: &str) -> &'a str {
     &text[start..end]
 }
 
+/// docs/tam.md, and its worked example as a spec: the model of "2. Describe each stage"
+/// followed by the `[simulation]` of "Simulate it".
+fn doc_and_example() -> (String, String) {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/tam.md"),
+    )
+    .unwrap();
+    let model = block(&doc, "### 2. Describe each stage", "toml");
+    let sim = block(&doc, "## Simulate it", "toml");
+    let example = format!("{model}\n{sim}");
+    (doc, example)
+}
+
 fn run(text: &str) -> TamRun {
     let spec = TamSpecFile::parse(text, "kvcache.toml").unwrap_or_else(|e| panic!("{e}"));
     run_all(&spec.spec, 1, &mut |_| {}).unwrap().remove(0)
@@ -23,13 +36,7 @@ fn near(x: f64, doc: f64) -> bool {
 
 #[test]
 fn the_simulate_it_example_gives_the_documented_numbers() {
-    let doc = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/tam.md"),
-    )
-    .unwrap();
-    let model = block(&doc, "### 2. Describe each stage", "toml");
-    let sim = block(&doc, "## Simulate it", "toml");
-    let text = format!("{model}\n{sim}");
+    let (_, text) = doc_and_example();
     let r = run(&text);
     let (reader, writer) = (&r.clients[0], &r.clients[1]);
     assert!(near(reader.throughput, 1347.8), "{reader:?}");
@@ -51,13 +58,8 @@ fn the_simulate_it_example_gives_the_documented_numbers() {
 
 #[test]
 fn the_what_if_simulated_example_gives_the_documented_numbers() {
-    let doc = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/tam.md"),
-    )
-    .unwrap();
-    let model = block(&doc, "### 2. Describe each stage", "toml");
-    let sim = block(&doc, "## Simulate it", "toml");
-    let file = TamSpecFile::parse(&format!("{model}\n{sim}"), "kvcache.toml").unwrap();
+    let (doc, example) = doc_and_example();
+    let file = TamSpecFile::parse(&example, "kvcache.toml").unwrap();
     // The command of "What-if, simulated", and its table.
     let shown = block(&doc, "### What-if, simulated", "console");
     assert!(shown.contains("-c \"async Handler\" --simulate"), "{shown}");

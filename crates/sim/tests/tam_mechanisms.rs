@@ -1,6 +1,8 @@
 //! Each mechanism of the TAM service model in isolation, on a tiny model with a
 //! hand-computed expectation (seeds/004 §3's five problems), and the spec errors.
 
+mod support;
+
 use fairlane_sim::tam::TamRuns;
 use fairlane_sim::tam::{run_all, TamRun, TamSpecFile};
 use fairlane_sim::{RunOptions, Runs};
@@ -422,14 +424,9 @@ fn a_run_time_deadlock_is_reported_with_the_stages() {
 
 #[test]
 fn every_shipped_model_simulates_with_the_default_workload() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_none_or(|x| x != "toml") {
-            continue;
-        }
-        let mut spec = fairlane_sim::load(&p).unwrap_or_else(|e| panic!("{e}"));
+    let models = support::shipped("models", "");
+    for p in &models {
+        let mut spec = fairlane_sim::load(p).unwrap_or_else(|e| panic!("{e}"));
         spec.set("duration", toml::Value::Float(1.0)).unwrap();
         let opts = RunOptions {
             max_events: u64::MAX,
@@ -448,29 +445,21 @@ fn every_shipped_model_simulates_with_the_default_workload() {
             "{}",
             p.display()
         );
-        n += 1;
     }
-    assert!(n >= 6, "{n}");
+    assert!(models.len() >= 6, "{}", models.len());
 }
 
 #[test]
 fn every_shipped_tam_experiment_parses() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
-    let mut n = 0;
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.file_name()
-            .is_some_and(|f| f.to_string_lossy().starts_with("tam-"))
-        {
-            assert!(
-                fairlane_sim::load(&p).is_ok_and(|s| s.as_any().is::<TamSpecFile>()),
-                "{}",
-                p.display()
-            );
-            n += 1;
-        }
+    let specs = support::shipped("experiments", "tam-");
+    for p in &specs {
+        assert!(
+            fairlane_sim::load(p).is_ok_and(|s| s.as_any().is::<TamSpecFile>()),
+            "{}",
+            p.display()
+        );
     }
-    assert!(n >= 11, "{n}");
+    assert!(specs.len() >= 11, "{}", specs.len());
 }
 
 /// `[[sweep]]` in a TAM file: each point sets fields of `[simulation]` by the same paths as

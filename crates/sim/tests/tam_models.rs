@@ -1,18 +1,14 @@
 //! Every model under `models/` simulates with the default workload, including the
 //! discovered ones.
 
+mod support;
+
 use fairlane_sim::tam::{run_all, whatif};
 use fairlane_sim::Experiment;
 
 #[test]
 fn every_model_file_simulates_with_the_default_workload() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models");
-    let mut paths: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-        .collect();
-    paths.sort();
+    let paths = support::shipped("models", "");
     assert!(paths.len() >= 8, "models/ has {} files", paths.len());
     for p in &paths {
         let mut f = whatif::load(p).unwrap_or_else(|e| panic!("{e}"));

@@ -11,6 +11,14 @@ fn model(toml: &str) -> Model {
     Model::from_toml(toml).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A model of the catalog.
+fn shipped(name: &str) -> Model {
+    catalog::get(name)
+        .unwrap_or_else(|| panic!("no catalog entry {name}"))
+        .model()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn changes(list: &[&str]) -> Vec<Change> {
     list.iter()
         .map(|c| c.parse().unwrap_or_else(|e| panic!("{e}")))
@@ -68,7 +76,7 @@ fn bad_changes_say_what_is_expected() {
 
 #[test]
 fn adding_scheduling_points_removes_no_scheduling_from_hbase() {
-    let hbase = catalog::get("hbase").unwrap().model().unwrap();
+    let hbase = shipped("hbase");
     let result = what_if(
         &hbase,
         &changes(&[
@@ -196,8 +204,8 @@ fn shape(problems: &[Problem]) -> BTreeSet<(ProblemKind, BTreeSet<String>, Vec<R
 
 #[test]
 fn hbase_with_the_muzzled_changes_analyzes_like_the_muzzled_model() {
-    let hbase = catalog::get("hbase").unwrap().model().unwrap();
-    let muzzled = catalog::get("muzzled-hbase").unwrap().model().unwrap();
+    let hbase = shipped("hbase");
+    let muzzled = shipped("muzzled-hbase");
     let result = what_if(
         &hbase,
         &changes(&[
@@ -217,7 +225,7 @@ fn hbase_with_the_muzzled_changes_analyzes_like_the_muzzled_model() {
 
 #[test]
 fn changes_that_cannot_apply_are_errors_not_panics() {
-    let hbase = catalog::get("hbase").unwrap().model().unwrap();
+    let hbase = shipped("hbase");
     use ChangeErrorKind::{Conflict, UnknownStage};
     for (change, needle, kind) in [
         (
@@ -251,7 +259,7 @@ fn changes_that_cannot_apply_are_errors_not_panics() {
 
 #[test]
 fn the_original_model_is_left_untouched() {
-    let hbase = catalog::get("hbase").unwrap().model().unwrap();
+    let hbase = shipped("hbase");
     let before = hbase.clone();
     let r = what_if(
         &hbase,

@@ -10,7 +10,9 @@ use fairlane_plot::{fmt_num, Axis, Block, LineChart, Series, Table};
 use serde_json::{json, Map, Value};
 
 use super::{LatencySummary, LlmClient, LlmResult, LlmRun};
-use crate::report::{csv_dir, group_by_label, num, run_stem, time_chart, write_page, Csv};
+use crate::report::{
+    csv_dir, group_by_label, long_rows, num, run_stem, time_chart, write_page, Csv,
+};
 
 /// The window of the service-rate plots, seconds (the artifact's plots use 60).
 pub const RATE_WINDOW: f64 = 60.0;
@@ -131,16 +133,10 @@ pub fn series_json(run: &LlmRun) -> Value {
     let r = &run.result;
     let mut rows = Vec::new();
     for c in &r.clients {
-        for (t, v) in &c.service_series {
-            rows.push(json!(["service", c.name, t, v]));
-        }
-        for (t, v) in &c.first_token_series {
-            rows.push(json!(["first_token", c.name, t, v]));
-        }
+        long_rows(&mut rows, "service", &c.name, &c.service_series);
+        long_rows(&mut rows, "first_token", &c.name, &c.first_token_series);
     }
-    for (t, v) in &r.accumulated_difference {
-        rows.push(json!(["difference", "", t, v]));
-    }
+    long_rows(&mut rows, "difference", "", &r.accumulated_difference);
     Value::Array(rows)
 }
 
@@ -182,11 +178,11 @@ pub fn write_csv(dir: &Path, runs: &[LlmRun]) -> io::Result<()> {
             }
         }
         c.write(&dir, &stem, "service")?;
-        let mut c = Csv::new("t_s,difference");
-        for (t, d) in &r.accumulated_difference {
-            c.row(&[t, d]);
-        }
-        c.write(&dir, &stem, "difference")?;
+        Csv::of_points("t_s,difference", &r.accumulated_difference).write(
+            &dir,
+            &stem,
+            "difference",
+        )?;
     }
     Ok(())
 }

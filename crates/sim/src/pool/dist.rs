@@ -12,6 +12,31 @@ use crate::rng::Rng;
 /// A cost distribution ready to sample.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CostDist {
+    /// A law a few numbers describe (constant, normal, log-normal, exponential, uniform).
+    Simple(SimpleCost),
+    /// One of these values uniformly.
+    Empirical(Arc<[f64]>),
+    /// Bins `(low, high)` with cumulative weights.
+    Histogram {
+        /// The bins.
+        bins: Arc<[(f64, f64)]>,
+        /// Cumulative weights, last = 1.
+        cum: Arc<[f64]>,
+    },
+    /// Draw from the pool of every other tenant's classes.
+    Pooled,
+}
+
+/// Smallest cost a draw can return: costs must be > 0.
+const MIN_COST: f64 = 1e-9;
+
+/// A cost law that needs no table: the [`CostDist::Simple`] laws, which a few numbers
+/// describe. The engine keeps a one-class tenant's law in the tenant's hot cache line
+/// ([`TenantDef::simple_draw`]) instead of reading the spec's class list for every request;
+/// [`CostDist::sample`] draws these laws through [`SimpleCost::sample`] too, so both paths
+/// compute the same numbers from the same stream.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SimpleCost {
     /// Always this.
     Constant(f64),
     /// Normal, redrawn when not positive.
@@ -31,49 +56,6 @@ pub enum CostDist {
     /// Exponential with this mean.
     Exponential(f64),
     /// Uniform on [min, max].
-    Uniform(f64, f64),
-    /// One of these values uniformly.
-    Empirical(Arc<[f64]>),
-    /// Bins `(low, high)` with cumulative weights.
-    Histogram {
-        /// The bins.
-        bins: Arc<[(f64, f64)]>,
-        /// Cumulative weights, last = 1.
-        cum: Arc<[f64]>,
-    },
-    /// Draw from the pool of every other tenant's classes.
-    Pooled,
-}
-
-/// Smallest cost a draw can return: costs must be > 0.
-const MIN_COST: f64 = 1e-9;
-
-/// A cost law that needs no table: the [`CostDist`] variants a few numbers describe. The
-/// engine keeps a one-class tenant's law in the tenant's hot cache line
-/// ([`TenantDef::simple_draw`]) instead of reading the spec's class list for every request;
-/// [`CostDist::sample`] draws these variants through [`SimpleCost::sample`] too, so both
-/// paths compute the same numbers from the same stream.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum SimpleCost {
-    /// [`CostDist::Constant`].
-    Constant(f64),
-    /// [`CostDist::Normal`].
-    Normal {
-        /// Mean.
-        mean: f64,
-        /// Standard deviation.
-        std: f64,
-    },
-    /// [`CostDist::LogNormal`].
-    LogNormal {
-        /// Mean of the log.
-        mu: f64,
-        /// σ of the log.
-        sigma: f64,
-    },
-    /// [`CostDist::Exponential`].
-    Exponential(f64),
-    /// [`CostDist::Uniform`].
     Uniform(f64, f64),
 }
 
@@ -101,19 +83,26 @@ impl SimpleCost {
         };
         x.max(MIN_COST)
     }
+
+    /// The law's mean (the normal's before redrawing).
+    pub fn mean(&self) -> f64 {
+        match *self {
+            SimpleCost::Constant(v) => v,
+            SimpleCost::Normal { mean, .. } => mean,
+            SimpleCost::LogNormal { mu, sigma } => (mu + sigma * sigma / 2.0).exp(),
+            SimpleCost::Exponential(m) => m,
+            SimpleCost::Uniform(a, b) => (a + b) / 2.0,
+        }
+    }
 }
 
 impl CostDist {
     /// The law as a [`SimpleCost`], when it needs no table.
     pub fn simple(&self) -> Option<SimpleCost> {
-        Some(match *self {
-            CostDist::Constant(v) => SimpleCost::Constant(v),
-            CostDist::Normal { mean, std } => SimpleCost::Normal { mean, std },
-            CostDist::LogNormal { mu, sigma } => SimpleCost::LogNormal { mu, sigma },
-            CostDist::Exponential(mean) => SimpleCost::Exponential(mean),
-            CostDist::Uniform(a, b) => SimpleCost::Uniform(a, b),
-            CostDist::Empirical(_) | CostDist::Histogram { .. } | CostDist::Pooled => return None,
-        })
+        match *self {
+            CostDist::Simple(law) => Some(law),
+            _ => None,
+        }
     }
 
     /// One draw.
@@ -130,7 +119,7 @@ impl CostDist {
                 lo + (hi - lo) * rng.uniform()
             }
             CostDist::Pooled => unreachable!("pooled costs are drawn by the tenant"),
-            _ => unreachable!("simple laws are drawn above"),
+            CostDist::Simple(_) => unreachable!("simple laws are drawn above"),
         };
         x.max(MIN_COST)
     }
@@ -138,11 +127,7 @@ impl CostDist {
     /// The distribution's mean (the normal's before redrawing).
     pub fn mean(&self) -> f64 {
         match self {
-            CostDist::Constant(v) => *v,
-            CostDist::Normal { mean, .. } => *mean,
-            CostDist::LogNormal { mu, sigma } => (mu + sigma * sigma / 2.0).exp(),
-            CostDist::Exponential(m) => *m,
-            CostDist::Uniform(a, b) => (a + b) / 2.0,
+            CostDist::Simple(law) => law.mean(),
             CostDist::Empirical(v) => v.iter().sum::<f64>() / v.len() as f64,
             CostDist::Histogram { bins, cum } => {
                 let mut prev = 0.0;
@@ -212,18 +197,22 @@ impl CostSpec {
     /// The distribution, its parameters checked. Errors name the field (`std`).
     pub fn resolve(&self) -> Result<CostDist, FieldError> {
         Ok(match self {
-            CostSpec::Constant { value } => CostDist::Constant(positive("value", *value)?),
-            CostSpec::Normal { mean, std } => CostDist::Normal {
+            CostSpec::Constant { value } => {
+                CostDist::Simple(SimpleCost::Constant(positive("value", *value)?))
+            }
+            CostSpec::Normal { mean, std } => CostDist::Simple(SimpleCost::Normal {
                 mean: positive("mean", *mean)?,
                 std: non_negative("std", *std)?,
-            },
+            }),
             CostSpec::Lognormal {
                 mean,
                 cov,
                 median,
                 sigma,
             } => lognormal(*mean, *cov, *median, *sigma)?,
-            CostSpec::Exponential { mean } => CostDist::Exponential(positive("mean", *mean)?),
+            CostSpec::Exponential { mean } => {
+                CostDist::Simple(SimpleCost::Exponential(positive("mean", *mean)?))
+            }
             CostSpec::Uniform { min, max } => {
                 let a = positive("min", *min)?;
                 let b = positive("max", *max)?;
@@ -233,7 +222,7 @@ impl CostSpec {
                         format!("must be ≥ min ({a}), got {b}"),
                     ));
                 }
-                CostDist::Uniform(a, b)
+                CostDist::Simple(SimpleCost::Uniform(a, b))
             }
             CostSpec::Empirical { values } => {
                 if values.is_empty() {
@@ -262,15 +251,15 @@ fn lognormal(
             let m = positive("mean", m)?;
             let c = non_negative("cov", c)?;
             let s2 = (1.0 + c * c).ln();
-            Ok(CostDist::LogNormal {
+            Ok(CostDist::Simple(SimpleCost::LogNormal {
                 mu: m.ln() - s2 / 2.0,
                 sigma: s2.sqrt(),
-            })
+            }))
         }
-        (None, None, Some(md), Some(s)) => Ok(CostDist::LogNormal {
+        (None, None, Some(md), Some(s)) => Ok(CostDist::Simple(SimpleCost::LogNormal {
             mu: positive("median", md)?.ln(),
             sigma: non_negative("sigma", s)?,
-        }),
+        })),
         _ => Err(FieldError::new(
             "kind",
             "lognormal takes either `mean` and `cov`, or `median` and `sigma`",

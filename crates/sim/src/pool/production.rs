@@ -15,7 +15,7 @@
 //!   predictable per API (low coefficient of variation), some not, rates log-uniform.
 //! * `expensive`: a random tenant whose requests are all large (0.5–5 million units).
 
-use super::dist::{Arrival, CostDist};
+use super::dist::{Arrival, CostDist, SimpleCost};
 use crate::rng::Rng;
 
 /// A profile: arrivals and classes `(API name, share, costs)`.
@@ -56,10 +56,10 @@ pub const TEMPLATES: [&str; 21] = [
 pub const REFERENCE_CAPACITY: f64 = 32.0e6;
 
 fn ln(median: f64, sigma: f64) -> CostDist {
-    CostDist::LogNormal {
+    CostDist::Simple(SimpleCost::LogNormal {
         mu: median.ln(),
         sigma,
-    }
+    })
 }
 
 fn poisson(rate: f64) -> Arrival {
@@ -160,7 +160,11 @@ pub(crate) fn template(name: &str, rng: &mut Rng) -> Result<Template, String> {
             let rate = (0.002 * REFERENCE_CAPACITY / cost).max(1.0);
             t(
                 poisson(rate),
-                vec![(format!("fixed-{name}"), 1.0, CostDist::Constant(cost))],
+                vec![(
+                    format!("fixed-{name}"),
+                    1.0,
+                    CostDist::Simple(SimpleCost::Constant(cost)),
+                )],
             )
         }
         "production" => Ok(random_tenant(rng, false)),
@@ -241,8 +245,8 @@ mod tests {
         let mut rng = Rng::new(3, 0);
         let c1 = template("t1", &mut rng).unwrap().classes[0].2.clone();
         let c7 = template("t7", &mut rng).unwrap().classes[0].2.clone();
-        assert_eq!(c1, CostDist::Constant(256.0));
-        assert_eq!(c7, CostDist::Constant(1_048_576.0));
+        assert_eq!(c1, CostDist::Simple(SimpleCost::Constant(256.0)));
+        assert_eq!(c7, CostDist::Simple(SimpleCost::Constant(1_048_576.0)));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::engine::RunResult;
 use crate::metrics::TenantResult;
-use crate::report::{csv_dir, group_by_label, run_stem, time_chart, write_page, Csv};
+use crate::report::{csv_dir, group_by_label, long_rows, run_stem, time_chart, write_page, Csv};
 
 /// `{"runs": [{"scheduler", "label", "events", "wall_seconds", …, "tenants": {NAME: {…}}}]}`.
 pub fn summary_json(results: &[RunResult]) -> Value {
@@ -116,11 +116,7 @@ pub fn write_csv(dir: &Path, results: &[RunResult]) -> io::Result<()> {
             }
         }
         c.write(&dir, &stem, "series")?;
-        let mut c = Csv::new("t,gini");
-        for (t, g) in &r.gini {
-            c.row(&[t, g]);
-        }
-        c.write(&dir, &stem, "gini")?;
+        Csv::of_points("t,gini", &r.gini).write(&dir, &stem, "gini")?;
         let mut c = Csv::new("t,worker,cost");
         let occ = &r.occupancy;
         for (w, row) in occ.cells.iter().enumerate() {
@@ -134,25 +130,15 @@ pub fn write_csv(dir: &Path, results: &[RunResult]) -> io::Result<()> {
         }
         c.write(&dir, &stem, "occupancy")?;
         if let Some(bb) = &r.blackbox {
-            let mut c = Csv::new("t,tenant,mean_response_s");
+            let mut response = Csv::new("t,tenant,mean_response_s");
+            let mut throughput = Csv::new("t,tenant,completions_per_s");
             for t in &bb.tenants {
-                for (x, y) in &t.response {
-                    c.row(&[x, &t.name, y]);
-                }
+                response.named_points(&t.name, &t.response);
+                throughput.named_points(&t.name, &t.throughput);
             }
-            c.write(&dir, &stem, "response")?;
-            let mut c = Csv::new("t,tenant,completions_per_s");
-            for t in &bb.tenants {
-                for (x, y) in &t.throughput {
-                    c.row(&[x, &t.name, y]);
-                }
-            }
-            c.write(&dir, &stem, "throughput")?;
-            let mut c = Csv::new("t,depth");
-            for (x, y) in &bb.depth {
-                c.row(&[x, y]);
-            }
-            c.write(&dir, &stem, "depth")?;
+            response.write(&dir, &stem, "response")?;
+            throughput.write(&dir, &stem, "throughput")?;
+            Csv::of_points("t,depth", &bb.depth).write(&dir, &stem, "depth")?;
         }
     }
     Ok(())
@@ -443,28 +429,16 @@ pub fn print(out: &mut dyn Write, results: &[RunResult]) -> io::Result<()> {
 pub fn series_json(r: &RunResult) -> Value {
     let mut rows: Vec<Value> = Vec::new();
     for s in &r.series {
-        for (t, v) in &s.service {
-            rows.push(json!(["service", s.name, t, v]));
-        }
-        for (t, v) in &s.lag {
-            rows.push(json!(["lag", s.name, t, v]));
-        }
+        long_rows(&mut rows, "service", &s.name, &s.service);
+        long_rows(&mut rows, "lag", &s.name, &s.lag);
     }
-    for (t, g) in &r.gini {
-        rows.push(json!(["gini", "", t, g]));
-    }
+    long_rows(&mut rows, "gini", "", &r.gini);
     if let Some(bb) = &r.blackbox {
         for t in &bb.tenants {
-            for (x, y) in &t.response {
-                rows.push(json!(["response", t.name, x, y]));
-            }
-            for (x, y) in &t.throughput {
-                rows.push(json!(["throughput", t.name, x, y]));
-            }
+            long_rows(&mut rows, "response", &t.name, &t.response);
+            long_rows(&mut rows, "throughput", &t.name, &t.throughput);
         }
-        for (x, y) in &bb.depth {
-            rows.push(json!(["depth", "", x, y]));
-        }
+        long_rows(&mut rows, "depth", "", &bb.depth);
     }
     Value::Array(rows)
 }

@@ -1,5 +1,5 @@
-//! Helpers shared by the worker-pool and black-box spec tests: parse, run, and check that
-//! an invalid spec's error names what was wrong.
+//! Helpers shared by the simulator's tests: parse and run a worker-pool or black-box spec,
+//! check that an invalid spec's error names what was wrong, list the shipped specs.
 #![allow(dead_code)]
 
 use fairlane_sim::{run_all, PoolRuns, RunResult, Runs, SpecFile};
@@ -37,6 +37,24 @@ pub fn assert_edits_refused(base: &str, cases: &[(&str, &str, &[&str])]) {
             assert!(e.contains(w), "error {e:?} lacks {w:?}");
         }
     }
+}
+
+/// The shipped `.toml` files in the repository's `dir` (`experiments`, `models`) whose names
+/// start with `prefix`, in name order.
+pub fn shipped(dir: &str, prefix: &str) -> Vec<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(dir);
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with(prefix) && n.ends_with(".toml")
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 /// A fresh directory for one test, removed when dropped (also when the test panics).

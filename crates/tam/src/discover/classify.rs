@@ -142,40 +142,26 @@ mod tests {
         }
     }
 
+    /// A CPU-only stage with these thread counts per sample, distinct threads and CPU ticks,
+    /// classified against these connection counts.
+    fn threads(counts: &[usize], distinct: usize, cpu: u64, connections: &[usize]) -> Classified {
+        let stage = stats(counts, distinct, [cpu, 0, 0], 10, 0);
+        classify(&stage, [1000, 10 << 20, 1 << 20], connections, 0.05)
+    }
+
     #[test]
     fn fixed_counts_are_bounded_and_changing_counts_on_demand() {
-        let totals = [1000, 10 << 20, 1 << 20];
-        let fixed = classify(
-            &stats(&[4, 4, 4], 4, [500, 0, 0], 10, 0),
-            totals,
-            &[1, 5, 2],
-            0.05,
-        );
+        let fixed = threads(&[4, 4, 4], 4, 500, &[1, 5, 2]);
         assert_eq!(fixed.scheduling, Scheduling::General);
         assert_eq!(fixed.follows_connections, None);
-        let follows = classify(
-            &stats(&[1, 5, 2], 6, [10, 0, 0], 10, 0),
-            totals,
-            &[1, 5, 2],
-            0.05,
-        );
+        let follows = threads(&[1, 5, 2], 6, 10, &[1, 5, 2]);
         assert_eq!(follows.scheduling, Scheduling::OnDemand);
         assert!((follows.follows_connections.unwrap() - 1.0).abs() < 1e-9);
         // Same count throughout, but threads came and went: created on demand.
         // A single-sample blip (a fork caught before it renamed itself) is not growth.
-        let blip = classify(
-            &stats(&[1, 1, 2, 1, 1], 2, [10, 0, 0], 10, 0),
-            totals,
-            &[0; 5],
-            0.05,
-        );
+        let blip = threads(&[1, 1, 2, 1, 1], 2, 10, &[0; 5]);
         assert_eq!(blip.scheduling, Scheduling::General);
-        let churn = classify(
-            &stats(&[2, 2, 2], 7, [10, 0, 0], 10, 0),
-            totals,
-            &[0, 0, 0],
-            0.05,
-        );
+        let churn = threads(&[2, 2, 2], 7, 10, &[0, 0, 0]);
         assert_eq!(churn.scheduling, Scheduling::OnDemand);
     }
 

@@ -198,38 +198,65 @@ mod tests {
         assert_eq!(fold_digits("flusher"), "flusher");
     }
 
-    #[test]
-    fn rewritten_titles_name_processes_and_fold_connection_details() {
-        let backend = thread(
+    /// `(pid, tid, comm, title, exe, process comm, folded name)`, with why.
+    const FOLDED: &[(u32, u32, &str, &str, &str, &str, &str)] = &[
+        // A rewritten title names the process and drops the connection details.
+        (
             9,
             9,
             "postgres",
             "postgres: bench pgbench 127.0.0.1(40122) idle",
             "postgres",
-        );
-        assert_eq!(folded_name(&backend, "postgres"), "postgres: bench pgbench");
-        let ckpt = thread(8, 8, "postgres", "postgres: checkpointer", "postgres");
-        assert_eq!(folded_name(&ckpt, "postgres"), "postgres: checkpointer");
+            "postgres",
+            "postgres: bench pgbench",
+        ),
+        (
+            8,
+            8,
+            "postgres",
+            "postgres: checkpointer",
+            "postgres",
+            "postgres",
+            "postgres: checkpointer",
+        ),
         // The postmaster keeps its command line: named by its process name.
-        let pm = thread(
+        (
             7,
             7,
             "postgres",
             "/usr/lib/postgresql/15/bin/postgres",
             "postgres",
-        );
-        assert_eq!(folded_name(&pm, "postgres"), "postgres");
+            "postgres",
+            "postgres",
+        ),
         // A program that named its main thread keeps that name.
-        let acc = thread(5, 5, "acceptor", "/tmp/t/server-1a2b serve", "server-1a2b");
-        assert_eq!(folded_name(&acc, "acceptor"), "acceptor");
-        let io = thread(
+        (
+            5,
+            5,
+            "acceptor",
+            "/tmp/t/server-1a2b serve",
+            "server-1a2b",
+            "acceptor",
+            "acceptor",
+        ),
+        // Another thread: its own name, digits folded.
+        (
             5,
             6,
             "io_thd_2",
             "redis-server 127.0.0.1:6379",
             "redis-server",
-        );
-        assert_eq!(folded_name(&io, "redis-server"), "io_thd_*");
+            "redis-server",
+            "io_thd_*",
+        ),
+    ];
+
+    #[test]
+    fn rewritten_titles_name_processes_and_fold_connection_details() {
+        for &(pid, tid, comm, title, exe, process, want) in FOLDED {
+            let t = thread(pid, tid, comm, title, exe);
+            assert_eq!(folded_name(&t, process), want, "{title}");
+        }
     }
 
     #[test]
