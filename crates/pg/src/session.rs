@@ -90,7 +90,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
         let seat = match shared.sched.acquire(client.tenant).await {
             Ok(s) => s,
             Err(r) => {
-                if refuse(&mut client, &first, refusal_error(&r))
+                if Box::pin(refuse(&mut client, &first, refusal_error(&r)))
                     .await
                     .is_err()
                 {
@@ -103,17 +103,16 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             .config
             .auth
             .password(&client.key.1)
-            .unwrap_or_default()
-            .to_string();
+            .unwrap_or_default();
         let leased = match shared
             .pools
-            .checkout(&client.key, &password, &client.state.params)
+            .checkout((client.pool, &client.key), password, &client.state.params)
             .await
         {
             Ok(l) => l,
             Err(e) => {
                 seat.finish(None);
-                if refuse(&mut client, &first, connect_error(&e))
+                if Box::pin(refuse(&mut client, &first, connect_error(&e)))
                     .await
                     .is_err()
                 {
@@ -147,7 +146,8 @@ async fn serve(
     let stays = match end {
         End::Idle => true,
         End::ClientGone => {
-            if !reset(conn, relay, &mut client.state, session).await {
+            // Boxed, as the other cold paths: they stay out of every transaction's future.
+            if !Box::pin(reset(conn, relay, &mut client.state, session)).await {
                 conn.broken = true;
             }
             false
@@ -300,7 +300,7 @@ async fn reset(
         conn.prepared.clear();
         // DISCARD ALL went back to the session's start-up values; the reported ones came
         // back as ParameterStatus, the others must be set again.
-        conn.params.remove("extra_float_digits");
+        conn.forget_param("extra_float_digits");
     }
     true
 }
