@@ -207,7 +207,10 @@ async fn welcome(
     let pool = (shared.pools.id(key), key);
     match shared.pools.checkout(pool, &password, &state.params).await {
         Ok(mut leased) => {
-            let cpu = leased.conn().cpu_ns();
+            // The backend's CPU from its start: its login.
+            let conn = leased.conn();
+            let cpu = conn.cpu_ns();
+            conn.cpu_since_mark();
             shared.pools.checkin(leased).await;
             seat.finish(cpu);
         }

@@ -78,6 +78,9 @@ pub struct ServerConn {
     /// The backend's CPU clock (a PostgreSQL backend is one thread: its clock is
     /// `/proc/<pid>/schedstat`'s first field).
     cpu: Option<ThreadCpuClock>,
+    /// The backend's CPU time at the last reading: the end of the last holding, the start
+    /// of the next.
+    cpu_mark: Option<u64>,
     /// Set when the connection can no longer be trusted (an I/O error, a protocol surprise):
     /// it is closed instead of returned to the pool.
     pub broken: bool,
@@ -132,6 +135,7 @@ impl ServerConn {
             in_line: Vec::new(),
             prepared: HashSet::new(),
             cpu: None,
+            cpu_mark: None,
             broken: false,
         };
         let mut out = BytesMut::new();
@@ -144,6 +148,7 @@ impl ServerConn {
         c.read_until_ready().await?;
         if target.schedstat {
             c.cpu = ThreadCpuClock::process(c.pid);
+            c.cpu_mark = c.cpu_ns();
         }
         Ok(c)
     }
@@ -238,6 +243,18 @@ impl ServerConn {
     /// read through the process's CPU clock), if it is readable.
     pub fn cpu_ns(&self) -> Option<u64> {
         self.cpu.as_ref()?.read()
+    }
+
+    /// The backend's CPU time (ns) since the last call (or since login): one reading per
+    /// holding, at its end, which is also where the next holding's count starts. All the
+    /// backend's CPU is charged to some holding, in one `clock_gettime` each; what it does
+    /// between two holdings (finishing its last write after ReadyForQuery) is charged to
+    /// the next. `None` if the clock is not readable.
+    pub fn cpu_since_mark(&mut self) -> Option<u64> {
+        let now = self.cpu_ns()?;
+        let since = self.cpu_mark.map(|m| now.saturating_sub(m));
+        self.cpu_mark = Some(now);
+        since
     }
 
     /// Whether the server closed or wrote to this idle connection (a restart, an

@@ -137,7 +137,6 @@ async fn serve(
     first: BytesMut,
 ) -> bool {
     let conn = leased.conn();
-    let cpu0 = conn.cpu_ns();
     set_cancel(client, Some((conn.pid, conn.secret)));
     let session = shared.config.pool.mode == Mode::Session;
     relay.reset();
@@ -166,10 +165,7 @@ async fn serve(
         }
     };
     set_cancel(client, None);
-    let cpu = match (cpu0, conn.cpu_ns()) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-        _ => None,
-    };
+    let cpu = conn.cpu_since_mark();
     shared.pools.checkin(leased).await;
     seat.finish(cpu);
     stays
