@@ -5,7 +5,9 @@
 # each one's TPS and p50 latency (from pgbench's per-transaction logs), fairlane pg's TPS
 # over PgBouncer's, the p50 each adds over going direct, and each pooler's CPU time per
 # transaction (utime + stime of its process from /proc, over the pgbench run: the measure
-# that a loaded machine disturbs least).
+# that a loaded machine disturbs least; its user-space part beside it) and its context
+# switches per transaction (voluntary: the event loop found nothing to do and slept in
+# epoll_wait; involuntary: preempted), summed over its threads.
 #
 #   ROUNDS=3 SECS=10 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq THREADS=1 ./scripts/bench-pg.sh
 #
@@ -86,8 +88,14 @@ sleep 1
 BOPID=$(cat "$W/pgbouncer.pid")
 declare -A PORT=([direct]=$PGPORT [pgbouncer]=$BOPORT [fairlane]=$FLPORT)
 declare -A PID=([direct]="" [pgbouncer]=$BOPID [fairlane]=$FLPID)
-# CPU ticks (utime + stime) of a process; 0 for "direct".
-ticks() { if [ -n "$1" ]; then awk '{print $14 + $15}' "/proc/$1/stat"; else echo 0; fi; }
+# CPU ticks (utime, stime) of a process, and its voluntary and involuntary context switches
+# summed over its threads; zeros for "direct".
+ticks() { if [ -n "$1" ]; then awk '{print $14, $15}' "/proc/$1/stat"; else echo 0 0; fi; }
+switches() {
+    if [ -n "$1" ]; then
+        cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt/ {v += $2} /^nonvoluntary_ctxt/ {n += $2} END {print v, n}'
+    else echo 0 0; fi
+}
 HZ=$(getconf CLK_TCK)
 RESULTS="$W/results.txt"
 for round in $(seq 1 "$ROUNDS"); do
@@ -96,16 +104,19 @@ for round in $(seq 1 "$ROUNDS"); do
     for mode in S N; do
         for target in $order; do
             prefix="$W/log.$target.$mode.$round"
-            t0=$(ticks "${PID[$target]}")
+            read -r u0 s0 < <(ticks "${PID[$target]}")
+            read -r v0 n0 < <(switches "${PID[$target]}")
             out=$(cd "$W" && pgbench -n -M simple -h 127.0.0.1 -p "${PORT[$target]}" -U bench -c "$CLIENTS" -j 2 \
                 -T "$SECS" "-$mode" -l --log-prefix="$prefix" bench 2>&1) || { echo "$out"; exit 1; }
-            t1=$(ticks "${PID[$target]}")
+            read -r u1 s1 < <(ticks "${PID[$target]}")
+            read -r v1 n1 < <(switches "${PID[$target]}")
             tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1)
             n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
-            cpu=$(python3 -c "print(f'{($t1 - $t0) / $HZ * 1e6 / max($n, 1):.2f}')")
+            # CPU µs, user-space CPU µs, voluntary and involuntary switches, per transaction.
+            per=$(python3 -c "n = max($n, 1); print(f'{($u1 + $s1 - $u0 - $s0) / $HZ * 1e6 / n:.2f} {($u1 - $u0) / $HZ * 1e6 / n:.2f} {($v1 - $v0) / n:.3f} {($n1 - $n0) / n:.3f}')")
             p50=$(cat "$prefix".* | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
             rm -f "$prefix".*
-            echo "$target $mode $round $tps $p50 $cpu" | tee -a "$RESULTS"
+            echo "$target $mode $round $tps $p50 $per" | tee -a "$RESULTS"
         done
     done
 done
@@ -115,16 +126,17 @@ import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 med = lambda xs: statistics.median(xs)
 print(f"\npool size {sys.argv[2]}, {sys.argv[3]} clients, fairlane pg scheduler {sys.argv[4]}; medians of the rounds")
-print("| pgbench | target | TPS | p50 ms | added p50 ms | pooler CPU µs / transaction |")
-print("|---|---|---|---|---|---|")
+print("| pgbench | target | TPS | p50 ms | added p50 ms | pooler CPU µs / transaction (user) | sleeps / transaction | preempted / transaction |")
+print("|---|---|---|---|---|---|---|---|")
 for mode in "SN":
-    tps = {t: med([float(r[3]) for r in rows if r[0] == t and r[1] == mode]) for t in ("direct", "pgbouncer", "fairlane")}
-    p50 = {t: med([float(r[4]) for r in rows if r[0] == t and r[1] == mode]) / 1000 for t in tps}
-    cpu = {t: med([float(r[5]) for r in rows if r[0] == t and r[1] == mode]) for t in tps}
+    col = lambda i, t: med([float(r[i]) for r in rows if r[0] == t and r[1] == mode])
+    tps = {t: col(3, t) for t in ("direct", "pgbouncer", "fairlane")}
+    p50 = {t: col(4, t) / 1000 for t in tps}
+    cpu, user, vol, inv = ({t: col(i, t) for t in tps} for i in (5, 6, 7, 8))
     for t in tps:
-        c = f"{cpu[t]:.1f}" if t != "direct" else ""
+        c = f"{cpu[t]:.1f} ({user[t]:.1f}) | {vol[t]:.2f} | {inv[t]:.2f}" if t != "direct" else " | |"
         print(f"| -{mode} | {t} | {tps[t]:.0f} | {p50[t]:.3f} | {p50[t] - p50['direct']:+.3f} | {c} |")
-    print(f"| -{mode} | fairlane / pgbouncer | {tps['fairlane'] / tps['pgbouncer']:.2f}× | | added p50 {p50['fairlane'] - p50['direct']:+.3f} vs {p50['pgbouncer'] - p50['direct']:+.3f} ms | {cpu['fairlane'] / cpu['pgbouncer']:.2f}× |")
+    print(f"| -{mode} | fairlane / pgbouncer | {tps['fairlane'] / tps['pgbouncer']:.2f}× | | added p50 {p50['fairlane'] - p50['direct']:+.3f} vs {p50['pgbouncer'] - p50['direct']:+.3f} ms | {cpu['fairlane'] / cpu['pgbouncer']:.2f}× | | |")
     per = [float(f[3]) / float(p[3]) for f in rows for p in rows if f[0] == "fairlane" and p[0] == "pgbouncer" and f[1] == p[1] == mode and f[2] == p[2]]
-    print(f"| -{mode} | TPS ratio by round | {', '.join(f'{x:.2f}' for x in per)} | | | |")
+    print(f"| -{mode} | TPS ratio by round | {', '.join(f'{x:.2f}' for x in per)} | | | | | |")
 EOT

@@ -14,6 +14,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::config::AuthMethod;
+use crate::pool::PoolId;
 use crate::relay::{ClientState, TRACKED};
 use crate::scram::{self, ScramError, ScramServer, Verifier};
 use crate::server::PoolKey;
@@ -32,6 +33,8 @@ pub struct Client {
     pub frames: Frames,
     /// (database, role).
     pub key: PoolKey,
+    /// Its pool's number.
+    pub pool: PoolId,
     /// Its tenant.
     pub tenant: usize,
     /// Statements and parameters.
@@ -143,6 +146,7 @@ pub async fn login(
     Ok(Client {
         stream,
         frames,
+        pool: shared.pools.id(&key),
         key,
         tenant,
         state,
@@ -200,9 +204,13 @@ async fn welcome(
         .password(&key.1)
         .unwrap_or_default()
         .to_string();
-    match shared.pools.checkout(key, &password, &state.params).await {
+    let pool = (shared.pools.id(key), key);
+    match shared.pools.checkout(pool, &password, &state.params).await {
         Ok(mut leased) => {
-            let cpu = leased.conn().cpu_ns();
+            // The backend's CPU from its start: its login.
+            let conn = leased.conn();
+            let cpu = conn.cpu_ns();
+            conn.cpu_since_mark();
             shared.pools.checkin(leased).await;
             seat.finish(cpu);
         }

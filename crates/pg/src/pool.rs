@@ -10,9 +10,16 @@ use std::time::Instant;
 
 use crate::server::{ConnectError, PoolKey, ServerConn, Target};
 
+/// A pool's number in [`Pools`]: a client finds its pool once, at login, and its
+/// transactions then check connections out and in without hashing (database, role).
+pub type PoolId = usize;
+
 #[derive(Debug, Default)]
 struct Idle {
-    by_key: HashMap<PoolKey, Vec<(Instant, ServerConn)>>,
+    ids: HashMap<PoolKey, PoolId>,
+    /// Idle connections per pool, by [`PoolId`], the most recently used last.
+    /// (Boxed: a checkout and a check-in move a pointer, not the connection.)
+    by_id: Vec<Vec<(Instant, Box<ServerConn>)>>,
     /// Connections open or being opened (idle + leased).
     open: usize,
     /// The parameters the server reported on each pool's first connection (what a client
@@ -33,7 +40,7 @@ pub struct Pools {
 #[derive(Debug)]
 pub struct Leased {
     pools: Arc<Pools>,
-    conn: Option<ServerConn>,
+    conn: Option<Box<ServerConn>>,
 }
 
 impl Leased {
@@ -75,7 +82,7 @@ impl Pools {
     /// (open, idle) connections now.
     pub fn counts(&self) -> (usize, usize) {
         let g = self.lock();
-        (g.open, g.by_key.values().map(Vec::len).sum())
+        (g.open, g.by_id.iter().map(Vec::len).sum())
     }
 
     /// The parameters a pool's first connection reported, if it had one.
@@ -83,17 +90,29 @@ impl Pools {
         self.lock().welcome.get(key).cloned()
     }
 
-    /// A connection of pool `key` (the caller holds a seat). A new one logs in with
-    /// `password` and the client's tracked `params`.
+    /// The number of pool `key`, given to it the first time it is asked for.
+    pub fn id(&self, key: &PoolKey) -> PoolId {
+        let mut g = self.lock();
+        if let Some(&id) = g.ids.get(key) {
+            return id;
+        }
+        let id = g.by_id.len();
+        g.by_id.push(Vec::new());
+        g.ids.insert(key.clone(), id);
+        id
+    }
+
+    /// A connection of pool `id` (from [`Pools::id`] for `key`; the caller holds a seat).
+    /// A new one logs in with `password` and the client's tracked `params`.
     pub async fn checkout(
         self: &Arc<Self>,
-        key: &PoolKey,
+        (id, key): (PoolId, &PoolKey),
         password: &str,
         params: &[(String, String)],
     ) -> Result<Leased, ConnectError> {
         let evicted = {
             let mut g = self.lock();
-            while let Some((_, c)) = g.by_key.get_mut(key).and_then(Vec::pop) {
+            while let Some((_, c)) = g.by_id.get_mut(id).and_then(Vec::pop) {
                 if c.is_stale() {
                     g.open -= 1;
                     continue;
@@ -106,12 +125,13 @@ impl Pools {
             let evicted = if g.open >= self.max_open {
                 // The longest-idle connection of any pool gives its place.
                 let oldest = g
-                    .by_key
+                    .by_id
                     .iter()
-                    .filter_map(|(k, v)| v.first().map(|(t, _)| (*t, k.clone())))
+                    .enumerate()
+                    .filter_map(|(i, v)| v.first().map(|(t, _)| (*t, i)))
                     .min_by_key(|(t, _)| *t);
                 match oldest {
-                    Some((_, k)) => g.by_key.get_mut(&k).map(|v| v.remove(0).1),
+                    Some((_, i)) => Some(g.by_id[i].remove(0).1),
                     None => {
                         return Err(ConnectError::Io(std::io::Error::other(
                             "all server connections are in use (more holders than pool.max_connections)",
@@ -125,20 +145,29 @@ impl Pools {
             evicted
         };
         if let Some(old) = evicted {
-            old.terminate().await;
+            // Boxed: the cold paths stay out of every checkout's future.
+            Box::pin(old.terminate()).await;
         }
-        match ServerConn::connect(&self.target, key.clone(), password, params).await {
-            Ok(c) => {
+        match Box::pin(ServerConn::connect(
+            &self.target,
+            key.clone(),
+            password,
+            params,
+        ))
+        .await
+        {
+            Ok(mut c) => {
+                c.pool = id;
                 let mut g = self.lock();
                 g.welcome.entry(key.clone()).or_insert_with(|| {
-                    c.params
+                    c.params()
                         .iter()
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect()
                 });
                 Ok(Leased {
                     pools: self.clone(),
-                    conn: Some(c),
+                    conn: Some(Box::new(c)),
                 })
             }
             Err(e) => {
@@ -153,16 +182,16 @@ impl Pools {
         let Some(c) = leased.conn.take() else { return };
         if c.broken {
             self.lock().open -= 1;
-            c.terminate().await;
+            Box::pin(c.terminate()).await;
             return;
         }
         let now = Instant::now();
         let mut g = self.lock();
-        match g.by_key.get_mut(&c.key) {
-            Some(idle) => idle.push((now, c)),
-            None => {
-                g.by_key.insert(c.key.clone(), vec![(now, c)]);
-            }
+        if let Some(idle) = g.by_id.get_mut(c.pool) {
+            idle.push((now, c));
+        } else {
+            // Not a connection of these pools: closed.
+            g.open -= 1;
         }
     }
 }

@@ -150,13 +150,19 @@ impl Relay {
     /// Bring the server connection's parameters in line with the client's: one hidden
     /// simple query of SETs, if anything differs.
     pub fn sync_params(&mut self, client: &ClientState, conn: &mut ServerConn) {
+        // The common case: the connection last served a client with the same parameters
+        // (one comparison of the lists instead of a lookup per parameter).
+        if conn.in_line_with(&client.params) {
+            return;
+        }
         let mut sql = String::new();
         for (k, v) in &client.params {
-            if conn.params.get(k) != Some(v) {
+            if conn.params().get(k) != Some(v) {
                 sql.push_str(&format!("SET {k} TO '{}';", v.replace('\'', "''")));
-                conn.params.insert(k.clone(), v.clone());
+                conn.set_param(k.clone(), v.clone());
             }
         }
+        conn.mark_in_line(&client.params);
         if !sql.is_empty() {
             // A simple query never fails in the middle of a client's pipeline: it comes
             // before the client's first message.

@@ -231,7 +231,12 @@ impl Scheduling {
     }
 
     fn now(&self) -> f64 {
-        self.epoch.elapsed().as_secs_f64()
+        self.secs(Instant::now())
+    }
+
+    /// Seconds from the epoch to `t`.
+    fn secs(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.epoch).as_secs_f64()
     }
 
     fn meter(&self) -> MutexGuard<'_, MeterState> {
@@ -258,7 +263,8 @@ impl Scheduling {
         let now = self.now();
         self.meter().meter.enqueued(tenant, now);
         let result = tokio::time::timeout(self.queue_timeout, waiting).await;
-        let now = self.now();
+        let since = Instant::now();
+        let now = self.secs(since);
         let mut m = self.meter();
         match result {
             Ok(Ok(permit)) => {
@@ -268,7 +274,7 @@ impl Scheduling {
                     permit: Some(permit),
                     tenant,
                     start: now,
-                    since: Instant::now(),
+                    since,
                 })
             }
             Ok(Err(_)) => {
@@ -283,8 +289,15 @@ impl Scheduling {
         }
     }
 
-    fn release(&self, tenant: usize, start: f64, held: Duration, cpu_ns: Option<u64>) {
-        let now = self.now();
+    fn release(
+        &self,
+        tenant: usize,
+        start: f64,
+        end: Instant,
+        held: Duration,
+        cpu_ns: Option<u64>,
+    ) {
+        let now = self.secs(end);
         let cpu = cpu_ns.map_or(held.as_secs_f64(), |n| n as f64 * 1e-9);
         let mut m = self.meter();
         let charged = crate::prorate::charge(cpu, start, now, self.interval);
@@ -347,10 +360,12 @@ impl Seat {
         let Some(mut permit) = self.permit.take() else {
             return;
         };
-        let held = self.since.elapsed();
+        let end = Instant::now();
+        let held = end.saturating_duration_since(self.since);
         let cost = cpu_ns.map_or(held.as_nanos() as f64, |n| n as f64) * self.sched.scale;
         permit.set_cost(cost);
-        self.sched.release(self.tenant, self.start, held, cpu_ns);
+        self.sched
+            .release(self.tenant, self.start, end, held, cpu_ns);
         drop(permit);
     }
 }

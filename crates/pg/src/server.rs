@@ -61,18 +61,26 @@ pub struct ServerConn {
     pub frames: Frames,
     /// Its pool.
     pub key: PoolKey,
+    /// Its pool's number in the pools ([`crate::pool::PoolId`]).
+    pub pool: usize,
     /// Backend process id (BackendKeyData).
     pub pid: i32,
     /// Cancel key (BackendKeyData).
     pub secret: i32,
     /// Parameters as the server last reported them (ParameterStatus), or as the pooler set
     /// them.
-    pub params: HashMap<String, String>,
+    params: HashMap<String, String>,
+    /// The client parameters this connection was last brought in line with, while
+    /// `params` has not changed since (empty: none known).
+    in_line: Vec<(String, String)>,
     /// Statements prepared under the pooler's names (`fl_…`).
     pub prepared: HashSet<String>,
     /// The backend's CPU clock (a PostgreSQL backend is one thread: its clock is
     /// `/proc/<pid>/schedstat`'s first field).
     cpu: Option<ThreadCpuClock>,
+    /// The backend's CPU time at the last reading: the end of the last holding, the start
+    /// of the next.
+    cpu_mark: Option<u64>,
     /// Set when the connection can no longer be trusted (an I/O error, a protocol surprise):
     /// it is closed instead of returned to the pool.
     pub broken: bool,
@@ -120,11 +128,14 @@ impl ServerConn {
             stream,
             frames: Frames::new(1 << 30),
             key,
+            pool: 0,
             pid: 0,
             secret: 0,
             params: HashMap::new(),
+            in_line: Vec::new(),
             prepared: HashSet::new(),
             cpu: None,
+            cpu_mark: None,
             broken: false,
         };
         let mut out = BytesMut::new();
@@ -137,6 +148,7 @@ impl ServerConn {
         c.read_until_ready().await?;
         if target.schedstat {
             c.cpu = ThreadCpuClock::process(c.pid);
+            c.cpu_mark = c.cpu_ns();
         }
         Ok(c)
     }
@@ -218,8 +230,7 @@ impl ServerConn {
                     self.secret = k.secret_key();
                 }
                 Message::ParameterStatus(p) => {
-                    self.params
-                        .insert(p.name()?.to_string(), p.value()?.to_string());
+                    self.set_param(p.name()?.to_string(), p.value()?.to_string());
                 }
                 Message::ReadyForQuery(_) => return Ok(()),
                 Message::NoticeResponse(_) => {}
@@ -232,6 +243,18 @@ impl ServerConn {
     /// read through the process's CPU clock), if it is readable.
     pub fn cpu_ns(&self) -> Option<u64> {
         self.cpu.as_ref()?.read()
+    }
+
+    /// The backend's CPU time (ns) since the last call (or since login): one reading per
+    /// holding, at its end, which is also where the next holding's count starts. All the
+    /// backend's CPU is charged to some holding, in one `clock_gettime` each; what it does
+    /// between two holdings (finishing its last write after ReadyForQuery) is charged to
+    /// the next. `None` if the clock is not readable.
+    pub fn cpu_since_mark(&mut self) -> Option<u64> {
+        let now = self.cpu_ns()?;
+        let since = self.cpu_mark.map(|m| now.saturating_sub(m));
+        self.cpu_mark = Some(now);
+        since
     }
 
     /// Whether the server closed or wrote to this idle connection (a restart, an
@@ -274,8 +297,40 @@ impl ServerConn {
     pub fn note_parameter(&mut self, m: &[u8]) {
         let mut b = wire::body(m);
         if let (Ok(k), Ok(v)) = (wire::cstr(&mut b), wire::cstr(&mut b)) {
-            self.params.insert(k, v);
+            self.set_param(k, v);
         }
+    }
+
+    /// The session parameters as the server reported them or the pooler set them.
+    pub fn params(&self) -> &HashMap<String, String> {
+        &self.params
+    }
+
+    /// Record a parameter's value on the server.
+    pub fn set_param(&mut self, name: String, value: String) {
+        if self.params.get(&name) != Some(&value) {
+            self.in_line.clear();
+            self.params.insert(name, value);
+        }
+    }
+
+    /// Forget a parameter's value (the server went back to a default the pooler does not
+    /// know).
+    pub fn forget_param(&mut self, name: &str) {
+        self.in_line.clear();
+        self.params.remove(name);
+    }
+
+    /// Whether the connection is known to be in line with `client`'s parameters: it was
+    /// brought in line with the same list and has not changed since.
+    pub fn in_line_with(&self, client: &[(String, String)]) -> bool {
+        !self.in_line.is_empty() && self.in_line == client
+    }
+
+    /// The connection's parameters now match `client`'s.
+    pub fn mark_in_line(&mut self, client: &[(String, String)]) {
+        self.in_line.clear();
+        self.in_line.extend_from_slice(client);
     }
 
     /// Ask the server to cancel what backend `pid` runs (a new connection, as a client would).

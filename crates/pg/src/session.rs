@@ -90,7 +90,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
         let seat = match shared.sched.acquire(client.tenant).await {
             Ok(s) => s,
             Err(r) => {
-                if refuse(&mut client, &first, refusal_error(&r))
+                if Box::pin(refuse(&mut client, &first, refusal_error(&r)))
                     .await
                     .is_err()
                 {
@@ -103,17 +103,16 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             .config
             .auth
             .password(&client.key.1)
-            .unwrap_or_default()
-            .to_string();
+            .unwrap_or_default();
         let leased = match shared
             .pools
-            .checkout(&client.key, &password, &client.state.params)
+            .checkout((client.pool, &client.key), password, &client.state.params)
             .await
         {
             Ok(l) => l,
             Err(e) => {
                 seat.finish(None);
-                if refuse(&mut client, &first, connect_error(&e))
+                if Box::pin(refuse(&mut client, &first, connect_error(&e)))
                     .await
                     .is_err()
                 {
@@ -138,7 +137,6 @@ async fn serve(
     first: BytesMut,
 ) -> bool {
     let conn = leased.conn();
-    let cpu0 = conn.cpu_ns();
     set_cancel(client, Some((conn.pid, conn.secret)));
     let session = shared.config.pool.mode == Mode::Session;
     relay.reset();
@@ -147,7 +145,8 @@ async fn serve(
     let stays = match end {
         End::Idle => true,
         End::ClientGone => {
-            if !reset(conn, relay, &mut client.state, session).await {
+            // Boxed, as the other cold paths: they stay out of every transaction's future.
+            if !Box::pin(reset(conn, relay, &mut client.state, session)).await {
                 conn.broken = true;
             }
             false
@@ -166,10 +165,7 @@ async fn serve(
         }
     };
     set_cancel(client, None);
-    let cpu = match (cpu0, conn.cpu_ns()) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-        _ => None,
-    };
+    let cpu = conn.cpu_since_mark();
     shared.pools.checkin(leased).await;
     seat.finish(cpu);
     stays
@@ -300,7 +296,7 @@ async fn reset(
         conn.prepared.clear();
         // DISCARD ALL went back to the session's start-up values; the reported ones came
         // back as ParameterStatus, the others must be set again.
-        conn.params.remove("extra_float_digits");
+        conn.forget_param("extra_float_digits");
     }
     true
 }

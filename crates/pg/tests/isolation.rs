@@ -6,7 +6,10 @@
 //! not. (On a machine shared with other work the server gets less than its cores; the test
 //! measures what it gets under FIFO, C %, and scales the reservations and the margin by
 //! C / 100: 30 %, 20 % and 10 points on an idle machine.) A light tenant's p99 latency
-//! under SFQ(D) is at least 2× better than under FIFO. Margins are wide for a loaded 2-core
+//! under SFQ(D) is at least 2× better than under FIFO. Where the machine's other load moves
+//! under the test, the FIFO / LDF pair is measured again (the server's total CPU differs by
+//! more than 0.7–1.4× between the two), and the light runs are repeated until each has
+//! enough of the light tenant's queries for a p99 (at most three times each). Margins are wide for a loaded 2-core
 //! machine, and the server, pooler and clients run at nice −20. (Where the kernel shares
 //! the CPU between sessions first, Linux's autogroup, nice orders threads only within this
 //! session: C is then about the session's share, and the scaling is what keeps the test's
@@ -63,20 +66,35 @@ fn ldf_holds_reservations_fifo_does_not_and_sfq_isolates_a_light_tenant() {
     // got is the CPU the server can deliver here (C % of the 2 cores: ~100 on an idle
     // machine, less where other work shares it). The reservations are 30 % and 20 % of
     // that, and the margin 10 points of it, so the test means the same on a loaded machine.
-    let (fifo, _) = run(&pg, &watch, ("fifo", (0.0, 0.0)), &heavy, 8);
+    // That holds while the machine's other load stays about the same through both runs:
+    // if the server got a very different total under LDF (another job started or ended
+    // meanwhile), the pair is measured again, up to three times.
     let tenants: Vec<&str> = ["gold", "silver"].into_iter().chain(BULLIES).collect();
-    let capacity: f64 = tenants
-        .iter()
-        .map(|t| fifo.get(*t).copied().unwrap_or(0.0))
-        .sum();
-    let scale = (capacity / 100.0).min(1.0);
-    let (res_gold, res_silver, margin) = (30.0 * scale, 20.0 * scale, 10.0 * scale);
-    eprintln!("capacity {capacity:.1} % of 2 cores: reservations {res_gold:.1} % and {res_silver:.1} %, margin {margin:.1} points");
-    assert!(
-        capacity > 5.0,
-        "the tenants got {capacity:.1} % of the cores under FIFO"
-    );
-    let (ldf, _) = run(&pg, &watch, ("ldf", (res_gold, res_silver)), &heavy, 10);
+    let total = |s: &HashMap<String, f64>| -> f64 {
+        tenants
+            .iter()
+            .map(|t| s.get(*t).copied().unwrap_or(0.0))
+            .sum()
+    };
+    let mut attempt = 0;
+    let (fifo, ldf, res_gold, res_silver, margin) = loop {
+        attempt += 1;
+        let (fifo, _) = run(&pg, &watch, ("fifo", (0.0, 0.0)), &heavy, 8);
+        let capacity = total(&fifo);
+        let scale = (capacity / 100.0).min(1.0);
+        let (res_gold, res_silver, margin) = (30.0 * scale, 20.0 * scale, 10.0 * scale);
+        eprintln!("capacity {capacity:.1} % of 2 cores: reservations {res_gold:.1} % and {res_silver:.1} %, margin {margin:.1} points");
+        assert!(
+            capacity > 5.0,
+            "the tenants got {capacity:.1} % of the cores under FIFO"
+        );
+        let (ldf, _) = run(&pg, &watch, ("ldf", (res_gold, res_silver)), &heavy, 10);
+        let ratio = total(&ldf) / capacity;
+        if (0.7..=1.4).contains(&ratio) || attempt == 3 {
+            break (fifo, ldf, res_gold, res_silver, margin);
+        }
+        eprintln!("the server got {ratio:.2}× as much CPU under LDF as under FIFO: the machine's load changed; measuring again");
+    };
     let show = |s: &HashMap<String, f64>| {
         let mut v: Vec<_> = tenants
             .iter()
@@ -106,8 +124,24 @@ fn ldf_holds_reservations_fifo_does_not_and_sfq_isolates_a_light_tenant() {
 
     let mut mix = vec![clients("light", 1, "select 1", 10)];
     mix.extend(BULLIES.iter().map(|b| clients(b, 3, HEAVY, 0)));
-    let (_, sfq) = run(&pg, &watch, ("sfq", (0.0, 0.0)), &mix, 6);
-    let (_, fifo) = run(&pg, &watch, ("fifo", (0.0, 0.0)), &mix, 6);
+    // Enough of the light tenant's queries under each for a p99: under FIFO each waits
+    // behind the bullies' queue, so a loaded machine may finish few in 6 s; more runs of the
+    // same set-up add samples (at most three).
+    let light = |algorithm: &str, want: usize| {
+        let mut all: HashMap<String, Vec<Duration>> = HashMap::new();
+        for _ in 0..3 {
+            let (_, l) = run(&pg, &watch, (algorithm, (0.0, 0.0)), &mix, 6);
+            for (role, v) in l {
+                all.entry(role).or_default().extend(v);
+            }
+            if all.get("light").map_or(0, Vec::len) >= want {
+                break;
+            }
+        }
+        all
+    };
+    let sfq = light("sfq", 20);
+    let fifo = light("fifo", 10);
     let p99 = |l: &HashMap<String, Vec<Duration>>| load::quantile(&l["light"], 0.99);
     let (a, b) = (p99(&sfq), p99(&fifo));
     eprintln!(

@@ -611,3 +611,65 @@ fn bad_input_closes_that_client_only() {
         assert_eq!(count(&bystander, "items where id = 5").await, 1);
     });
 }
+
+/// One simple query through a driver, which must succeed.
+async fn c_query(c: &tokio_postgres::Client, sql: &str) {
+    c.simple_query(sql).await.unwrap();
+}
+
+/// `SHOW <what>` through a driver.
+async fn show(c: &tokio_postgres::Client, what: &str) -> String {
+    let rows = c.simple_query(&format!("SHOW {what}")).await.unwrap();
+    rows.iter()
+        .find_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(String::from),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn clients_sharing_one_server_connection_keep_their_own_parameters() {
+    let env = Env::start("[pool]\nsize = 1\nmax_connections = 1", |_| {});
+    let (pooler, rt) = (&env.pooler, &env.rt);
+    rt.block_on(async {
+        let a = driver(pooler, "alice", "alice-pw", "appdb").await.unwrap();
+        let b = driver(pooler, "alice", "alice-pw", "appdb").await.unwrap();
+        let server_zone = show(&b, "TimeZone").await;
+        let zone = if server_zone == "Asia/Tokyo" {
+            "Europe/Paris"
+        } else {
+            "Asia/Tokyo"
+        };
+        // Each SET comes back as ParameterStatus: the pooler tracks it for that client.
+        // (A parameter the client never set follows whoever set it last on the server
+        // connection, as with PgBouncer: transaction mode's documented risk.)
+        let set = |c, z: &str| {
+            let sql = format!("SET TimeZone TO '{z}'");
+            async move { c_query(c, &sql).await }
+        };
+        set(&a, zone).await;
+        set(&b, &server_zone).await;
+        // The one server connection goes from a to b and back, twice over, and to the same
+        // client twice in a row: each sees its own value.
+        for _ in 0..2 {
+            assert_eq!(show(&a, "TimeZone").await, zone);
+            assert_eq!(show(&a, "TimeZone").await, zone);
+            assert_eq!(show(&b, "TimeZone").await, server_zone);
+            assert_eq!(show(&b, "TimeZone").await, server_zone);
+        }
+        // The values change hands; then both clients hold the same list.
+        set(&b, zone).await;
+        set(&a, &server_zone).await;
+        assert_eq!(show(&b, "TimeZone").await, zone);
+        assert_eq!(show(&a, "TimeZone").await, server_zone);
+        assert_eq!(show(&b, "TimeZone").await, zone);
+        set(&a, zone).await;
+        assert_eq!(show(&b, "TimeZone").await, zone);
+        assert_eq!(show(&a, "TimeZone").await, zone);
+        set(&b, &server_zone).await;
+        assert_eq!(show(&a, "TimeZone").await, zone);
+        assert_eq!(show(&b, "TimeZone").await, server_zone);
+    });
+    assert_eq!(env.pooler.server_connections().0, 1);
+}
