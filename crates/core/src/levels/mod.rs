@@ -118,14 +118,6 @@ impl LevelView<'_> {
     }
 }
 
-/// What a level's fair scheduler carries for each request: its flow and the payload. A
-/// dispatch reads the flow from the slot the fair scheduler reads anyway, not from the (by
-/// then cold) flow table.
-pub(crate) struct Routed<T> {
-    flow: Flow,
-    payload: T,
-}
-
 /// Bits of a ticket's slot number that are the level's fair scheduler's slot; the bits above
 /// are the level. A ticket is the level's fair scheduler's ticket with the level in it: no
 /// table between them, and the fair scheduler checks it as it checks its own.
@@ -155,7 +147,7 @@ struct Level<T> {
     name: String,
     /// Its fair scheduler's configuration, workers aside.
     config: Config,
-    sched: Box<dyn Scheduler<Routed<T>> + Send>,
+    sched: Box<dyn Scheduler<T> + Send>,
     /// Its fair scheduler's workers: `max(1, current)` (ServerCL for an exempt level, whose
     /// seats are the executor's workers).
     seat_limit: usize,
@@ -336,7 +328,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
         config: &LevelsConfig,
         l: &LevelConfig,
         i: usize,
-        sched: Option<Box<dyn Scheduler<Routed<T>> + Send>>,
+        sched: Option<Box<dyn Scheduler<T> + Send>>,
     ) {
         if i == self.levels.len() {
             self.states.push(LevelState::default());
@@ -459,7 +451,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
     fn each_flow(
         &mut self,
         tenant: TenantId,
-        mut f: impl FnMut(&mut dyn Scheduler<Routed<T>>, TenantId) -> Result<(), Error>,
+        mut f: impl FnMut(&mut dyn Scheduler<T>, TenantId) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let Some(entry) = self.tenants.get(&tenant) else {
             return Ok(());
@@ -520,7 +512,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
                 return Ok(None);
             }
         };
-        let Routed { flow, payload } = d.request.payload;
+        let (flow, payload) = (level.flows.of_request(d.request.tenant), d.request.payload);
         let slot = d.ticket.slot() as usize;
         if level.seat_of.len() <= slot {
             level.seat_of.resize(slot + 1, 0);
@@ -631,10 +623,7 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             tenant: TenantId(u64::from(f)),
             class,
             cost: request.cost,
-            payload: Routed {
-                flow,
-                payload: request.payload,
-            },
+            payload: request.payload,
             level: LevelId::CATCH_ALL,
             distinguisher: 0,
         };
@@ -725,7 +714,7 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
         let (now, i, inner) = self.locate(ticket, now)?;
         let level = &mut self.levels[i];
         let r = on_ticket(level.sched.cancel(inner, now), ticket)?;
-        let Routed { flow, payload } = r.payload;
+        let (flow, payload) = (level.flows.of_request(r.tenant), r.payload);
         let st = &mut self.states[i];
         st.queued -= 1;
         st.demand_moved(-1.0, now);
