@@ -39,6 +39,7 @@ mod alloc;
 mod config;
 mod demand;
 mod flows;
+mod inner;
 mod sharing;
 
 use crate::config::{check_worker, Config};
@@ -47,6 +48,7 @@ use crate::types::{check_weight, Decision, Dispatch, Error, LevelId, Request, Te
 use crate::util::FxHashMap;
 use alloc::{apportion, Limits};
 use flows::{Flow, Flows, Seats};
+pub(crate) use inner::Inner;
 use sharing::{LevelState, Sharing as Policy};
 
 pub use config::{LevelConfig, LevelsConfig, Sharing, APF_PERIOD_SECONDS, MAX_SHARES};
@@ -147,7 +149,7 @@ struct Level<T> {
     name: String,
     /// Its fair scheduler's configuration, workers aside.
     config: Config,
-    sched: Box<dyn Scheduler<T> + Send>,
+    sched: Inner<T>,
     /// Its fair scheduler's workers: `max(1, current)` (ServerCL for an exempt level, whose
     /// seats are the executor's workers).
     seat_limit: usize,
@@ -239,9 +241,9 @@ impl<T: Send + 'static> LevelScheduler<T> {
         let mut built = Vec::new();
         for (k, l) in config.levels.iter().enumerate() {
             if plan[k].1 {
-                let sched = config
-                    .scheduler_of(l)
-                    .build()
+                let c = config.scheduler_of(l);
+                let sched = (c.estimator.build())
+                    .and_then(|est| c.build_inner(est))
                     .map_err(|e| Error::invalid_level(k, &l.name, "scheduler", e.to_string()))?;
                 built.push(Some(sched));
             } else {
@@ -328,7 +330,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
         config: &LevelsConfig,
         l: &LevelConfig,
         i: usize,
-        sched: Option<Box<dyn Scheduler<T> + Send>>,
+        sched: Option<Inner<T>>,
     ) {
         if i == self.levels.len() {
             self.states.push(LevelState::default());
@@ -457,7 +459,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
             return Ok(());
         };
         for &(i, flow) in &entry.flows {
-            let sched = self.levels[i as usize].sched.as_mut();
+            let sched = &mut self.levels[i as usize].sched;
             f(sched, TenantId(u64::from(flow))).map_err(|e| tenant_error(e, tenant))?;
         }
         Ok(())
