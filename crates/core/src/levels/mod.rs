@@ -155,8 +155,10 @@ struct Level<T> {
     seat_limit: usize,
     flows: Flows,
     seats: Seats,
-    /// The seat of each running request, by its fair scheduler's slot.
-    seat_of: Vec<u32>,
+    /// The seat of each running request, by its fair scheduler's slot. Seats are below
+    /// [`MAX_WORKERS`](crate::MAX_WORKERS) = 2¹⁶: two bytes each keep the table small
+    /// enough to stay in cache, read once per completion.
+    seat_of: Vec<u16>,
     queue_limit: Option<usize>,
     queue_timeout: Option<f64>,
     requires_cost: bool,
@@ -519,7 +521,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
         if level.seat_of.len() <= slot {
             level.seat_of.resize(slot + 1, 0);
         }
-        level.seat_of[slot] = seat as u32;
+        level.seat_of[slot] = seat as u16;
         let st = &mut self.states[i];
         st.queued -= 1;
         st.running += 1;
