@@ -96,7 +96,10 @@ impl Flows {
                 distinguisher: 0,
             });
         }
-        self.info.get((id - IDENTITY as u32) as usize).copied().flatten()
+        self.info
+            .get((id - IDENTITY as u32) as usize)
+            .copied()
+            .flatten()
     }
 
     /// The flow behind the id of one of its requests (so a known one): a small tenant's

@@ -327,13 +327,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
 
     /// Give level `i` (new at the end, or existing) the settings of `l`, with a freshly built
     /// fair scheduler when it is new or revived.
-    fn apply(
-        &mut self,
-        config: &LevelsConfig,
-        l: &LevelConfig,
-        i: usize,
-        sched: Option<Inner<T>>,
-    ) {
+    fn apply(&mut self, config: &LevelsConfig, l: &LevelConfig, i: usize, sched: Option<Inner<T>>) {
         if i == self.levels.len() {
             self.states.push(LevelState::default());
             let sched = sched.expect("a new level's scheduler is built");
