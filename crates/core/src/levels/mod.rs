@@ -488,8 +488,8 @@ impl<T: Send + 'static> LevelScheduler<T> {
         now: f64,
         retry: &mut f64,
     ) -> Result<Option<Dispatch<T>>, Error> {
-        let exempt = self.states[i].exempt;
-        let level = &mut self.levels[i];
+        let (level, st) = (&mut self.levels[i], &mut self.states[i]);
+        let exempt = st.exempt;
         let seat = if exempt {
             worker
         } else {
@@ -516,7 +516,6 @@ impl<T: Send + 'static> LevelScheduler<T> {
             level.seat_of.resize(slot + 1, 0);
         }
         level.seat_of[slot] = seat as u16;
-        let st = &mut self.states[i];
         st.queued -= 1;
         st.running += 1;
         self.queued -= 1;
@@ -599,11 +598,11 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
         let now = self.observe(now)?;
         let i = self.resolve(request.level)?;
         let (tenant, class) = (request.tenant, request.class);
-        let level = &self.levels[i];
+        let (level, st) = (&self.levels[i], &self.states[i]);
         if request.cost.is_none() && level.requires_cost {
             return Err(Error::CostRequired { tenant, class });
         }
-        if let Some(limit) = level.queue_limit.filter(|&l| self.states[i].queued >= l) {
+        if let Some(limit) = level.queue_limit.filter(|&l| st.queued >= l) {
             return Err(Error::LevelFull {
                 level: LevelId(i as u32),
                 limit,
@@ -613,7 +612,7 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             tenant,
             distinguisher: request.distinguisher,
         };
-        let (f, created) = match self.levels[i].flows.get(tenant, flow.distinguisher) {
+        let (f, created) = match level.flows.get(tenant, flow.distinguisher) {
             Some(f) => (f, false),
             None => (self.new_flow(i, flow, now)?, true),
         };
@@ -625,7 +624,7 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             level: LevelId::CATCH_ALL,
             distinguisher: 0,
         };
-        let level = &mut self.levels[i];
+        let (level, st) = (&mut self.levels[i], &mut self.states[i]);
         let t = match level.sched.enqueue(inner, now) {
             Ok(t) if (t.slot() as usize) < MAX_LEVEL_REQUESTS => t,
             Ok(t) => {
@@ -642,7 +641,6 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
                 return Err(tenant_error(e, tenant));
             }
         };
-        let st = &mut self.states[i];
         st.queued += 1;
         st.demand_moved(1.0, now);
         self.queued += 1;
@@ -694,9 +692,8 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
 
     fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
         let (now, i, inner) = self.locate(ticket, now)?;
-        let level = &mut self.levels[i];
+        let (level, st) = (&mut self.levels[i], &mut self.states[i]);
         on_ticket(level.sched.complete(inner, used, now), ticket)?;
-        let st = &mut self.states[i];
         if !st.exempt {
             level
                 .seats
