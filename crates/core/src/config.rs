@@ -9,6 +9,7 @@ use crate::edf::Edf;
 use crate::estimate::{CostEstimator, EstimatorKind};
 use crate::fifo::Fifo;
 use crate::interposed::{StartTag, Variant};
+use crate::levels::Inner;
 use crate::queued::Queued;
 use crate::rw::Rw;
 use crate::scheduler::Scheduler;
@@ -395,11 +396,19 @@ impl Config {
         &self,
         est: Box<dyn CostEstimator>,
     ) -> Result<Box<dyn Scheduler<T> + Send>, Error> {
+        Ok(self.build_inner(est)?.boxed())
+    }
+
+    /// The scheduler, the virtual-time ones by value (what a priority level holds).
+    pub(crate) fn build_inner<T: Send + 'static>(
+        &self,
+        est: Box<dyn CostEstimator>,
+    ) -> Result<Inner<T>, Error> {
         let workers = self.check()?;
         let name = self.name();
         let clock = |default| Clock::new(self.clock.unwrap_or(default));
         let (c, w) = (self.charging, self.default_weight);
-        Ok(match self.algorithm {
+        let boxed: Box<dyn Scheduler<T> + Send> = match self.algorithm {
             Algorithm::Fifo => Box::new(Queued(Fifo::new(workers, est, w))),
             Algorithm::Drr => Box::new(Queued(Drr::new(workers, est, c, w, self.drr_quantum))),
             Algorithm::Sfq => Box::new(Queued(StartTag::new(
@@ -433,27 +442,26 @@ impl Config {
                 // Only the approximate clock asks for the smallest start tag.
                 let clock = clock(VirtualClock::Approximate)?;
                 let sel = MinFinish::new(matches!(clock, Clock::Approximate { .. }));
-                Box::new(TagScheduler::new(name, workers, sel, clock, est, c, w))
+                return Ok(Inner::Wfq(TagScheduler::new(
+                    name, workers, sel, clock, est, c, w,
+                )));
             }
-            Algorithm::Wf2q => Box::new(TagScheduler::new(
-                name,
-                workers,
-                Eligible::default(),
-                clock(VirtualClock::Approximate)?,
-                est,
-                c,
-                w,
-            )),
-            Algorithm::TwoDfq => Box::new(TagScheduler::new(
-                name,
-                workers,
-                Staggered::new(workers),
-                clock(VirtualClock::Approximate)?,
-                est,
-                c,
-                w,
-            )),
-        })
+            Algorithm::Wf2q => {
+                let clock = clock(VirtualClock::Approximate)?;
+                let sel = Eligible::default();
+                return Ok(Inner::Wf2q(TagScheduler::new(
+                    name, workers, sel, clock, est, c, w,
+                )));
+            }
+            Algorithm::TwoDfq => {
+                let clock = clock(VirtualClock::Approximate)?;
+                let sel = Staggered::new(workers);
+                return Ok(Inner::TwoDfq(TagScheduler::new(
+                    name, workers, sel, clock, est, c, w,
+                )));
+            }
+        };
+        Ok(Inner::Boxed(boxed))
     }
 
     /// Build the scheduler.

@@ -155,6 +155,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
         }
     }
 
+    #[inline(always)] // small, on the hot path of every caller
     fn join_active(&mut self, t: u32, now: f64) {
         if !self.book.tenants[t as usize].active {
             let v = self.v_now(now, None);
@@ -179,6 +180,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
     }
 
     /// The approximate clock advances by measured service over the active weight.
+    #[inline(always)] // small, on the hot path of every caller
     fn clock_service(&mut self, ticket: Ticket, used: f64) {
         let d = self.book.clock_delta(ticket, used);
         if let Clock::Approximate { v } = &mut self.clock {
@@ -191,6 +193,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
     }
 
     /// Charge (or refund) tenant `t`; returns whether its start tag moved.
+    #[inline(always)] // small, on the hot path of every caller
     fn charge(&mut self, t: u32, amount: f64) -> bool {
         if amount != 0.0 {
             let ten = &mut self.book.tenants[t as usize];
@@ -202,6 +205,7 @@ impl<T, S: Selector> TagScheduler<T, S> {
 }
 
 impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
+    #[inline(always)] // a priority level calls it directly: one frame, not two
     fn enqueue(&mut self, request: Request<T>, now: f64) -> Result<Ticket, Error> {
         let now = self.book.observe(now)?;
         let cost = request.cost;
@@ -220,6 +224,7 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         Ok(ticket)
     }
 
+    #[inline(always)] // a priority level calls it directly: one frame, not two
     fn dequeue(&mut self, worker: usize, now: f64) -> Result<Decision<T>, Error> {
         crate::config::check_worker(worker, self.workers)?;
         let now = self.book.observe(now)?;
@@ -267,6 +272,7 @@ impl<T: Send, S: Selector> Scheduler<T> for TagScheduler<T, S> {
         Ok(())
     }
 
+    #[inline(always)] // a priority level calls it directly: one frame, not two
     fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
         self.book.observe(now)?;
         let t = self.book.check_usage(ticket, used)?;

@@ -7,7 +7,8 @@
 //!   (borrowing: below its current limit; strict bands: below its cap, and below its
 //!   guaranteed part or leaving every other level's unmet guaranteed demand a worker);
 //! * inside a level, what runs: a flat scheduler of the level's preset, fed the level's own
-//!   requests (flows numbered in order of first appearance, as the level numbers them) and
+//!   requests (flows numbered as the level numbers them: a small tenant's default flow by
+//!   the tenant's id, the others from 4096 in order of first appearance) and
 //!   asked on the same seat (the lowest free one below the level's limit) must choose the
 //!   same request with the same charge: the fair scheduler's guarantees hold unchanged.
 //!
@@ -144,13 +145,20 @@ struct Shadow {
 }
 
 impl Shadow {
+    /// The flow id the level gives `(tenant, d)`: a small tenant's own id for its default
+    /// flow, else the next id from 4096 in order of first appearance.
     fn flow(&mut self, tenant: u64, d: u64, weights: &BTreeMap<u64, f64>, now: f64) -> u64 {
-        let next = self.flows.len() as u64;
-        let id = *self.flows.entry((tenant, d)).or_insert(next);
-        if id == next {
-            if let Some(&w) = weights.get(&tenant) {
-                self.s.set_weight(TenantId(id), w, now).unwrap();
-            }
+        if let Some(&id) = self.flows.get(&(tenant, d)) {
+            return id;
+        }
+        let id = if d == 0 && tenant < 4096 {
+            tenant
+        } else {
+            4096 + self.flows.values().filter(|&&v| v >= 4096).count() as u64
+        };
+        self.flows.insert((tenant, d), id);
+        if let Some(&w) = weights.get(&tenant) {
+            self.s.set_weight(TenantId(id), w, now).unwrap();
         }
         id
     }

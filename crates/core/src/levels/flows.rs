@@ -1,14 +1,14 @@
-//! A level's tables: its flows (what its fair scheduler shares among, named to it by small
-//! dense ids) and its seats (the worker numbers its fair scheduler sees).
+//! A level's tables: its flows (what its fair scheduler shares among, named to it by flow
+//! ids: a small tenant's own id for its default flow, so that neither enqueue nor dispatch
+//! reads a table for it) and its seats (the worker numbers its fair scheduler sees).
 
 use crate::types::TenantId;
 use crate::util::FxHashMap;
 
-/// No flow.
-const NIL: u32 = u32::MAX;
-
-/// Tenant ids below this find their default flow (distinguisher 0) in a dense table.
-const DENSE: u64 = 4096;
+/// Tenant ids below this whose default flow (distinguisher 0) the level knows use their own
+/// id as the flow id: the level's fair scheduler sees the tenant itself, and finding the
+/// flow is one bit. Every other flow gets an id at or above this.
+pub(crate) const IDENTITY: u64 = 4096;
 
 /// One flow: a tenant, plus a distinguisher.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,77 +17,109 @@ pub(crate) struct Flow {
     pub distinguisher: u64,
 }
 
-/// Flows of one level, by dense id (the `TenantId` the level's fair scheduler sees). Ids
-/// are given in order of first appearance and reused after a flow is removed.
+/// Flows of one level, by id (the `TenantId` the level's fair scheduler sees). A small
+/// tenant's default flow has the tenant's id; the other flows have ids from [`IDENTITY`]
+/// up, given in order of first appearance and reused after a flow is removed.
 #[derive(Debug, Default)]
 pub(crate) struct Flows {
-    dense: Vec<u32>,
+    /// Bit `t`: tenant `t`'s default flow is known (flow id `t`).
+    identity: Vec<u64>,
+    identities: usize,
+    /// The other flows: id − [`IDENTITY`] by flow, and the flow by id − [`IDENTITY`]
+    /// (`None` once removed: the id is then free).
     index: FxHashMap<(u64, u64), u32>,
-    /// By id; `None` once removed (the id is then free).
-    pub info: Vec<Option<Flow>>,
+    info: Vec<Option<Flow>>,
     free: Vec<u32>,
 }
 
 impl Flows {
     #[inline]
     pub fn get(&self, tenant: TenantId, distinguisher: u64) -> Option<u32> {
-        if distinguisher == 0 && tenant.0 < DENSE {
-            return self
-                .dense
-                .get(tenant.0 as usize)
-                .copied()
-                .filter(|&f| f != NIL);
+        if distinguisher == 0 && tenant.0 < IDENTITY {
+            let t = tenant.0 as usize;
+            let word = self.identity.get(t / 64).copied().unwrap_or(0);
+            return (word & (1 << (t % 64)) != 0).then_some(t as u32);
         }
-        self.index.get(&(tenant.0, distinguisher)).copied()
+        let k = self.index.get(&(tenant.0, distinguisher)).copied()?;
+        Some(IDENTITY as u32 + k)
     }
 
     /// Add a flow that [`get`](Flows::get) does not know.
     pub fn insert(&mut self, flow: Flow) -> u32 {
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.info[id as usize] = Some(flow);
-                id
+        if flow.distinguisher == 0 && flow.tenant.0 < IDENTITY {
+            let t = flow.tenant.0 as usize;
+            if self.identity.len() <= t / 64 {
+                self.identity.resize(t / 64 + 1, 0);
+            }
+            self.identity[t / 64] |= 1 << (t % 64);
+            self.identities += 1;
+            return t as u32;
+        }
+        let k = match self.free.pop() {
+            Some(k) => {
+                self.info[k as usize] = Some(flow);
+                k
             }
             None => {
                 self.info.push(Some(flow));
                 (self.info.len() - 1) as u32
             }
         };
-        self.place(flow, id);
-        id
-    }
-
-    fn place(&mut self, flow: Flow, id: u32) {
-        if flow.distinguisher == 0 && flow.tenant.0 < DENSE {
-            let t = flow.tenant.0 as usize;
-            if self.dense.len() <= t {
-                self.dense.resize(t + 1, NIL);
-            }
-            self.dense[t] = id;
-        } else if id == NIL {
-            self.index.remove(&(flow.tenant.0, flow.distinguisher));
-        } else {
-            self.index.insert((flow.tenant.0, flow.distinguisher), id);
-        }
+        self.index.insert((flow.tenant.0, flow.distinguisher), k);
+        IDENTITY as u32 + k
     }
 
     /// Forget flow `id`.
     pub fn remove(&mut self, id: u32) {
-        if let Some(flow) = self.info.get_mut(id as usize).and_then(Option::take) {
-            self.place(flow, NIL);
-            self.free.push(id);
+        if u64::from(id) < IDENTITY {
+            let (w, bit) = (id as usize / 64, 1 << (id % 64));
+            if let Some(word) = self.identity.get_mut(w).filter(|w| **w & bit != 0) {
+                *word &= !bit;
+                self.identities -= 1;
+            }
+            return;
+        }
+        let k = id - IDENTITY as u32;
+        if let Some(flow) = self.info.get_mut(k as usize).and_then(Option::take) {
+            self.index.remove(&(flow.tenant.0, flow.distinguisher));
+            self.free.push(k);
         }
     }
 
-    /// The flow behind an id.
+    /// The flow behind an id, if known.
     #[inline]
     pub fn flow(&self, id: u32) -> Option<Flow> {
-        self.info.get(id as usize).copied().flatten()
+        if u64::from(id) < IDENTITY {
+            let tenant = TenantId(u64::from(id));
+            return self.get(tenant, 0).map(|_| Flow {
+                tenant,
+                distinguisher: 0,
+            });
+        }
+        self.info
+            .get((id - IDENTITY as u32) as usize)
+            .copied()
+            .flatten()
+    }
+
+    /// The flow behind the id of one of its requests (so a known one): a small tenant's
+    /// default flow without a read.
+    #[inline]
+    pub fn of_request(&self, id: TenantId) -> Flow {
+        let identity = Flow {
+            tenant: id,
+            distinguisher: 0,
+        };
+        if id.0 < IDENTITY {
+            return identity;
+        }
+        let k = (id.0 - IDENTITY) as usize;
+        self.info.get(k).copied().flatten().unwrap_or(identity)
     }
 
     /// How many flows are known.
     pub fn len(&self) -> usize {
-        self.info.len() - self.free.len()
+        self.identities + self.info.len() - self.free.len()
     }
 }
 
@@ -145,39 +177,38 @@ mod tests {
 
     #[test]
     fn flows_reuse_ids_and_find_both_ways() {
+        let flow = |t: u64, d: u64| Flow {
+            tenant: TenantId(t),
+            distinguisher: d,
+        };
         let mut f = Flows::default();
-        let a = f.insert(Flow {
-            tenant: TenantId(3),
-            distinguisher: 0,
-        });
-        let b = f.insert(Flow {
-            tenant: TenantId(3),
-            distinguisher: 9,
-        });
-        let c = f.insert(Flow {
-            tenant: TenantId(1 << 40),
-            distinguisher: 0,
-        });
-        assert_eq!((a, b, c), (0, 1, 2));
-        assert_eq!(f.get(TenantId(3), 0), Some(0));
-        assert_eq!(f.get(TenantId(3), 9), Some(1));
-        assert_eq!(f.get(TenantId(1 << 40), 0), Some(2));
+        let a = f.insert(flow(3, 0));
+        let b = f.insert(flow(3, 9));
+        let c = f.insert(flow(1 << 40, 0));
+        let e = f.insert(flow(IDENTITY, 0));
+        let i = IDENTITY as u32;
+        assert_eq!((a, b, c, e), (3, i, i + 1, i + 2));
+        assert_eq!(f.get(TenantId(3), 0), Some(3));
+        assert_eq!(f.get(TenantId(3), 9), Some(i));
+        assert_eq!(f.get(TenantId(1 << 40), 0), Some(i + 1));
+        assert_eq!(f.get(TenantId(IDENTITY), 0), Some(i + 2));
         assert_eq!(f.get(TenantId(4), 0), None);
-        f.remove(1);
+        assert_eq!(f.get(TenantId(2), 0), None);
+        assert_eq!(f.flow(3), Some(flow(3, 0)));
+        assert_eq!(f.flow(4), None);
+        assert_eq!(f.of_request(TenantId(3)), flow(3, 0));
+        assert_eq!(f.of_request(TenantId(u64::from(i))), flow(3, 9));
+        assert_eq!(f.len(), 4);
+        f.remove(i);
         assert_eq!(f.get(TenantId(3), 9), None);
-        assert_eq!(f.len(), 2);
-        let d = f.insert(Flow {
-            tenant: TenantId(7),
-            distinguisher: 1,
-        });
-        assert_eq!(d, 1);
-        assert_eq!(
-            f.flow(1),
-            Some(Flow {
-                tenant: TenantId(7),
-                distinguisher: 1
-            })
-        );
+        assert_eq!(f.len(), 3);
+        f.remove(3);
+        f.remove(3);
+        assert_eq!((f.get(TenantId(3), 0), f.len()), (None, 2));
+        let d = f.insert(flow(7, 1));
+        assert_eq!(d, i);
+        assert_eq!(f.flow(i), Some(flow(7, 1)));
+        assert_eq!(f.of_request(TenantId(u64::from(i))), flow(7, 1));
     }
 
     #[test]

@@ -39,6 +39,7 @@ mod alloc;
 mod config;
 mod demand;
 mod flows;
+mod inner;
 mod sharing;
 
 use crate::config::{check_worker, Config};
@@ -47,6 +48,7 @@ use crate::types::{check_weight, Decision, Dispatch, Error, LevelId, Request, Te
 use crate::util::FxHashMap;
 use alloc::{apportion, Limits};
 use flows::{Flow, Flows, Seats};
+pub(crate) use inner::Inner;
 use sharing::{LevelState, Sharing as Policy};
 
 pub use config::{LevelConfig, LevelsConfig, Sharing, APF_PERIOD_SECONDS, MAX_SHARES};
@@ -118,14 +120,6 @@ impl LevelView<'_> {
     }
 }
 
-/// What a level's fair scheduler carries for each request: its flow and the payload. A
-/// dispatch reads the flow from the slot the fair scheduler reads anyway, not from the (by
-/// then cold) flow table.
-pub(crate) struct Routed<T> {
-    flow: Flow,
-    payload: T,
-}
-
 /// Bits of a ticket's slot number that are the level's fair scheduler's slot; the bits above
 /// are the level. A ticket is the level's fair scheduler's ticket with the level in it: no
 /// table between them, and the fair scheduler checks it as it checks its own.
@@ -155,14 +149,16 @@ struct Level<T> {
     name: String,
     /// Its fair scheduler's configuration, workers aside.
     config: Config,
-    sched: Box<dyn Scheduler<Routed<T>> + Send>,
+    sched: Inner<T>,
     /// Its fair scheduler's workers: `max(1, current)` (ServerCL for an exempt level, whose
     /// seats are the executor's workers).
     seat_limit: usize,
     flows: Flows,
     seats: Seats,
-    /// The seat of each running request, by its fair scheduler's slot.
-    seat_of: Vec<u32>,
+    /// The seat of each running request, by its fair scheduler's slot. Seats are below
+    /// [`MAX_WORKERS`](crate::MAX_WORKERS) = 2¹⁶: two bytes each keep the table small
+    /// enough to stay in cache, read once per completion.
+    seat_of: Vec<u16>,
     queue_limit: Option<usize>,
     queue_timeout: Option<f64>,
     requires_cost: bool,
@@ -247,9 +243,9 @@ impl<T: Send + 'static> LevelScheduler<T> {
         let mut built = Vec::new();
         for (k, l) in config.levels.iter().enumerate() {
             if plan[k].1 {
-                let sched = config
-                    .scheduler_of(l)
-                    .build()
+                let c = config.scheduler_of(l);
+                let sched = (c.estimator.build())
+                    .and_then(|est| c.build_inner(est))
                     .map_err(|e| Error::invalid_level(k, &l.name, "scheduler", e.to_string()))?;
                 built.push(Some(sched));
             } else {
@@ -331,13 +327,7 @@ impl<T: Send + 'static> LevelScheduler<T> {
 
     /// Give level `i` (new at the end, or existing) the settings of `l`, with a freshly built
     /// fair scheduler when it is new or revived.
-    fn apply(
-        &mut self,
-        config: &LevelsConfig,
-        l: &LevelConfig,
-        i: usize,
-        sched: Option<Box<dyn Scheduler<Routed<T>> + Send>>,
-    ) {
+    fn apply(&mut self, config: &LevelsConfig, l: &LevelConfig, i: usize, sched: Option<Inner<T>>) {
         if i == self.levels.len() {
             self.states.push(LevelState::default());
             let sched = sched.expect("a new level's scheduler is built");
@@ -459,13 +449,13 @@ impl<T: Send + 'static> LevelScheduler<T> {
     fn each_flow(
         &mut self,
         tenant: TenantId,
-        mut f: impl FnMut(&mut dyn Scheduler<Routed<T>>, TenantId) -> Result<(), Error>,
+        mut f: impl FnMut(&mut dyn Scheduler<T>, TenantId) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let Some(entry) = self.tenants.get(&tenant) else {
             return Ok(());
         };
         for &(i, flow) in &entry.flows {
-            let sched = self.levels[i as usize].sched.as_mut();
+            let sched = &mut self.levels[i as usize].sched;
             f(sched, TenantId(u64::from(flow))).map_err(|e| tenant_error(e, tenant))?;
         }
         Ok(())
@@ -498,8 +488,8 @@ impl<T: Send + 'static> LevelScheduler<T> {
         now: f64,
         retry: &mut f64,
     ) -> Result<Option<Dispatch<T>>, Error> {
-        let exempt = self.states[i].exempt;
-        let level = &mut self.levels[i];
+        let (level, st) = (&mut self.levels[i], &mut self.states[i]);
+        let exempt = st.exempt;
         let seat = if exempt {
             worker
         } else {
@@ -520,13 +510,12 @@ impl<T: Send + 'static> LevelScheduler<T> {
                 return Ok(None);
             }
         };
-        let Routed { flow, payload } = d.request.payload;
+        let (flow, payload) = (level.flows.of_request(d.request.tenant), d.request.payload);
         let slot = d.ticket.slot() as usize;
         if level.seat_of.len() <= slot {
             level.seat_of.resize(slot + 1, 0);
         }
-        level.seat_of[slot] = seat as u32;
-        let st = &mut self.states[i];
+        level.seat_of[slot] = seat as u16;
         st.queued -= 1;
         st.running += 1;
         self.queued -= 1;
@@ -609,11 +598,11 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
         let now = self.observe(now)?;
         let i = self.resolve(request.level)?;
         let (tenant, class) = (request.tenant, request.class);
-        let level = &self.levels[i];
+        let (level, st) = (&self.levels[i], &self.states[i]);
         if request.cost.is_none() && level.requires_cost {
             return Err(Error::CostRequired { tenant, class });
         }
-        if let Some(limit) = level.queue_limit.filter(|&l| self.states[i].queued >= l) {
+        if let Some(limit) = level.queue_limit.filter(|&l| st.queued >= l) {
             return Err(Error::LevelFull {
                 level: LevelId(i as u32),
                 limit,
@@ -623,7 +612,7 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             tenant,
             distinguisher: request.distinguisher,
         };
-        let (f, created) = match self.levels[i].flows.get(tenant, flow.distinguisher) {
+        let (f, created) = match level.flows.get(tenant, flow.distinguisher) {
             Some(f) => (f, false),
             None => (self.new_flow(i, flow, now)?, true),
         };
@@ -631,14 +620,11 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
             tenant: TenantId(u64::from(f)),
             class,
             cost: request.cost,
-            payload: Routed {
-                flow,
-                payload: request.payload,
-            },
+            payload: request.payload,
             level: LevelId::CATCH_ALL,
             distinguisher: 0,
         };
-        let level = &mut self.levels[i];
+        let (level, st) = (&mut self.levels[i], &mut self.states[i]);
         let t = match level.sched.enqueue(inner, now) {
             Ok(t) if (t.slot() as usize) < MAX_LEVEL_REQUESTS => t,
             Ok(t) => {
@@ -655,7 +641,6 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
                 return Err(tenant_error(e, tenant));
             }
         };
-        let st = &mut self.states[i];
         st.queued += 1;
         st.demand_moved(1.0, now);
         self.queued += 1;
@@ -707,9 +692,8 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
 
     fn complete(&mut self, ticket: Ticket, used: f64, now: f64) -> Result<(), Error> {
         let (now, i, inner) = self.locate(ticket, now)?;
-        let level = &mut self.levels[i];
+        let (level, st) = (&mut self.levels[i], &mut self.states[i]);
         on_ticket(level.sched.complete(inner, used, now), ticket)?;
-        let st = &mut self.states[i];
         if !st.exempt {
             level
                 .seats
@@ -725,7 +709,7 @@ impl<T: Send + 'static> Scheduler<T> for LevelScheduler<T> {
         let (now, i, inner) = self.locate(ticket, now)?;
         let level = &mut self.levels[i];
         let r = on_ticket(level.sched.cancel(inner, now), ticket)?;
-        let Routed { flow, payload } = r.payload;
+        let (flow, payload) = (level.flows.of_request(r.tenant), r.payload);
         let st = &mut self.states[i];
         st.queued -= 1;
         st.demand_moved(-1.0, now);
