@@ -17,6 +17,10 @@ use crate::h1::{self, FrameError, RequestInfo};
 /// profile). A larger one only when needed.
 pub(crate) const FEW_HEADERS: usize = 24;
 
+/// Header lines most heads have at most: [`Lines::with`] hands out an array of this many
+/// when they fit.
+const TYPICAL_HEADERS: usize = 8;
+
 /// The longest target `http::Uri` accepts; longer ones are refused (400), as hyper does.
 const MAX_TARGET: usize = u16::MAX as usize - 1;
 
@@ -52,23 +56,45 @@ impl Lines {
             .push([n, n + name.len() as u32, value, value + len as u32]);
     }
 
-    /// `f` of the header lines of `head` (the bytes these spans were taken from).
+    /// `f` of the header lines of `head` (the bytes these spans were taken from), in an
+    /// array no larger than needed: clearing one is most of this function's cost.
     pub fn with<R>(&self, head: &[u8], f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
-        let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
-        let mut many;
-        let headers: &mut [httparse::Header<'_>] = if self.spans.len() <= FEW_HEADERS {
-            &mut few[..self.spans.len()]
+        let n = self.spans.len();
+        if n <= TYPICAL_HEADERS {
+            let mut a = [httparse::EMPTY_HEADER; TYPICAL_HEADERS];
+            f(self.fill(head, &mut a[..n]))
+        } else if n <= FEW_HEADERS {
+            let mut a = [httparse::EMPTY_HEADER; FEW_HEADERS];
+            f(self.fill(head, &mut a[..n]))
         } else {
-            many = vec![httparse::EMPTY_HEADER; self.spans.len()];
-            &mut many
-        };
+            f(self.fill(head, &mut vec![httparse::EMPTY_HEADER; n]))
+        }
+    }
+
+    /// `headers` (one per span) filled with the lines of `head`.
+    fn fill<'a, 'h>(
+        &'a self,
+        head: &'a [u8],
+        headers: &'h mut [httparse::Header<'a>],
+    ) -> &'h [httparse::Header<'a>] {
         for (h, s) in headers.iter_mut().zip(&self.spans) {
             let [n0, n1, v0, v1] = s.map(|i| i as usize);
             // Each span is one whole pushed name: always on character boundaries.
             h.name = self.names.get(n0..n1).unwrap_or("");
             h.value = &head[v0..v1];
         }
-        f(headers)
+        headers
+    }
+
+    /// The value of the first line of `head` named `name` (ASCII case-insensitive).
+    fn find<'a>(&self, head: &'a [u8], name: &str) -> Option<&'a [u8]> {
+        let names = self.names.as_bytes();
+        self.spans.iter().find_map(|s| {
+            let [n0, n1, v0, v1] = s.map(|i| i as usize);
+            names[n0..n1]
+                .eq_ignore_ascii_case(name.as_bytes())
+                .then(|| &head[v0..v1])
+        })
     }
 }
 
@@ -150,11 +176,7 @@ impl Fields {
 
     /// `f` of the first value of header `name`, if any.
     pub fn header<R>(&self, name: &str, f: impl FnOnce(Option<&[u8]>) -> R) -> R {
-        self.with_headers(|hs| {
-            f(hs.iter()
-                .find(|h| h.name.eq_ignore_ascii_case(name))
-                .map(|h| h.value))
-        })
+        f(self.lines.find(&self.bytes, name))
     }
 }
 
