@@ -26,8 +26,8 @@ bench_init --examples
 $T/examples/upstream 127.0.0.1:18100 & pids+=($!)
 ALGO=sfq DEPTH=64 bench_proxy_conf 127.0.0.1:18101 127.0.0.1:18102 127.0.0.1:18100 "${A_LISTEN:-}" > "$W/a.toml"
 ALGO=sfq DEPTH=64 bench_proxy_conf 127.0.0.1:18103 127.0.0.1:18104 127.0.0.1:18100 "${B_LISTEN:-}" > "$W/b.toml"
-"$A" --config "$W/a.toml" 2>"$W/a.log" & pids+=($!); pa=$!
-"$B" --config "$W/b.toml" 2>"$W/b.log" & pids+=($!); pb=$!
+bench_spawn "$A" --config "$W/a.toml" 2>"$W/a.log"; pa=$!
+bench_spawn "$B" --config "$W/b.toml" 2>"$W/b.log"; pb=$!
 sleep 1
 
 tck=$(getconf CLK_TCK)

@@ -22,7 +22,7 @@ ALGO=sfq DEPTH=64 bench_proxy_conf 127.0.0.1:18112 127.0.0.1:18119 127.0.0.1:181
 $T/examples/upstream 127.0.0.1:18110 >/dev/null & pids+=($!)
 nginx -c "$W/nginx.conf"
 declare -A pid=() port=()
-start() { "${@:3}" & pids+=($!); pid[$1]=$!; port[$1]=$2; }
+start() { bench_spawn "${@:3}"; pid[$1]=$!; port[$1]=$2; }
 start proxy 18112 $T/fairlane-proxy --config "$W/proxy.toml"
 start bare 18113 $T/examples/bare_forward 127.0.0.1:18113 127.0.0.1:18110
 start raw 18114 $T/examples/raw_forward 127.0.0.1:18114 127.0.0.1:18110

@@ -44,7 +44,7 @@ cluster_bench() {
       printf '[limits]\nmax_queued = 20000\nmax_queued_per_tenant = 20000\n[[tenant]]\nname = "bench"\nkeys = ["kb"]\n'
       if [ "$c" = 1 ]; then printf '[cluster]\nredis = "redis://127.0.0.1:18084/"\ninstance = "bench"\ndepth = %s\n' "${DEPTH:-64}"; fi
     } > "$W/cluster$c.toml"
-    $T/fairlane-proxy --config "$W/cluster$c.toml" 2>"$W/cluster$c.log" & pids+=($!)
+    bench_spawn $T/fairlane-proxy --config "$W/cluster$c.toml" 2>"$W/cluster$c.log"
     cpids[$c]=$!
   done
   sleep 1
@@ -103,27 +103,27 @@ NGINX
 nginx -c "$W/nginx.conf"
 
 bench_proxy_conf 127.0.0.1:18080 127.0.0.1:18091 127.0.0.1:18000 > "$W/proxy.toml"
-$T/fairlane-proxy --config "$W/proxy.toml" 2>"$W/proxy.log" & pids+=($!)
+bench_spawn $T/fairlane-proxy --config "$W/proxy.toml" 2>"$W/proxy.log"
 proxy_pid=$!
 # The same proxy on hyper's HTTP/1 server path (`listen.http1 = "hyper"`; issue 19).
 sed -e 's/18080/18094/; s/18091/18095/' -e '/^admin/a http1 = "hyper"' "$W/proxy.toml" > "$W/proxy-hyper.toml"
-$T/fairlane-proxy --config "$W/proxy-hyper.toml" 2>"$W/proxy-hyper.log" & pids+=($!)
+bench_spawn $T/fairlane-proxy --config "$W/proxy-hyper.toml" 2>"$W/proxy-hyper.log"
 hyper_pid=$!
 # The proxy's HTTPS listener (same certificate as nginx's), and a proxy of gRPC calls (h2c
 # from the client, h2c to the gRPC upstream).
 sed -e 's/18080/18005/; s/18091/18006/' "$W/proxy.toml" > "$W/proxy-tls.toml"
 printf '[listen.tls]\naddr = "127.0.0.1:18004"\ncert = "%s"\nkey = "%s"\n' "$W/cert.pem" "$W/key.pem" >> "$W/proxy-tls.toml"
-$T/fairlane-proxy --config "$W/proxy-tls.toml" 2>"$W/proxy-tls.log" & pids+=($!)
+bench_spawn $T/fairlane-proxy --config "$W/proxy-tls.toml" 2>"$W/proxy-tls.log"
 tls_pid=$!
 sed -e 's/18080/18007/; s/18091/18008/; s/18000/18001/' -e '/^admin/a http2 = true' \
   -e '/^addr = "127.0.0.1:18001"/a protocol = "h2c"' "$W/proxy.toml" > "$W/proxy-grpc.toml"
-$T/fairlane-proxy --config "$W/proxy-grpc.toml" 2>"$W/proxy-grpc.log" & pids+=($!)
+bench_spawn $T/fairlane-proxy --config "$W/proxy-grpc.toml" 2>"$W/proxy-grpc.log"
 grpc_pid=$!
 # A bare hyper forwarder (no fairlane logic): the HTTP stack's own cost (issue 19).
-$T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000 & pids+=($!)
+bench_spawn $T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000
 bare_pid=$!
 # A raw HTTP/1.1 forwarder (httparse on tokio sockets, no hyper, no fairlane logic; issue 19).
-$T/examples/raw_forward 127.0.0.1:18093 127.0.0.1:18000 & pids+=($!)
+bench_spawn $T/examples/raw_forward 127.0.0.1:18093 127.0.0.1:18000
 raw_pid=$!
 sleep 1
 
