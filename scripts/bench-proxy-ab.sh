@@ -20,44 +20,16 @@ B=${2:?new proxy binary}
 ROUNDS=${ROUNDS:-4}
 SECS=${SECS:-10}
 CONNS=${CONNS:-64}
-[ -n "${NO_BUILD:-}" ] || cargo build --release --locked -p fairlane-proxy --examples 2>/dev/null
-T=target/release
-W=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-ulimit -n "$(ulimit -Hn)"
+. scripts/bench-proxy-lib.sh
+bench_init --examples
 
 $T/examples/upstream 127.0.0.1:18100 & pids+=($!)
-conf() {
-  cat <<TOML
-[listen]
-addr = "127.0.0.1:$1"
-admin = "127.0.0.1:$2"
-$3
-[upstream]
-addr = "127.0.0.1:18100"
-[scheduler]
-algorithm = "sfq"
-depth = 64
-[limits]
-max_queued = 20000
-max_queued_per_tenant = 20000
-[[tenant]]
-name = "bench"
-keys = ["kb"]
-TOML
-}
-conf 18101 18102 "${A_LISTEN:-}" > "$W/a.toml"
-conf 18103 18104 "${B_LISTEN:-}" > "$W/b.toml"
-"$A" --config "$W/a.toml" 2>"$W/a.log" & pids+=($!); pa=$!
-"$B" --config "$W/b.toml" 2>"$W/b.log" & pids+=($!); pb=$!
+ALGO=sfq DEPTH=64 bench_proxy_conf 127.0.0.1:18101 127.0.0.1:18102 127.0.0.1:18100 "${A_LISTEN:-}" > "$W/a.toml"
+ALGO=sfq DEPTH=64 bench_proxy_conf 127.0.0.1:18103 127.0.0.1:18104 127.0.0.1:18100 "${B_LISTEN:-}" > "$W/b.toml"
+bench_spawn "$A" --config "$W/a.toml" 2>"$W/a.log"; pa=$!
+bench_spawn "$B" --config "$W/b.toml" 2>"$W/b.log"; pb=$!
 sleep 1
 
-okps() { sed -n 's/.* ok\/s \([0-9.]*\).*/\1/p'; }
-# CPU time (user + system, clock ticks) a process has used: less sensitive than req/s to
-# other load on a shared machine.
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 tck=$(getconf CLK_TCK)
 cpa=0; cpb=0; na=0; nb=0
 sa=0; sb=0; ratios=()
@@ -76,12 +48,11 @@ for r in $(seq "$ROUNDS"); do
 done
 awk "BEGIN{printf \"mean: A %.0f req/s, B %.0f req/s, B/A %.3f\n\", $sa / $ROUNDS, $sb / $ROUNDS, $sb / $sa}"
 awk "BEGIN{printf \"proxy CPU per request: A %.1f us, B %.1f us, B/A %.3f\n\", $cpa / $tck / $na * 1e6, $cpb / $tck / $nb * 1e6, ($cpb / $nb) / ($cpa / $na)}"
-echo "median of the per-round B/A ratios: $(printf '%s\n' "${ratios[@]}" | sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.3f", m}')"
+echo "median of the per-round B/A ratios: $(printf '%s\n' "${ratios[@]}" | median 3)"
 uptime
 # Latency at moderate load (bench-proxy.sh's open-loop round), A/B alternating; OPEN_RATE=0 skips it.
 if [ "${OPEN_RATE:-2000}" != 0 ]; then
   p50() { sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p'; }
-  med() { sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.0f", m * 1000}'; }
   : > "$W/oa"; : > "$W/ob"
   echo "== open loop, ${OPEN_RATE:-2000} req/s, ${SECS} s per round"
   for r in $(seq "$ROUNDS"); do
@@ -89,7 +60,7 @@ if [ "${OPEN_RATE:-2000}" != 0 ]; then
     b=$($T/examples/loadgen open 127.0.0.1:18103 / "${OPEN_RATE:-2000}" "$SECS" kb); echo "$b" | p50 >> "$W/ob"
     echo "round $r: A p50 $(tail -1 "$W/oa") ms, B p50 $(tail -1 "$W/ob") ms"
   done
-  echo "median p50: A $(med < "$W/oa") us, B $(med < "$W/ob") us"
+  echo "median p50: A $(awk '{print $1 * 1000}' "$W/oa" | median) us, B $(awk '{print $1 * 1000}' "$W/ob" | median) us"
   uptime
 fi
 # How the proxies spread their connections over worker runtimes (listen.workers), from their

@@ -21,13 +21,8 @@ SECS=${SECS:-8}
 RATE=${RATE:-20}
 FLOOD=${FLOOD:-1600}
 DELAY_MS=${DELAY_MS:-100}
-[ -n "${NO_BUILD:-}" ] || cargo build --release --locked -p fairlane-proxy --bins --examples 2>/dev/null
-T=target/release
-W=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$W"; }
-trap cleanup EXIT
-ulimit -n "$(ulimit -Hn)"
+. scripts/bench-proxy-lib.sh
+bench_init --bins --examples
 
 $T/examples/upstream 127.0.0.1:18110 & pids+=($!)
 cat > "$W/levels.toml" <<TOML
@@ -103,5 +98,5 @@ for r in $(seq "$ROUNDS"); do
   echo "  flood:   $(cat "$W/flood")"
   echo "  levels:  $(echo "$levels" | python3 -c "$SUMMARY" 2>/dev/null || echo "$levels")"
 done
-echo "median flooded/alone p99 ratio: $(printf '%s\n' "${ratios[@]}" | sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.3f", m}') (target ≤ 1.2)"
+echo "median flooded/alone p99 ratio: $(printf '%s\n' "${ratios[@]}" | median 3) (target ≤ 1.2)"
 uptime

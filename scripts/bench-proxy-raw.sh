@@ -7,13 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-5}; ROUNDS=${ROUNDS:-3}; CONNS=${CONNS:-64}
-[ -n "${NO_BUILD:-}" ] || cargo build --release --locked -p fairlane-proxy --examples --bins 2>/dev/null
-T=target/release
-W=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; nginx -c "$W/nginx.conf" -s stop 2>/dev/null || true; rm -rf "$W"; }
-trap cleanup EXIT
-ulimit -n "$(ulimit -Hn)"
+. scripts/bench-proxy-lib.sh
+bench_init --examples --bins
 cat > "$W/nginx.conf" <<NGINX
 worker_processes 2;
 pid $W/nginx.pid;
@@ -23,26 +18,11 @@ http { access_log off; keepalive_requests 100000000;
   upstream backend { server 127.0.0.1:18110; keepalive 128; }
   server { listen 127.0.0.1:18111; location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 NGINX
-cat > "$W/proxy.toml" <<TOML
-[listen]
-addr = "127.0.0.1:18112"
-admin = "127.0.0.1:18119"
-[upstream]
-addr = "127.0.0.1:18110"
-[scheduler]
-algorithm = "sfq"
-depth = 64
-[limits]
-max_queued = 20000
-max_queued_per_tenant = 20000
-[[tenant]]
-name = "bench"
-keys = ["kb"]
-TOML
+ALGO=sfq DEPTH=64 bench_proxy_conf 127.0.0.1:18112 127.0.0.1:18119 127.0.0.1:18110 > "$W/proxy.toml"
 $T/examples/upstream 127.0.0.1:18110 >/dev/null & pids+=($!)
 nginx -c "$W/nginx.conf"
 declare -A pid=() port=()
-start() { "${@:3}" & pids+=($!); pid[$1]=$!; port[$1]=$2; }
+start() { bench_spawn "${@:3}"; pid[$1]=$!; port[$1]=$2; }
 start proxy 18112 $T/fairlane-proxy --config "$W/proxy.toml"
 start bare 18113 $T/examples/bare_forward 127.0.0.1:18113 127.0.0.1:18110
 start raw 18114 $T/examples/raw_forward 127.0.0.1:18114 127.0.0.1:18110
@@ -52,7 +32,6 @@ start rawpc+gate 18117 $T/examples/raw_forward 127.0.0.1:18117 127.0.0.1:18110 p
 sleep 1
 pid[nginx]=$(pgrep -P "$(cat "$W/nginx.pid")" | tr '\n' ' '); port[nginx]=18111
 names="nginx proxy bare raw raw+gate rawpc rawpc+gate"
-ticks() { local t=0 p; for p in $1; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
 declare -A cpu=() reqs=() all=()
 echo "== closed loop, $CONNS connections, $SECS s each, $ROUNDS rounds alternating; $(uptime | sed 's/.*load/load/')"
 for r in $(seq "$ROUNDS"); do
@@ -60,7 +39,7 @@ for r in $(seq "$ROUNDS"); do
     t0=$(ticks "${pid[$k]}")
     l=$($T/examples/loadgen closed "127.0.0.1:${port[$k]}" / "$CONNS" "$SECS" kb)
     t1=$(ticks "${pid[$k]}")
-    v=$(echo "$l" | sed -n 's/.* ok\/s \([0-9.]*\).*/\1/p')
+    v=$(echo "$l" | okps)
     printf '%-11s %s\n' "$k" "$l"
     cpu[$k]=$(( ${cpu[$k]:-0} + t1 - t0 )); reqs[$k]=$(awk "BEGIN{print ${reqs[$k]:-0} + $v * $SECS}")
     all[$k]="${all[$k]:-} $v"

@@ -9,18 +9,20 @@
 # HTTP/1.1 with keep-alive over TLS 1.3, one certificate made here for both, against nginx
 # `ssl`), GRPC_ONLY=1 (only the gRPC rows: unary calls over h2c through the proxy against nginx
 # `grpc_pass`, to the test kit's gRPC echo server). Both run with h2load (nghttp2-client);
-# a full run runs them after the HTTP/1.1 latency rows.
+# a full run runs them after the HTTP/1.1 latency rows. Their open-loop rounds: LAT_ROUNDS
+# (default ROUNDS, at least 6) of LAT_SECS (default 5) s each, every other one in reverse
+# order, with the proxy-minus-nginx p50 of each round printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-10}
 CONNS=${CONNS:-64}
-[ -n "${NO_BUILD:-}" ] || cargo build --release --locked -p fairlane-proxy --examples --bins 2>/dev/null
-T=target/release
-W=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; nginx -c "$W/nginx.conf" -s stop 2>/dev/null || true; }
-trap cleanup EXIT
-ulimit -n "$(ulimit -Hn)"
+ROUNDS=${ROUNDS:-2}
+# The open-loop (latency) rounds of the HTTPS and gRPC rows: more and shorter than the
+# closed-loop ones, since their p50s vary more between rounds than within one.
+LAT_ROUNDS=${LAT_ROUNDS:-$((ROUNDS > 6 ? ROUNDS : 6))}
+LAT_SECS=${LAT_SECS:-5}
+. scripts/bench-proxy-lib.sh
+bench_init --examples --bins
 
 $T/examples/upstream 127.0.0.1:18000 & pids+=($!)
 # The HTTPS and gRPC rows: one certificate (ECDSA P-256, TLS 1.3) for nginx and the proxy, and
@@ -42,7 +44,7 @@ cluster_bench() {
       printf '[limits]\nmax_queued = 20000\nmax_queued_per_tenant = 20000\n[[tenant]]\nname = "bench"\nkeys = ["kb"]\n'
       if [ "$c" = 1 ]; then printf '[cluster]\nredis = "redis://127.0.0.1:18084/"\ninstance = "bench"\ndepth = %s\n' "${DEPTH:-64}"; fi
     } > "$W/cluster$c.toml"
-    $T/fairlane-proxy --config "$W/cluster$c.toml" 2>"$W/cluster$c.log" & pids+=($!)
+    bench_spawn $T/fairlane-proxy --config "$W/cluster$c.toml" 2>"$W/cluster$c.log"
     cpids[$c]=$!
   done
   sleep 1
@@ -100,47 +102,31 @@ http {
 NGINX
 nginx -c "$W/nginx.conf"
 
-cat > "$W/proxy.toml" <<TOML
-[listen]
-addr = "127.0.0.1:18080"
-admin = "127.0.0.1:18091"
-[upstream]
-addr = "127.0.0.1:18000"
-[scheduler]
-algorithm = "${ALGO:-sfq}"
-depth = ${DEPTH:-64}
-[limits]
-max_queued = 20000
-max_queued_per_tenant = 20000
-[[tenant]]
-name = "bench"
-keys = ["kb"]
-TOML
-$T/fairlane-proxy --config "$W/proxy.toml" 2>"$W/proxy.log" & pids+=($!)
+bench_proxy_conf 127.0.0.1:18080 127.0.0.1:18091 127.0.0.1:18000 > "$W/proxy.toml"
+bench_spawn $T/fairlane-proxy --config "$W/proxy.toml" 2>"$W/proxy.log"
 proxy_pid=$!
 # The same proxy on hyper's HTTP/1 server path (`listen.http1 = "hyper"`; issue 19).
 sed -e 's/18080/18094/; s/18091/18095/' -e '/^admin/a http1 = "hyper"' "$W/proxy.toml" > "$W/proxy-hyper.toml"
-$T/fairlane-proxy --config "$W/proxy-hyper.toml" 2>"$W/proxy-hyper.log" & pids+=($!)
+bench_spawn $T/fairlane-proxy --config "$W/proxy-hyper.toml" 2>"$W/proxy-hyper.log"
 hyper_pid=$!
 # The proxy's HTTPS listener (same certificate as nginx's), and a proxy of gRPC calls (h2c
 # from the client, h2c to the gRPC upstream).
 sed -e 's/18080/18005/; s/18091/18006/' "$W/proxy.toml" > "$W/proxy-tls.toml"
 printf '[listen.tls]\naddr = "127.0.0.1:18004"\ncert = "%s"\nkey = "%s"\n' "$W/cert.pem" "$W/key.pem" >> "$W/proxy-tls.toml"
-$T/fairlane-proxy --config "$W/proxy-tls.toml" 2>"$W/proxy-tls.log" & pids+=($!)
+bench_spawn $T/fairlane-proxy --config "$W/proxy-tls.toml" 2>"$W/proxy-tls.log"
 tls_pid=$!
 sed -e 's/18080/18007/; s/18091/18008/; s/18000/18001/' -e '/^admin/a http2 = true' \
   -e '/^addr = "127.0.0.1:18001"/a protocol = "h2c"' "$W/proxy.toml" > "$W/proxy-grpc.toml"
-$T/fairlane-proxy --config "$W/proxy-grpc.toml" 2>"$W/proxy-grpc.log" & pids+=($!)
+bench_spawn $T/fairlane-proxy --config "$W/proxy-grpc.toml" 2>"$W/proxy-grpc.log"
 grpc_pid=$!
 # A bare hyper forwarder (no fairlane logic): the HTTP stack's own cost (issue 19).
-$T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000 & pids+=($!)
+bench_spawn $T/examples/bare_forward 127.0.0.1:18092 127.0.0.1:18000
 bare_pid=$!
 # A raw HTTP/1.1 forwarder (httparse on tokio sockets, no hyper, no fairlane logic; issue 19).
-$T/examples/raw_forward 127.0.0.1:18093 127.0.0.1:18000 & pids+=($!)
+bench_spawn $T/examples/raw_forward 127.0.0.1:18093 127.0.0.1:18000
 raw_pid=$!
 sleep 1
 
-lg() { $T/examples/loadgen "$@"; }
 # HTTPS and gRPC rows, with h2load: closed loop (req/s), then open loop at RATE (p50 from
 # h2load's per-request log), alternating the proxy and nginx, reverse order every other round.
 printf '\x00\x00\x00\x00\x05hello' > "$W/grpc-msg.bin"
@@ -162,7 +148,7 @@ cpu_us() { awk -v hz="$(getconf CLK_TCK)" '{t += $1; n += $2} END {printf "%.1f"
 h2open() { # name url h2load-args...
   local name=$1 url=$2 c=8; shift 2
   : > "$W/h2.log"
-  h2load -D "$SECS" -c $c --rps $(( ${RATE:-2000} / c )) --log-file="$W/h2.log" "$@" "$url" > "$W/h2.out" 2>&1
+  h2load -D "$LAT_SECS" -c $c --rps $(( ${RATE:-2000} / c )) --log-file="$W/h2.log" "$@" "$url" > "$W/h2.out" 2>&1
   local p; p=$(awk -F'\t' '{print $3}' "$W/h2.log" | sort -n | awk '{v[NR]=$1} END{if (NR) print v[int((NR+1)/2)]; else print 0}')
   printf '%-16s p50 %s us over %s requests; %s\n' "$name:" "$p" "$(wc -l < "$W/h2.log")" "$(grep -E '^requests:' "$W/h2.out" | sed 's/^requests: //')"
   echo "$p" >> "$W/$name"
@@ -180,7 +166,7 @@ h2rows() { # label direct-url nginx-url proxy-url proxy-admin-port proxy-pid h2l
   local nm pm; nm=$(median < "$W/$label-nginx"); pm=$(median < "$W/$label-proxy")
   echo "$label medians (req/s): direct $(median < "$W/$label-direct"), nginx $nm, fairlane-proxy $pm; fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $pm / $nm}")"
   echo "$label server CPU per request (us): nginx $(cpu_us "$label-nginx"), fairlane-proxy $(cpu_us "$label-proxy"); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(cpu_us "$label-proxy") / $(cpu_us "$label-nginx")}")"
-  echo "== $label: open loop ${RATE:-2000} req/s (8 clients), ${SECS} s, ${ROUNDS:-2} rounds alternating"
+  echo "== $label: open loop ${RATE:-2000} req/s (8 clients), ${LAT_SECS} s, ${LAT_ROUNDS} rounds, every other one in reverse order"
   : > "$W/$label-direct"; : > "$W/$label-nginx"; : > "$W/$label-proxy"
   local args=("$@")
   # The open loop: one stream at a time per connection (the closed loop's -c/-m dropped).
@@ -188,11 +174,15 @@ h2rows() { # label direct-url nginx-url proxy-url proxy-admin-port proxy-pid h2l
   for ((i = 0; i < ${#args[@]}; i++)); do
     case "${args[$i]}" in -c|-m) i=$((i + 1));; *) keep+=("${args[$i]}");; esac
   done
-  for round in $(seq "${ROUNDS:-2}"); do
-    h2open "$label-direct" "$d" "${keep[@]}"
-    if [ $((round % 2)) = 1 ]; then h2open "$label-nginx" "$n" "${keep[@]}"; h2open "$label-proxy" "$p" "${keep[@]}"
-    else h2open "$label-proxy" "$p" "${keep[@]}"; h2open "$label-nginx" "$n" "${keep[@]}"; fi
+  # direct, nginx, proxy; then proxy, nginx, direct: no program always follows the same one.
+  for round in $(seq "$LAT_ROUNDS"); do
+    if [ $((round % 2)) = 1 ]; then
+      h2open "$label-direct" "$d" "${keep[@]}"; h2open "$label-nginx" "$n" "${keep[@]}"; h2open "$label-proxy" "$p" "${keep[@]}"
+    else
+      h2open "$label-proxy" "$p" "${keep[@]}"; h2open "$label-nginx" "$n" "${keep[@]}"; h2open "$label-direct" "$d" "${keep[@]}"
+    fi
   done
+  bench_pairs "$W/$label-proxy" "$W/$label-nginx" "$label: proxy p50 minus nginx p50"
   local dm; dm=$(median < "$W/$label-direct")
   echo "$label median p50 (us) and added over direct: direct $dm, nginx $(median < "$W/$label-nginx") (+$(( $(median < "$W/$label-nginx") - dm ))), fairlane-proxy $(median < "$W/$label-proxy") (+$(( $(median < "$W/$label-proxy") - dm )))"
   echo "$label: the proxy's refusals (all tenants): $(curl -s "http://127.0.0.1:$admin/status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(sum(sum(t["rejected"].values()) for t in s["tenants"]), "rejected of", sum(t["received"] for t in s["tenants"]), "received")')"
@@ -208,13 +198,7 @@ tls_grpc_rows() {
       http://127.0.0.1:18007/fl.Echo/Unary 18008 "$grpc_pid" -c 8 -m 8 "${H2_GRPC[@]}"
   fi
 }
-okps() { sed -n 's/.* ok\/s \([0-9.]*\).*/\1/p'; }
 p50() { sed -n 's/.* p50 \([0-9.]*\) ms.*/\1/p' | awk '{printf "%.0f\n", $1 * 1000}'; }
-median() { sort -g | awk '{v[NR]=$1} END{m=(NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; printf "%.0f", m}'; }
-ROUNDS=${ROUNDS:-2}
-# CPU time (user + system) the server processes used per answered request: steadier than
-# req/s when other programs share the machine. The upstream's own CPU is not counted.
-ticks() { local t=0 p; for p in $1; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
 nginx_pids=$(pgrep -P "$(cat "$W/nginx.pid")" | tr '\n' ' ')
 declare -A cpu=() reqs=()
 if [ "${TLS_ONLY:-0}" = 1 ] || [ "${GRPC_ONLY:-0}" = 1 ]; then tls_grpc_rows; exit 0; fi
@@ -257,10 +241,7 @@ for round in $(seq "$ROUNDS"); do
   if [ $((round % 2)) = 1 ]; then order=(0 1 2 3 4 5); else order=(5 4 3 2 1 0); fi
   for k in "${order[@]}"; do orow ${rows[$k]}; done
 done
-# Per round, the proxy's p50 minus nginx's (µs): the pairs, not only the medians.
-paste -d' ' "$W/proxy" "$W/nginx" | awk '{d = $1 - $2; s = s " " (d > 0 ? "+" : "") d; if (d < 0) lo++; else if (d > 0) hi++; else eq++}
-  END {printf "proxy p50 minus nginx p50 per round (us):%s; proxy lower in %d, equal in %d, higher in %d\n", s, lo, eq, hi}'
-echo "median of those differences (us): $(paste -d' ' "$W/proxy" "$W/nginx" | awk '{print $1 - $2}' | median)"
+bench_pairs "$W/proxy" "$W/nginx" "proxy p50 minus nginx p50"
 d=$(median < "$W/direct")
 echo "median p50 (us) and added over direct: direct $d, nginx $(median < "$W/nginx") (+$(( $(median < "$W/nginx") - d ))), bare hyper $(median < "$W/bare") (+$(( $(median < "$W/bare") - d ))), raw $(median < "$W/raw") (+$(( $(median < "$W/raw") - d ))), fairlane-proxy $(median < "$W/proxy") (+$(( $(median < "$W/proxy") - d ))), proxy on hyper $(median < "$W/hyper") (+$(( $(median < "$W/hyper") - d )))"
 if [ "${PROFILE:-0}" = 1 ]; then

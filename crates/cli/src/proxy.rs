@@ -5,11 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-
-/// The program the `fairlane-proxy` binary runs, compiled here as well (a binary cannot be
-/// a dependency; the proxy's library holds no program).
-#[path = "../../proxy/src/bin/fairlane-proxy/program.rs"]
-mod program;
+use fairlane_proxy::program;
 
 #[derive(Args)]
 pub struct ProxyArgs {

@@ -267,3 +267,21 @@ fn sigint_drains_and_exits_0() {
     assert!(p.wait_exit().success());
     p.wait_for_log("stopped");
 }
+
+#[test]
+fn a_sighup_as_soon_as_it_listens_reloads() {
+    let tmp = temp_dir("early-hup");
+    let mut p = Proxy::start(&config(tmp.path(), upstream(), "sfq", "\"kb\""));
+    // No wait for the handler (unlike `Proxy::signal`): it is installed before the
+    // "listening" line is printed.
+    let ok = Command::new("kill")
+        .args(["-HUP", &p.child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -HUP");
+    p.wait_for_log("SIGHUP, reloaded");
+    assert_eq!(get(p.addr, "/", Some("ka")).0, 200);
+    p.signal("TERM");
+    assert!(p.wait_exit().success());
+}

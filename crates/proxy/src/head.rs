@@ -17,81 +17,119 @@ use crate::h1::{self, FrameError, RequestInfo};
 /// profile). A larger one only when needed.
 pub(crate) const FEW_HEADERS: usize = 24;
 
+/// Header lines most heads have at most: [`Lines::with`] hands out an array of this many
+/// when they fit.
+const TYPICAL_HEADERS: usize = 8;
+
 /// The longest target `http::Uri` accepts; longer ones are refused (400), as hyper does.
 const MAX_TARGET: usize = u16::MAX as usize - 1;
 
-/// Where a head's header lines lie in its bytes, taken from the one parse it gets.
+/// Where a head's header lines lie: each line's name in `names` (every header name of the
+/// head, one after another) and its value in the head's bytes. The names are copied once,
+/// from text already checked (httparse's tokens, `http::HeaderName`s, the proxy's own
+/// `&str`s), so reading them needs no UTF-8 check per call.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Lines(Vec<[u32; 4]>);
+pub(crate) struct Lines {
+    names: String,
+    spans: Vec<[u32; 4]>,
+}
 
 impl Lines {
     /// The spans of `headers`, parsed out of `base` (a head of at most 4 GiB).
     pub fn of(base: &[u8], headers: &[httparse::Header<'_>]) -> Lines {
-        let at = |s: &[u8]| (s.as_ptr() as usize - base.as_ptr() as usize) as u32;
-        Lines(
-            headers
-                .iter()
-                .map(|h| {
-                    let (n, v) = (at(h.name.as_bytes()), at(h.value));
-                    [n, n + h.name.len() as u32, v, v + h.value.len() as u32]
-                })
-                .collect(),
-        )
+        let mut lines = Lines {
+            names: String::with_capacity(headers.iter().map(|h| h.name.len()).sum()),
+            spans: Vec::with_capacity(headers.len()),
+        };
+        for h in headers {
+            let v = (h.value.as_ptr() as usize - base.as_ptr() as usize) as u32;
+            lines.push(h.name, v, h.value.len());
+        }
+        lines
     }
 
-    /// `f` of the header lines of `head` (the bytes these spans were taken from).
+    /// Add a line named `name` whose value is `len` bytes at `value` in the head's bytes.
+    fn push(&mut self, name: &str, value: u32, len: usize) {
+        let n = self.names.len() as u32;
+        self.names.push_str(name);
+        self.spans
+            .push([n, n + name.len() as u32, value, value + len as u32]);
+    }
+
+    /// `f` of the header lines of `head` (the bytes these spans were taken from), in an
+    /// array no larger than needed: clearing one is most of this function's cost.
     pub fn with<R>(&self, head: &[u8], f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
-        let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
-        let mut many;
-        let headers: &mut [httparse::Header<'_>] = if self.0.len() <= FEW_HEADERS {
-            &mut few[..self.0.len()]
+        let n = self.spans.len();
+        if n <= TYPICAL_HEADERS {
+            let mut a = [httparse::EMPTY_HEADER; TYPICAL_HEADERS];
+            f(self.fill(head, &mut a[..n]))
+        } else if n <= FEW_HEADERS {
+            let mut a = [httparse::EMPTY_HEADER; FEW_HEADERS];
+            f(self.fill(head, &mut a[..n]))
         } else {
-            many = vec![httparse::EMPTY_HEADER; self.0.len()];
-            &mut many
-        };
-        for (h, s) in headers.iter_mut().zip(&self.0) {
+            f(self.fill(head, &mut vec![httparse::EMPTY_HEADER; n]))
+        }
+    }
+
+    /// `headers` (one per span) filled with the lines of `head`.
+    fn fill<'a, 'h>(
+        &'a self,
+        head: &'a [u8],
+        headers: &'h mut [httparse::Header<'a>],
+    ) -> &'h [httparse::Header<'a>] {
+        for (h, s) in headers.iter_mut().zip(&self.spans) {
             let [n0, n1, v0, v1] = s.map(|i| i as usize);
-            // Names were checked tokens (ASCII) when the spans were taken.
-            h.name = std::str::from_utf8(&head[n0..n1]).unwrap_or("");
+            // Each span is one whole pushed name: always on character boundaries.
+            h.name = self.names.get(n0..n1).unwrap_or("");
             h.value = &head[v0..v1];
         }
-        f(headers)
+        headers
+    }
+
+    /// The value of the first line of `head` named `name` (ASCII case-insensitive).
+    fn find<'a>(&self, head: &'a [u8], name: &str) -> Option<&'a [u8]> {
+        let names = self.names.as_bytes();
+        self.spans.iter().find_map(|s| {
+            let [n0, n1, v0, v1] = s.map(|i| i as usize);
+            names[n0..n1]
+                .eq_ignore_ascii_case(name.as_bytes())
+                .then(|| &head[v0..v1])
+        })
     }
 }
 
-/// Add `name: value` to a head's bytes and its span to `lines`.
-fn push_line(bytes: &mut Vec<u8>, lines: &mut Vec<[u32; 4]>, name: &[u8], value: &[u8]) {
-    let n = bytes.len() as u32;
-    bytes.extend_from_slice(name);
+/// Add `name: value` to a head's bytes and its line to `lines`.
+fn push_line(bytes: &mut Vec<u8>, lines: &mut Lines, name: &str, value: &[u8]) {
+    bytes.extend_from_slice(name.as_bytes());
     bytes.extend_from_slice(b": ");
     let v = bytes.len() as u32;
     bytes.extend_from_slice(value);
     bytes.extend_from_slice(b"\r\n");
-    lines.push([n, n + name.len() as u32, v, v + value.len() as u32]);
+    lines.push(name, v, value.len());
 }
 
 /// Header lines built from name/value pairs (a head that did not come as HTTP/1 bytes).
 struct Built {
     bytes: Vec<u8>,
-    lines: Vec<[u32; 4]>,
+    lines: Lines,
 }
 
 impl Built {
     fn new(capacity: usize) -> Built {
         Built {
             bytes: Vec::with_capacity(capacity),
-            lines: Vec::new(),
+            lines: Lines::default(),
         }
     }
 
-    fn push(&mut self, name: &[u8], value: &[u8]) {
+    fn push(&mut self, name: &str, value: &[u8]) {
         push_line(&mut self.bytes, &mut self.lines, name, value);
     }
 
     fn of(map: &http::HeaderMap) -> Built {
         let mut b = Built::new(map.len() * 32);
         for (name, value) in map {
-            b.push(name.as_str().as_bytes(), value.as_bytes());
+            b.push(name.as_str(), value.as_bytes());
         }
         b
     }
@@ -127,7 +165,7 @@ impl Fields {
     fn built(b: Built) -> Fields {
         Fields {
             bytes: b.bytes,
-            lines: Lines(b.lines),
+            lines: b.lines,
         }
     }
 
@@ -138,11 +176,7 @@ impl Fields {
 
     /// `f` of the first value of header `name`, if any.
     pub fn header<R>(&self, name: &str, f: impl FnOnce(Option<&[u8]>) -> R) -> R {
-        self.with_headers(|hs| {
-            f(hs.iter()
-                .find(|h| h.name.eq_ignore_ascii_case(name))
-                .map(|h| h.value))
-        })
+        f(self.lines.find(&self.bytes, name))
     }
 }
 
@@ -227,7 +261,7 @@ impl RequestHead {
         let mut built = Built::of(&parts.headers);
         if let Some(a) = parts.uri.authority() {
             if !parts.headers.contains_key(http::header::HOST) {
-                built.push(b"host", a.as_str().as_bytes());
+                built.push("host", a.as_str().as_bytes());
             }
         }
         RequestHead {
@@ -278,6 +312,8 @@ pub(crate) struct ResponseHead {
     pub status: StatusCode,
     /// Header lines (an HTTP/1 upstream's head as it came, with its status line).
     fields: Fields,
+    /// How many of the first lines came from the upstream (the rest are the proxy's).
+    upstream: usize,
 }
 
 impl ResponseHead {
@@ -319,6 +355,7 @@ impl ResponseHead {
         let head = ResponseHead {
             status,
             fields: Fields::parsed(buf, info.head_len, resp.headers),
+            upstream: resp.headers.len(),
         };
         Ok(Some((head, info)))
     }
@@ -328,25 +365,33 @@ impl ResponseHead {
         ResponseHead {
             status,
             fields: Fields::built(Built::of(headers)),
+            upstream: headers.len(),
         }
     }
 
     /// Add a header line (a valid name and value) after the others.
     pub fn append(&mut self, name: &str, value: &[u8]) {
         let f = &mut self.fields;
-        push_line(&mut f.bytes, &mut f.lines.0, name.as_bytes(), value);
+        push_line(&mut f.bytes, &mut f.lines, name, value);
     }
 
     /// A head of the proxy's own with these header lines.
     pub fn own(status: StatusCode, headers: &[(&str, &[u8])]) -> ResponseHead {
         let mut b = Built::new(headers.len() * 40);
         for (n, v) in headers {
-            b.push(n.as_bytes(), v);
+            b.push(n, v);
         }
         ResponseHead {
             status,
             fields: Fields::built(b),
+            upstream: 0,
         }
+    }
+
+    /// How many of its first header lines came from the upstream: all of a forwarded
+    /// response's but those the proxy [`append`](Self::append)ed; none of the proxy's own.
+    pub fn upstream_lines(&self) -> usize {
+        self.upstream
     }
 }
 
@@ -422,6 +467,43 @@ mod tests {
             parse(b"GET /a<b> HTTP/1.1\r\n\r\n").unwrap_err().status(),
             400
         );
+    }
+
+    #[test]
+    fn header_names_read_back_as_sent_and_bad_ones_are_refused() {
+        // More lines than the small array holds, and an appended one.
+        let mut raw = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
+        for i in 0..FEW_HEADERS + 3 {
+            raw.extend_from_slice(format!("X-H{i}: v").as_bytes());
+            raw.push(0xff);
+            raw.extend_from_slice(format!("{i}\r\n").as_bytes());
+        }
+        raw.extend_from_slice(b"\r\n");
+        let (h, _, _) = parse(&raw).unwrap().unwrap();
+        let names = h.with_headers(|hs| hs.iter().map(|x| x.name.to_string()).collect::<Vec<_>>());
+        assert_eq!(names.len(), FEW_HEADERS + 4);
+        assert_eq!(names[0], "Host");
+        assert_eq!(names[FEW_HEADERS + 3], format!("X-H{}", FEW_HEADERS + 2));
+        assert!(h.header("x-h7", |v| v == Some(&b"v\xff7"[..])));
+        let (mut resp, _) = ResponseHead::parse_h1(b"HTTP/1.1 200 OK\r\nA: 1\r\n\r\n", 1024, false)
+            .unwrap()
+            .unwrap();
+        resp.append("x-b", b"2");
+        assert_eq!(
+            resp.with_headers(|hs| hs
+                .iter()
+                .map(|x| format!("{}={}", x.name, String::from_utf8_lossy(x.value)))
+                .collect::<Vec<_>>()),
+            ["A=1", "x-b=2"]
+        );
+        // A name that is not a token (a space, a non-ASCII byte, a colon-less line) is a 400.
+        for bad in [
+            &b"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n"[..],
+            b"GET / HTTP/1.1\r\nN\xc3\xa4me: x\r\n\r\n",
+            b"GET / HTTP/1.1\r\nNo-colon\r\n\r\n",
+        ] {
+            assert_eq!(parse(bad).unwrap_err().status(), 400, "{bad:?}");
+        }
     }
 
     #[test]

@@ -34,6 +34,8 @@
 //!   schema matcher `classify` runs, the debug dumps and per-level metrics.
 //! * [`cluster`] — `[cluster]`: fair shares of one upstream across instances via Redis.
 //! * [`server`] — the listeners, graceful shutdown and reload; `state` — what they share.
+//! * [`program`] — the proxy as a program (runtimes, signals): the `fairlane-proxy` binary
+//!   and `fairlane proxy` both run it.
 //! * `tunnel` — WebSocket upgrades: tunnel budgets per tenant, the splice after a `101`.
 //! * `workers` — `listen.workers`: one single-threaded runtime per core (nginx's workers),
 //!   each accepted connection handed to the one with the fewest.
@@ -81,6 +83,7 @@ mod head;
 pub mod levels;
 pub mod metrics;
 mod pipeline;
+pub mod program;
 mod respond;
 mod rewrite;
 mod section;

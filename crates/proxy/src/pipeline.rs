@@ -26,7 +26,7 @@ use crate::head::RequestHead;
 use crate::levels::Leveled;
 use crate::metrics::{CostPolicy, Reason, Ticket};
 use crate::respond::{self, own, rejected, Answer, Done, MeteredBody, ProxyBody};
-use crate::rewrite::Forwarding;
+use crate::rewrite::{Forwarding, LEVEL_HEADER, SCHEMA_HEADER};
 use crate::state::{Inner, Peer, Settings};
 use crate::stream::{BodyFault, Limited, ReqBody, Source};
 use crate::tenant::Who;
@@ -283,11 +283,6 @@ fn name_level(settings: &Settings, leveled: Option<Leveled>, answer: &mut Answer
         answer.head.append(SCHEMA_HEADER, value.as_bytes());
     }
 }
-
-/// The response header naming a request's priority level.
-pub(crate) const LEVEL_HEADER: &str = "x-fairlane-priority-level";
-/// The response header naming the flow schema that classified a request.
-pub(crate) const SCHEMA_HEADER: &str = "x-fairlane-flow-schema";
 
 fn fault_answer(settings: &Settings, stats: &Ticket, fault: BodyFault) -> Answer {
     let reason = match fault {

@@ -23,6 +23,14 @@ const HOP_BY_HOP: [&str; 8] = [
 /// The header the upstream learns the tenant from (whatever the client sent is replaced).
 pub(crate) const TENANT_HEADER: &str = "x-fairlane-tenant";
 
+/// The response header naming a request's priority level.
+pub(crate) const LEVEL_HEADER: &str = "x-fairlane-priority-level";
+/// The response header naming the flow schema that classified a request.
+pub(crate) const SCHEMA_HEADER: &str = "x-fairlane-flow-schema";
+/// Response headers only the proxy sets: the upstream's own copies are dropped, so a client
+/// can trust what they say.
+const PROXY_SET: [&str; 2] = [LEVEL_HEADER, SCHEMA_HEADER];
+
 /// Whether `name` is a hop-by-hop header.
 pub(crate) fn hop_by_hop(name: &str) -> bool {
     HOP_BY_HOP.iter().any(|n| name.eq_ignore_ascii_case(n))
@@ -36,10 +44,10 @@ pub(crate) fn lists(value: &[u8], token: &str) -> bool {
 }
 
 /// `f` of each end-to-end header of `headers`: without hop-by-hop headers, those the
-/// `Connection` header names, and those `skip` names.
+/// `Connection` header names, and those `skip` names (given each line's index and name).
 fn end_to_end<'h>(
     headers: &'h [httparse::Header<'h>],
-    skip: impl Fn(&str) -> bool,
+    skip: impl Fn(usize, &str) -> bool,
     mut f: impl FnMut(&httparse::Header<'h>),
 ) {
     let connection: Vec<&[u8]> = headers
@@ -47,12 +55,21 @@ fn end_to_end<'h>(
         .filter(|h| h.name.eq_ignore_ascii_case("connection"))
         .map(|h| h.value)
         .collect();
-    for h in headers {
-        if hop_by_hop(h.name) || skip(h.name) || connection.iter().any(|v| lists(v, h.name)) {
+    for (i, h) in headers.iter().enumerate() {
+        if hop_by_hop(h.name) || skip(i, h.name) || connection.iter().any(|v| lists(v, h.name)) {
             continue;
         }
         f(h);
     }
+}
+
+/// `f` of each end-to-end header of `response` but the upstream's copies of the headers
+/// only the proxy sets.
+fn response_end_to_end(response: &ResponseHead, mut f: impl FnMut(&httparse::Header<'_>)) {
+    let upstream = response.upstream_lines();
+    let spoofed =
+        |i: usize, n: &str| i < upstream && PROXY_SET.iter().any(|p| n.eq_ignore_ascii_case(p));
+    response.with_headers(|hs| end_to_end(hs, spoofed, |h| f(h)));
 }
 
 fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -104,7 +121,7 @@ pub(crate) fn request_h1(
             host |= h.name.eq_ignore_ascii_case("host");
             length |= h.name.eq_ignore_ascii_case("content-length");
         }
-        let skip = |n: &str| {
+        let skip = |_, n: &str| {
             n.eq_ignore_ascii_case("content-length")
                 || n.eq_ignore_ascii_case("expect")
                 || n.eq_ignore_ascii_case(TENANT_HEADER)
@@ -172,7 +189,7 @@ pub(crate) fn request_h2(
         trailers = hs
             .iter()
             .any(|h| h.name.eq_ignore_ascii_case("te") && lists(h.value, "trailers"));
-        let skip = |n: &str| {
+        let skip = |_, n: &str| {
             n.eq_ignore_ascii_case("host")
                 || n.eq_ignore_ascii_case("content-length")
                 || n.eq_ignore_ascii_case("expect")
@@ -202,16 +219,10 @@ pub(crate) fn request_h2(
 /// proxy's). Returns whether it had a `Content-Length` and a `Date`.
 pub(crate) fn response_h1(out: &mut Vec<u8>, response: &ResponseHead) -> (bool, bool) {
     let (mut length, mut date) = (false, false);
-    response.with_headers(|hs| {
-        end_to_end(
-            hs,
-            |_| false,
-            |h| {
-                length |= h.name.eq_ignore_ascii_case("content-length");
-                date |= h.name.eq_ignore_ascii_case("date");
-                line(out, h.name.as_bytes(), h.value);
-            },
-        )
+    response_end_to_end(response, |h| {
+        length |= h.name.eq_ignore_ascii_case("content-length");
+        date |= h.name.eq_ignore_ascii_case("date");
+        line(out, h.name.as_bytes(), h.value);
     });
     (length, date)
 }
@@ -230,17 +241,10 @@ pub(crate) fn switching_h1(out: &mut Vec<u8>, response: &ResponseHead) {
 pub(crate) fn response_parts(response: &ResponseHead) -> http::response::Parts {
     let mut parts = http::Response::new(()).into_parts().0;
     parts.status = response.status;
-    response.with_headers(|hs| {
-        parts.headers.reserve(hs.len());
-        end_to_end(
-            hs,
-            |_| false,
-            |h| {
-                if let Some((n, v)) = http_header(h) {
-                    parts.headers.append(n, v);
-                }
-            },
-        )
+    response_end_to_end(response, |h| {
+        if let Some((n, v)) = http_header(h) {
+            parts.headers.append(n, v);
+        }
     });
     parts
 }
@@ -318,6 +322,49 @@ mod tests {
             std::str::from_utf8(&out).unwrap(),
             "Sec-WebSocket-Accept: a\r\nupgrade: websocket\r\nconnection: upgrade\r\n"
         );
+    }
+
+    #[test]
+    fn upstream_copies_of_the_proxys_own_headers_are_dropped() {
+        let raw = b"HTTP/1.1 200 OK\r\nX-Fairlane-Priority-Level: exempt\r\nX-A: 1\r\n\
+            x-fairlane-flow-schema: forged\r\nX-Fairlane-Tenant: t\r\n\r\n";
+        let parsed = || {
+            ResponseHead::parse_h1(raw, 64 * 1024, false)
+                .unwrap()
+                .unwrap()
+                .0
+        };
+        let text = |r: &ResponseHead| {
+            let mut out = Vec::new();
+            response_h1(&mut out, r);
+            String::from_utf8(out).unwrap()
+        };
+        // No levels: the proxy names none, and the upstream's are gone all the same.
+        let resp = parsed();
+        assert_eq!(text(&resp), "X-A: 1\r\nX-Fairlane-Tenant: t\r\n");
+        let parts = response_parts(&resp);
+        assert!(parts.headers.get(LEVEL_HEADER).is_none());
+        assert!(parts.headers.get(SCHEMA_HEADER).is_none());
+        // With levels: only the proxy's own lines, whatever the upstream sent.
+        let mut resp = parsed();
+        resp.append(LEVEL_HEADER, b"workload-low");
+        resp.append(SCHEMA_HEADER, b"catch-all");
+        assert_eq!(
+            text(&resp),
+            "X-A: 1\r\nX-Fairlane-Tenant: t\r\nx-fairlane-priority-level: workload-low\r\n\
+             x-fairlane-flow-schema: catch-all\r\n"
+        );
+        let parts = response_parts(&resp);
+        let all = |n| parts.headers.get_all(n).iter().collect::<Vec<_>>();
+        assert_eq!(all(LEVEL_HEADER), ["workload-low"]);
+        assert_eq!(all(SCHEMA_HEADER), ["catch-all"]);
+        // An HTTP/2 upstream's head alike; the proxy's own answers keep theirs.
+        let mut map = http::HeaderMap::new();
+        map.insert(LEVEL_HEADER, HeaderValue::from_static("exempt"));
+        let h2 = ResponseHead::from_parts(http::StatusCode::OK, &map);
+        assert_eq!(text(&h2), "");
+        let own = ResponseHead::own(http::StatusCode::TOO_MANY_REQUESTS, &[(LEVEL_HEADER, b"l")]);
+        assert_eq!(text(&own), "x-fairlane-priority-level: l\r\n");
     }
 
     #[test]

@@ -61,20 +61,7 @@ impl Socket for TcpStream {
     /// never cleared.
     fn try_read(&self, buf: &mut Vec<u8>) -> io::Result<usize> {
         let room = buf.capacity() - buf.len();
-        let mut got = None;
-        let r = self.try_io(Interest::READABLE, || {
-            let n = self.try_read_buf(buf)?;
-            got = Some(n);
-            if 0 < n && n < room {
-                Err(io::ErrorKind::WouldBlock.into())
-            } else {
-                Ok(n)
-            }
-        });
-        match got {
-            Some(n) => Ok(n),
-            None => r,
-        }
+        read_draining(self, room, || self.try_read_buf(buf))
     }
 
     fn writable(&self) -> impl Future<Output = io::Result<()>> + Send {
@@ -104,6 +91,31 @@ impl Socket for TcpStream {
 
     async fn shutdown(&mut self) {
         let _ = tokio::io::AsyncWriteExt::shutdown(self).await;
+    }
+}
+
+/// One non-blocking read of `tcp` by `read`, into `room` bytes: a short read (fewer bytes
+/// than there was room for) drained the socket, so tokio's read readiness is cleared then,
+/// and the next wait for the socket to be readable waits for new bytes or the peer's FIN
+/// instead of returning at once and costing a read that fails with `EAGAIN`.
+pub(crate) fn read_draining(
+    tcp: &TcpStream,
+    room: usize,
+    read: impl FnOnce() -> io::Result<usize>,
+) -> io::Result<usize> {
+    let mut got = None;
+    let r = tcp.try_io(Interest::READABLE, || {
+        let n = read()?;
+        got = Some(n);
+        if 0 < n && n < room {
+            Err(io::ErrorKind::WouldBlock.into())
+        } else {
+            Ok(n)
+        }
+    });
+    match got {
+        Some(n) => Ok(n),
+        None => r,
     }
 }
 

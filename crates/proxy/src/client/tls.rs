@@ -11,7 +11,7 @@ use std::time::Duration;
 use rustls::ServerConnection;
 use tokio::net::TcpStream;
 
-use super::socket::Socket;
+use super::socket::{read_draining, Socket};
 
 /// TLS over a client's TCP connection, after the handshake.
 pub(crate) struct TlsSocket {
@@ -20,13 +20,16 @@ pub(crate) struct TlsSocket {
     tls: Mutex<ServerConnection>,
 }
 
-/// The TCP socket as rustls reads and writes it: non-blocking, `WouldBlock` when not ready
-/// (which clears tokio's readiness, so the next wait is a real one).
+/// The TCP socket as rustls reads and writes it: non-blocking, `WouldBlock` when not ready.
+/// A read that drains the socket clears tokio's read readiness as the plaintext socket's
+/// does ([`read_draining`]), so the client-gone watch that runs while the upstream answers
+/// waits for new bytes instead of costing a read that fails with `EAGAIN`.
 struct Raw<'a>(&'a TcpStream);
 
 impl Read for Raw<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.0.try_read(buf)
+        let room = buf.len();
+        read_draining(self.0, room, || self.0.try_read(buf))
     }
 }
 

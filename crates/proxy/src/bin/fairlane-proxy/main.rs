@@ -1,9 +1,7 @@
 //! `fairlane-proxy --config proxy.toml [--check]`: the proxy alone (the same as
-//! `fairlane proxy`).
+//! `fairlane proxy`), [`fairlane_proxy::program`].
 
 use std::process::ExitCode;
-
-mod program;
 
 /// jemalloc rather than the system allocator (issue 19): it keeps no header beside each
 /// block, so the untouched part of a connection's 8 KiB hyper buffers stays out of memory,
@@ -14,20 +12,5 @@ mod program;
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let check = args.iter().any(|a| a == "--check");
-    args.retain(|a| a != "--check");
-    let path = match args.as_slice() {
-        [flag, path] if flag == "--config" || flag == "-c" => path.clone(),
-        [arg] if arg.starts_with("--config=") => arg["--config=".len()..].to_string(),
-        _ => {
-            eprintln!("usage: fairlane-proxy --config proxy.toml [--check]");
-            return ExitCode::from(2);
-        }
-    };
-    let path = std::path::Path::new(&path);
-    if check {
-        return program::check(path);
-    }
-    program::run(path)
+    fairlane_proxy::program::main(std::env::args().skip(1))
 }

@@ -1,8 +1,8 @@
-//! Running the proxy as a program, on the library's public API: the `fairlane-proxy` binary
-//! (this module tree) and `fairlane proxy` (crates/cli, which compiles this file as a module
-//! of its own: a package's binary cannot be a dependency, and the library holds no program)
-//! both call [`check`] and [`run`]. SIGTERM / SIGINT drain and stop; SIGHUP
-//! re-reads the file and reloads.
+//! Running the proxy as a program: what the `fairlane-proxy` binary ([`main`]) and
+//! `fairlane proxy` (crates/cli, through [`check`] and [`run`]) both do. SIGTERM / SIGINT
+//! drain and stop; SIGHUP re-reads the file and reloads. The signal handlers are installed
+//! before the "listening" line is printed, so a signal sent as soon as that line appears
+//! is handled, never the default action (which for SIGHUP ends the process).
 //!
 //! Threads: with `listen.workers = "per-core"` (the default) or a number, client connections
 //! run on that many single-threaded runtimes of the proxy's own, and the accept loop, the
@@ -16,8 +16,29 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use fairlane_proxy::config::Workers;
-use fairlane_proxy::{Proxy, ProxyConfig, ProxyHandle};
+use crate::config::Workers;
+use crate::{Proxy, ProxyConfig, ProxyHandle};
+
+/// The `fairlane-proxy` binary: `--config proxy.toml [--check]` (or `-c`, `--config=`),
+/// the arguments after the program's name. Exit code 2 for a usage error.
+pub fn main(args: impl IntoIterator<Item = String>) -> ExitCode {
+    let mut args: Vec<String> = args.into_iter().collect();
+    let check_only = args.iter().any(|a| a == "--check");
+    args.retain(|a| a != "--check");
+    let path = match args.as_slice() {
+        [flag, path] if flag == "--config" || flag == "-c" => path.clone(),
+        [arg] if arg.starts_with("--config=") => arg["--config=".len()..].to_string(),
+        _ => {
+            eprintln!("usage: fairlane-proxy --config proxy.toml [--check]");
+            return ExitCode::from(2);
+        }
+    };
+    let path = Path::new(&path);
+    if check_only {
+        return check(path);
+    }
+    run(path)
+}
 
 /// Only validate the config: print `<file>: ok` and exit 0, or the error naming the file
 /// and field and exit 2 (what `--check` does).
@@ -99,7 +120,7 @@ fn with_threads(config: &mut ProxyConfig, threads: Option<usize>) {
 }
 
 async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> ExitCode {
-    let fds = fairlane_proxy::server::raise_fd_limit();
+    let fds = crate::server::raise_fd_limit();
     let proxy = match Proxy::bind(config.clone()).await {
         Ok(p) => p,
         Err(e) => {
@@ -107,6 +128,7 @@ async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> Ex
             return ExitCode::FAILURE;
         }
     };
+    let signals = Signals::install();
     let listening = match (config.listen.plain_addr(), proxy.tls_addr()) {
         (Some(_), Some(tls)) => format!("http://{}, https://{tls}", proxy.local_addr()),
         (None, Some(tls)) => format!("https://{tls}"),
@@ -130,7 +152,7 @@ async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> Ex
     );
     let handle = proxy.handle();
     let counts = proxy.handle();
-    let signals = tokio::spawn(async move { watch_signals(handle, path, threads).await });
+    let signals = tokio::spawn(watch_signals(signals, handle, path, threads));
     proxy.run().await;
     signals.abort();
     let per_worker: Vec<u64> = counts
@@ -146,42 +168,95 @@ async fn serve(config: ProxyConfig, path: PathBuf, threads: Option<usize>) -> Ex
     ExitCode::SUCCESS
 }
 
+/// The signals the program handles, installed (their default actions replaced).
 #[cfg(unix)]
-async fn watch_signals(handle: ProxyHandle, path: PathBuf, threads: Option<usize>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        eprintln!("fairlane proxy: cannot install signal handlers");
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl Signals {
+    /// Install the handlers (`None`, said on stderr, if that fails).
+    fn install() -> Option<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(term), Ok(int), Ok(hup)) => Some(Signals { term, int, hup }),
+            _ => {
+                eprintln!("fairlane proxy: cannot install signal handlers");
+                None
+            }
+        }
+    }
+}
+
+#[cfg(unix)]
+async fn watch_signals(
+    signals: Option<Signals>,
+    handle: ProxyHandle,
+    path: PathBuf,
+    threads: Option<usize>,
+) {
+    let Some(Signals {
+        mut term,
+        mut int,
+        mut hup,
+    }) = signals
+    else {
         return;
     };
     loop {
         tokio::select! {
             _ = term.recv() => { eprintln!("fairlane proxy: SIGTERM, draining"); handle.shutdown(); }
             _ = int.recv() => { eprintln!("fairlane proxy: SIGINT, draining"); handle.shutdown(); }
-            _ = hup.recv() => {
-                let reloaded = ProxyConfig::from_file(&path).and_then(|mut c| {
-                    with_threads(&mut c, threads);
-                    handle.reload(c)
-                });
-                match reloaded {
-                    Ok(warnings) => {
-                        eprintln!("fairlane proxy: SIGHUP, reloaded {}", path.display());
-                        for w in warnings {
-                            eprintln!("fairlane proxy: reload warning: {w}");
-                        }
-                    }
-                    Err(e) => eprintln!("fairlane proxy: SIGHUP, reload refused, kept the old config: {e}"),
-                }
-            }
+            _ = hup.recv() => reload(&handle, &path, threads),
         }
     }
 }
 
+/// SIGHUP: read the file again and reload, or keep the old config and say why.
+#[cfg(unix)]
+fn reload(handle: &ProxyHandle, path: &Path, threads: Option<usize>) {
+    let reloaded = ProxyConfig::from_file(path).and_then(|mut c| {
+        with_threads(&mut c, threads);
+        handle.reload(c)
+    });
+    match reloaded {
+        Ok(warnings) => {
+            eprintln!("fairlane proxy: SIGHUP, reloaded {}", path.display());
+            for w in warnings {
+                eprintln!("fairlane proxy: reload warning: {w}");
+            }
+        }
+        Err(e) => eprintln!("fairlane proxy: SIGHUP, reload refused, kept the old config: {e}"),
+    }
+}
+
+/// Ctrl-C, registered before the proxy announces itself.
 #[cfg(not(unix))]
-async fn watch_signals(handle: ProxyHandle, _path: PathBuf, _threads: Option<usize>) {
-    let _ = tokio::signal::ctrl_c().await;
-    handle.shutdown();
+struct Signals(std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>);
+
+#[cfg(not(unix))]
+impl Signals {
+    fn install() -> Option<Signals> {
+        Some(Signals(Box::pin(tokio::signal::ctrl_c())))
+    }
+}
+
+#[cfg(not(unix))]
+async fn watch_signals(
+    signals: Option<Signals>,
+    handle: ProxyHandle,
+    _path: PathBuf,
+    _threads: Option<usize>,
+) {
+    if let Some(Signals(ctrl_c)) = signals {
+        let _ = ctrl_c.await;
+        handle.shutdown();
+    }
 }
