@@ -287,31 +287,73 @@ fn retry_at_when_every_tenant_is_at_its_limit() {
     assert!(matches!(s.dequeue(0, 0.61).unwrap(), Decision::Run(_)));
 }
 
+/// One event of a hand-computed meter trace, on the tenant with that index in the trace.
+#[derive(Clone, Copy)]
+enum Ev {
+    /// A task ready at `now`.
+    Enq(usize, f64),
+    /// A task starts at `now`.
+    Start(usize, f64),
+    /// A task started at `start` finishes at `now` having used `used` CPU-seconds.
+    Fin(usize, f64, f64, f64),
+    /// A ready task gives up at `now`.
+    Cancel(usize, f64),
+}
+use Ev::*;
+
+/// The meter of `cores` cores and `interval`-second intervals over a trace: tenant `i` is
+/// `TenantId(i + 1)` with `(ResCPU %, burst b)`; the events in order, then the intervals
+/// closed through `close`. Returns the records (`of` picks a tenant's).
+fn meter_trace(
+    cores: usize,
+    interval: f64,
+    tenants: &[(f64, Option<f64>)],
+    events: &[Ev],
+    close: f64,
+) -> Vec<MeterRecord> {
+    let mut m = Meter::new(cores);
+    let h: Vec<usize> = (0..tenants.len())
+        .map(|i| {
+            let (res, burst) = tenants[i];
+            m.add_tenant(TenantId(i as u64 + 1), res, burst, interval, 0.0)
+                .unwrap()
+        })
+        .collect();
+    for e in events {
+        match *e {
+            Enq(t, now) => m.enqueued(h[t], now),
+            Start(t, now) => m.started(h[t], now),
+            Fin(t, start, used, now) => m.finished(h[t], start, used, now),
+            Cancel(t, now) => m.cancelled(h[t], now),
+        }
+    }
+    m.close_through(close);
+    m.take_records()
+}
+
 /// Hand-computed meter traces (§2.2). One core, 10 s interval.
 #[test]
 fn meter_idle_half_the_time_is_not_violated() {
-    let mut m = Meter::new(1);
-    let a = m.add_tenant(TenantId(1), 50.0, None, 10.0, 0.0).unwrap();
-    let b = m.add_tenant(TenantId(2), 0.0, None, 10.0, 0.0).unwrap();
     // A is active during [0, 5) only, sharing the core with B: A runs [0, 2.5) while B waits,
     // B runs [2.5, 5) while A waits, A runs its last quantum... no: A's work ends at 2.5 + its
     // wait, so A's second task is cancelled at 5 (the client gave up). B runs alone after 5.
-    m.enqueued(a, 0.0);
-    m.enqueued(a, 0.0);
-    m.enqueued(b, 0.0);
-    m.started(a, 0.0);
-    m.finished(a, 0.0, 2.5, 2.5);
-    m.started(b, 2.5);
-    m.cancelled(a, 5.0);
-    m.finished(b, 2.5, 7.5, 10.0);
-    m.close_through(10.0);
-    let recs = m.take_records();
-    let ra = recs.iter().find(|r| r.tenant == TenantId(1)).unwrap();
+    let events = [
+        Enq(0, 0.0),
+        Enq(0, 0.0),
+        Enq(1, 0.0),
+        Start(0, 0.0),
+        Fin(0, 0.0, 2.5, 2.5),
+        Start(1, 2.5),
+        Cancel(0, 5.0),
+        Fin(1, 2.5, 7.5, 10.0),
+    ];
+    let recs = meter_trace(1, 10.0, &[(50.0, None), (0.0, None)], &events, 10.0);
+    let ra = of(&recs, 1)[0];
     // CPU = 2.5/10 = 25 % < ResCPU 50 %, Delay = 2.5/10 = 25 %, CPU_eff = 25·100/50 = 50 %.
     assert_eq!((ra.cpu, ra.delay, ra.cpu_eff), (25.0, 25.0, 50.0));
     assert!(!ra.violated, "idle half the time is not a violation");
     assert_eq!(ra.viol_cpu, 0.0);
-    let rb = recs.iter().find(|r| r.tenant == TenantId(2)).unwrap();
+    let rb = of(&recs, 2)[0];
     // B waited [0, 2.5) while A ran: Delay 25 %, CPU 75 %, CPU_eff 75 %; no reservation.
     assert_eq!(
         (rb.cpu, rb.delay, rb.cpu_eff, rb.violated),
@@ -323,26 +365,25 @@ fn meter_idle_half_the_time_is_not_violated() {
 /// one core for [0, 4) and C the other for [0, 2). A runs on the second core from 2.
 #[test]
 fn meter_delay_counts_cores_held_by_others() {
-    let mut m = Meter::new(2);
-    let a = m.add_tenant(TenantId(1), 50.0, None, 4.0, 0.0).unwrap();
-    let b = m.add_tenant(TenantId(2), 0.0, None, 4.0, 0.0).unwrap();
-    let c = m.add_tenant(TenantId(3), 0.0, None, 4.0, 0.0).unwrap();
-    m.enqueued(b, 0.0);
-    m.enqueued(c, 0.0);
-    m.started(b, 0.0);
-    m.started(c, 0.0);
-    for _ in 0..3 {
-        m.enqueued(a, 0.0);
-    }
-    m.finished(c, 0.0, 2.0, 2.0);
-    m.started(a, 2.0);
-    m.cancelled(a, 3.0); // two of A's tasks give up at 3
-    m.cancelled(a, 3.0);
-    m.finished(a, 2.0, 2.0, 4.0);
-    m.finished(b, 0.0, 4.0, 4.0);
-    m.close_through(4.0);
-    let recs = m.take_records();
-    let ra = recs.iter().find(|r| r.tenant == TenantId(1)).unwrap();
+    let (a, b, c) = (0, 1, 2);
+    let events = [
+        Enq(b, 0.0),
+        Enq(c, 0.0),
+        Start(b, 0.0),
+        Start(c, 0.0),
+        Enq(a, 0.0),
+        Enq(a, 0.0),
+        Enq(a, 0.0),
+        Fin(c, 0.0, 2.0, 2.0),
+        Start(a, 2.0),
+        Cancel(a, 3.0), // two of A's tasks give up at 3
+        Cancel(a, 3.0),
+        Fin(a, 2.0, 2.0, 4.0),
+        Fin(b, 0.0, 4.0, 4.0),
+    ];
+    let tenants = [(50.0, None), (0.0, None), (0.0, None)];
+    let recs = meter_trace(2, 4.0, &tenants, &events, 4.0);
+    let ra = of(&recs, 1)[0];
     // Delay: [0, 2) min(3 ready, 2 cores held by others) = 2 → 4 core-s; [2, 3) min(2, 1) = 1
     // → 1 core-s; [3, 4) nothing ready → 0. 5 of 8 core-s = 62.5 %. CPU = 2 of 8 = 25 %.
     assert_eq!((ra.cpu, ra.delay), (25.0, 62.5));
@@ -621,32 +662,26 @@ fn seam_bookkeeping() {
 /// §2.3: an elastic tenant that stayed below its reservation is judged against its burst `b`.
 #[test]
 fn meter_burst_violation() {
-    for (waits, want) in [(true, Some(true)), (false, Some(false))] {
-        let mut m = Meter::new(1);
-        let e = m
-            .add_tenant(TenantId(1), 20.0, Some(30.0), 10.0, 0.0)
-            .unwrap();
-        let b = m.add_tenant(TenantId(2), 0.0, None, 10.0, 0.0).unwrap();
-        m.enqueued(e, 0.0);
-        if waits {
-            // B holds the core while E's burst waits for a second, then E gives up.
-            m.enqueued(b, 0.0);
-            m.started(b, 0.0);
-            m.cancelled(e, 1.0);
-            m.finished(b, 0.0, 10.0, 10.0);
-        } else {
-            // E runs its one-second burst at once: CPU 10 % < 20 %, but CPU_eff 100 % ≥ b.
-            m.started(e, 0.0);
-            m.finished(e, 0.0, 1.0, 1.0);
-        }
-        m.close_through(10.0);
-        let r = m
-            .take_records()
-            .into_iter()
-            .find(|r| r.tenant == TenantId(1))
-            .unwrap();
+    let (e, b) = (0, 1);
+    // B holds the core while E's burst waits for a second, then E gives up.
+    let waits = [
+        Enq(e, 0.0),
+        Enq(b, 0.0),
+        Start(b, 0.0),
+        Cancel(e, 1.0),
+        Fin(b, 0.0, 10.0, 10.0),
+    ];
+    // E runs its one-second burst at once: CPU 10 % < 20 %, but CPU_eff 100 % ≥ b.
+    let runs = [Enq(e, 0.0), Start(e, 0.0), Fin(e, 0.0, 1.0, 1.0)];
+    let tenants = [(20.0, Some(30.0)), (0.0, None)];
+    for (events, waited, want) in [
+        (&waits[..], true, Some(true)),
+        (&runs[..], false, Some(false)),
+    ] {
+        let recs = meter_trace(1, 10.0, &tenants, events, 10.0);
+        let r = of(&recs, 1)[0];
         assert_eq!(r.burst_violated, want, "{r:?}");
-        assert_eq!(r.violated, waits);
+        assert_eq!(r.violated, waited);
     }
 }
 
