@@ -113,6 +113,18 @@ fn of(records: &[MeterRecord], id: u64) -> Vec<&MeterRecord> {
         .collect()
 }
 
+/// A scheduler built from `cfg` in which tenant `i + 1` has the `i`-th reservation (at 0).
+fn reserved<T>(
+    cfg: ReserveConfig,
+    terms: impl IntoIterator<Item = Reservation>,
+) -> ReserveScheduler<T> {
+    let mut s = cfg.build::<T>().unwrap();
+    for (i, r) in terms.into_iter().enumerate() {
+        s.set_reservation(TenantId(i as u64 + 1), r, 0.0).unwrap();
+    }
+    s
+}
+
 const RES: [f64; 8] = [5.0, 8.0, 8.0, 8.0, 10.0, 10.0, 10.0, 25.0];
 
 /// Claim 1 (§3.4): not overbooked (84 % reserved) and every tenant always has work ⇒ LDF
@@ -121,16 +133,11 @@ const RES: [f64; 8] = [5.0, 8.0, 8.0, 8.0, 10.0, 10.0, 10.0, 25.0];
 /// interval where every deficit restarts at 1).
 #[test]
 fn claim1_ldf_meets_every_reservation_with_bullies() {
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(4)
-        .interval(1.0)
-        .build::<Task>()
-        .unwrap();
+    let cfg = ReserveConfig::new(Policy::ldf()).cores(4).interval(1.0);
+    let mut s = reserved(cfg, RES.map(|r| Reservation::new(r, 100.0)));
     let mut loads = Vec::new();
-    for (i, &r) in RES.iter().enumerate() {
+    for i in 0..RES.len() {
         let id = i as u64 + 1;
-        s.set_reservation(TenantId(id), Reservation::new(r, 100.0), 0.0)
-            .unwrap();
         // OLTP-like short quanta for odd tenants, DSS-like long ones for even tenants.
         let q = if i % 2 == 0 { 0.001 } else { 0.004 };
         loads.push(flood(id, 8, q));
@@ -160,16 +167,11 @@ fn claim1_ldf_meets_every_reservation_with_bullies() {
 /// (§3.4 "second"): each tenant gets ResCPU / 84 × 100 %.
 #[test]
 fn ldf_shares_surplus_in_proportion_to_reservations() {
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(4)
-        .build::<Task>()
-        .unwrap();
-    let mut loads = Vec::new();
-    for (i, &r) in RES.iter().enumerate() {
-        s.set_reservation(TenantId(i as u64 + 1), Reservation::new(r, 100.0), 0.0)
-            .unwrap();
-        loads.push(flood(i as u64 + 1, 8, 0.002));
-    }
+    let cfg = ReserveConfig::new(Policy::ldf()).cores(4);
+    let mut s = reserved(cfg, RES.map(|r| Reservation::new(r, 100.0)));
+    let loads: Vec<Load> = (1..=RES.len() as u64)
+        .map(|id| flood(id, 8, 0.002))
+        .collect();
     let (records, _) = run(&mut s, &loads, 10.0);
     let total: f64 = RES.iter().sum();
     for (i, &r) in RES.iter().enumerate() {
@@ -193,17 +195,11 @@ fn overbooked_ldf_is_proportional_and_edf_favours_large_reservations() {
     let mut jains = Vec::new();
     let mut t8 = Vec::new();
     for policy in [Policy::ldf(), Policy::Edf] {
-        let mut s = ReserveConfig::new(policy)
-            .cores(4)
-            .utilization_cap(95.0)
-            .build::<Task>()
-            .unwrap();
-        let mut loads = Vec::new();
-        for (i, &r) in res2.iter().enumerate() {
-            s.set_reservation(TenantId(i as u64 + 1), Reservation::new(r, r), 0.0)
-                .unwrap();
-            loads.push(flood(i as u64 + 1, 8, 0.002));
-        }
+        let cfg = ReserveConfig::new(policy).cores(4).utilization_cap(95.0);
+        let mut s = reserved(cfg, res2.iter().map(|&r| Reservation::new(r, r)));
+        let loads: Vec<Load> = (1..=res2.len() as u64)
+            .map(|id| flood(id, 8, 0.002))
+            .collect();
         let (records, _) = run(&mut s, &loads, 10.0);
         let mut viol = Vec::new();
         for (i, &r) in res2.iter().enumerate() {
@@ -268,12 +264,8 @@ fn max_cpu_holds_under_flooding() {
 /// to ask again; asking then starts work.
 #[test]
 fn retry_at_when_every_tenant_is_at_its_limit() {
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(1)
-        .build::<u32>()
-        .unwrap();
-    s.set_reservation(TenantId(1), Reservation::new(10.0, 50.0), 0.0)
-        .unwrap();
+    let cfg = ReserveConfig::new(Policy::ldf()).cores(1);
+    let mut s = reserved::<u32>(cfg, [Reservation::new(10.0, 50.0)]);
     for i in 0..3 {
         s.enqueue(Request::new(1u64, 0u32, i), 0.0).unwrap();
     }
@@ -396,14 +388,8 @@ fn meter_delay_counts_cores_held_by_others() {
 /// gets its reservation is not (one core, two backlogged tenants, LDF, ResCPU 60 % and 30 %).
 #[test]
 fn meter_flags_a_starved_tenant() {
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(1)
-        .build::<Task>()
-        .unwrap();
-    s.set_reservation(TenantId(1), Reservation::new(30.0, 30.0), 0.0)
-        .unwrap();
-    s.set_reservation(TenantId(2), Reservation::new(60.0, 100.0), 0.0)
-        .unwrap();
+    let terms = [Reservation::new(30.0, 30.0), Reservation::new(60.0, 100.0)];
+    let mut s = reserved(ReserveConfig::new(Policy::ldf()).cores(1), terms);
     let (records, _) = run(&mut s, &[flood(1, 4, 0.002), flood(2, 4, 0.002)], 5.0);
     for r in of(&records, 1) {
         // MaxCPU = ResCPU: the limit leaves it a hair below its reservation at worst (the
@@ -416,14 +402,8 @@ fn meter_flags_a_starved_tenant() {
         assert!(!r.violated, "{r:?}");
     }
     // Now the server is shared with a third reserved tenant at 60 %: 150 % overbooked.
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(1)
-        .build::<Task>()
-        .unwrap();
-    for (id, r) in [(1, 30.0), (2, 60.0), (3, 60.0)] {
-        s.set_reservation(TenantId(id), Reservation::new(r, 100.0), 0.0)
-            .unwrap();
-    }
+    let terms = [30.0, 60.0, 60.0].map(|r| Reservation::new(r, 100.0));
+    let mut s = reserved(ReserveConfig::new(Policy::ldf()).cores(1), terms);
     let loads = [flood(1, 4, 0.002), flood(2, 4, 0.002), flood(3, 4, 0.002)];
     let (records, _) = run(&mut s, &loads, 5.0);
     for r in of(&records, 2) {
@@ -524,18 +504,12 @@ fn revenue_mode_lowers_penalties_and_fairness() {
 fn elastic_boost_speeds_up_a_burst() {
     let mut finish = Vec::new();
     for elastic in [false, true] {
-        let mut s = ReserveConfig::new(Policy::ldf())
-            .cores(4)
-            .interval(1.0)
-            .build::<Task>()
-            .unwrap();
-        s.set_reservation(TenantId(1), Reservation::new(80.0, 100.0), 0.0)
-            .unwrap();
         let mut burst = Reservation::new(1.0, 40.0).interval(60.0);
         if elastic {
             burst = burst.elastic(0.8, 30.0);
         }
-        s.set_reservation(TenantId(2), burst, 0.0).unwrap();
+        let cfg = ReserveConfig::new(Policy::ldf()).cores(4).interval(1.0);
+        let mut s = reserved(cfg, [Reservation::new(80.0, 100.0), burst]);
         // The burst: 0.4 core-s of work on one connection (0.17 % of the minute).
         let loads = [
             flood(1, 16, 0.004),
