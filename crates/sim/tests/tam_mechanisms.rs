@@ -304,19 +304,7 @@ fn same_spec_and_seed_give_the_same_run() {
     assert_eq!(strip(runs(&text)), strip(runs(&text)));
 }
 
-const TWO: &str = r#"
-[model]
-name = "m"
-[[stage]]
-name = "A"
-scheduling = "pluggable"
-resources = { cpu = true }
-downstream = ["B"]
-[[stage]]
-name = "B"
-scheduling = "on_demand"
-resources = { io = true }
-"#;
+const TWO: &str = include_str!("testdata/tam_two_stages.toml");
 
 #[test]
 fn a_path_through_a_missing_stage_names_the_file_and_field() {
