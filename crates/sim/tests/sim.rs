@@ -102,6 +102,17 @@ fn spec_errors_name_file_field_and_what_is_allowed() {
             "kind = \"lognormal\", mean = 10.0, sigma = 1.0",
             &["tenant[1].cost.kind", "median"],
         ),
+        (
+            "arrival = { kind = \"backlogged\", outstanding = 10 }\n",
+            "",
+            &["tenant[0].arrival", "missing"],
+        ),
+        (
+            "kind = \"poisson\", rate = 20.0",
+            "kind = \"trace\", file = \"/nonexistent.csv\"",
+            &["tenant[1].arrival.file", "cannot read trace"],
+        ),
+        ("name = \"a\"", "name = \"b-1\"", &["used twice"]),
     ];
     assert_edits_refused(BASE, cases);
     let e = err("name = \"x\"\nduration = [");
@@ -110,24 +121,6 @@ fn spec_errors_name_file_field_and_what_is_allowed() {
         "{BASE}\n[[sweep]]\nlabel = \"p\"\nset = {{ \"tenant.zz.count\" = 1 }}\n"
     ));
     assert!(e.contains("no `tenant` entry is named \"zz\""), "{e}");
-    let e = err(&BASE.replace(
-        "arrival = { kind = \"backlogged\", outstanding = 10 }\n",
-        "",
-    ));
-    assert!(
-        e.contains("tenant[0].arrival") && e.contains("missing"),
-        "{e}"
-    );
-    let e = err(&BASE.replace(
-        "kind = \"poisson\", rate = 20.0",
-        "kind = \"trace\", file = \"/nonexistent.csv\"",
-    ));
-    assert!(
-        e.contains("tenant[1].arrival.file") && e.contains("cannot read trace"),
-        "{e}"
-    );
-    let e = err(&BASE.replace("name = \"a\"", "name = \"b-1\""));
-    assert!(e.contains("used twice"), "{e}");
 }
 
 /// One tenant alone on a server so fast that nothing queues.
