@@ -455,27 +455,9 @@ fn every_shipped_tam_experiment_parses() {
 /// but the wall time.
 #[test]
 fn a_tam_sweep_runs_each_point_under_each_scheduler() {
-    let text = r#"
-[model]
-name = "sweep"
-[[stage]]
-name = "S"
-scheduling = "pluggable"
-resources = { io = true }
-[simulation]
-duration = 5.0
-schedulers = ["wfq", "fifo"]
-[simulation.stage.S]
-threads = 1
-[[simulation.request]]
-name = "get"
-path = [{ stage = "S", io_bytes = 100_000 }]
-[[sweep]]
-label = "C2 8"
-[[sweep]]
-label = "C2 24"
-set = { "client.C2.threads" = 24, "simulation.duration" = 4.0 }
-"#;
+    // One stage of one I/O thread, the default clients (8 threads each), 100 kB requests,
+    // WFQ and FIFO; the points: as written (5 s), and C2 of 24 threads for 4 s.
+    let text = include_str!("testdata/tam_sweep.toml");
     let spec = fairlane_sim::parse(text, "sweep.toml", ".".into()).unwrap();
     assert_eq!(spec.points().unwrap(), 2);
     assert_eq!(spec.planned_runs().unwrap(), 4);
