@@ -6,6 +6,7 @@ mod support;
 use fairlane_sim::tam::TamRuns;
 use fairlane_sim::tam::{run_all, TamRun, TamSpecFile};
 use fairlane_sim::{RunOptions, Runs};
+use support::with;
 
 fn runs(text: &str) -> Vec<TamRun> {
     let spec = TamSpecFile::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
@@ -26,28 +27,12 @@ fn close(x: f64, want: f64, rel: f64) -> bool {
 /// One stage `S` of the given scheduling, disk-heavy requests of 10 ms (1 MB at 100 MB/s),
 /// C1 with 10 client threads and C2 with 30.
 fn disk_stage(scheduling: &str, threads: &str) -> String {
-    format!(
-        r#"
-[model]
-name = "disk"
-[[stage]]
-name = "S"
-scheduling = "{scheduling}"
-resources = {{ io = true }}
-[simulation]
-duration = 40.0
-warmup = 5.0
-{threads}
-[[simulation.request]]
-name = "get"
-path = [{{ stage = "S", io_bytes = 1_000_000 }}]
-[[simulation.client]]
-name = "C1"
-threads = 10
-[[simulation.client]]
-name = "C2"
-threads = 30
-"#
+    let text = include_str!("testdata/tam_disk_stage.toml");
+    let text = with(text, "\"on_demand\"", &format!("\"{scheduling}\""));
+    with(
+        &text,
+        "[[simulation.request]]",
+        &format!("{threads}\n[[simulation.request]]"),
     )
 }
 
@@ -72,35 +57,14 @@ fn an_on_demand_stage_lets_the_heavier_client_take_the_disk_in_proportion_to_its
 }
 
 fn blocking(blocks: bool) -> String {
-    format!(
-        r#"
-[model]
-name = "blocking"
-[[stage]]
-name = "A"
-scheduling = "general"
-resources = {{ cpu = true }}
-downstream = ["B"]
-{}
-[[stage]]
-name = "B"
-scheduling = "on_demand"
-resources = {{ io = true }}
-[simulation]
-duration = 20.0
-warmup = 2.0
-[simulation.host.1]
-disk_parallelism = 10
-[simulation.stage.A]
-threads = 2
-[[simulation.request]]
-name = "r"
-path = [{{ stage = "A", cpu_us = 1 }}, {{ stage = "B", io_bytes = 100_000 }}]
-[[simulation.client]]
-name = "C1"
-threads = 10
-"#,
-        if blocks { "blocks_on = [\"B\"]" } else { "" }
+    let text = include_str!("testdata/tam_blocking.toml");
+    if !blocks {
+        return text.to_string();
+    }
+    with(
+        text,
+        "downstream = [\"B\"]\n",
+        "downstream = [\"B\"]\nblocks_on = [\"B\"]\n",
     )
 }
 
@@ -122,34 +86,8 @@ fn a_blocked_thread_is_not_available_to_other_requests() {
 }
 
 fn priority(ordered: bool) -> String {
-    format!(
-        r#"
-[model]
-name = "ordering"
-[[stage]]
-name = "S"
-scheduling = "pluggable"
-ordering = {ordered}
-resources = {{ cpu = true }}
-[simulation]
-duration = 10.0
-warmup = 1.0
-[simulation.stage.S]
-threads = 1
-scheduler = "priority"
-[[simulation.request]]
-name = "r"
-path = [{{ stage = "S", cpu_us = 1000 }}]
-[[simulation.client]]
-name = "high"
-threads = 5
-priority = 0
-[[simulation.client]]
-name = "low"
-threads = 5
-priority = 1
-"#
-    )
+    let text = include_str!("testdata/tam_priority.toml");
+    with(text, "ordering = false", &format!("ordering = {ordered}"))
 }
 
 #[test]
@@ -179,43 +117,8 @@ fn an_ordered_stage_ignores_a_priority_schedulers_order() {
 }
 
 fn two_stages(host_b: u32) -> String {
-    format!(
-        r#"
-[model]
-name = "hidden contention"
-[[stage]]
-name = "A"
-host = 1
-scheduling = "pluggable"
-resources = {{ cpu = true }}
-[[stage]]
-name = "B"
-host = {host_b}
-scheduling = "pluggable"
-resources = {{ cpu = true }}
-[simulation]
-duration = 10.0
-warmup = 1.0
-[simulation.stage.A]
-threads = 1
-[simulation.stage.B]
-threads = 1
-[[simulation.request]]
-name = "a"
-path = [{{ stage = "A", cpu_cycles = 1_000_000 }}]
-[[simulation.request]]
-name = "b"
-path = [{{ stage = "B", cpu_cycles = 1_000_000 }}]
-[[simulation.client]]
-name = "C1"
-threads = 4
-requests = {{ a = 1 }}
-[[simulation.client]]
-name = "C2"
-threads = 4
-requests = {{ b = 1 }}
-"#
-    )
+    let text = include_str!("testdata/tam_two_hosts.toml");
+    with(text, "host = 2", &format!("host = {host_b}"))
 }
 
 #[test]
@@ -233,41 +136,12 @@ fn two_stages_on_one_host_share_its_cpu() {
 }
 
 fn unknown(known: bool) -> String {
-    let big = if known {
-        r#"{ stage = "S", cpu_us = 1000, io_bytes = 900_000 }"#
-    } else {
-        r#"{ stage = "S", cpu_us = 1000, unknown = { resource = "io", hit_ratio = 0.0, hit = 0, miss = 900_000 } }"#
-    };
-    format!(
-        r#"
-[model]
-name = "unknown"
-[[stage]]
-name = "S"
-scheduling = "pluggable"
-resources = {{ cpu = true, io = "unknown" }}
-[simulation]
-duration = 30.0
-warmup = 2.0
-[simulation.stage.S]
-threads = 1
-scheduler = "wfq"
-[[simulation.request]]
-name = "small"
-path = [{{ stage = "S", cpu_us = 1000 }}]
-[[simulation.request]]
-name = "big"
-path = [{big}]
-[[simulation.client]]
-name = "C1"
-threads = 4
-requests = {{ small = 1 }}
-[[simulation.client]]
-name = "C2"
-threads = 4
-requests = {{ big = 1 }}
-"#
-    )
+    let text = include_str!("testdata/tam_unknown.toml");
+    if known {
+        return text.to_string();
+    }
+    let unknown = r#"unknown = { resource = "io", hit_ratio = 0.0, hit = 0, miss = 900_000 }"#;
+    with(text, "io_bytes = 900_000", unknown)
 }
 
 #[test]
