@@ -24,6 +24,14 @@ fn close(x: f64, want: f64, rel: f64) -> bool {
     (x - want).abs() <= rel * want.abs()
 }
 
+/// The first clients' throughputs are `want` (requests/s), each within `rel` of it.
+fn assert_throughputs(r: &TamRun, want: &[f64], rel: f64) {
+    assert!(r.clients.len() >= want.len(), "{:?}", r.clients);
+    for (c, &w) in r.clients.iter().zip(want) {
+        assert!(close(c.throughput, w, rel), "{c:?}");
+    }
+}
+
 /// One stage `S` of the given scheduling, disk-heavy requests of 10 ms (1 MB at 100 MB/s),
 /// C1 with 10 client threads and C2 with 30.
 fn disk_stage(scheduling: &str, threads: &str) -> String {
@@ -94,25 +102,12 @@ fn priority(ordered: bool) -> String {
 fn an_ordered_stage_ignores_a_priority_schedulers_order() {
     // Priority: `high` always has a request queued, so it takes the whole 1000/s.
     let r = &runs(&priority(false))[0];
-    assert!(
-        close(r.clients[0].throughput, 1000.0, 0.01),
-        "{:?}",
-        r.clients[0]
-    );
+    assert_throughputs(r, &[1000.0], 0.01);
     assert_eq!(r.clients[1].completed, 0);
     assert_eq!(r.stages[0].scheduler, "priority");
     // Ordered: arrival order whatever the scheduler says; 5 threads each, 500/s each.
     let r = &runs(&priority(true))[0];
-    assert!(
-        close(r.clients[0].throughput, 500.0, 0.01),
-        "{:?}",
-        r.clients[0]
-    );
-    assert!(
-        close(r.clients[1].throughput, 500.0, 0.01),
-        "{:?}",
-        r.clients[1]
-    );
+    assert_throughputs(r, &[500.0, 500.0], 0.01);
     assert_eq!(r.stages[0].scheduler, "priority (ordered)");
 }
 
@@ -149,16 +144,7 @@ fn an_unknown_cost_is_revealed_only_at_run_time() {
     // Known: WFQ sees 1 ms against 10 ms and gives each client half the thread:
     // C1 500/s, C2 50/s.
     let r = &runs(&unknown(true))[0];
-    assert!(
-        close(r.clients[0].throughput, 500.0, 0.03),
-        "{:?}",
-        r.clients[0]
-    );
-    assert!(
-        close(r.clients[1].throughput, 50.0, 0.03),
-        "{:?}",
-        r.clients[1]
-    );
+    assert_throughputs(r, &[500.0, 50.0], 0.03);
     // Unknown: the scheduler is told 1 ms for both; the 9 ms of disk appear only when the
     // thread runs. WFQ alternates, 11 ms a pair: both ≈ 90.9/s, and C2 holds the thread
     // 10/11 of the time.
