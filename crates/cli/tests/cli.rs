@@ -36,23 +36,7 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-const SPEC: &str = r#"
-name = "two tenants"
-duration = 4.0
-seed = 3
-schedulers = ["wfq", "2dfq"]
-[server]
-workers = 2
-rate = 1000.0
-[[tenant]]
-name = "small"
-arrival = { kind = "poisson", rate = 600.0 }
-cost = { kind = "exponential", mean = 1.0 }
-[[tenant]]
-name = "large"
-arrival = { kind = "backlogged" }
-cost = { kind = "constant", value = 100.0 }
-"#;
+const SPEC: &str = include_str!("testdata/two_tenants.toml");
 
 fn spec_file(dir: &Path) -> PathBuf {
     let p = dir.join("two.toml");

@@ -113,6 +113,18 @@ fn of(records: &[MeterRecord], id: u64) -> Vec<&MeterRecord> {
         .collect()
 }
 
+/// A scheduler built from `cfg` in which tenant `i + 1` has the `i`-th reservation (at 0).
+fn reserved<T>(
+    cfg: ReserveConfig,
+    terms: impl IntoIterator<Item = Reservation>,
+) -> ReserveScheduler<T> {
+    let mut s = cfg.build::<T>().unwrap();
+    for (i, r) in terms.into_iter().enumerate() {
+        s.set_reservation(TenantId(i as u64 + 1), r, 0.0).unwrap();
+    }
+    s
+}
+
 const RES: [f64; 8] = [5.0, 8.0, 8.0, 8.0, 10.0, 10.0, 10.0, 25.0];
 
 /// Claim 1 (§3.4): not overbooked (84 % reserved) and every tenant always has work ⇒ LDF
@@ -121,16 +133,11 @@ const RES: [f64; 8] = [5.0, 8.0, 8.0, 8.0, 10.0, 10.0, 10.0, 25.0];
 /// interval where every deficit restarts at 1).
 #[test]
 fn claim1_ldf_meets_every_reservation_with_bullies() {
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(4)
-        .interval(1.0)
-        .build::<Task>()
-        .unwrap();
+    let cfg = ReserveConfig::new(Policy::ldf()).cores(4).interval(1.0);
+    let mut s = reserved(cfg, RES.map(|r| Reservation::new(r, 100.0)));
     let mut loads = Vec::new();
-    for (i, &r) in RES.iter().enumerate() {
+    for i in 0..RES.len() {
         let id = i as u64 + 1;
-        s.set_reservation(TenantId(id), Reservation::new(r, 100.0), 0.0)
-            .unwrap();
         // OLTP-like short quanta for odd tenants, DSS-like long ones for even tenants.
         let q = if i % 2 == 0 { 0.001 } else { 0.004 };
         loads.push(flood(id, 8, q));
@@ -160,16 +167,11 @@ fn claim1_ldf_meets_every_reservation_with_bullies() {
 /// (§3.4 "second"): each tenant gets ResCPU / 84 × 100 %.
 #[test]
 fn ldf_shares_surplus_in_proportion_to_reservations() {
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(4)
-        .build::<Task>()
-        .unwrap();
-    let mut loads = Vec::new();
-    for (i, &r) in RES.iter().enumerate() {
-        s.set_reservation(TenantId(i as u64 + 1), Reservation::new(r, 100.0), 0.0)
-            .unwrap();
-        loads.push(flood(i as u64 + 1, 8, 0.002));
-    }
+    let cfg = ReserveConfig::new(Policy::ldf()).cores(4);
+    let mut s = reserved(cfg, RES.map(|r| Reservation::new(r, 100.0)));
+    let loads: Vec<Load> = (1..=RES.len() as u64)
+        .map(|id| flood(id, 8, 0.002))
+        .collect();
     let (records, _) = run(&mut s, &loads, 10.0);
     let total: f64 = RES.iter().sum();
     for (i, &r) in RES.iter().enumerate() {
@@ -193,17 +195,11 @@ fn overbooked_ldf_is_proportional_and_edf_favours_large_reservations() {
     let mut jains = Vec::new();
     let mut t8 = Vec::new();
     for policy in [Policy::ldf(), Policy::Edf] {
-        let mut s = ReserveConfig::new(policy)
-            .cores(4)
-            .utilization_cap(95.0)
-            .build::<Task>()
-            .unwrap();
-        let mut loads = Vec::new();
-        for (i, &r) in res2.iter().enumerate() {
-            s.set_reservation(TenantId(i as u64 + 1), Reservation::new(r, r), 0.0)
-                .unwrap();
-            loads.push(flood(i as u64 + 1, 8, 0.002));
-        }
+        let cfg = ReserveConfig::new(policy).cores(4).utilization_cap(95.0);
+        let mut s = reserved(cfg, res2.iter().map(|&r| Reservation::new(r, r)));
+        let loads: Vec<Load> = (1..=res2.len() as u64)
+            .map(|id| flood(id, 8, 0.002))
+            .collect();
         let (records, _) = run(&mut s, &loads, 10.0);
         let mut viol = Vec::new();
         for (i, &r) in res2.iter().enumerate() {
@@ -268,12 +264,8 @@ fn max_cpu_holds_under_flooding() {
 /// to ask again; asking then starts work.
 #[test]
 fn retry_at_when_every_tenant_is_at_its_limit() {
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(1)
-        .build::<u32>()
-        .unwrap();
-    s.set_reservation(TenantId(1), Reservation::new(10.0, 50.0), 0.0)
-        .unwrap();
+    let cfg = ReserveConfig::new(Policy::ldf()).cores(1);
+    let mut s = reserved::<u32>(cfg, [Reservation::new(10.0, 50.0)]);
     for i in 0..3 {
         s.enqueue(Request::new(1u64, 0u32, i), 0.0).unwrap();
     }
@@ -287,31 +279,73 @@ fn retry_at_when_every_tenant_is_at_its_limit() {
     assert!(matches!(s.dequeue(0, 0.61).unwrap(), Decision::Run(_)));
 }
 
+/// One event of a hand-computed meter trace, on the tenant with that index in the trace.
+#[derive(Clone, Copy)]
+enum Ev {
+    /// A task ready at `now`.
+    Enq(usize, f64),
+    /// A task starts at `now`.
+    Start(usize, f64),
+    /// A task started at `start` finishes at `now` having used `used` CPU-seconds.
+    Fin(usize, f64, f64, f64),
+    /// A ready task gives up at `now`.
+    Cancel(usize, f64),
+}
+use Ev::*;
+
+/// The meter of `cores` cores and `interval`-second intervals over a trace: tenant `i` is
+/// `TenantId(i + 1)` with `(ResCPU %, burst b)`; the events in order, then the intervals
+/// closed through `close`. Returns the records (`of` picks a tenant's).
+fn meter_trace(
+    cores: usize,
+    interval: f64,
+    tenants: &[(f64, Option<f64>)],
+    events: &[Ev],
+    close: f64,
+) -> Vec<MeterRecord> {
+    let mut m = Meter::new(cores);
+    let h: Vec<usize> = (0..tenants.len())
+        .map(|i| {
+            let (res, burst) = tenants[i];
+            m.add_tenant(TenantId(i as u64 + 1), res, burst, interval, 0.0)
+                .unwrap()
+        })
+        .collect();
+    for e in events {
+        match *e {
+            Enq(t, now) => m.enqueued(h[t], now),
+            Start(t, now) => m.started(h[t], now),
+            Fin(t, start, used, now) => m.finished(h[t], start, used, now),
+            Cancel(t, now) => m.cancelled(h[t], now),
+        }
+    }
+    m.close_through(close);
+    m.take_records()
+}
+
 /// Hand-computed meter traces (§2.2). One core, 10 s interval.
 #[test]
 fn meter_idle_half_the_time_is_not_violated() {
-    let mut m = Meter::new(1);
-    let a = m.add_tenant(TenantId(1), 50.0, None, 10.0, 0.0).unwrap();
-    let b = m.add_tenant(TenantId(2), 0.0, None, 10.0, 0.0).unwrap();
     // A is active during [0, 5) only, sharing the core with B: A runs [0, 2.5) while B waits,
     // B runs [2.5, 5) while A waits, A runs its last quantum... no: A's work ends at 2.5 + its
     // wait, so A's second task is cancelled at 5 (the client gave up). B runs alone after 5.
-    m.enqueued(a, 0.0);
-    m.enqueued(a, 0.0);
-    m.enqueued(b, 0.0);
-    m.started(a, 0.0);
-    m.finished(a, 0.0, 2.5, 2.5);
-    m.started(b, 2.5);
-    m.cancelled(a, 5.0);
-    m.finished(b, 2.5, 7.5, 10.0);
-    m.close_through(10.0);
-    let recs = m.take_records();
-    let ra = recs.iter().find(|r| r.tenant == TenantId(1)).unwrap();
+    let events = [
+        Enq(0, 0.0),
+        Enq(0, 0.0),
+        Enq(1, 0.0),
+        Start(0, 0.0),
+        Fin(0, 0.0, 2.5, 2.5),
+        Start(1, 2.5),
+        Cancel(0, 5.0),
+        Fin(1, 2.5, 7.5, 10.0),
+    ];
+    let recs = meter_trace(1, 10.0, &[(50.0, None), (0.0, None)], &events, 10.0);
+    let ra = of(&recs, 1)[0];
     // CPU = 2.5/10 = 25 % < ResCPU 50 %, Delay = 2.5/10 = 25 %, CPU_eff = 25·100/50 = 50 %.
     assert_eq!((ra.cpu, ra.delay, ra.cpu_eff), (25.0, 25.0, 50.0));
     assert!(!ra.violated, "idle half the time is not a violation");
     assert_eq!(ra.viol_cpu, 0.0);
-    let rb = recs.iter().find(|r| r.tenant == TenantId(2)).unwrap();
+    let rb = of(&recs, 2)[0];
     // B waited [0, 2.5) while A ran: Delay 25 %, CPU 75 %, CPU_eff 75 %; no reservation.
     assert_eq!(
         (rb.cpu, rb.delay, rb.cpu_eff, rb.violated),
@@ -323,26 +357,25 @@ fn meter_idle_half_the_time_is_not_violated() {
 /// one core for [0, 4) and C the other for [0, 2). A runs on the second core from 2.
 #[test]
 fn meter_delay_counts_cores_held_by_others() {
-    let mut m = Meter::new(2);
-    let a = m.add_tenant(TenantId(1), 50.0, None, 4.0, 0.0).unwrap();
-    let b = m.add_tenant(TenantId(2), 0.0, None, 4.0, 0.0).unwrap();
-    let c = m.add_tenant(TenantId(3), 0.0, None, 4.0, 0.0).unwrap();
-    m.enqueued(b, 0.0);
-    m.enqueued(c, 0.0);
-    m.started(b, 0.0);
-    m.started(c, 0.0);
-    for _ in 0..3 {
-        m.enqueued(a, 0.0);
-    }
-    m.finished(c, 0.0, 2.0, 2.0);
-    m.started(a, 2.0);
-    m.cancelled(a, 3.0); // two of A's tasks give up at 3
-    m.cancelled(a, 3.0);
-    m.finished(a, 2.0, 2.0, 4.0);
-    m.finished(b, 0.0, 4.0, 4.0);
-    m.close_through(4.0);
-    let recs = m.take_records();
-    let ra = recs.iter().find(|r| r.tenant == TenantId(1)).unwrap();
+    let (a, b, c) = (0, 1, 2);
+    let events = [
+        Enq(b, 0.0),
+        Enq(c, 0.0),
+        Start(b, 0.0),
+        Start(c, 0.0),
+        Enq(a, 0.0),
+        Enq(a, 0.0),
+        Enq(a, 0.0),
+        Fin(c, 0.0, 2.0, 2.0),
+        Start(a, 2.0),
+        Cancel(a, 3.0), // two of A's tasks give up at 3
+        Cancel(a, 3.0),
+        Fin(a, 2.0, 2.0, 4.0),
+        Fin(b, 0.0, 4.0, 4.0),
+    ];
+    let tenants = [(50.0, None), (0.0, None), (0.0, None)];
+    let recs = meter_trace(2, 4.0, &tenants, &events, 4.0);
+    let ra = of(&recs, 1)[0];
     // Delay: [0, 2) min(3 ready, 2 cores held by others) = 2 → 4 core-s; [2, 3) min(2, 1) = 1
     // → 1 core-s; [3, 4) nothing ready → 0. 5 of 8 core-s = 62.5 %. CPU = 2 of 8 = 25 %.
     assert_eq!((ra.cpu, ra.delay), (25.0, 62.5));
@@ -355,14 +388,8 @@ fn meter_delay_counts_cores_held_by_others() {
 /// gets its reservation is not (one core, two backlogged tenants, LDF, ResCPU 60 % and 30 %).
 #[test]
 fn meter_flags_a_starved_tenant() {
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(1)
-        .build::<Task>()
-        .unwrap();
-    s.set_reservation(TenantId(1), Reservation::new(30.0, 30.0), 0.0)
-        .unwrap();
-    s.set_reservation(TenantId(2), Reservation::new(60.0, 100.0), 0.0)
-        .unwrap();
+    let terms = [Reservation::new(30.0, 30.0), Reservation::new(60.0, 100.0)];
+    let mut s = reserved(ReserveConfig::new(Policy::ldf()).cores(1), terms);
     let (records, _) = run(&mut s, &[flood(1, 4, 0.002), flood(2, 4, 0.002)], 5.0);
     for r in of(&records, 1) {
         // MaxCPU = ResCPU: the limit leaves it a hair below its reservation at worst (the
@@ -375,14 +402,8 @@ fn meter_flags_a_starved_tenant() {
         assert!(!r.violated, "{r:?}");
     }
     // Now the server is shared with a third reserved tenant at 60 %: 150 % overbooked.
-    let mut s = ReserveConfig::new(Policy::ldf())
-        .cores(1)
-        .build::<Task>()
-        .unwrap();
-    for (id, r) in [(1, 30.0), (2, 60.0), (3, 60.0)] {
-        s.set_reservation(TenantId(id), Reservation::new(r, 100.0), 0.0)
-            .unwrap();
-    }
+    let terms = [30.0, 60.0, 60.0].map(|r| Reservation::new(r, 100.0));
+    let mut s = reserved(ReserveConfig::new(Policy::ldf()).cores(1), terms);
     let loads = [flood(1, 4, 0.002), flood(2, 4, 0.002), flood(3, 4, 0.002)];
     let (records, _) = run(&mut s, &loads, 5.0);
     for r in of(&records, 2) {
@@ -483,18 +504,12 @@ fn revenue_mode_lowers_penalties_and_fairness() {
 fn elastic_boost_speeds_up_a_burst() {
     let mut finish = Vec::new();
     for elastic in [false, true] {
-        let mut s = ReserveConfig::new(Policy::ldf())
-            .cores(4)
-            .interval(1.0)
-            .build::<Task>()
-            .unwrap();
-        s.set_reservation(TenantId(1), Reservation::new(80.0, 100.0), 0.0)
-            .unwrap();
         let mut burst = Reservation::new(1.0, 40.0).interval(60.0);
         if elastic {
             burst = burst.elastic(0.8, 30.0);
         }
-        s.set_reservation(TenantId(2), burst, 0.0).unwrap();
+        let cfg = ReserveConfig::new(Policy::ldf()).cores(4).interval(1.0);
+        let mut s = reserved(cfg, [Reservation::new(80.0, 100.0), burst]);
         // The burst: 0.4 core-s of work on one connection (0.17 % of the minute).
         let loads = [
             flood(1, 16, 0.004),
@@ -621,32 +636,26 @@ fn seam_bookkeeping() {
 /// §2.3: an elastic tenant that stayed below its reservation is judged against its burst `b`.
 #[test]
 fn meter_burst_violation() {
-    for (waits, want) in [(true, Some(true)), (false, Some(false))] {
-        let mut m = Meter::new(1);
-        let e = m
-            .add_tenant(TenantId(1), 20.0, Some(30.0), 10.0, 0.0)
-            .unwrap();
-        let b = m.add_tenant(TenantId(2), 0.0, None, 10.0, 0.0).unwrap();
-        m.enqueued(e, 0.0);
-        if waits {
-            // B holds the core while E's burst waits for a second, then E gives up.
-            m.enqueued(b, 0.0);
-            m.started(b, 0.0);
-            m.cancelled(e, 1.0);
-            m.finished(b, 0.0, 10.0, 10.0);
-        } else {
-            // E runs its one-second burst at once: CPU 10 % < 20 %, but CPU_eff 100 % ≥ b.
-            m.started(e, 0.0);
-            m.finished(e, 0.0, 1.0, 1.0);
-        }
-        m.close_through(10.0);
-        let r = m
-            .take_records()
-            .into_iter()
-            .find(|r| r.tenant == TenantId(1))
-            .unwrap();
+    let (e, b) = (0, 1);
+    // B holds the core while E's burst waits for a second, then E gives up.
+    let waits = [
+        Enq(e, 0.0),
+        Enq(b, 0.0),
+        Start(b, 0.0),
+        Cancel(e, 1.0),
+        Fin(b, 0.0, 10.0, 10.0),
+    ];
+    // E runs its one-second burst at once: CPU 10 % < 20 %, but CPU_eff 100 % ≥ b.
+    let runs = [Enq(e, 0.0), Start(e, 0.0), Fin(e, 0.0, 1.0, 1.0)];
+    let tenants = [(20.0, Some(30.0)), (0.0, None)];
+    for (events, waited, want) in [
+        (&waits[..], true, Some(true)),
+        (&runs[..], false, Some(false)),
+    ] {
+        let recs = meter_trace(1, 10.0, &tenants, events, 10.0);
+        let r = of(&recs, 1)[0];
         assert_eq!(r.burst_violated, want, "{r:?}");
-        assert_eq!(r.violated, waits);
+        assert_eq!(r.violated, waited);
     }
 }
 

@@ -131,31 +131,7 @@ fn a_component_is_a_fifo_queue() {
     }
 }
 
-const TWO: &str = r#"
-name = "two"
-duration = 40.0
-warmup = 2.0
-schedulers = ["fifo", "sfq"]
-[server]
-model = "blackbox"
-components = 6
-rate = 100.0
-depth = 8
-[metrics]
-interval = 1.0
-track = ["heavy", "bursty"]
-[[tenant]]
-name = "heavy"
-weight = 2.0
-target = 1.0
-arrival = { kind = "poisson", rate = 200.0 }
-cost = { kind = "constant", value = 1.0 }
-[[tenant]]
-name = "bursty"
-target = 0.01
-arrival = { kind = "on-off", rate = 120.0, on = 5.0, off = 5.0, periodic = true }
-cost = { kind = "constant", value = 1.0 }
-"#;
+const TWO: &str = include_str!("testdata/blackbox_two.toml");
 
 #[test]
 fn same_spec_and_seed_same_black_box_output() {

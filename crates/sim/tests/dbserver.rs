@@ -5,29 +5,7 @@ mod support;
 
 use fairlane_sim::cores::{run_all, DbSpec};
 
-const BASE: &str = r#"
-name = "t"
-duration = 12.0
-warmup = 2.0
-server = { model = "cores", cores = 12 }
-interval = 1.0
-utilization_cap = 95.0
-schedulers = ["ldf", "drr", "edf", "no-res"]
-[[tenant]]
-name = "small"
-res = 5.0
-max = 5.0
-workload = { kind = "closed", connections = 8, demand = { kind = "uniform", min = 0.05, max = 0.15 }, quantum = 0.001 }
-[[tenant]]
-name = "big"
-res = 25.0
-max = 25.0
-workload = { kind = "closed", connections = 8, demand = { kind = "exponential", mean = 0.1 }, quantum = 0.004 }
-[[tenant]]
-name = "bully"
-count = 8
-workload = { kind = "closed", connections = 8, demand = { kind = "uniform", min = 0.05, max = 0.15 }, quantum = 0.004 }
-"#;
+const BASE: &str = include_str!("testdata/cores_base.toml");
 
 #[test]
 fn same_spec_and_seed_same_results() {

@@ -33,57 +33,11 @@ fn pool(e: &dyn Experiment) -> &SpecFile {
     e.as_any().downcast_ref::<SpecFile>().expect("a pool spec")
 }
 
-const POOL: &str = r#"
-name = "pool"
-duration = 3.0
-schedulers = ["wfq", "drr"]
-[server]
-workers = 2
-rate = 100.0
-[[tenant]]
-name = "a"
-arrival = { kind = "backlogged" }
-cost = { kind = "exponential", mean = 1.0 }
-[[tenant]]
-name = "b"
-arrival = { kind = "poisson", rate = 80.0 }
-cost = { kind = "constant", value = 2.0 }
-"#;
+const POOL: &str = include_str!("testdata/pool_wfq_drr.toml");
 
-const BLACKBOX: &str = r#"
-name = "bb"
-duration = 3.0
-schedulers = ["sfq"]
-[server]
-model = "blackbox"
-components = 3
-depth = 4
-rate = 100.0
-[[tenant]]
-name = "a"
-arrival = { kind = "backlogged" }
-cost = { kind = "constant", value = 1.0 }
-[[tenant]]
-name = "b"
-arrival = { kind = "closed", clients = 3, think = 0.01 }
-cost = { kind = "constant", value = 1.0 }
-"#;
+const BLACKBOX: &str = include_str!("testdata/blackbox_bb.toml");
 
-const CORES: &str = r#"
-name = "cores"
-duration = 4.0
-warmup = 1.0
-server = { model = "cores", cores = 4 }
-schedulers = ["ldf", "drr-revenue", "best-effort"]
-[[tenant]]
-name = "gold"
-res = 40.0
-workload = { kind = "closed", connections = 4, demand = { kind = "exponential", mean = 0.02 } }
-[[tenant]]
-name = "bully"
-count = 2
-workload = { kind = "closed", connections = 8, demand = { kind = "uniform", min = 0.01, max = 0.03 } }
-"#;
+const CORES: &str = include_str!("testdata/cores_gold_bully.toml");
 
 fn parse(text: &str) -> Result<Box<dyn Experiment>, String> {
     fairlane_sim::parse(text, "t.toml", ".".into()).map_err(|e| e.to_string())
@@ -360,19 +314,7 @@ impl fairlane_sim::service::Service for TwoSpeed {
 
 #[test]
 fn a_caller_supplied_service_and_scheduler_run_on_the_engine() {
-    let text = r#"
-name = "custom"
-duration = 20.0
-schedulers = ["fifo"]
-[server]
-workers = 2
-rate = 100.0
-refresh = 0.0
-[[tenant]]
-name = "a"
-arrival = { kind = "backlogged" }
-cost = { kind = "constant", value = 1.0 }
-"#;
+    let text = include_str!("testdata/custom_fifo.toml");
     let spec = parse(text).unwrap();
     let sc = &pool(spec.as_ref()).scenarios().unwrap()[0];
     let sched = fairlane_core::Config::preset("fifo")

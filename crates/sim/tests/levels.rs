@@ -8,18 +8,7 @@ use fairlane_sim::RunResult;
 use support::{assert_edits_refused, err, run};
 
 /// The levels: an exempt level, a high level lending half its seats, the catch-all.
-const LEVELS: &str = r#"
-[[priority_level]]
-name = "exempt"
-exempt = true
-[[priority_level]]
-name = "high"
-shares = 1.0
-lendable_percent = 50.0
-[[priority_level]]
-name = "catch-all"
-shares = 1.0
-"#;
+const LEVELS: &str = include_str!("testdata/levels.toml");
 
 /// Four WFQ workers of 100 units/s (400 requests/s); a light tenant in the high level
 /// from t = 20 s (10 % of the capacity); with `flood`, 50 catch-all tenants offering 20×

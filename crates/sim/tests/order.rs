@@ -93,17 +93,7 @@ fn assert_order_free(header: &str, blocks: &[String]) {
     }
 }
 
-const FIG8: &str = r#"
-name = "fig8-order"
-seed = 8
-duration = 4.0
-schedulers = ["wfq", "wf2q", "2dfq"]
-[server]
-workers = 16
-rate = 1000.0
-[metrics]
-interval = 0.1
-"#;
+const FIG8: &str = include_str!("testdata/fig8_order.toml");
 
 fn fig8_member(name: &str, small: bool) -> String {
     let (mean, std) = if small { (1.0, 0.1) } else { (1000.0, 100.0) };
@@ -151,21 +141,7 @@ fn fig8_members_shuffled() {
 /// Poisson, closed-loop and backlogged clients.
 #[test]
 fn interposed_clients_in_any_order() {
-    let header = r#"
-name = "interposed-order"
-seed = 5
-duration = 20.0
-warmup = 2.0
-schedulers = ["sfq", "fsfq"]
-[server]
-model = "blackbox"
-components = 6
-rate = 150.0
-routing = "random"
-depth = 8
-[metrics]
-interval = 1.0
-"#;
+    let header = include_str!("testdata/interposed_order.toml");
     let blocks = vec![
         "[[tenant]]\nname = \"client1\"\nweight = 2.0\narrival = { kind = \"poisson\", rate = 240.0 }\ncost = { kind = \"constant\", value = 1.0 }\n".to_string(),
         "[[tenant]]\nname = \"client2\"\narrival = { kind = \"poisson\", rate = 400.0 }\ncost = { kind = \"constant\", value = 1.0 }\n".to_string(),
@@ -178,16 +154,7 @@ interval = 1.0
 /// A reservation spec (model = "cores"): reserved tenants, a bully group, and bursts.
 #[test]
 fn reservation_tenants_in_any_order() {
-    let header = r#"
-name = "cores-order"
-seed = 1
-duration = 6.0
-warmup = 1.0
-server = { model = "cores", cores = 4 }
-interval = 1.0
-utilization_cap = 95.0
-schedulers = ["ldf", "drr", "edf", "no-res"]
-"#;
+    let header = include_str!("testdata/cores_order.toml");
     let closed = |name: &str, res: &str, count: usize| {
         format!(
             "[[tenant]]\nname = \"{name}\"\ncount = {count}\n{res}workload = {{ kind = \"closed\", \

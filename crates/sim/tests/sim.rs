@@ -10,25 +10,7 @@ use fairlane_sim::rng::Rng;
 use fairlane_sim::{run_all, Experiment, RunResult, SpecFile};
 use support::{assert_edits_refused, err, run, spec, tmp};
 
-const BASE: &str = r#"
-name = "t"
-duration = 20.0
-schedulers = ["wfq", "2dfq"]
-[server]
-workers = 4
-rate = 100.0
-[metrics]
-track = ["a"]
-[[tenant]]
-name = "a"
-arrival = { kind = "backlogged", outstanding = 10 }
-cost = { kind = "normal", mean = 1.0, std = 0.1 }
-[[tenant]]
-name = "b"
-count = 3
-arrival = { kind = "poisson", rate = 20.0 }
-cost = { kind = "lognormal", mean = 10.0, cov = 1.0 }
-"#;
+const BASE: &str = include_str!("testdata/pool_base.toml");
 
 #[test]
 fn same_spec_and_seed_same_output() {
@@ -120,6 +102,17 @@ fn spec_errors_name_file_field_and_what_is_allowed() {
             "kind = \"lognormal\", mean = 10.0, sigma = 1.0",
             &["tenant[1].cost.kind", "median"],
         ),
+        (
+            "arrival = { kind = \"backlogged\", outstanding = 10 }\n",
+            "",
+            &["tenant[0].arrival", "missing"],
+        ),
+        (
+            "kind = \"poisson\", rate = 20.0",
+            "kind = \"trace\", file = \"/nonexistent.csv\"",
+            &["tenant[1].arrival.file", "cannot read trace"],
+        ),
+        ("name = \"a\"", "name = \"b-1\"", &["used twice"]),
     ];
     assert_edits_refused(BASE, cases);
     let e = err("name = \"x\"\nduration = [");
@@ -128,24 +121,6 @@ fn spec_errors_name_file_field_and_what_is_allowed() {
         "{BASE}\n[[sweep]]\nlabel = \"p\"\nset = {{ \"tenant.zz.count\" = 1 }}\n"
     ));
     assert!(e.contains("no `tenant` entry is named \"zz\""), "{e}");
-    let e = err(&BASE.replace(
-        "arrival = { kind = \"backlogged\", outstanding = 10 }\n",
-        "",
-    ));
-    assert!(
-        e.contains("tenant[0].arrival") && e.contains("missing"),
-        "{e}"
-    );
-    let e = err(&BASE.replace(
-        "kind = \"poisson\", rate = 20.0",
-        "kind = \"trace\", file = \"/nonexistent.csv\"",
-    ));
-    assert!(
-        e.contains("tenant[1].arrival.file") && e.contains("cannot read trace"),
-        "{e}"
-    );
-    let e = err(&BASE.replace("name = \"a\"", "name = \"b-1\""));
-    assert!(e.contains("used twice"), "{e}");
 }
 
 /// One tenant alone on a server so fast that nothing queues.
@@ -355,26 +330,7 @@ fn cost_distributions_have_their_moments() {
 
 #[test]
 fn pooled_tenants_draw_from_everyone_elses_classes() {
-    let text = r#"
-name = "x"
-duration = 50.0
-schedulers = ["fifo"]
-[server]
-workers = 64
-rate = 1e9
-[[tenant]]
-name = "cheap"
-arrival = { kind = "poisson", rate = 10.0 }
-class = [{ name = "get", cost = { kind = "constant", value = 1.0 } }]
-[[tenant]]
-name = "dear"
-arrival = { kind = "poisson", rate = 10.0 }
-class = [{ name = "scan", cost = { kind = "constant", value = 100.0 } }]
-[[tenant]]
-name = "u"
-arrival = { kind = "poisson", rate = 200.0 }
-cost = { kind = "pooled" }
-"#;
+    let text = include_str!("testdata/pooled_costs.toml");
     let r = run(text).remove(0);
     // Half of u's requests come from each source tenant: mean cost 50.5 (±5 % for 10k draws).
     let m = r.tenants[2].mean_cost;

@@ -6,6 +6,7 @@ mod support;
 use fairlane_sim::tam::TamRuns;
 use fairlane_sim::tam::{run_all, TamRun, TamSpecFile};
 use fairlane_sim::{RunOptions, Runs};
+use support::with;
 
 fn runs(text: &str) -> Vec<TamRun> {
     let spec = TamSpecFile::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
@@ -23,31 +24,23 @@ fn close(x: f64, want: f64, rel: f64) -> bool {
     (x - want).abs() <= rel * want.abs()
 }
 
+/// The first clients' throughputs are `want` (requests/s), each within `rel` of it.
+fn assert_throughputs(r: &TamRun, want: &[f64], rel: f64) {
+    assert!(r.clients.len() >= want.len(), "{:?}", r.clients);
+    for (c, &w) in r.clients.iter().zip(want) {
+        assert!(close(c.throughput, w, rel), "{c:?}");
+    }
+}
+
 /// One stage `S` of the given scheduling, disk-heavy requests of 10 ms (1 MB at 100 MB/s),
 /// C1 with 10 client threads and C2 with 30.
 fn disk_stage(scheduling: &str, threads: &str) -> String {
-    format!(
-        r#"
-[model]
-name = "disk"
-[[stage]]
-name = "S"
-scheduling = "{scheduling}"
-resources = {{ io = true }}
-[simulation]
-duration = 40.0
-warmup = 5.0
-{threads}
-[[simulation.request]]
-name = "get"
-path = [{{ stage = "S", io_bytes = 1_000_000 }}]
-[[simulation.client]]
-name = "C1"
-threads = 10
-[[simulation.client]]
-name = "C2"
-threads = 30
-"#
+    let text = include_str!("testdata/tam_disk_stage.toml");
+    let text = with(text, "\"on_demand\"", &format!("\"{scheduling}\""));
+    with(
+        &text,
+        "[[simulation.request]]",
+        &format!("{threads}\n[[simulation.request]]"),
     )
 }
 
@@ -72,35 +65,14 @@ fn an_on_demand_stage_lets_the_heavier_client_take_the_disk_in_proportion_to_its
 }
 
 fn blocking(blocks: bool) -> String {
-    format!(
-        r#"
-[model]
-name = "blocking"
-[[stage]]
-name = "A"
-scheduling = "general"
-resources = {{ cpu = true }}
-downstream = ["B"]
-{}
-[[stage]]
-name = "B"
-scheduling = "on_demand"
-resources = {{ io = true }}
-[simulation]
-duration = 20.0
-warmup = 2.0
-[simulation.host.1]
-disk_parallelism = 10
-[simulation.stage.A]
-threads = 2
-[[simulation.request]]
-name = "r"
-path = [{{ stage = "A", cpu_us = 1 }}, {{ stage = "B", io_bytes = 100_000 }}]
-[[simulation.client]]
-name = "C1"
-threads = 10
-"#,
-        if blocks { "blocks_on = [\"B\"]" } else { "" }
+    let text = include_str!("testdata/tam_blocking.toml");
+    if !blocks {
+        return text.to_string();
+    }
+    with(
+        text,
+        "downstream = [\"B\"]\n",
+        "downstream = [\"B\"]\nblocks_on = [\"B\"]\n",
     )
 }
 
@@ -122,100 +94,26 @@ fn a_blocked_thread_is_not_available_to_other_requests() {
 }
 
 fn priority(ordered: bool) -> String {
-    format!(
-        r#"
-[model]
-name = "ordering"
-[[stage]]
-name = "S"
-scheduling = "pluggable"
-ordering = {ordered}
-resources = {{ cpu = true }}
-[simulation]
-duration = 10.0
-warmup = 1.0
-[simulation.stage.S]
-threads = 1
-scheduler = "priority"
-[[simulation.request]]
-name = "r"
-path = [{{ stage = "S", cpu_us = 1000 }}]
-[[simulation.client]]
-name = "high"
-threads = 5
-priority = 0
-[[simulation.client]]
-name = "low"
-threads = 5
-priority = 1
-"#
-    )
+    let text = include_str!("testdata/tam_priority.toml");
+    with(text, "ordering = false", &format!("ordering = {ordered}"))
 }
 
 #[test]
 fn an_ordered_stage_ignores_a_priority_schedulers_order() {
     // Priority: `high` always has a request queued, so it takes the whole 1000/s.
     let r = &runs(&priority(false))[0];
-    assert!(
-        close(r.clients[0].throughput, 1000.0, 0.01),
-        "{:?}",
-        r.clients[0]
-    );
+    assert_throughputs(r, &[1000.0], 0.01);
     assert_eq!(r.clients[1].completed, 0);
     assert_eq!(r.stages[0].scheduler, "priority");
     // Ordered: arrival order whatever the scheduler says; 5 threads each, 500/s each.
     let r = &runs(&priority(true))[0];
-    assert!(
-        close(r.clients[0].throughput, 500.0, 0.01),
-        "{:?}",
-        r.clients[0]
-    );
-    assert!(
-        close(r.clients[1].throughput, 500.0, 0.01),
-        "{:?}",
-        r.clients[1]
-    );
+    assert_throughputs(r, &[500.0, 500.0], 0.01);
     assert_eq!(r.stages[0].scheduler, "priority (ordered)");
 }
 
 fn two_stages(host_b: u32) -> String {
-    format!(
-        r#"
-[model]
-name = "hidden contention"
-[[stage]]
-name = "A"
-host = 1
-scheduling = "pluggable"
-resources = {{ cpu = true }}
-[[stage]]
-name = "B"
-host = {host_b}
-scheduling = "pluggable"
-resources = {{ cpu = true }}
-[simulation]
-duration = 10.0
-warmup = 1.0
-[simulation.stage.A]
-threads = 1
-[simulation.stage.B]
-threads = 1
-[[simulation.request]]
-name = "a"
-path = [{{ stage = "A", cpu_cycles = 1_000_000 }}]
-[[simulation.request]]
-name = "b"
-path = [{{ stage = "B", cpu_cycles = 1_000_000 }}]
-[[simulation.client]]
-name = "C1"
-threads = 4
-requests = {{ a = 1 }}
-[[simulation.client]]
-name = "C2"
-threads = 4
-requests = {{ b = 1 }}
-"#
-    )
+    let text = include_str!("testdata/tam_two_hosts.toml");
+    with(text, "host = 2", &format!("host = {host_b}"))
 }
 
 #[test]
@@ -233,41 +131,12 @@ fn two_stages_on_one_host_share_its_cpu() {
 }
 
 fn unknown(known: bool) -> String {
-    let big = if known {
-        r#"{ stage = "S", cpu_us = 1000, io_bytes = 900_000 }"#
-    } else {
-        r#"{ stage = "S", cpu_us = 1000, unknown = { resource = "io", hit_ratio = 0.0, hit = 0, miss = 900_000 } }"#
-    };
-    format!(
-        r#"
-[model]
-name = "unknown"
-[[stage]]
-name = "S"
-scheduling = "pluggable"
-resources = {{ cpu = true, io = "unknown" }}
-[simulation]
-duration = 30.0
-warmup = 2.0
-[simulation.stage.S]
-threads = 1
-scheduler = "wfq"
-[[simulation.request]]
-name = "small"
-path = [{{ stage = "S", cpu_us = 1000 }}]
-[[simulation.request]]
-name = "big"
-path = [{big}]
-[[simulation.client]]
-name = "C1"
-threads = 4
-requests = {{ small = 1 }}
-[[simulation.client]]
-name = "C2"
-threads = 4
-requests = {{ big = 1 }}
-"#
-    )
+    let text = include_str!("testdata/tam_unknown.toml");
+    if known {
+        return text.to_string();
+    }
+    let unknown = r#"unknown = { resource = "io", hit_ratio = 0.0, hit = 0, miss = 900_000 }"#;
+    with(text, "io_bytes = 900_000", unknown)
 }
 
 #[test]
@@ -275,16 +144,7 @@ fn an_unknown_cost_is_revealed_only_at_run_time() {
     // Known: WFQ sees 1 ms against 10 ms and gives each client half the thread:
     // C1 500/s, C2 50/s.
     let r = &runs(&unknown(true))[0];
-    assert!(
-        close(r.clients[0].throughput, 500.0, 0.03),
-        "{:?}",
-        r.clients[0]
-    );
-    assert!(
-        close(r.clients[1].throughput, 50.0, 0.03),
-        "{:?}",
-        r.clients[1]
-    );
+    assert_throughputs(r, &[500.0, 50.0], 0.03);
     // Unknown: the scheduler is told 1 ms for both; the 9 ms of disk appear only when the
     // thread runs. WFQ alternates, 11 ms a pair: both ≈ 90.9/s, and C2 holds the thread
     // 10/11 of the time.
@@ -304,19 +164,7 @@ fn same_spec_and_seed_give_the_same_run() {
     assert_eq!(strip(runs(&text)), strip(runs(&text)));
 }
 
-const TWO: &str = r#"
-[model]
-name = "m"
-[[stage]]
-name = "A"
-scheduling = "pluggable"
-resources = { cpu = true }
-downstream = ["B"]
-[[stage]]
-name = "B"
-scheduling = "on_demand"
-resources = { io = true }
-"#;
+const TWO: &str = include_str!("testdata/tam_two_stages.toml");
 
 #[test]
 fn a_path_through_a_missing_stage_names_the_file_and_field() {
@@ -467,27 +315,9 @@ fn every_shipped_tam_experiment_parses() {
 /// but the wall time.
 #[test]
 fn a_tam_sweep_runs_each_point_under_each_scheduler() {
-    let text = r#"
-[model]
-name = "sweep"
-[[stage]]
-name = "S"
-scheduling = "pluggable"
-resources = { io = true }
-[simulation]
-duration = 5.0
-schedulers = ["wfq", "fifo"]
-[simulation.stage.S]
-threads = 1
-[[simulation.request]]
-name = "get"
-path = [{ stage = "S", io_bytes = 100_000 }]
-[[sweep]]
-label = "C2 8"
-[[sweep]]
-label = "C2 24"
-set = { "client.C2.threads" = 24, "simulation.duration" = 4.0 }
-"#;
+    // One stage of one I/O thread, the default clients (8 threads each), 100 kB requests,
+    // WFQ and FIFO; the points: as written (5 s), and C2 of 24 threads for 4 s.
+    let text = include_str!("testdata/tam_sweep.toml");
     let spec = fairlane_sim::parse(text, "sweep.toml", ".".into()).unwrap();
     assert_eq!(spec.points().unwrap(), 2);
     assert_eq!(spec.planned_runs().unwrap(), 4);

@@ -27,12 +27,18 @@ pub fn err(text: &str) -> String {
     }
 }
 
+/// `base` with its first `from` replaced by `to`: a variant of a test's base spec, the edit
+/// spelled out where the test makes it. Panics when `base` has no `from`.
+pub fn with(base: &str, from: &str, to: &str) -> String {
+    assert!(base.contains(from), "{from:?} is not in the base text");
+    base.replacen(from, to, 1)
+}
+
 /// For each `(from, to, wants)`: `base` with `from` replaced by `to` is refused with an error
 /// containing every one of `wants`.
 pub fn assert_edits_refused(base: &str, cases: &[(&str, &str, &[&str])]) {
     for (from, to, wants) in cases {
-        assert!(base.contains(from), "{from}");
-        let e = err(&base.replacen(from, to, 1));
+        let e = err(&with(base, from, to));
         for w in *wants {
             assert!(e.contains(w), "error {e:?} lacks {w:?}");
         }
