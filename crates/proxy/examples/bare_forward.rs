@@ -9,7 +9,6 @@
 //! does.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -62,13 +61,8 @@ async fn forward(
 }
 
 fn main() {
-    let a: Vec<String> = std::env::args().skip(1).collect();
-    if a.len() < 2 {
-        eprintln!("usage: bare_forward <listen addr> <upstream addr>");
-        std::process::exit(2);
-    }
-    let listen: SocketAddr = a[0].parse().expect("listen addr as ip:port");
-    let upstream: SocketAddr = a[1].parse().expect("upstream addr as ip:port");
+    let (listen, upstream, _) =
+        fairlane_proxy_testkit::forward_args("bare_forward <listen addr> <upstream addr>");
     let authority: http::uri::Authority = upstream.to_string().parse().expect("authority");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

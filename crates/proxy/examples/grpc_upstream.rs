@@ -4,12 +4,7 @@
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:8001".into());
-    let addr = addr.parse().map_err(|e| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
-    })?;
+    let addr = fairlane_proxy_testkit::addr_arg("127.0.0.1:8001")?;
     let (addr, _task) = fairlane_proxy_testkit::grpc::start(addr).await?;
     eprintln!("gRPC upstream listening on h2c://{addr}");
     tokio::signal::ctrl_c().await?;

@@ -472,19 +472,15 @@ async fn accept_loop(listener: TcpListener, upstream: SocketAddr, logic: Option<
 }
 
 fn main() {
-    let a: Vec<String> = std::env::args().skip(1).collect();
-    if a.len() < 2 {
-        eprintln!("usage: raw_forward <listen addr> <upstream addr> [percore] [gate]");
-        std::process::exit(2);
-    }
-    let listen: SocketAddr = a[0].parse().expect("listen addr as ip:port");
-    let upstream: SocketAddr = a[1].parse().expect("upstream addr as ip:port");
+    let (listen, upstream, modes) = fairlane_proxy_testkit::forward_args(
+        "raw_forward <listen addr> <upstream addr> [percore] [gate]",
+    );
     // One gate for the process, shared by every runtime (as the proxy's is).
-    let logic = a[2..]
+    let logic = modes
         .iter()
         .any(|m| m == "gate")
         .then(|| Arc::new(Logic::new()));
-    if a[2..].iter().any(|m| m == "percore") {
+    if modes.iter().any(|m| m == "percore") {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads: Vec<_> = (0..n)
             .map(|_| {

@@ -3,12 +3,7 @@
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let addr = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:8000".into());
-    let addr = addr.parse().map_err(|e| {
-        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}"))
-    })?;
+    let addr = fairlane_proxy_testkit::addr_arg("127.0.0.1:8000")?;
     let s = fairlane_proxy_testkit::upstream::UpstreamServer::start(addr).await?;
     eprintln!("upstream listening on http://{}", s.addr());
     tokio::signal::ctrl_c().await?;

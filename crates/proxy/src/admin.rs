@@ -155,7 +155,7 @@ fn route(inner: &Inner, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             crate::dashboard::HTML,
         ),
         "/healthz" => reply(StatusCode::OK, "text/plain", "ok\n"),
-        p if p.starts_with("/debug/") => match crate::levels::debug(inner, p) {
+        p if p.starts_with("/debug/") => match debug(inner, p) {
             Some(json) => reply(StatusCode::OK, "application/json", json),
             None => reply(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
         },
@@ -165,4 +165,27 @@ fn route(inner: &Inner, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             "not found: try /dashboard, /metrics, /status, /healthz\n",
         ),
     }
+}
+
+/// The admin listener's JSON dumps (`None`: no such path): `/debug/priority_levels`
+/// (APF's `dump_priority_levels`), `/debug/queues`, `/debug/requests`. Empty lists without
+/// levels.
+fn debug(inner: &Inner, path: &str) -> Option<String> {
+    let json =
+        |v: serde_json::Result<String>| v.unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    let snapshots = inner.gate.0.levels();
+    Some(match path {
+        "/debug/priority_levels" => json(serde_json::to_string(&inner.levels.status(snapshots))),
+        "/debug/queues" => {
+            let names = inner.settings().names.clone();
+            json(serde_json::to_string(
+                &inner.levels.queues(&snapshots, &names),
+            ))
+        }
+        "/debug/requests" => {
+            let names = inner.settings().names.clone();
+            json(serde_json::to_string(&inner.levels.requests(&names)))
+        }
+        _ => return None,
+    })
 }

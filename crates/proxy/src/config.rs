@@ -32,6 +32,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cidr::Cidr;
 
+pub mod levels;
+pub(crate) mod tokens;
+
 pub use crate::section::{ConfigError, MAX_DEPTH};
 
 /// The whole configuration.
@@ -72,13 +75,13 @@ pub struct ProxyConfig {
         rename = "priority_level",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub priority_levels: Vec<crate::levels::PriorityLevel>,
+    pub priority_levels: Vec<levels::PriorityLevel>,
     /// Flow schemas: which level a request goes to.
     #[serde(default, rename = "flow_schema", skip_serializing_if = "Vec::is_empty")]
-    pub flow_schemas: Vec<crate::levels::FlowSchema>,
+    pub flow_schemas: Vec<levels::FlowSchema>,
     /// `[levels]`: how the priority levels share D.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub levels: Option<crate::levels::LevelsSection>,
+    pub levels: Option<levels::LevelsSection>,
 }
 
 /// `[listen]`.
@@ -277,7 +280,7 @@ pub struct Upstream {
     #[serde(default)]
     pub cost_header: Option<String>,
     /// Take each request's cost from the response's token usage: `"openai-usage"` (an
-    /// OpenAI-compatible server; see `crate::tokens`). Not with `cost_header`.
+    /// OpenAI-compatible server; see `fairlane_proxy::tokens`). Not with `cost_header`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<String>,
     /// `[upstream.tls]`: connect with TLS.
@@ -762,7 +765,7 @@ impl ProxyConfig {
         self.limits.check()?;
         self.identity.check()?;
         self.cost.check()?;
-        crate::tokens::check(self)?;
+        tokens::check(self)?;
         check_tenants(&self.tenants)?;
         for (i, c) in self.classes.iter().enumerate() {
             c.check(&format!("class[{i}]"))?;
@@ -770,7 +773,7 @@ impl ProxyConfig {
         if self.classes.len() >= u32::MAX as usize {
             return Err(ConfigError::new("class", "too many classes"));
         }
-        crate::levels::check(self)?;
+        levels::check(self)?;
         if let Some(c) = &self.cluster {
             c.validate()?;
             if self.scheduler.adaptive.is_some() {

@@ -405,12 +405,18 @@ mod tests {
         IpAddr::from([10, 0, 0, last])
     }
 
-    #[test]
-    fn the_connection_idle_longest_makes_room() {
-        let t = ConnTable::new(2, 0);
+    /// Two connections admitted to `t`, the first busy: (a, b, a's guard).
+    fn busy_and_idle(t: &ConnTable) -> (Arc<ConnState>, Arc<ConnState>, ActiveGuard) {
         let a = t.admit(ip(1)).unwrap();
         let b = t.admit(ip(2)).unwrap();
         let busy = ActiveGuard::new(a.clone());
+        (a, b, busy)
+    }
+
+    #[test]
+    fn the_connection_idle_longest_makes_room() {
+        let t = ConnTable::new(2, 0);
+        let (_, b, busy) = busy_and_idle(&t);
         // a is busy, b idle: b goes.
         let c = t.admit(ip(3)).expect("room made by closing an idle one");
         assert_eq!(t.len(), 2);
@@ -429,9 +435,7 @@ mod tests {
     #[test]
     fn sweep_closes_only_idle_connections() {
         let t = ConnTable::new(10, 0);
-        let a = t.admit(ip(1)).unwrap();
-        let b = t.admit(ip(2)).unwrap();
-        let _busy = ActiveGuard::new(a.clone());
+        let (_a, b, _busy) = busy_and_idle(&t);
         assert_eq!(
             t.sweep(Duration::from_secs(3600)),
             0,

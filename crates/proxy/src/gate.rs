@@ -88,7 +88,7 @@ impl Gate {
                     reason: crate::config::core_reason(e),
                 })?;
         let l = &config.limits;
-        if let Some(levels) = crate::levels::build(config)? {
+        if let Some(levels) = crate::config::levels::build(config)? {
             let b = FairGate::builder().levels(levels).seats(s.depth);
             let b = b.max_waiting(l.max_queued);
             return Gate::from_builder(b.max_waiting_per_tenant(l.max_queued_per_tenant))

@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use fairlane_core::{ClassId, Config, TenantId};
 
 use super::*;
-use crate::metrics::GateSnapshot;
+use crate::status::GateSnapshot;
 
 fn gate(name: &str, depth: usize) -> Gate {
     let c = Config::for_executor(name, depth, 0.01, false).unwrap();

@@ -22,21 +22,24 @@
 //! * `head` — the one head type (request and response header lines in one buffer);
 //!   `rewrite` — the one place headers are rewritten (hop-by-hop, forwarding headers).
 //! * `pipeline` — admission, classification, the gate, forwarding; `respond` — the answer,
-//!   buffering and streaming, and the charge (with the `CostSource` seam).
+//!   buffering and streaming, and the charge; `cost` — the `CostSource` seam.
 //! * `stream` — request bodies read in full before queueing, or streamed once admitted.
 //! * `client` — the client adapters: the own HTTP/1.1 server and hyper's (HTTP/2).
 //! * `upstream` — the `Wire` trait and its implementations (HTTP/1.1 on own sockets).
 //! * [`h1`] — HTTP/1.1 framing on `httparse` (the own adapters' and wires').
 //! * [`tokens`] — token costs read from OpenAI-compatible responses (`openai-usage`).
-//! * [`metrics`], [`admin`] — Prometheus `/metrics`, JSON `/status` and the live
-//!   `/dashboard` on a separate listener.
-//! * [`levels`] — `[[priority_level]]` and `[[flow_schema]]`: APF's priority levels, the
-//!   schema matcher `classify` runs, the debug dumps and per-level metrics.
+//! * [`metrics`] — the per-tenant counters and histograms; [`status`] — the `/status`
+//!   document read from them and its Prometheus text; [`admin`] — `/metrics`, `/status` and
+//!   the live `/dashboard` on a separate listener.
+//! * [`levels`] — APF's priority levels as they run: the schema matcher `classify` runs, the
+//!   per-level counters and metrics (the `[[priority_level]]` and `[[flow_schema]]` sections
+//!   are `config::levels`').
 //! * [`cluster`] — `[cluster]`: fair shares of one upstream across instances via Redis.
 //! * [`server`] — the listeners, graceful shutdown and reload; `state` — what they share.
 //! * [`program`] — the proxy as a program (runtimes, signals): the `fairlane-proxy` binary
 //!   and `fairlane proxy` both run it.
-//! * `tunnel` — WebSocket upgrades: tunnel budgets per tenant, the splice after a `101`.
+//! * `tunnel` — WebSocket upgrades: tunnel budgets per tenant (the splice after a `101` is
+//!   the client adapter's).
 //! * `workers` — `listen.workers`: one single-threaded runtime per core (nginx's workers),
 //!   each accepted connection handed to the one with the fewest.
 //!
@@ -75,20 +78,24 @@ pub mod cluster;
 mod cluster_config;
 pub mod config;
 mod conn;
+mod cost;
 mod dashboard;
 mod depth;
 pub mod gate;
 pub mod h1;
 mod head;
+mod histogram;
 pub mod levels;
 pub mod metrics;
 mod pipeline;
 pub mod program;
+mod prom;
 mod respond;
 mod rewrite;
 mod section;
 pub mod server;
 mod state;
+pub mod status;
 mod stream;
 pub mod tenant;
 mod tls;

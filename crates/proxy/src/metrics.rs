@@ -1,5 +1,6 @@
 //! Per-tenant counters and histograms, kept with atomics (no lock on the request path once
-//! a tenant's entry exists), rendered as Prometheus text and as the JSON of `/status`.
+//! a tenant's entry exists); `status` reads them into the JSON of `/status` and its
+//! Prometheus text.
 //!
 //! Every request identified as a tenant is followed by a [`Ticket`] from arrival to its
 //! answer, so that at every moment, per tenant,
@@ -7,130 +8,13 @@
 //! request from one state to the next and, if the request is dropped unanswered (the client
 //! went away while it was queued or in flight), counts it as cancelled.
 
-use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Instant;
 
 use fairlane_core::TenantId;
-use serde::Serialize;
 
-use crate::gate::Gate;
-
-/// A snapshot of the gate for `/status` and `/metrics`.
-#[derive(Clone, Debug, Serialize)]
-pub struct GateSnapshot {
-    /// Scheduler name.
-    pub scheduler: &'static str,
-    /// Current depth D.
-    pub depth: usize,
-    /// Requests waiting.
-    pub queued: usize,
-    /// Requests holding a slot.
-    pub running: usize,
-    /// The scheduler's virtual time, if it keeps one.
-    pub virtual_time: Option<f64>,
-    /// Per tenant, by id.
-    pub tenants: Vec<GateTenant>,
-}
-
-/// One tenant in a [`GateSnapshot`].
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct GateTenant {
-    /// Waiting now.
-    pub queued: usize,
-    /// Holding a slot now.
-    pub running: usize,
-    /// Removed while waiting (client gone, queue timeout).
-    pub cancelled: u64,
-    /// Weight φ.
-    pub weight: f64,
-}
-
-impl GateSnapshot {
-    /// Read the gate for tenant ids `0..known` (and any the gate has seen beyond): counts and
-    /// weights from the scheduler's own view (no second copy), cancellations from the gate's
-    /// metrics.
-    pub fn of(gate: &Gate, known: usize) -> GateSnapshot {
-        let g = &gate.0;
-        let m = g.metrics();
-        let seen = m.tenants.iter().map(|t| t.tenant as usize + 1).max();
-        let tenants = (0..seen.unwrap_or(0).max(known) as u64)
-            .map(|id| {
-                let view = g.tenant(id);
-                GateTenant {
-                    queued: view.map_or(0, |v| v.queued),
-                    running: view.map_or(0, |v| v.running),
-                    cancelled: m.tenant(id).map_or(0, |t| t.cancelled),
-                    weight: view.map_or(1.0, |v| v.weight),
-                }
-            })
-            .collect();
-        let (queued, running) = gate.load();
-        GateSnapshot {
-            scheduler: g.scheduler_name(),
-            depth: gate.depth(),
-            queued,
-            running,
-            virtual_time: g.virtual_time(),
-            tenants,
-        }
-    }
-}
-
-/// Histogram bucket upper bounds, in seconds (plus +Inf).
-pub const BUCKETS: [f64; 18] = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0, 30.0, 60.0,
-];
-
-/// A fixed-bucket histogram of seconds.
-#[derive(Default)]
-pub struct Histogram {
-    counts: [AtomicU64; BUCKETS.len() + 1],
-    sum_ns: AtomicU64,
-}
-
-impl Histogram {
-    /// Record one value (seconds).
-    pub fn record(&self, secs: f64) {
-        let i = BUCKETS
-            .iter()
-            .position(|&b| secs <= b)
-            .unwrap_or(BUCKETS.len());
-        self.counts[i].fetch_add(1, Relaxed);
-        self.sum_ns.fetch_add((secs.max(0.0) * 1e9) as u64, Relaxed);
-    }
-    /// Per-bucket counts (not cumulative), the last one being +Inf.
-    pub fn counts(&self) -> Vec<u64> {
-        self.counts.iter().map(|c| c.load(Relaxed)).collect()
-    }
-    /// Sum of the recorded values (seconds).
-    pub fn sum(&self) -> f64 {
-        self.sum_ns.load(Relaxed) as f64 / 1e9
-    }
-}
-
-/// Estimate the `q` quantile from per-bucket counts (linear within a bucket).
-pub fn quantile(counts: &[u64], q: f64) -> Option<f64> {
-    let total: u64 = counts.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = (q * total as f64).max(1.0);
-    let mut seen = 0.0;
-    for (i, &c) in counts.iter().enumerate() {
-        let next = seen + c as f64;
-        if next >= rank && c > 0 {
-            let lo = if i == 0 { 0.0 } else { BUCKETS[i - 1] };
-            let hi = BUCKETS.get(i).copied().unwrap_or(lo * 2.0);
-            return Some(lo + (hi - lo) * ((rank - seen) / c as f64));
-        }
-        seen = next;
-    }
-    None
-}
+pub use crate::histogram::{quantile, Histogram, BUCKETS};
 
 /// Why a request was answered without the upstream's response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -275,7 +159,7 @@ impl CostPolicy {
     /// The bounds a config sets.
     pub fn of(config: &crate::config::ProxyConfig) -> CostPolicy {
         if config.upstream.cost.is_some() {
-            return crate::tokens::policy(config);
+            return in_tokens(config);
         }
         let c = &config.cost;
         CostPolicy {
@@ -285,6 +169,25 @@ impl CostPolicy {
             initial: config.scheduler.initial_estimate_ms / 1000.0,
             log_interval_ms: c.log_interval_ms,
         }
+    }
+}
+
+/// The `[cost]` bounds in weighted tokens: `max_ratio` as configured, the floor
+/// `FLOOR_TOKENS` input and output tokens at the largest weights, the cap `MAX_TOKENS`
+/// of each, and `scheduler.initial_estimate_ms` read as weighted tokens.
+fn in_tokens(config: &crate::config::ProxyConfig) -> CostPolicy {
+    let c = &config.cost;
+    let (mut wp, mut wq) = (c.input_token_weight, c.output_token_weight);
+    for t in &config.tenants {
+        wp = wp.max(t.input_token_weight.unwrap_or(0.0));
+        wq = wq.max(t.output_token_weight.unwrap_or(0.0));
+    }
+    CostPolicy {
+        max_ratio: c.max_ratio,
+        floor: crate::tokens::FLOOR_TOKENS as f64 * (wp + wq),
+        max: crate::tokens::MAX_TOKENS as f64 * (wp + wq),
+        initial: config.scheduler.initial_estimate_ms,
+        log_interval_ms: c.log_interval_ms,
     }
 }
 
@@ -368,6 +271,11 @@ impl TenantStats {
     /// Requests answered by the proxy for `reason`.
     pub fn rejected(&self, reason: Reason) -> u64 {
         self.rejected[reason.index()].load(Relaxed)
+    }
+
+    /// The cost charged in total (seconds, or the cost's unit).
+    pub fn cost_total(&self) -> f64 {
+        self.cost_micro.load(Relaxed) as f64 / 1e6
     }
     /// Count a request the upstream answered, with its upstream time and cost.
     pub fn complete(&self, upstream_secs: f64, cost: f64) {
@@ -494,25 +402,6 @@ impl Drop for Ticket {
     }
 }
 
-/// Escape a Prometheus label value (text format 0.0.4): backslash, double quote and line
-/// feed. Tenant names are validated at load and never need it; this keeps the exposition
-/// well-formed whatever a name holds.
-pub fn label(s: &str) -> Cow<'_, str> {
-    if !s.contains(['\\', '"', '\n']) {
-        return Cow::Borrowed(s);
-    }
-    let mut o = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '\\' => o.push_str("\\\\"),
-            '"' => o.push_str("\\\""),
-            '\n' => o.push_str("\\n"),
-            c => o.push(c),
-        }
-    }
-    Cow::Owned(o)
-}
-
 /// Every tenant's stats plus proxy-wide counters.
 #[derive(Default)]
 pub struct Metrics {
@@ -552,466 +441,18 @@ impl Metrics {
         w[i].clone()
     }
 
-    fn all(&self) -> Vec<Arc<TenantStats>> {
+    /// Every tenant's stats, by id.
+    pub(crate) fn all(&self) -> Vec<Arc<TenantStats>> {
         self.tenants
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-    }
-
-    /// The `/status` document.
-    pub fn status(&self, names: &[String], gate: &GateSnapshot, uptime: f64) -> Status {
-        let stats = self.all();
-        let n = names.len().max(stats.len()).max(gate.tenants.len());
-        let tenants = (0..n)
-            .map(|i| {
-                let s = stats.get(i).cloned().unwrap_or_default();
-                let g = gate.tenants.get(i).cloned().unwrap_or_default();
-                let wait = s.wait.counts();
-                let up = s.upstream.counts();
-                TenantStatus {
-                    name: names
-                        .get(i)
-                        .cloned()
-                        .unwrap_or_else(|| format!("tenant{i}")),
-                    weight: if g.weight > 0.0 { g.weight } else { 1.0 },
-                    // The proxy's own counts (not the gate's), so that the accounting
-                    // identity holds: a request is queued from arrival to its slot.
-                    queued: s.queued.load(Relaxed) as usize,
-                    in_flight: s.in_flight.load(Relaxed) as usize,
-                    received: s.received.load(Relaxed),
-                    completed: s.completed.load(Relaxed),
-                    cancelled: s.cancelled.load(Relaxed),
-                    cost_clamped: s.cost_clamped.load(Relaxed),
-                    rejected: Reason::ALL
-                        .iter()
-                        .map(|&r| (r.name(), s.rejected(r)))
-                        .filter(|&(_, c)| c > 0)
-                        .collect(),
-                    wait_p50: quantile(&wait, 0.5),
-                    wait_p99: quantile(&wait, 0.99),
-                    upstream_p50: quantile(&up, 0.5),
-                    upstream_p99: quantile(&up, 0.99),
-                    wait_buckets: wait,
-                    upstream_buckets: up,
-                    wait_sum: s.wait.sum(),
-                    upstream_sum: s.upstream.sum(),
-                    cost_total: s.cost_micro.load(Relaxed) as f64 / 1e6,
-                }
-            })
-            .collect();
-        Status {
-            uptime_s: uptime,
-            scheduler: gate.scheduler,
-            depth: gate.depth,
-            queued: gate.queued,
-            in_flight: gate.running,
-            virtual_time: gate.virtual_time,
-            connections: self.connections.load(Relaxed),
-            unauthorized: self.unauthorized.load(Relaxed),
-            ambiguous_identity: self.ambiguous_identity.load(Relaxed),
-            reloads: self.reloads.load(Relaxed),
-            tls_handshake_failures: self.tls_handshake_failed.load(Relaxed),
-            buckets: BUCKETS.to_vec(),
-            tenants,
-            cluster: None,
-            levels: Vec::new(),
-            tokens: self.tokens.status(names),
-        }
-    }
-}
-
-/// The JSON of `/status`.
-#[derive(Clone, Debug, Serialize)]
-pub struct Status {
-    /// Seconds since start.
-    pub uptime_s: f64,
-    /// Scheduler name.
-    pub scheduler: &'static str,
-    /// Depth D.
-    pub depth: usize,
-    /// Requests waiting.
-    pub queued: usize,
-    /// Requests outstanding upstream.
-    pub in_flight: usize,
-    /// The scheduler's virtual time.
-    pub virtual_time: Option<f64>,
-    /// Client connections open.
-    pub connections: u64,
-    /// 401 answers.
-    pub unauthorized: u64,
-    /// 400 answers for a duplicated key header.
-    pub ambiguous_identity: u64,
-    /// Reloads applied.
-    pub reloads: u64,
-    /// TLS handshakes that failed (or timed out) on the TLS listener.
-    pub tls_handshake_failures: u64,
-    /// Histogram bucket bounds (seconds; a last +Inf bucket is implied).
-    pub buckets: Vec<f64>,
-    /// Per tenant.
-    pub tenants: Vec<TenantStatus>,
-    /// The global view with `[cluster]`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<crate::cluster::ClusterStatus>,
-    /// The priority levels (none without `[[priority_level]]`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub levels: Vec<crate::levels::LevelStatus>,
-    /// Tokens charged under `upstream.cost = "openai-usage"` (after the first).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tokens: Option<crate::tokens::TokenStatus>,
-}
-
-/// One tenant in [`Status`].
-#[derive(Clone, Debug, Serialize)]
-pub struct TenantStatus {
-    /// Name.
-    pub name: String,
-    /// Weight φ.
-    pub weight: f64,
-    /// Waiting now.
-    pub queued: usize,
-    /// Outstanding upstream now.
-    pub in_flight: usize,
-    /// Requests received.
-    pub received: u64,
-    /// Requests the upstream answered.
-    pub completed: u64,
-    /// Requests whose client went away while queued or in flight (before the response began).
-    pub cancelled: u64,
-    /// Charged costs clamped by the `[cost]` bounds.
-    pub cost_clamped: u64,
-    /// Requests answered by the proxy, by reason.
-    pub rejected: std::collections::BTreeMap<&'static str, u64>,
-    /// Wait quantiles (seconds, bucket-interpolated).
-    pub wait_p50: Option<f64>,
-    /// 99th percentile wait.
-    pub wait_p99: Option<f64>,
-    /// Upstream time quantiles (seconds).
-    pub upstream_p50: Option<f64>,
-    /// 99th percentile upstream time.
-    pub upstream_p99: Option<f64>,
-    /// Wait histogram (per-bucket counts).
-    pub wait_buckets: Vec<u64>,
-    /// Upstream time histogram (per-bucket counts).
-    pub upstream_buckets: Vec<u64>,
-    /// Sum of the waits (seconds).
-    pub wait_sum: f64,
-    /// Sum of the upstream times (seconds).
-    pub upstream_sum: f64,
-    /// Cost charged in total.
-    pub cost_total: f64,
-}
-
-impl Status {
-    /// Prometheus text exposition.
-    pub fn prometheus(&self) -> String {
-        let mut o = String::with_capacity(4096);
-        let g = |o: &mut String, name: &str, help: &str, kind: &str| {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        };
-        g(
-            &mut o,
-            "fairlane_proxy_depth",
-            "Requests allowed outstanding upstream (D).",
-            "gauge",
-        );
-        let _ = writeln!(o, "fairlane_proxy_depth {}", self.depth);
-        g(
-            &mut o,
-            "fairlane_proxy_virtual_time",
-            "The scheduler's virtual time.",
-            "gauge",
-        );
-        let _ = writeln!(
-            o,
-            "fairlane_proxy_virtual_time {}",
-            self.virtual_time.unwrap_or(0.0)
-        );
-        g(
-            &mut o,
-            "fairlane_proxy_connections",
-            "Client connections open.",
-            "gauge",
-        );
-        let _ = writeln!(o, "fairlane_proxy_connections {}", self.connections);
-        g(
-            &mut o,
-            "fairlane_proxy_unauthorized_total",
-            "Requests answered 401.",
-            "counter",
-        );
-        let _ = writeln!(o, "fairlane_proxy_unauthorized_total {}", self.unauthorized);
-        g(
-            &mut o,
-            "fairlane_proxy_ambiguous_identity_total",
-            "Requests answered 400 for a duplicated key or Authorization header.",
-            "counter",
-        );
-        let _ = writeln!(
-            o,
-            "fairlane_proxy_ambiguous_identity_total {}",
-            self.ambiguous_identity
-        );
-        g(
-            &mut o,
-            "fairlane_proxy_reloads_total",
-            "Configuration reloads applied.",
-            "counter",
-        );
-        let _ = writeln!(o, "fairlane_proxy_reloads_total {}", self.reloads);
-        g(
-            &mut o,
-            "fairlane_proxy_tls_handshake_failures_total",
-            "TLS handshakes that failed or timed out on the TLS listener.",
-            "counter",
-        );
-        let _ = writeln!(
-            o,
-            "fairlane_proxy_tls_handshake_failures_total {}",
-            self.tls_handshake_failures
-        );
-        type Field = fn(&TenantStatus) -> f64;
-        let per: [(&str, &str, &str, Field); 8] = [
-            (
-                "fairlane_proxy_queued",
-                "Requests waiting for a slot.",
-                "gauge",
-                |t| t.queued as f64,
-            ),
-            (
-                "fairlane_proxy_in_flight",
-                "Requests outstanding upstream.",
-                "gauge",
-                |t| t.in_flight as f64,
-            ),
-            ("fairlane_proxy_weight", "Tenant weight.", "gauge", |t| {
-                t.weight
-            }),
-            (
-                "fairlane_proxy_received_total",
-                "Requests received.",
-                "counter",
-                |t| t.received as f64,
-            ),
-            (
-                "fairlane_proxy_completed_total",
-                "Requests answered by the upstream.",
-                "counter",
-                |t| t.completed as f64,
-            ),
-            (
-                "fairlane_proxy_cancelled_total",
-                "Requests whose client left while queued or in flight.",
-                "counter",
-                |t| t.cancelled as f64,
-            ),
-            (
-                "fairlane_proxy_cost_clamped_total",
-                "Charged costs clamped by the [cost] bounds.",
-                "counter",
-                |t| t.cost_clamped as f64,
-            ),
-            (
-                "fairlane_proxy_cost_total",
-                "Cost charged.",
-                "counter",
-                |t| t.cost_total,
-            ),
-        ];
-        for (name, help, kind, f) in per {
-            g(&mut o, name, help, kind);
-            for t in &self.tenants {
-                let _ = writeln!(o, "{name}{{tenant=\"{}\"}} {}", label(&t.name), f(t));
-            }
-        }
-        g(
-            &mut o,
-            "fairlane_proxy_rejected_total",
-            "Requests answered by the proxy, by reason.",
-            "counter",
-        );
-        for t in &self.tenants {
-            let tenant = label(&t.name);
-            for r in Reason::ALL {
-                let c = t.rejected.get(r.name()).copied().unwrap_or(0);
-                let _ = writeln!(
-                    o,
-                    "fairlane_proxy_rejected_total{{tenant=\"{tenant}\",reason=\"{}\",code=\"{}\"}} {c}",
-                    r.name(),
-                    r.status()
-                );
-            }
-        }
-        for (name, help, pick) in [
-            (
-                "fairlane_proxy_wait_seconds",
-                "Time from arrival to an upstream slot.",
-                0,
-            ),
-            (
-                "fairlane_proxy_upstream_seconds",
-                "Time from dispatch to the end of the upstream response.",
-                1,
-            ),
-        ] {
-            g(&mut o, name, help, "histogram");
-            for t in &self.tenants {
-                let counts = if pick == 0 {
-                    &t.wait_buckets
-                } else {
-                    &t.upstream_buckets
-                };
-                let tenant = label(&t.name);
-                let mut cum = 0;
-                for (i, c) in counts.iter().enumerate() {
-                    cum += c;
-                    let le = self
-                        .buckets
-                        .get(i)
-                        .map_or("+Inf".to_string(), |b| b.to_string());
-                    let _ = writeln!(o, "{name}_bucket{{tenant=\"{tenant}\",le=\"{le}\"}} {cum}");
-                }
-                let _ = writeln!(o, "{name}_count{{tenant=\"{tenant}\"}} {cum}");
-                let _ = writeln!(
-                    o,
-                    "{name}_sum{{tenant=\"{tenant}\"}} {}",
-                    if pick == 0 {
-                        t.wait_sum
-                    } else {
-                        t.upstream_sum
-                    }
-                );
-            }
-        }
-        if let Some(c) = &self.cluster {
-            o.push_str(&c.prometheus());
-        }
-        crate::levels::prometheus(&mut o, &self.levels);
-        if let Some(t) = &self.tokens {
-            o.push_str(&t.prometheus());
-        }
-        o
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// (metric name, labels, value).
-    type Sample = (String, Vec<(String, String)>, f64);
-
-    /// A strict reader of the Prometheus text format: every sample line is
-    /// `name{label="value",…} number`, label values using only the `\\`, `\"`, `\n` escapes.
-    /// Returns the label values of each sample, unescaped.
-    fn parse_exposition(text: &str) -> Vec<Sample> {
-        let mut out = Vec::new();
-        for line in text.lines() {
-            if line.starts_with('#') {
-                assert!(
-                    line.starts_with("# HELP ") || line.starts_with("# TYPE "),
-                    "{line:?}"
-                );
-                continue;
-            }
-            let mut cs = line.chars().peekable();
-            let mut name = String::new();
-            while let Some(&c) = cs.peek() {
-                if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
-                    name.push(c);
-                    cs.next();
-                } else {
-                    break;
-                }
-            }
-            assert!(!name.is_empty(), "no metric name in {line:?}");
-            let mut labels = Vec::new();
-            if cs.peek() == Some(&'{') {
-                cs.next();
-                loop {
-                    let mut k = String::new();
-                    for c in cs.by_ref() {
-                        if c == '=' {
-                            break;
-                        }
-                        assert!(
-                            c.is_ascii_alphanumeric() || c == '_',
-                            "label name in {line:?}"
-                        );
-                        k.push(c);
-                    }
-                    assert_eq!(cs.next(), Some('"'), "{line:?}");
-                    let mut v = String::new();
-                    loop {
-                        match cs
-                            .next()
-                            .unwrap_or_else(|| panic!("unclosed value: {line:?}"))
-                        {
-                            '"' => break,
-                            '\\' => match cs.next() {
-                                Some('\\') => v.push('\\'),
-                                Some('"') => v.push('"'),
-                                Some('n') => v.push('\n'),
-                                e => panic!("bad escape {e:?} in {line:?}"),
-                            },
-                            '\n' => panic!("raw newline in {line:?}"),
-                            c => v.push(c),
-                        }
-                    }
-                    labels.push((k, v));
-                    match cs.next() {
-                        Some(',') => continue,
-                        Some('}') => break,
-                        e => panic!("expected , or }} not {e:?} in {line:?}"),
-                    }
-                }
-            }
-            assert_eq!(cs.next(), Some(' '), "{line:?}");
-            let value: String = cs.collect();
-            let value: f64 = value
-                .parse()
-                .unwrap_or_else(|_| panic!("value {value:?} in {line:?}"));
-            out.push((name, labels, value));
-        }
-        out
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(label("plain"), "plain");
-        assert_eq!(label("t0\\"), "t0\\\\");
-        assert_eq!(label("a\"b"), "a\\\"b");
-        assert_eq!(label("x\ny"), "x\\ny");
-        // Names the config would refuse still render as well-formed, round-tripping text.
-        let names: Vec<String> = ["t0\\", "a\"b", "x\ny} 1\nfake_metric 9", "ok"]
-            .map(String::from)
-            .to_vec();
-        let m = Metrics::default();
-        for i in 0..names.len() {
-            m.tenant(TenantId(i as u64)).received.fetch_add(1, Relaxed);
-        }
-        let gate = GateSnapshot {
-            scheduler: "sfq",
-            depth: 1,
-            queued: 0,
-            running: 0,
-            virtual_time: None,
-            tenants: Vec::new(),
-        };
-        let text = m.status(&names, &gate, 0.0).prometheus();
-        let samples = parse_exposition(&text);
-        assert!(samples
-            .iter()
-            .all(|(n, _, _)| n.starts_with("fairlane_proxy_")));
-        for n in &names {
-            let received: Vec<_> = samples
-                .iter()
-                .filter(|(m, l, _)| m == "fairlane_proxy_received_total" && l[0].1 == *n)
-                .collect();
-            assert_eq!(received.len(), 1, "{n:?}");
-            assert_eq!(received[0].2, 1.0);
-        }
-    }
 
     fn policy() -> CostPolicy {
         CostPolicy {
@@ -1109,21 +550,5 @@ mod tests {
             stats.queued.load(Relaxed) + stats.in_flight.load(Relaxed),
             0
         );
-    }
-
-    #[test]
-    fn quantiles_from_buckets() {
-        let h = Histogram::default();
-        for _ in 0..99 {
-            h.record(0.003);
-        }
-        h.record(2.0);
-        let c = h.counts();
-        let p50 = quantile(&c, 0.5).unwrap();
-        assert!((0.0025..=0.005).contains(&p50), "{p50}");
-        let p999 = quantile(&c, 0.999).unwrap();
-        assert!((1.0..=2.5).contains(&p999), "{p999}");
-        assert!(quantile(&[0; 19], 0.5).is_none());
-        assert!((h.sum() - (99.0 * 0.003 + 2.0)).abs() < 1e-6);
     }
 }

@@ -319,18 +319,11 @@ async fn queue_and_forward(
     peer: &Peer,
     mut bounds: Option<&mut Bounds<'_>>,
 ) -> Answer {
-    let Admitted {
-        settings,
-        head,
-        route,
-        stats,
-        arrival,
-        deadline,
-    } = a;
+    let (settings, route, stats, arrival) = (a.settings, a.route, a.stats, a.arrival);
     // A gRPC call waits no longer than its deadline, and is never sent once it has passed.
     let mut queue_timeout = Duration::from_millis(settings.config.limits.queue_timeout_ms);
     let mut by_deadline = false;
-    if let Some(d) = deadline {
+    if let Some(d) = a.deadline {
         let left = d.saturating_duration_since(Instant::now());
         if left.is_zero() {
             let msg = "the call's deadline passed before it was sent";
@@ -349,7 +342,7 @@ async fn queue_and_forward(
     if let (true, Some(t)) = (by_level, level_timeout) {
         (queue_timeout, by_deadline) = (t, false);
     }
-    let tokens = token_admission(settings, route.tenant, &body);
+    let tokens = token_admission(settings.tokens.as_ref(), route.tenant, &body);
     let told = tokens.told();
     let at = route.level.map(|l| l.route);
     let waiting = match inner.gate.acquire_as(route.tenant, route.class, at, told) {
@@ -402,7 +395,7 @@ async fn queue_and_forward(
             arrival,
             tokens,
         },
-        head,
+        head: a.head,
         body,
         peer,
     };

@@ -19,6 +19,7 @@ use fairlane_core::TenantId;
 use http::StatusCode;
 use http_body::{Body, Frame, SizeHint};
 
+use crate::cost::{CostSource, HeaderCost};
 use crate::gate::{Gate, Permit};
 use crate::head::ResponseHead;
 use crate::metrics::{Reason, Ticket};
@@ -77,37 +78,11 @@ impl Body for ProxyBody {
 impl ProxyBody {
     /// The tunnel of an upstream's `101` to a WebSocket upgrade (its slot already freed),
     /// once.
-    pub(crate) fn tunnel(&mut self) -> Option<Box<crate::tunnel::Upgraded>> {
+    pub(crate) fn tunnel(&mut self) -> Option<Box<crate::upstream::Upgraded>> {
         match self {
             ProxyBody::Upstream(m) => m.inner.tunnel(),
             ProxyBody::Full(_) => None,
         }
-    }
-}
-
-/// Where the cost charged for a request comes from, when not from its slot time: it sees
-/// each data frame of the response as it passes, may report the cost so far while the
-/// response streams, and names the cost when the slot is freed. The unit is the gate's:
-/// seconds, or weighted tokens under `upstream.cost = "openai-usage"` (`crate::tokens`).
-pub(crate) trait CostSource: Send {
-    /// A data frame of the response went by.
-    fn data(&mut self, _chunk: &[u8]) {}
-    /// The cumulative cost so far, if it grew since last asked (the scheduler's `progress`).
-    fn used(&mut self) -> Option<f64> {
-        None
-    }
-    /// The upstream body ended (it was not cut short by the client going away).
-    fn ended(&mut self) {}
-    /// The cost to charge (NaN or negative: unreadable; bounded by `[cost]`).
-    fn cost(&mut self) -> f64;
-}
-
-/// `upstream.cost_header`: the cost the upstream reported in a response header (ms).
-struct HeaderCost(f64);
-
-impl CostSource for HeaderCost {
-    fn cost(&mut self) -> f64 {
-        self.0
     }
 }
 

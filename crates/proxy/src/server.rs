@@ -20,9 +20,10 @@ use tokio::sync::watch;
 use crate::config::{parse_addr, ConfigError, ProxyConfig};
 use crate::conn::{AcceptBackoff, ConnTable};
 use crate::gate::Gate;
-use crate::metrics::{Metrics, Status};
+use crate::metrics::Metrics;
 use crate::respond::StreamSlots;
 use crate::state::{settings, Peer};
+use crate::status::Status;
 use crate::tenant::Registry;
 
 /// The proxy's shared state (defined in `state`; named here too for `cluster`).

@@ -15,8 +15,9 @@ use tokio::sync::watch;
 use crate::config::{ConfigError, ProxyConfig};
 use crate::conn::ConnTable;
 use crate::gate::Gate;
-use crate::metrics::{Metrics, Status};
+use crate::metrics::Metrics;
 use crate::respond::StreamSlots;
+use crate::status::{GateSnapshot, Status};
 use crate::tenant::{Identifier, Registry};
 use crate::upstream::Upstream;
 
@@ -108,9 +109,10 @@ impl Inner {
 
     pub fn status(&self) -> Status {
         let names = self.settings().names.clone();
-        let mut status = self.metrics.status(
+        let mut status = Status::of(
+            &self.metrics,
             &names,
-            &crate::metrics::GateSnapshot::of(&self.gate, names.len()),
+            &GateSnapshot::of(&self.gate, names.len()),
             self.started.elapsed().as_secs_f64(),
         );
         status.cluster = self.cluster.as_ref().map(|c| c.status(self.gate.depth()));

@@ -35,11 +35,10 @@ use fairlane_core::{Algorithm, TenantId, TokenCost};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::{ConfigError, ProxyConfig};
-use crate::respond::CostSource;
+use crate::config::ProxyConfig;
+use crate::cost::CostSource;
 
-/// `[upstream] cost`'s one value.
-pub const OPENAI_USAGE: &str = "openai-usage";
+pub use crate::config::tokens::OPENAI_USAGE;
 /// Request body bytes per input token estimated at admission.
 pub const BYTES_PER_TOKEN: u64 = 4;
 /// The largest token count believed (2²⁴ ≈ 16.8 M, beyond any context window); a larger
@@ -86,46 +85,6 @@ impl BadUsage {
             BadUsage::NoFinalChunk => "no_final_chunk",
         }
     }
-}
-
-/// Checks of the token settings, called from [`ProxyConfig::validate`]: `upstream.cost`,
-/// `cost.*_token_weight`, `tenant[i].*_token_weight`.
-pub(crate) fn check(config: &ProxyConfig) -> Result<(), ConfigError> {
-    if let Some(c) = &config.upstream.cost {
-        if c != OPENAI_USAGE {
-            let why = format!("{c:?} is not a cost source; the one known is {OPENAI_USAGE:?}");
-            return Err(ConfigError::new("upstream.cost", why));
-        }
-        if config.upstream.cost_header.is_some() {
-            return Err(ConfigError::new(
-                "upstream.cost",
-                "cannot be combined with upstream.cost_header: the cost comes from one of them",
-            ));
-        }
-    }
-    let c = &config.cost;
-    weight("cost.input_token_weight", c.input_token_weight)?;
-    weight("cost.output_token_weight", c.output_token_weight)?;
-    for (i, t) in config.tenants.iter().enumerate() {
-        if let Some(w) = t.input_token_weight {
-            weight(&format!("tenant[{i}].input_token_weight"), w)?;
-        }
-        if let Some(w) = t.output_token_weight {
-            weight(&format!("tenant[{i}].output_token_weight"), w)?;
-        }
-    }
-    Ok(())
-}
-
-fn weight(field: &str, w: f64) -> Result<(), ConfigError> {
-    if w.is_finite() && w > 0.0 && w <= TokenCost::MAX_WEIGHT {
-        return Ok(());
-    }
-    let max = TokenCost::MAX_WEIGHT;
-    Err(ConfigError::new(
-        field,
-        format!("must be finite, > 0 and ≤ {max:e}, got {w}"),
-    ))
 }
 
 /// The token settings a reload swaps: each tenant's weights, and whether the scheduler is
@@ -202,7 +161,7 @@ impl TokenCosts {
 /// Under token costs, what `tenant`'s request with this body is charged at admission: the
 /// input estimated from the body's size (a body streamed without a declared length: 0).
 pub(crate) fn admission(
-    settings: &crate::state::Settings,
+    costs: Option<&TokenCosts>,
     tenant: TenantId,
     body: &crate::stream::ReqBody<'_>,
 ) -> Option<Admission> {
@@ -210,7 +169,7 @@ pub(crate) fn admission(
         crate::stream::ReqBody::Full(b) => Some(b.len() as u64),
         _ => None,
     };
-    Some(settings.tokens.as_ref()?.admission(tenant, bytes))
+    Some(costs?.admission(tenant, bytes))
 }
 
 /// The cost the scheduler is told at enqueue, if any (see [`Admission::tell_scheduler`]).
@@ -228,25 +187,6 @@ impl Told for Option<Admission> {
 /// ⌈bytes / [`BYTES_PER_TOKEN`]⌉, at most [`MAX_TOKENS`].
 pub fn estimate(bytes: u64) -> u64 {
     bytes.div_ceil(BYTES_PER_TOKEN).min(MAX_TOKENS)
-}
-
-/// The `[cost]` bounds in weighted tokens: `max_ratio` as configured, the floor
-/// [`FLOOR_TOKENS`] input and output tokens at the largest weights, the cap [`MAX_TOKENS`]
-/// of each, and `scheduler.initial_estimate_ms` read as weighted tokens.
-pub(crate) fn policy(config: &ProxyConfig) -> crate::metrics::CostPolicy {
-    let c = &config.cost;
-    let (mut wp, mut wq) = (c.input_token_weight, c.output_token_weight);
-    for t in &config.tenants {
-        wp = wp.max(t.input_token_weight.unwrap_or(0.0));
-        wq = wq.max(t.output_token_weight.unwrap_or(0.0));
-    }
-    crate::metrics::CostPolicy {
-        max_ratio: c.max_ratio,
-        floor: FLOOR_TOKENS as f64 * (wp + wq),
-        max: MAX_TOKENS as f64 * (wp + wq),
-        initial: config.scheduler.initial_estimate_ms,
-        log_interval_ms: c.log_interval_ms,
-    }
 }
 
 /// Tokens charged to one tenant.
@@ -351,7 +291,7 @@ impl TokenStatus {
             let name = format!("fairlane_proxy_{kind}_tokens_total");
             let _ = writeln!(o, "# HELP {name} {help}.\n# TYPE {name} counter");
             for t in &self.tenants {
-                let tenant = crate::metrics::label(&t.name);
+                let tenant = crate::prom::label(&t.name);
                 let _ = writeln!(o, "{name}{{tenant=\"{tenant}\"}} {}", f(t));
             }
         }

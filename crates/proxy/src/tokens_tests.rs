@@ -230,7 +230,7 @@ fn config_checks_name_the_field() {
     assert!(a.tell_scheduler);
     let other = t.admission(registry.intern("b"), None);
     assert_eq!((other.input, other.h.input_weight), (0, 1.0));
-    let p = policy(&c);
+    let p = crate::metrics::CostPolicy::of(&c);
     assert_eq!(p.floor, FLOOR_TOKENS as f64 * 5.0);
 }
 

@@ -5,7 +5,7 @@
 //! upstream connection with its `Upgrade` headers kept ([`crate::rewrite`]'s
 //! `BodyFraming::Upgrade`). On a `101 Switching Protocols` the slot is freed — charged for
 //! the time it was held, like an ordinary request — and the two sockets are spliced both ways
-//! ([`splice`]) until either side closes, the tunnel is idle for
+//! (the client adapter's `splice`) until either side closes, the tunnel is idle for
 //! `limits.tunnel_idle_timeout_ms`, or the proxy stops. Any other answer is an ordinary
 //! response.
 //!
@@ -17,20 +17,13 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::future::poll_fn;
-use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use fairlane_core::TenantId;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::bounds::HardStop;
-use crate::client::socket::{write_all, Socket};
 use crate::head::RequestHead;
 use crate::rewrite::lists;
-use crate::upstream::UpIo;
 
 /// What a request head says about an upgrade to a WebSocket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +152,7 @@ impl Tunnels {
         );
         for (id, tenant) in names.iter().enumerate() {
             let n = self.open(TenantId(id as u64));
-            let tenant = crate::metrics::label(tenant);
+            let tenant = crate::prom::label(tenant);
             let _ = writeln!(o, "{name}{{tenant=\"{tenant}\"}} {n}");
         }
         let name = "fairlane_proxy_tunnels_refused_total";
@@ -192,101 +185,6 @@ impl Drop for Pass {
         }
         self.counts.total.fetch_sub(1, Relaxed);
     }
-}
-
-/// An upstream connection switched to a tunnel by its `101`.
-pub(crate) struct Upgraded {
-    /// The connection.
-    pub io: UpIo,
-    /// What the upstream sent after its `101` head (the first frames, if any).
-    pub early: Vec<u8>,
-    /// The tunnel's place in its tenant's budget.
-    pub pass: Pass,
-}
-
-/// How a tunnel is bounded.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Limits {
-    /// Closed when no byte went either way for this long.
-    pub idle: Duration,
-    /// A client that takes no bytes for this long is disconnected.
-    pub send_timeout: Duration,
-}
-
-/// Copy bytes both ways between the client and `up` until either side closes or fails, the
-/// tunnel is idle for `limits.idle`, or the proxy stops; `pending` (what the client sent
-/// after its request head) goes upstream first. Returns the bytes sent (upstream, client).
-pub(crate) async fn splice<S: Socket>(
-    client: &S,
-    up: Upgraded,
-    pending: Vec<u8>,
-    limits: Limits,
-    hard_stop: &mut HardStop<'_>,
-) -> (u64, u64) {
-    let Upgraded { io, early, pass } = up;
-    let (mut up_r, mut up_w) = tokio::io::split(io);
-    let start = Instant::now();
-    // Milliseconds since `start` of the last byte either way.
-    let last = AtomicU64::new(0);
-    let touch = || last.store(start.elapsed().as_millis() as u64, Relaxed);
-    let (sent_up, sent_down) = (AtomicU64::new(0), AtomicU64::new(0));
-    let to_up = async {
-        let mut buf = pending;
-        loop {
-            if !buf.is_empty() {
-                up_w.write_all(&buf).await?;
-                up_w.flush().await?;
-                sent_up.fetch_add(buf.len() as u64, Relaxed);
-                touch();
-                buf.clear();
-            }
-            if buf.capacity() < 1024 {
-                buf.reserve(16 * 1024);
-            }
-            client.readable().await?;
-            match client.try_read(&mut buf) {
-                Ok(0) => return io::Result::Ok(()),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
-            }
-        }
-    };
-    let to_client = async {
-        let mut buf = early;
-        loop {
-            if !buf.is_empty() {
-                write_all(client, &buf, limits.send_timeout).await?;
-                sent_down.fetch_add(buf.len() as u64, Relaxed);
-                touch();
-                buf.clear();
-            }
-            if buf.capacity() < 1024 {
-                buf.reserve(16 * 1024);
-            }
-            if up_r.read_buf(&mut buf).await? == 0 {
-                return io::Result::Ok(());
-            }
-        }
-    };
-    let idle = async {
-        loop {
-            let since = Duration::from_millis(last.load(Relaxed));
-            let due = start + since + limits.idle;
-            if Instant::now() >= due {
-                return;
-            }
-            tokio::time::sleep_until(due.into()).await;
-        }
-    };
-    tokio::select! {
-        _ = to_up => {}
-        _ = to_client => {}
-        _ = idle => {}
-        _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {}
-    }
-    drop(pass);
-    (sent_up.load(Relaxed), sent_down.load(Relaxed))
 }
 
 #[cfg(test)]

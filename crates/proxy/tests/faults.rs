@@ -37,15 +37,7 @@ async fn upstream_killed_mid_run_and_restarted() {
     ))
     .await;
     // Two requests in flight (held at the upstream) and four queued when the upstream dies.
-    let reqs: Vec<_> = (0..6)
-        .map(|i| {
-            tokio::spawn(get(
-                p.addr,
-                "/slow",
-                Some(if i % 2 == 0 { "ka" } else { "kb" }),
-            ))
-        })
-        .collect();
+    let reqs = spawn_gets(p.addr, "/slow", 6, &["ka", "kb"]);
     let held = up.take(2, STEP, "two requests in flight").await;
     let admin = p.admin;
     eventually(STEP, "four queued behind the two held", || async move {

@@ -46,25 +46,11 @@ fn grpc_upstream() -> (Reaped, SocketAddr) {
 
 /// Run tests/grpc/client.py with `args`; its stdout (it failed if a check failed).
 async fn grpc_client(args: Vec<String>) -> String {
-    let py = test_dep("venv/bin/python");
-    let run = tokio::task::spawn_blocking(move || {
-        Command::new(py)
-            .arg(script("client.py"))
-            .args(args)
-            .output()
-            .expect("run the gRPC client")
-    });
-    let out = tokio::time::timeout(GET_LIMIT * 2, run)
+    let mut cmd = Command::new(test_dep("venv/bin/python"));
+    cmd.arg(script("client.py")).args(args);
+    tokio::time::timeout(GET_LIMIT * 2, run_ok(cmd, "the gRPC client"))
         .await
         .expect("the gRPC client finished in time")
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "gRPC client failed\nstdout:\n{stdout}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
 }
 
 /// The proxy's config: HTTP/2 cleartext to the upstream, every caller the default tenant,

@@ -386,14 +386,9 @@ fn storm_client(addr: SocketAddr, i: usize, key: &'static str) -> Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn accounting_identity_holds_through_a_storm_of_disconnects() {
     let up = HeldUpstream::start().await;
-    let p = start_proxy(config(
-        up.addr(),
-        &format!(
-            "[scheduler]\ndepth = 3\n[limits]\nmax_queued_per_tenant = 8\nqueue_timeout_ms = 600000\n{}",
-            tenants(&[("a", "ka"), ("b", "kb")])
-        ),
-    ))
-    .await;
+    let limits = "[limits]\nmax_queued_per_tenant = 8\nqueue_timeout_ms = 600000";
+    let rest = format!("[scheduler]\ndepth = 3\n{limits}");
+    let p = proxy_with(up.addr(), &rest, &[("a", "ka"), ("b", "kb")]).await;
     let (addr, admin) = (p.addr, p.admin);
     let mut rng = Rng(0x5EED_1600);
     let mut clients: Vec<Client> = Vec::new();

@@ -73,12 +73,7 @@ fn p99(r: &Report) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn light_tenant_is_isolated_under_sfq_but_not_fifo() {
-    let fds = fairlane_proxy::server::raise_fd_limit().expect("getrlimit(RLIMIT_NOFILE)");
-    assert!(
-        fds >= 4096,
-        "open-files limit {fds} after raising it to the hard limit: this test needs ~900 \
-         sockets plus headroom; raise the hard limit (ulimit -Hn) to at least 4096"
-    );
+    raise_fds(4096); // ~900 sockets plus headroom
     let up = start_upstream().await;
     let sfq = start_proxy(proxy_config(up.addr(), "sfq")).await;
     let fifo = start_proxy(proxy_config(up.addr(), "fifo")).await;

@@ -153,20 +153,9 @@ fn level_queues<'a>(queues: &'a serde_json::Value, name: &str) -> &'a serde_json
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_high_level_keeps_its_p99_under_a_20x_catch_all_flood() {
-    let fds = fairlane_proxy::server::raise_fd_limit().expect("getrlimit(RLIMIT_NOFILE)");
-    assert!(
-        fds >= 4096,
-        "open-files limit {fds}: this test needs ~1000 sockets"
-    );
+    raise_fds(4096); // ~1000 sockets
     let up = start_upstream().await;
-    let p = start_proxy(config(
-        up.addr(),
-        &format!(
-            "{FLOOD_LEVELS}{}",
-            tenants(&[("api", "ka"), ("flood", "kf")])
-        ),
-    ))
-    .await;
+    let p = proxy_with(up.addr(), FLOOD_LEVELS, &[("api", "ka"), ("flood", "kf")]).await;
     let (code, h, _) = get(p.addr, API_PATH, Some("ka")).await;
     assert_eq!(code, 200);
     assert_eq!(h["x-fairlane-priority-level"], "high");

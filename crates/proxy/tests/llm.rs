@@ -350,21 +350,10 @@ print("ok")
 "#,
         addr = p.addr
     );
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .arg("-c")
-            .arg(script)
-            .output()
-            .expect("run python")
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
-        "openai client failed: {}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg("-c").arg(script);
+    let out = run_ok(cmd, "the openai client").await;
+    assert_eq!(out.trim(), "ok", "the openai client: {out}");
     let s = status(p.admin).await;
     let out = s["tokens"]["tenants"][1]["output_tokens"].as_u64().unwrap();
     assert_eq!(out, 5 + 6 + 3, "{s}");

@@ -15,12 +15,7 @@ use fairlane_proxy_testkit::loadgen::{open, Target};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_times_capacity_for_30_seconds() {
-    // The load generator here holds hundreds of sockets (the proxy binary raises its own).
-    let fds = fairlane_proxy::server::raise_fd_limit().expect("getrlimit(RLIMIT_NOFILE)");
-    assert!(
-        fds >= 4096,
-        "open-files limit {fds}: this test needs at least 4096"
-    );
+    raise_fds(4096);
     let up = start_upstream().await;
     let text = format!(
         r#"[listen]

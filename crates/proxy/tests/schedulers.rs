@@ -32,15 +32,7 @@ target_ms = 200
             ),
         ))
         .await;
-        let reqs: Vec<_> = (0..24)
-            .map(|i| {
-                tokio::spawn(get(
-                    p.addr,
-                    "/?delay_ms=5&jitter_ms=4",
-                    Some(if i % 3 == 0 { "ka" } else { "kb" }),
-                ))
-            })
-            .collect();
+        let reqs = spawn_gets(p.addr, "/?delay_ms=5&jitter_ms=4", 24, &["ka", "kb", "kb"]);
         for r in reqs {
             assert_eq!(r.await.unwrap().0, 200, "{preset}");
         }

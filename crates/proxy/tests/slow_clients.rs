@@ -9,13 +9,13 @@ mod common;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use common::*;
-use http_body::{Body, Frame};
+use http_body::Frame;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -25,31 +25,18 @@ const TENANTS: &str = concat!(
     "[[tenant]]\nname = \"heavy\"\nkeys = [\"kh\"]\nmax_queued = 200\n"
 );
 
-/// A response body of `left` bytes, produced lazily in 64 KiB chunks (an "endless" download
+/// A response body of `len` bytes, produced lazily in 64 KiB chunks (an "endless" download
 /// costs the upstream no memory).
-struct Endless {
-    left: u64,
+fn endless(len: u64) -> BoxBody<Bytes, Infallible> {
+    let size = CHUNK.len() as u64;
+    let chunks = (0..len.div_ceil(size)).map(move |i| {
+        let n = (len - i * size).min(size) as usize;
+        Ok(Frame::data(Bytes::from_static(&CHUNK[..n])))
+    });
+    StreamBody::new(futures_util::stream::iter(chunks)).boxed()
 }
 
 static CHUNK: [u8; 65536] = [b'x'; 65536];
-
-impl Body for Endless {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if self.left == 0 {
-            return Poll::Ready(None);
-        }
-        let n = self.left.min(CHUNK.len() as u64);
-        self.left -= n;
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-            &CHUNK[..n as usize],
-        )))))
-    }
-}
 
 /// An upstream: `/big?bytes=N` answers N bytes (chunked, lazily); anything else sleeps
 /// `delay_ms` (default 20) and answers a short text.
@@ -59,8 +46,7 @@ async fn start_big_upstream() -> (SocketAddr, tokio::task::JoinHandle<()>) {
 
 async fn big(
     req: http::Request<hyper::body::Incoming>,
-) -> Result<http::Response<http_body_util::Either<Endless, http_body_util::Full<Bytes>>>, Infallible>
-{
+) -> Result<http::Response<BoxBody<Bytes, Infallible>>, Infallible> {
     let q = req.uri().query().unwrap_or("").to_string();
     let num = |name: &str| {
         q.split('&').find_map(|kv| {
@@ -69,13 +55,11 @@ async fn big(
         })
     };
     let body = if req.uri().path().starts_with("/big") {
-        http_body_util::Either::Left(Endless {
-            left: num("bytes").unwrap_or(1 << 30),
-        })
+        endless(num("bytes").unwrap_or(1 << 30))
     } else {
         let ms = num("delay_ms").unwrap_or(20);
         tokio::time::sleep(Duration::from_millis(ms)).await;
-        http_body_util::Either::Right(http_body_util::Full::new(Bytes::from_static(b"ok\n")))
+        Full::new(Bytes::from_static(b"ok\n")).boxed()
     };
     Ok(http::Response::new(body))
 }

@@ -107,7 +107,7 @@ async fn read_until(s: &mut TcpStream, got: &mut Vec<u8>, want: &str) {
 /// The streaming upstream and a proxy in front of it with `rest` in its config.
 async fn setup(rest: &str) -> (Running, Shared, tokio::task::JoinHandle<()>) {
     let (up, task, seen) = streaming_upstream().await;
-    let p = start_proxy(config(up, &format!("{rest}\n{}", tenants(&[("a", "ka")])))).await;
+    let p = proxy_with(up, rest, &[("a", "ka")]).await;
     (p, seen, task)
 }
 

@@ -33,6 +33,7 @@ use http_body_util::BodyExt;
 use tokio::sync::watch;
 
 use super::socket::{write_all, Socket};
+use super::tunnel;
 use super::ServeOptions;
 use crate::bounds::{Bounds, HardStop};
 use crate::conn::{ActiveGuard, ConnState};
@@ -43,7 +44,8 @@ use crate::respond::{own, Answer, ProxyBody};
 use crate::rewrite;
 use crate::state::{CachedSettings, Inner, Peer};
 use crate::stream::{BodyFault, BoxError, ReqBody};
-use crate::tunnel::{self, Upgrade};
+use crate::tunnel::{upgrade_of, Upgrade};
+use crate::upstream::Upgraded;
 
 /// Longest request head accepted (bytes): hyper's default buffer limit, so both paths
 /// answer 431 at the same size.
@@ -161,7 +163,7 @@ async fn request<S: Socket>(
     let guard = ActiveGuard::new(state.clone());
     buf.drain(..info.head_len);
     let mut body_read = info.body == BodyLen::Length(0);
-    let upgrade = tunnel::upgrade_of(&head, http10, body_read);
+    let upgrade = upgrade_of(&head, http10, body_read);
     if let Upgrade::Invalid(msg) = upgrade {
         let answer = answer_bytes(own(StatusCode::BAD_REQUEST, msg, &[]));
         let _ = write_all(stream, &answer, opts.send_timeout).await;
@@ -394,7 +396,7 @@ async fn open_tunnel<S: Socket>(
 async fn run_tunnel<S: Socket>(
     stream: &S,
     head: &ResponseHead,
-    up: tunnel::Upgraded,
+    up: Upgraded,
     pending: Vec<u8>,
     limits: tunnel::Limits,
     bounds: &mut Bounds<'_>,

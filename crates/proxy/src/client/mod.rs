@@ -25,6 +25,7 @@ pub(crate) mod h1;
 pub(crate) mod on_hyper;
 pub(crate) mod socket;
 pub(crate) mod tls;
+mod tunnel;
 
 /// Serve an HTTP/1.1 connection on hyper's server until it ends, a graceful shutdown
 /// (through the watcher) finishes it, or it is evicted. (A macro: hyper's connection types

@@ -3,7 +3,6 @@
 //! `/debug/queues`), the level part of `/status` and `/metrics`, and the admin dumps.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -13,7 +12,8 @@ use fairlane_runtime::LevelSnapshot;
 use serde::Serialize;
 
 use super::schema::Leveled;
-use crate::metrics::{quantile, Histogram, BUCKETS};
+use crate::histogram::{quantile, Histogram};
+use crate::prom::{family, histogram, label, labelled, sample};
 
 /// One level's counters, kept across reloads (by name).
 #[derive(Default)]
@@ -320,42 +320,25 @@ pub fn prometheus(o: &mut String, levels: &[LevelStatus]) {
     ];
     for (name, kind, help, f) in gauges {
         let name = format!("fairlane_proxy_level_{name}");
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        for l in levels {
-            let _ = writeln!(o, "{name}{{level=\"{}\"}} {}", l.gate.name, f(l));
-        }
+        labelled(o, (&name, help, kind), "level", levels, |l| &l.gate.name, f);
     }
     let name = "fairlane_proxy_level_rejected_total";
-    let _ = writeln!(
-        o,
-        "# HELP {name} Requests a level refused, by reason.\n# TYPE {name} counter"
-    );
+    family(o, name, "Requests a level refused, by reason.", "counter");
     for l in levels {
         for (reason, n) in &l.rejected {
-            let _ = writeln!(
-                o,
-                "{name}{{level=\"{}\",reason=\"{reason}\"}} {n}",
-                l.gate.name
-            );
+            let labels = format!("level=\"{}\",reason=\"{reason}\"", label(&l.gate.name));
+            sample(o, name, &labels, n);
         }
     }
     let name = "fairlane_proxy_level_wait_seconds";
-    let _ = writeln!(
+    family(
         o,
-        "# HELP {name} Time queued in the level before a seat.\n# TYPE {name} histogram"
+        name,
+        "Time queued in the level before a seat.",
+        "histogram",
     );
     for l in levels {
-        let mut cumulative = 0;
-        for (i, c) in l.wait_buckets.iter().enumerate() {
-            cumulative += c;
-            let le = BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
-            let _ = writeln!(
-                o,
-                "{name}_bucket{{level=\"{}\",le=\"{le}\"}} {cumulative}",
-                l.gate.name
-            );
-        }
-        let _ = writeln!(o, "{name}_sum{{level=\"{}\"}} {}", l.gate.name, l.wait_sum);
-        let _ = writeln!(o, "{name}_count{{level=\"{}\"}} {cumulative}", l.gate.name);
+        let labels = format!("level=\"{}\"", label(&l.gate.name));
+        histogram(o, name, &labels, &l.wait_buckets, l.wait_sum);
     }
 }

@@ -1,8 +1,7 @@
-//! Flow schemas: their checks, and the matcher `classify` runs — schemas in evaluation
-//! order (precedence, then name), each compiled to the tenant id, method, path pattern and
-//! header it needs, naming a level id and a distinguisher.
+//! The flow schemas' matcher `classify` runs: schemas in evaluation order (precedence, then
+//! name), each compiled to the tenant id, method, path pattern and header it needs, naming a
+//! level id and a distinguisher (their checks are the configuration's).
 
-use std::collections::HashSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,220 +11,10 @@ use fairlane_runtime::{LevelSnapshot, Route};
 use http::{HeaderValue, Method};
 
 use super::live::{LevelStats, Live};
-use super::{FlowSchema, MAX_PRECEDENCE};
-use crate::config::{ConfigError, ProxyConfig};
+use crate::config::levels::{enabled, order, Distinguisher, Pattern};
+use crate::config::ProxyConfig;
 use crate::head::RequestHead;
 use crate::tenant::Registry;
-
-/// The most flow schemas a configuration may have.
-const MAX_SCHEMAS: usize = 10_000;
-
-/// What a flow schema splits a tenant's requests by.
-#[derive(Clone, Debug, PartialEq)]
-enum Distinguisher {
-    /// The tenant is the flow.
-    Tenant,
-    /// The tenant and this header's value (lower-case name).
-    Header(String),
-}
-
-impl Distinguisher {
-    fn parse(text: Option<&str>) -> Result<Distinguisher, String> {
-        match text {
-            None | Some("tenant") => Ok(Distinguisher::Tenant),
-            Some(t) => match t.strip_prefix("header:") {
-                Some(h) if http::HeaderName::from_bytes(h.as_bytes()).is_ok() => {
-                    Ok(Distinguisher::Header(h.to_ascii_lowercase()))
-                }
-                _ => Err(format!(
-                    "{t:?} is not \"tenant\" or \"header:<a header name>\""
-                )),
-            },
-        }
-    }
-
-    /// The flow distinguisher of a request (0: the tenant alone, also when the header is
-    /// absent).
-    fn of(&self, head: &RequestHead) -> u64 {
-        match self {
-            Distinguisher::Tenant => 0,
-            Distinguisher::Header(name) => head.header(name, |v| {
-                v.map_or(0, |v| {
-                    // SipHash with fixed keys: the same value is the same flow across
-                    // restarts and instances; never 0 (the tenant alone).
-                    #[allow(deprecated)]
-                    let mut h = std::hash::SipHasher::new();
-                    v.hash(&mut h);
-                    h.finish() | 1
-                })
-            }),
-        }
-    }
-}
-
-/// A path pattern as `[[class]]` has it: exact, or a prefix ending in `*`.
-#[derive(Clone, Debug)]
-struct Pattern {
-    text: String,
-    prefix: bool,
-}
-
-impl Pattern {
-    fn parse(p: &str) -> Result<Pattern, String> {
-        if !p.starts_with('/') {
-            return Err(format!("must start with '/', got {p:?}"));
-        }
-        let stem = p.strip_suffix('*');
-        if stem.unwrap_or(p).contains('*') {
-            return Err("'*' is allowed only at the end (a prefix match)".into());
-        }
-        Ok(Pattern {
-            text: stem.unwrap_or(p).to_string(),
-            prefix: stem.is_some(),
-        })
-    }
-
-    fn matches(&self, path: &str) -> bool {
-        match self.prefix {
-            true => path.starts_with(&self.text),
-            false => path == self.text,
-        }
-    }
-}
-
-/// Check every flow schema; returns the catch-all's level name (of the first schema with
-/// an empty match, in evaluation order).
-pub(super) fn check_all(config: &ProxyConfig) -> Result<String, ConfigError> {
-    if config.flow_schemas.len() > MAX_SCHEMAS {
-        return Err(ConfigError::new(
-            "flow_schema",
-            format!(
-                "at most {MAX_SCHEMAS} flow schemas, got {}",
-                config.flow_schemas.len()
-            ),
-        ));
-    }
-    let mut names = HashSet::new();
-    for (i, s) in config.flow_schemas.iter().enumerate() {
-        check_one(config, i, s)?;
-        if !names.insert(s.name.as_str()) {
-            return Err(ConfigError::new(
-                format!("flow_schema[{i}].name"),
-                format!("{:?} is listed twice", s.name),
-            ));
-        }
-    }
-    let Some(level) = catch_all(config) else {
-        return Err(ConfigError::new(
-            "flow_schema",
-            "no catch-all: add a [[flow_schema]] with no match (every request needs a level)",
-        ));
-    };
-    let i = order(config)[0..]
-        .iter()
-        .copied()
-        .find(|&i| config.flow_schemas[i].matches.is_empty())
-        .unwrap_or(0);
-    if config
-        .priority_levels
-        .iter()
-        .any(|l| l.name == level && l.exempt)
-    {
-        return Err(ConfigError::new(
-            format!("flow_schema[{i}].priority_level"),
-            format!("the catch-all schema's level {level:?} cannot be exempt"),
-        ));
-    }
-    Ok(level)
-}
-
-fn check_one(config: &ProxyConfig, i: usize, s: &FlowSchema) -> Result<(), ConfigError> {
-    let f = |field: &str| format!("flow_schema[{i}].{field}");
-    if !crate::config::valid_tenant_name(&s.name) {
-        return Err(crate::config::name_error(f("name"), &s.name));
-    }
-    if !config
-        .priority_levels
-        .iter()
-        .any(|l| l.name == s.priority_level)
-    {
-        let names: Vec<&str> = config
-            .priority_levels
-            .iter()
-            .map(|l| l.name.as_str())
-            .collect();
-        return Err(ConfigError::new(
-            f("priority_level"),
-            format!(
-                "no priority level {:?} (levels: {})",
-                s.priority_level,
-                names.join(", ")
-            ),
-        ));
-    }
-    if !(1..=MAX_PRECEDENCE).contains(&s.precedence) {
-        return Err(ConfigError::new(
-            f("precedence"),
-            format!("must be in 1..={MAX_PRECEDENCE}, got {}", s.precedence),
-        ));
-    }
-    Distinguisher::parse(s.distinguisher.as_deref())
-        .map_err(|e| ConfigError::new(f("distinguisher"), e))?;
-    let m = &s.matches;
-    if let Some(t) = &m.tenant {
-        let id = &config.identity;
-        let default = id.unknown == crate::config::Unknown::Default && id.default_tenant == *t;
-        if !(default || config.tenants.iter().any(|x| x.name == *t)) {
-            return Err(ConfigError::new(
-                f("match.tenant"),
-                format!("no [[tenant]] named {t:?}"),
-            ));
-        }
-    }
-    if let Some(method) = &m.method {
-        if Method::from_bytes(method.as_bytes()).is_err() {
-            return Err(ConfigError::new(
-                f("match.method"),
-                format!("{method:?} is not an HTTP method"),
-            ));
-        }
-    }
-    if let Some(p) = &m.path {
-        Pattern::parse(p).map_err(|e| ConfigError::new(f("match.path"), e))?;
-    }
-    if let Some(h) = &m.header {
-        if http::HeaderName::from_bytes(h.name.as_bytes()).is_err() {
-            return Err(ConfigError::new(
-                f("match.header.name"),
-                format!("{:?} is not a valid header name", h.name),
-            ));
-        }
-        if HeaderValue::from_str(&h.value).is_err() {
-            return Err(ConfigError::new(
-                f("match.header.value"),
-                "not a valid header value",
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The schemas' indexes in evaluation order: precedence, then name (APF's tie-break).
-fn order(config: &ProxyConfig) -> Vec<usize> {
-    let s = &config.flow_schemas;
-    let mut order: Vec<usize> = (0..s.len()).collect();
-    order.sort_by(|&a, &b| (s[a].precedence, &s[a].name).cmp(&(s[b].precedence, &s[b].name)));
-    order
-}
-
-/// The level of the first catch-all schema in evaluation order, if any.
-pub(super) fn catch_all(config: &ProxyConfig) -> Option<String> {
-    order(config)
-        .into_iter()
-        .map(|i| &config.flow_schemas[i])
-        .find(|s| s.matches.is_empty())
-        .map(|s| s.priority_level.clone())
-}
 
 /// One compiled flow schema.
 #[derive(Debug)]
@@ -292,7 +81,7 @@ impl Schemas {
         snapshots: &[LevelSnapshot],
         live: &Live,
     ) -> Option<Schemas> {
-        if !super::enabled(config) {
+        if !enabled(config) {
             return None;
         }
         let id_of = |name: &str| {
@@ -352,7 +141,7 @@ impl Schemas {
             .find(|(_, r)| r.matches(head, tenant))
         {
             Some((i, rule)) => Leveled {
-                route: Route::level(rule.level).distinguished(rule.distinguisher.of(head)),
+                route: Route::level(rule.level).distinguished(flow(&rule.distinguisher, head)),
                 schema: i as u16,
             },
             // A checked configuration always has a catch-all; the core's is the fallback.
@@ -373,5 +162,23 @@ impl Schemas {
         self.rules
             .get(l.schema as usize)
             .map(|r| (&r.name, &r.value))
+    }
+}
+
+/// The flow distinguisher of a request (0: the tenant alone, also when the header is
+/// absent).
+fn flow(d: &Distinguisher, head: &RequestHead) -> u64 {
+    match d {
+        Distinguisher::Tenant => 0,
+        Distinguisher::Header(name) => head.header(name, |v| {
+            v.map_or(0, |v| {
+                // SipHash with fixed keys: the same value is the same flow across
+                // restarts and instances; never 0 (the tenant alone).
+                #[allow(deprecated)]
+                let mut h = std::hash::SipHasher::new();
+                v.hash(&mut h);
+                h.finish() | 1
+            })
+        }),
     }
 }

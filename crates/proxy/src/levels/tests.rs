@@ -33,11 +33,19 @@ fn err(rest: &str) -> ConfigError {
     with(&format!("{LEVELS}{rest}")).expect_err("refused")
 }
 
+/// [`LEVELS`] with `from` replaced by `to`, loaded.
+fn edited(from: &str, to: &str) -> Result<ProxyConfig, ConfigError> {
+    with(&LEVELS.replace(from, to))
+}
+
 #[test]
 fn a_valid_set_of_levels_loads() {
     let c = with(LEVELS).unwrap();
     assert_eq!(c.priority_levels.len(), 3);
-    assert_eq!(schema::catch_all(&c).as_deref(), Some("catch-all"));
+    assert_eq!(
+        crate::config::levels::catch_all(&c).as_deref(),
+        Some("catch-all")
+    );
     let l = build(&c).unwrap().unwrap();
     assert_eq!(l.catch_all, "catch-all");
     assert_eq!(l.non_exempt(), 2);
@@ -75,18 +83,18 @@ fn bad_levels_name_their_field() {
 
 #[test]
 fn a_catch_all_schema_is_required_and_not_exempt() {
-    let no_catch_all = LEVELS.replace(
+    let no_catch_all = (
         "precedence = 10000\n",
         "precedence = 10000\nmatch = { method = \"PUT\" }\n",
     );
-    let e = with(&no_catch_all).unwrap_err();
+    let e = edited(no_catch_all.0, no_catch_all.1).unwrap_err();
     assert_eq!(e.field, "flow_schema", "{e}");
     assert!(e.reason.contains("catch-all"), "{e}");
-    let exempt_catch_all = LEVELS.replace(
+    let e = edited(
         "priority_level = \"catch-all\"\nprecedence = 10000",
         "priority_level = \"exempt\"\nprecedence = 10000",
-    );
-    let e = with(&exempt_catch_all).unwrap_err();
+    )
+    .unwrap_err();
     assert_eq!(e.field, "flow_schema[1].priority_level", "{e}");
     let schemas_alone = "[[flow_schema]]\nname = \"x\"\npriority_level = \"y\"\n";
     assert_eq!(with(schemas_alone).unwrap_err().field, "flow_schema");
@@ -94,21 +102,18 @@ fn a_catch_all_schema_is_required_and_not_exempt() {
 
 #[test]
 fn the_adaptive_minimum_must_cover_the_levels() {
-    let c = LEVELS.replace(
-        "depth = 4\n",
-        "depth = 4\n[scheduler.adaptive]\nmin = 1\nmax = 8\n",
-    );
-    let e = with(&c).unwrap_err();
+    let adaptive = "depth = 4\n[scheduler.adaptive]\nmin = 1\nmax = 8\n";
+    let e = edited("depth = 4\n", adaptive).unwrap_err();
     assert_eq!(e.field, "scheduler.adaptive.min", "{e}");
 }
 
 #[test]
 fn a_reload_keeps_algorithm_and_exemption_for_the_restart() {
     let old = with(LEVELS).unwrap();
-    let mut new = with(&LEVELS.replace(
+    let mut new = edited(
         "name = \"high\"\nshares = 1.0\n",
         "name = \"high\"\nshares = 3.0\nalgorithm = \"fifo\"\n",
-    ))
+    )
     .unwrap();
     let w = keep_for_restart(&old, &mut new);
     assert_eq!(w.len(), 1, "{w:?}");

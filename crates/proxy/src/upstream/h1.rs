@@ -187,7 +187,7 @@ impl Http1 {
                             continue;
                         }
                         let pass = ex.upgrade.take().ok_or(Some(Failure::Broken))?;
-                        let up = crate::tunnel::Upgraded {
+                        let up = super::Upgraded {
                             io: s,
                             early: buf,
                             pass,

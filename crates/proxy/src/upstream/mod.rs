@@ -137,12 +137,12 @@ pub(crate) enum UpBody {
     /// A stream of a multiplexed HTTP/2 connection (trailers included).
     H2(hyper::body::Incoming),
     /// None: the connection became a tunnel on a `101` (taken by [`UpBody::tunnel`]).
-    Tunnel(Option<Box<crate::tunnel::Upgraded>>),
+    Tunnel(Option<Box<Upgraded>>),
 }
 
 impl UpBody {
     /// The tunnel of a `101` answer, once.
-    pub fn tunnel(&mut self) -> Option<Box<crate::tunnel::Upgraded>> {
+    pub fn tunnel(&mut self) -> Option<Box<Upgraded>> {
         match self {
             UpBody::Tunnel(t) => t.take(),
             _ => None,
@@ -268,4 +268,14 @@ impl AsyncWrite for UpIo {
             UpIo::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
+}
+
+/// An upstream connection switched to a tunnel by its `101`.
+pub(crate) struct Upgraded {
+    /// The connection.
+    pub io: UpIo,
+    /// What the upstream sent after its `101` head (the first frames, if any).
+    pub early: Vec<u8>,
+    /// The tunnel's place in its tenant's budget.
+    pub pass: crate::tunnel::Pass,
 }

@@ -4,40 +4,20 @@
 //! protobuf: the message bytes are passed through, as a unary call's reply.
 
 use std::convert::Infallible;
+use std::future::{ready, Ready};
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response};
-use http_body_util::BodyExt;
-use hyper::body::{Body, Frame, Incoming};
+use http_body_util::combinators::WithTrailers;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 
 /// A unary reply's body: its message, then its trailers.
-pub struct Unary {
-    message: Option<Bytes>,
-    trailers: Option<HeaderMap>,
-}
-
-impl Body for Unary {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if let Some(m) = self.message.take() {
-            return Poll::Ready(Some(Ok(Frame::data(m))));
-        }
-        Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
-    }
-    fn is_end_stream(&self) -> bool {
-        self.message.is_none() && self.trailers.is_none()
-    }
-}
+pub type Unary = WithTrailers<Full<Bytes>, Ready<Option<Result<HeaderMap, Infallible>>>>;
 
 /// Serve gRPC unary echo calls on `addr` until the task is dropped; returns the address
 /// it listens on and the task.
@@ -65,10 +45,7 @@ async fn echo(req: Request<Incoming>) -> Result<Response<Unary>, Infallible> {
     };
     let mut trailers = HeaderMap::new();
     trailers.insert("grpc-status", HeaderValue::from_static("0"));
-    let mut r = Response::new(Unary {
-        message: Some(message),
-        trailers: Some(trailers),
-    });
+    let mut r = Response::new(Full::new(message).with_trailers(ready(Some(Ok(trailers)))));
     r.headers_mut()
         .insert("content-type", HeaderValue::from_static("application/grpc"));
     Ok(r)

@@ -14,16 +14,15 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response, StatusCode};
+use http_body_util::channel::Channel;
 use http_body_util::BodyExt;
-use hyper::body::{Body, Frame, Incoming};
+use hyper::body::Incoming;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -252,21 +251,7 @@ impl Ask {
     }
 }
 
-/// A response body fed by a channel, one frame per message.
-struct Channel(mpsc::UnboundedReceiver<Bytes>);
-
-impl Body for Channel {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
-    }
-}
-
-type ReplyBody = http_body_util::Either<http_body_util::Full<Bytes>, Channel>;
+type ReplyBody = http_body_util::Either<http_body_util::Full<Bytes>, Channel<Bytes>>;
 type Reply = Response<ReplyBody>;
 
 fn reply(status: StatusCode, content_type: &'static str, body: ReplyBody) -> Reply {
@@ -329,25 +314,29 @@ async fn respond(
         let body = ask.complete().to_string().into_bytes();
         return Ok(answer(StatusCode::OK, "application/json", body));
     }
-    let (out, rx) = mpsc::unbounded_channel::<Bytes>();
+    let (mut out, rx) = Channel::<Bytes>::new(64);
     tokio::spawn(async move {
         let event = |v: Value| Bytes::from(format!("data: {v}\n\n"));
         let mut first = true;
         while let Some(Token::One) = tokens.recv().await {
-            if out.send(event(ask.chunk(Some("tok "), first))).is_err() {
+            if out
+                .send_data(event(ask.chunk(Some("tok "), first)))
+                .await
+                .is_err()
+            {
                 return; // the client went away: the engine sees `tokens` closed
             }
             first = false;
         }
-        let _ = out.send(event(ask.chunk(None, false)));
+        let _ = out.send_data(event(ask.chunk(None, false))).await;
         if ask.include_usage {
             let mut u = ask.envelope(true);
             u["choices"] = json!([]);
             u["usage"] = ask.usage();
-            let _ = out.send(event(u));
+            let _ = out.send_data(event(u)).await;
         }
-        let _ = out.send(Bytes::from_static(b"data: [DONE]\n\n"));
+        let _ = out.send_data(Bytes::from_static(b"data: [DONE]\n\n")).await;
     });
-    let body = http_body_util::Either::Right(Channel(rx));
+    let body = http_body_util::Either::Right(rx);
     Ok(reply(StatusCode::OK, "text/event-stream", body))
 }

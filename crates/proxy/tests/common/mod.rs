@@ -57,6 +57,12 @@ pub async fn start_proxy(config: ProxyConfig) -> Running {
     }
 }
 
+/// A proxy in front of `upstream` with the config `rest` followed by the tenants `list`
+/// (name, key).
+pub async fn proxy_with(upstream: SocketAddr, rest: &str, list: &[(&str, &str)]) -> Running {
+    start_proxy(config(upstream, &format!("{rest}\n{}", tenants(list)))).await
+}
+
 pub async fn start_upstream() -> UpstreamServer {
     UpstreamServer::start("127.0.0.1:0".parse().unwrap())
         .await
@@ -100,6 +106,29 @@ pub async fn get(
     tokio::time::timeout(GET_LIMIT, answer)
         .await
         .unwrap_or_else(|_| panic!("no answer to GET {path} from {addr} within {GET_LIMIT:?}"))
+}
+
+/// `n` GETs of `path` at once, the `i`-th with the key `keys[i % keys.len()]`.
+pub fn spawn_gets(
+    addr: SocketAddr,
+    path: &'static str,
+    n: usize,
+    keys: &'static [&'static str],
+) -> Vec<tokio::task::JoinHandle<(u16, http::HeaderMap, String)>> {
+    (0..n)
+        .map(|i| tokio::spawn(get(addr, path, Some(keys[i % keys.len()]))))
+        .collect()
+}
+
+/// Raise the open-files limit as far as allowed (the load generators hold hundreds of
+/// sockets; the proxy binary raises its own), and fail unless it is at least `need`.
+pub fn raise_fds(need: u64) {
+    let fds = fairlane_proxy::server::raise_fd_limit().expect("getrlimit(RLIMIT_NOFILE)");
+    assert!(
+        fds >= need,
+        "open-files limit {fds} after raising it to the hard limit: this test needs at least \
+         {need}; raise the hard limit (ulimit -Hn)"
+    );
 }
 
 /// The admin `/status` JSON.
@@ -536,32 +565,37 @@ pub async fn get_work(client: &LoadClient, addr: SocketAddr, key: &str) -> Optio
 pub async fn chromium_dom(url: String) -> String {
     let chromium = require("chromium");
     let profile = temp_file("chromium/.keep", "");
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--virtual-time-budget=4000",
-                "--timeout=20000",
-            ])
-            .arg(format!(
-                "--user-data-dir={}",
-                profile.parent().unwrap().display()
-            ))
-            .arg("--dump-dom")
-            .arg(url)
-            .output()
-            .expect("run chromium")
-    })
-    .await
-    .unwrap();
+    let mut cmd = Command::new(chromium);
+    cmd.args([
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--virtual-time-budget=4000",
+        "--timeout=20000",
+    ])
+    .arg(format!(
+        "--user-data-dir={}",
+        profile.parent().unwrap().display()
+    ))
+    .arg("--dump-dom")
+    .arg(url);
+    run_ok(cmd, "chromium").await
+}
+
+/// Run `cmd` to its end off the runtime's threads; its stdout, once it exited with status
+/// 0 (else the test fails, showing its output as `what`'s).
+pub async fn run_ok(mut cmd: Command, what: &str) -> String {
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap_or_else(|e| panic!("run {what}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "chromium failed: {}",
+        "{what} failed: {stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    stdout
 }
