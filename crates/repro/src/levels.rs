@@ -1,6 +1,7 @@
 //! Priority levels (Kubernetes APF, docs/priority-levels.md): a flooded catch-all beside a
 //! high level, with levels, alone and flat (`experiments/priority-levels.toml`). The claims
-//! are the issue's: the high level's p99 against alone and against flat, the idle level's
+//! are the issue's: the high level's p99 against alone and against flat, the catch-all's
+//! tenants' shares against flat, the idle level's
 //! lendable seats used by the busy one, and the lent seats coming back within one
 //! adjustment period once demand returns. Plots: each level's seats and limit over time.
 
@@ -18,6 +19,7 @@ const SETTLED: f64 = PERIOD + 0.5;
 /// The high level's tenant, the exempt level's and the flood's group.
 const HIGH: &str = "api";
 const EXEMPT: &str = "health";
+const FLOOD: &str = "flood";
 
 fn point<'a>(results: &'a [RunResult], label: &str) -> Option<&'a RunResult> {
     results.iter().find(|r| r.label == label)
@@ -111,7 +113,7 @@ pub fn priority_levels(results: &[RunResult], out: &mut Out) {
             "high-p99-vs-alone",
             format!(
                 "with the catch-all flooded at 20× the capacity, the high level's tenant keeps \
-                 its p99 within 2× of its p99 alone ({})",
+                 its p99 within 10 % of its p99 alone ({})",
                 times(w / a)
             ),
         )
@@ -119,7 +121,7 @@ pub fn priority_levels(results: &[RunResult], out: &mut Out) {
             "high tenant p99, levels / alone",
             w / a,
             Relation::AtMost,
-            2.0,
+            1.1,
         ),
     );
     out.claim(
@@ -152,7 +154,54 @@ pub fn priority_levels(results: &[RunResult], out: &mut Out) {
             2.0,
         ),
     );
+    out.claim(shares_claim(with, flat));
     borrowing_claims(with, out);
+}
+
+/// Each flood tenant's share of the flood's work, by name, in run `r`.
+fn flood_shares(r: Option<&RunResult>) -> Vec<(String, f64)> {
+    let flood: Vec<_> = r
+        .map(|r| r.tenants.iter().filter(|t| t.group == FLOOD).collect())
+        .unwrap_or_default();
+    let total: f64 = flood.iter().map(|t| t.work).sum();
+    flood
+        .iter()
+        .map(|t| (t.name.clone(), t.work / total))
+        .collect()
+}
+
+/// Inside the catch-all level, its tenants share as the flat scheduler shares them: the
+/// largest difference of a flood tenant's share of the flood's work between the two runs,
+/// in percentage points (NaN when the runs do not have the same flood tenants).
+fn shares_claim(with: Option<&RunResult>, flat: Option<&RunResult>) -> Claim {
+    let (l, f) = (flood_shares(with), flood_shares(flat));
+    let same = !l.is_empty() && l.len() == f.len() && l.iter().zip(&f).all(|(a, b)| a.0 == b.0);
+    let largest = if same {
+        l.iter()
+            .zip(&f)
+            .map(|(a, b)| (a.1 - b.1).abs() * 100.0)
+            .fold(0.0, f64::max)
+    } else {
+        f64::NAN
+    };
+    Claim::new(
+        "level-shares-match-flat",
+        format!(
+            "inside the catch-all level its {} tenants share its work as the flat scheduler \
+             shares the whole server among them: each tenant's share of their work within 1 \
+             percentage point of its share flat (largest difference {} points, around an \
+             equal share of {} %)",
+            l.len(),
+            fmt_num(largest),
+            fmt_num(100.0 / l.len().max(1) as f64)
+        ),
+    )
+    .check(
+        "largest |share with levels − share flat|, percentage points",
+        largest,
+        Relation::AtMost,
+        1.0,
+    )
 }
 
 /// The seats chart and the two borrowing claims of the "levels" run.

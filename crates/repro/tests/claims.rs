@@ -343,6 +343,7 @@ fn priority_levels_isolate_the_high_level_and_lend_idle_seats() {
             "high-p99-vs-alone",
             "flat-much-worse",
             "exempt-p99-vs-alone",
+            "level-shares-match-flat",
             "idle-seats-borrowed",
             "lent-seats-come-back",
         ],
@@ -350,6 +351,8 @@ fn priority_levels_isolate_the_high_level_and_lend_idle_seats() {
     // With levels the high tenant is served as if alone; flat, it waits behind 50 flows.
     let alone = &claim(&o, "high-p99-vs-alone").checks[0];
     assert!(alone.ours <= 1.2, "{alone}");
+    let shares = &claim(&o, "level-shares-match-flat").checks[0];
+    assert!(shares.ours.is_finite() && shares.ours < 1.0, "{shares}");
     let flat = &claim(&o, "flat-much-worse").checks[0];
     assert!(flat.ours >= 50.0, "{flat}");
     // The catch-all holds its 4 nominal seats and the high level's 2 lendable ones.
