@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use rand::RngExt;
@@ -211,11 +212,12 @@ async fn welcome(
             let conn = leased.conn();
             let cpu = conn.cpu_ns();
             conn.cpu_since_mark();
-            shared.pools.checkin(leased).await;
-            seat.finish(cpu);
+            let now = Instant::now();
+            shared.pools.checkin(leased, now).await;
+            seat.finish(cpu, now);
         }
         Err(e) => {
-            seat.finish(None);
+            seat.finish(None, Instant::now());
             return Err(crate::session::connect_error(&e));
         }
     }

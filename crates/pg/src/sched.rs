@@ -260,7 +260,16 @@ impl Scheduling {
                 });
             }
         };
-        let now = self.now();
+        let joined = Instant::now();
+        let now = self.secs(joined);
+        let mut waiting = waiting;
+        if let Some(permit) = waiting.granted() {
+            // A free seat: no wait, so no timer and no second clock reading.
+            let mut m = self.meter();
+            m.meter.enqueued(tenant, now);
+            m.meter.started(tenant, now);
+            return Ok(self.seat(permit, tenant, joined));
+        }
         self.meter().meter.enqueued(tenant, now);
         let result = tokio::time::timeout(self.queue_timeout, waiting).await;
         let since = Instant::now();
@@ -269,13 +278,7 @@ impl Scheduling {
         match result {
             Ok(Ok(permit)) => {
                 m.meter.started(tenant, now);
-                Ok(Seat {
-                    sched: self.clone(),
-                    permit: Some(permit),
-                    tenant,
-                    start: now,
-                    since,
-                })
+                Ok(self.seat(permit, tenant, since))
             }
             Ok(Err(_)) => {
                 m.meter.cancelled(tenant, now);
@@ -286,6 +289,16 @@ impl Scheduling {
                 m.counters[tenant].timed_out += 1;
                 Err(Refusal::Timeout(self.queue_timeout))
             }
+        }
+    }
+
+    fn seat(self: &Arc<Self>, permit: Permit, tenant: usize, since: Instant) -> Seat {
+        Seat {
+            sched: self.clone(),
+            permit: Some(permit),
+            tenant,
+            start: self.secs(since),
+            since,
         }
     }
 
@@ -351,16 +364,16 @@ pub struct Seat {
 }
 
 impl Seat {
-    /// Release, charging `cpu_ns` of backend CPU (`None`: the time held).
-    pub fn finish(mut self, cpu_ns: Option<u64>) {
-        self.release(cpu_ns);
+    /// Release at `end` (a clock reading the caller has anyway), charging `cpu_ns` of
+    /// backend CPU (`None`: the time held).
+    pub fn finish(mut self, cpu_ns: Option<u64>, end: Instant) {
+        self.release(cpu_ns, end);
     }
 
-    fn release(&mut self, cpu_ns: Option<u64>) {
+    fn release(&mut self, cpu_ns: Option<u64>, end: Instant) {
         let Some(mut permit) = self.permit.take() else {
             return;
         };
-        let end = Instant::now();
         let held = end.saturating_duration_since(self.since);
         let cost = cpu_ns.map_or(held.as_nanos() as f64, |n| n as f64) * self.sched.scale;
         permit.set_cost(cost);
@@ -372,6 +385,8 @@ impl Seat {
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        self.release(None);
+        if self.permit.is_some() {
+            self.release(None, Instant::now());
+        }
     }
 }
