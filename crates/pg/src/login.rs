@@ -196,7 +196,7 @@ async fn welcome(
     }
     let seat = shared
         .sched
-        .acquire(tenant)
+        .acquire(tenant, &mut crate::sched::QueueTimer::new())
         .await
         .map_err(|r| crate::session::refusal_error(&r))?;
     let password = shared

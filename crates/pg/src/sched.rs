@@ -17,8 +17,13 @@
 //!   runs while it holds one, and is charged its backend's CPU time.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::{Duration, Instant};
+
+use tokio::time::Sleep;
 
 use fairlane_core::reserve::{Meter, MeterReading, Policy, Reservation, ReserveConfig};
 use fairlane_core::TenantId;
@@ -243,8 +248,12 @@ impl Scheduling {
         self.meter.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wait fairly for one of the D seats.
-    pub async fn acquire(self: &Arc<Self>, tenant: usize) -> Result<Seat, Refusal> {
+    /// Wait fairly for one of the D seats, at most `limits.queue_timeout_ms` on `timer`.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        tenant: usize,
+        timer: &mut QueueTimer,
+    ) -> Result<Seat, Refusal> {
         let id = TenantId(tenant as u64);
         let waiting = match self.gate.join(id, 0u32) {
             Ok(w) => w,
@@ -271,7 +280,15 @@ impl Scheduling {
             return Ok(self.seat(permit, tenant, joined));
         }
         self.meter().meter.enqueued(tenant, now);
-        let result = tokio::time::timeout(self.queue_timeout, waiting).await;
+        timer.set(joined + self.queue_timeout);
+        let result = std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = Pin::new(&mut waiting).poll(cx) {
+                return Poll::Ready(Ok(r));
+            }
+            timer.0.as_mut().poll(cx).map(Err)
+        })
+        .await;
+        drop(waiting);
         let since = Instant::now();
         let now = self.secs(since);
         let mut m = self.meter();
@@ -349,6 +366,33 @@ impl Scheduling {
                 (m.counters[t].clone(), r)
             })
             .collect()
+    }
+}
+
+/// A client's queue timeout: one timer for all its waits. Each wait moves its deadline
+/// later, which tokio records without touching its timer wheel while the timer has not
+/// fired; a timer armed and dropped per wait costs a wheel insertion and removal (and a
+/// clock reading). Between waits it stays armed: when a deadline passes with no wait on
+/// it, the client's task is woken once for nothing.
+#[derive(Debug)]
+pub struct QueueTimer(Pin<Box<Sleep>>);
+
+impl QueueTimer {
+    /// A timer not yet armed.
+    pub fn new() -> Self {
+        QueueTimer(Box::pin(tokio::time::sleep_until(
+            tokio::time::Instant::now(),
+        )))
+    }
+
+    fn set(&mut self, deadline: Instant) {
+        self.0.as_mut().reset(deadline.into());
+    }
+}
+
+impl Default for QueueTimer {
+    fn default() -> Self {
+        Self::new()
     }
 }
 

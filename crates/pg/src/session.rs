@@ -17,7 +17,7 @@ use crate::config::Mode;
 use crate::login::Client;
 use crate::pool::Leased;
 use crate::relay::{Relay, Step};
-use crate::sched::{Refusal, Seat};
+use crate::sched::{QueueTimer, Refusal, Seat};
 use crate::server::{ConnectError, ServerConn};
 use crate::wire::{self, Severity};
 use crate::Shared;
@@ -64,6 +64,8 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
     // One relay for the client's life: its buffers are reused from transaction to
     // transaction.
     let mut relay = Relay::default();
+    // And one queue timer.
+    let mut timer = QueueTimer::new();
     loop {
         let first = match client.frames.next_from(&client.stream).await {
             Ok(Some(m)) => m,
@@ -88,7 +90,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 return violation(&mut client, &e).await;
             }
         }
-        let seat = match shared.sched.acquire(client.tenant).await {
+        let seat = match shared.sched.acquire(client.tenant, &mut timer).await {
             Ok(s) => s,
             Err(r) => {
                 if Box::pin(refuse(&mut client, &first, refusal_error(&r)))
