@@ -280,7 +280,7 @@ impl Scheduling {
             return Ok(self.seat(permit, tenant, joined));
         }
         self.meter().meter.enqueued(tenant, now);
-        timer.set(joined + self.queue_timeout);
+        timer.set(joined, self.queue_timeout);
         let result = std::future::poll_fn(|cx| {
             if let Poll::Ready(r) = Pin::new(&mut waiting).poll(cx) {
                 return Poll::Ready(Ok(r));
@@ -385,7 +385,11 @@ impl QueueTimer {
         )))
     }
 
-    fn set(&mut self, deadline: Instant) {
+    /// Due `timeout` after `from` (a timeout too long for the clock: in 30 years).
+    fn set(&mut self, from: Instant, timeout: Duration) {
+        let deadline = from
+            .checked_add(timeout)
+            .unwrap_or_else(|| from + Duration::from_secs(30 * 365 * 86_400));
         self.0.as_mut().reset(deadline.into());
     }
 }
@@ -432,5 +436,36 @@ impl Drop for Seat {
         if self.permit.is_some() {
             self.release(None, Instant::now());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the timer fires within `wait`.
+    async fn fires(t: &mut QueueTimer, wait: Duration) -> bool {
+        tokio::time::timeout(wait, t.0.as_mut()).await.is_ok()
+    }
+
+    #[test]
+    fn a_queue_timer_moves_and_takes_any_timeout() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut t = QueueTimer::new();
+            // Too long for the clock: due in 30 years, not a panic.
+            t.set(Instant::now(), Duration::MAX);
+            assert!(!fires(&mut t, Duration::from_millis(20)).await);
+            // Moved later while armed: the earlier deadline no longer fires.
+            t.set(Instant::now(), Duration::from_millis(30));
+            t.set(Instant::now(), Duration::from_secs(3600));
+            assert!(!fires(&mut t, Duration::from_millis(100)).await);
+            // Moved earlier: fires.
+            t.set(Instant::now(), Duration::from_millis(1));
+            assert!(fires(&mut t, Duration::from_secs(10)).await);
+        });
     }
 }

@@ -547,14 +547,8 @@ fn queue_limits_answer_with_postgresql_errors() {
         let e = waiter.simple_query("select 3").await.unwrap_err();
         assert_state(&e, SqlState::QUERY_CANCELED);
         holder.batch_execute("COMMIT").await.unwrap();
-        assert_eq!(
-            waiter
-                .query_one("select 9", &[])
-                .await
-                .unwrap()
-                .get::<_, i32>(0),
-            9
-        );
+        let nine: i32 = waiter.query_one("select 9", &[]).await.unwrap().get(0);
+        assert_eq!(nine, 9);
     });
     let s = pooler.status();
     let t = &s["tenants"].as_array().unwrap()[0];
