@@ -35,6 +35,7 @@ use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 pub use config::{ConfigError, PgConfig};
 
@@ -245,7 +246,12 @@ async fn keep_a_timer(queue_timeout: Duration, mut stopped: watch::Receiver<bool
     }
 }
 
+/// Accept clients until stopped; then every client's task is aborted (its server
+/// connection's open transaction rolls back on the server as the connection closes). The
+/// client tasks are held in a [`JoinSet`] rather than each watching the stop signal, so a
+/// client's wake-ups poll nothing but its own sockets.
 async fn accept(shared: Arc<Shared>, listener: TcpListener, mut stopped: watch::Receiver<bool>) {
+    let mut clients = JoinSet::new();
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -256,21 +262,31 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener, mut stopped: watch::
                     continue;
                 }
             },
+            Some(_) = clients.join_next(), if !clients.is_empty() => continue,
             _ = stopped.changed() => return,
         };
         let _ = stream.set_nodelay(true);
         let shared = shared.clone();
-        let mut stopped = stopped.clone();
-        tokio::spawn(async move {
-            shared.clients.fetch_add(1, Relaxed);
-            tokio::select! {
-                // The client first: no random draw on every wake-up of a busy session.
-                biased;
-                _ = client(&shared, stream, peer) => {}
-                _ = stopped.wait_for(|s| *s) => {}
-            }
-            shared.clients.fetch_sub(1, Relaxed);
+        clients.spawn(async move {
+            let _counted = Counted::new(&shared.clients);
+            client(&shared, stream, peer).await;
         });
+    }
+}
+
+/// One connected client, counted while its task lives (aborted too).
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Relaxed);
+        Counted(n)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }
 

@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use bytes::BytesMut;
 use rand::RngExt;
@@ -195,7 +196,7 @@ async fn welcome(
     }
     let seat = shared
         .sched
-        .acquire(tenant)
+        .acquire(tenant, &mut crate::sched::QueueTimer::new())
         .await
         .map_err(|r| crate::session::refusal_error(&r))?;
     let password = shared
@@ -211,11 +212,12 @@ async fn welcome(
             let conn = leased.conn();
             let cpu = conn.cpu_ns();
             conn.cpu_since_mark();
-            shared.pools.checkin(leased).await;
-            seat.finish(cpu);
+            let now = Instant::now();
+            shared.pools.checkin(leased, now).await;
+            seat.finish(cpu, now);
         }
         Err(e) => {
-            seat.finish(None);
+            seat.finish(None, Instant::now());
             return Err(crate::session::connect_error(&e));
         }
     }

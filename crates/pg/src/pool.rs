@@ -177,15 +177,14 @@ impl Pools {
         }
     }
 
-    /// Give a connection back: idle in its pool, or closed if it is broken.
-    pub async fn checkin(&self, mut leased: Leased) {
+    /// Give a connection back at `now`: idle in its pool, or closed if it is broken.
+    pub async fn checkin(&self, mut leased: Leased, now: Instant) {
         let Some(c) = leased.conn.take() else { return };
         if c.broken {
             self.lock().open -= 1;
             Box::pin(c.terminate()).await;
             return;
         }
-        let now = Instant::now();
         let mut g = self.lock();
         if let Some(idle) = g.by_id.get_mut(c.pool) {
             idle.push((now, c));

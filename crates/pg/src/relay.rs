@@ -316,22 +316,29 @@ impl Relay {
 
     /// One server message; what to write to the client goes to `to_client`.
     pub fn server(&mut self, m: &[u8], client: &mut ClientState, conn: &mut ServerConn) {
-        let front = self.expect.front().cloned();
+        let front = self.expect.front();
+        // Rows, the bulk of the traffic, answer no expectation and change nothing: passed
+        // on (the pooler's own hidden SETs return none).
+        if m[0] == b'D' && !matches!(front, Some(Expect::Query { hide: true })) {
+            self.to_client.extend_from_slice(m);
+            return;
+        }
         // The pooler's own SETs are answered to nobody; its own re-prepare's ParseComplete
         // too, but not its error: the client's next message depended on it.
         let hidden = match front {
-            Some(Expect::Query { hide }) => hide,
-            Some(Expect::Parse { hide, .. }) => hide && m[0] != b'E',
+            Some(Expect::Query { hide }) => *hide,
+            Some(Expect::Parse { hide, .. }) => *hide && m[0] != b'E',
             _ => false,
         };
-        let pop = match (m[0], &front) {
+        let (mut failed, mut copy_in) = (false, false);
+        let pop = match (m[0], front) {
             (b'Z', _) => {
                 self.status = *wire::body(m).first().unwrap_or(&b'I');
                 true
             }
             (b'E', Some(Expect::Query { .. })) | (b'E', None) | (b'E', Some(Expect::Sync)) => false,
             (b'E', Some(_)) => {
-                self.failed(conn);
+                failed = true;
                 false
             }
             (b'1', Some(Expect::Parse { .. })) => true,
@@ -340,12 +347,7 @@ impl Relay {
             (b'T' | b'n', Some(Expect::Describe)) => true,
             (b'C' | b'I' | b's', Some(Expect::Execute)) => true,
             (b'G', _) => {
-                // COPY FROM STDIN: Syncs the client sent behind the command before its data
-                // are ignored by the server, so no ReadyForQuery answers them.
-                self.copy_in = true;
-                let mut rest = self.expect.split_off(1.min(self.expect.len()));
-                rest.retain(|e| *e != Expect::Sync);
-                self.expect.append(&mut rest);
+                copy_in = true;
                 false
             }
             (b'S', _) => {
@@ -362,6 +364,17 @@ impl Relay {
             }
             _ => false,
         };
+        if failed {
+            self.failed(conn);
+        }
+        if copy_in {
+            // COPY FROM STDIN: Syncs the client sent behind the command before its data are
+            // ignored by the server, so no ReadyForQuery answers them.
+            self.copy_in = true;
+            let mut rest = self.expect.split_off(1.min(self.expect.len()));
+            rest.retain(|e| *e != Expect::Sync);
+            self.expect.append(&mut rest);
+        }
         if m[0] == b'C' {
             let tag = wire::body(m);
             if tag.starts_with(b"DISCARD ALL") || tag.starts_with(b"DEALLOCATE ALL") {
@@ -373,8 +386,8 @@ impl Relay {
         }
         if pop {
             self.expect.pop_front();
+            self.drain_synth();
         }
-        self.drain_synth();
     }
 
     /// An extended-protocol message failed: the server skips to the next Sync, and so do

@@ -17,8 +17,13 @@
 //!   runs while it holds one, and is charged its backend's CPU time.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Poll;
 use std::time::{Duration, Instant};
+
+use tokio::time::Sleep;
 
 use fairlane_core::reserve::{Meter, MeterReading, Policy, Reservation, ReserveConfig};
 use fairlane_core::TenantId;
@@ -243,8 +248,12 @@ impl Scheduling {
         self.meter.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wait fairly for one of the D seats.
-    pub async fn acquire(self: &Arc<Self>, tenant: usize) -> Result<Seat, Refusal> {
+    /// Wait fairly for one of the D seats, at most `limits.queue_timeout_ms` on `timer`.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        tenant: usize,
+        timer: &mut QueueTimer,
+    ) -> Result<Seat, Refusal> {
         let id = TenantId(tenant as u64);
         let waiting = match self.gate.join(id, 0u32) {
             Ok(w) => w,
@@ -260,22 +269,33 @@ impl Scheduling {
                 });
             }
         };
-        let now = self.now();
+        let joined = Instant::now();
+        let now = self.secs(joined);
+        let mut waiting = waiting;
+        if let Some(permit) = waiting.granted() {
+            // A free seat: no wait, so no timer and no second clock reading.
+            let mut m = self.meter();
+            m.meter.enqueued(tenant, now);
+            m.meter.started(tenant, now);
+            return Ok(self.seat(permit, tenant, joined));
+        }
         self.meter().meter.enqueued(tenant, now);
-        let result = tokio::time::timeout(self.queue_timeout, waiting).await;
+        timer.set(joined, self.queue_timeout);
+        let result = std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = Pin::new(&mut waiting).poll(cx) {
+                return Poll::Ready(Ok(r));
+            }
+            timer.0.as_mut().poll(cx).map(Err)
+        })
+        .await;
+        drop(waiting);
         let since = Instant::now();
         let now = self.secs(since);
         let mut m = self.meter();
         match result {
             Ok(Ok(permit)) => {
                 m.meter.started(tenant, now);
-                Ok(Seat {
-                    sched: self.clone(),
-                    permit: Some(permit),
-                    tenant,
-                    start: now,
-                    since,
-                })
+                Ok(self.seat(permit, tenant, since))
             }
             Ok(Err(_)) => {
                 m.meter.cancelled(tenant, now);
@@ -286,6 +306,16 @@ impl Scheduling {
                 m.counters[tenant].timed_out += 1;
                 Err(Refusal::Timeout(self.queue_timeout))
             }
+        }
+    }
+
+    fn seat(self: &Arc<Self>, permit: Permit, tenant: usize, since: Instant) -> Seat {
+        Seat {
+            sched: self.clone(),
+            permit: Some(permit),
+            tenant,
+            start: self.secs(since),
+            since,
         }
     }
 
@@ -339,6 +369,37 @@ impl Scheduling {
     }
 }
 
+/// A client's queue timeout: one timer for all its waits. Each wait moves its deadline
+/// later, which tokio records without touching its timer wheel while the timer has not
+/// fired; a timer armed and dropped per wait costs a wheel insertion and removal (and a
+/// clock reading). Between waits it stays armed: when a deadline passes with no wait on
+/// it, the client's task is woken once for nothing.
+#[derive(Debug)]
+pub struct QueueTimer(Pin<Box<Sleep>>);
+
+impl QueueTimer {
+    /// A timer not yet armed.
+    pub fn new() -> Self {
+        QueueTimer(Box::pin(tokio::time::sleep_until(
+            tokio::time::Instant::now(),
+        )))
+    }
+
+    /// Due `timeout` after `from` (a timeout too long for the clock: in 30 years).
+    fn set(&mut self, from: Instant, timeout: Duration) {
+        let deadline = from
+            .checked_add(timeout)
+            .unwrap_or_else(|| from + Duration::from_secs(30 * 365 * 86_400));
+        self.0.as_mut().reset(deadline.into());
+    }
+}
+
+impl Default for QueueTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A held seat: the right to use one server connection. Finish it with the backend's CPU
 /// time ([`Seat::finish`]); dropped unfinished, it is charged the time held.
 #[derive(Debug)]
@@ -351,16 +412,16 @@ pub struct Seat {
 }
 
 impl Seat {
-    /// Release, charging `cpu_ns` of backend CPU (`None`: the time held).
-    pub fn finish(mut self, cpu_ns: Option<u64>) {
-        self.release(cpu_ns);
+    /// Release at `end` (a clock reading the caller has anyway), charging `cpu_ns` of
+    /// backend CPU (`None`: the time held).
+    pub fn finish(mut self, cpu_ns: Option<u64>, end: Instant) {
+        self.release(cpu_ns, end);
     }
 
-    fn release(&mut self, cpu_ns: Option<u64>) {
+    fn release(&mut self, cpu_ns: Option<u64>, end: Instant) {
         let Some(mut permit) = self.permit.take() else {
             return;
         };
-        let end = Instant::now();
         let held = end.saturating_duration_since(self.since);
         let cost = cpu_ns.map_or(held.as_nanos() as f64, |n| n as f64) * self.sched.scale;
         permit.set_cost(cost);
@@ -372,6 +433,39 @@ impl Seat {
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        self.release(None);
+        if self.permit.is_some() {
+            self.release(None, Instant::now());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the timer fires within `wait`.
+    async fn fires(t: &mut QueueTimer, wait: Duration) -> bool {
+        tokio::time::timeout(wait, t.0.as_mut()).await.is_ok()
+    }
+
+    #[test]
+    fn a_queue_timer_moves_and_takes_any_timeout() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut t = QueueTimer::new();
+            // Too long for the clock: due in 30 years, not a panic.
+            t.set(Instant::now(), Duration::MAX);
+            assert!(!fires(&mut t, Duration::from_millis(20)).await);
+            // Moved later while armed: the earlier deadline no longer fires.
+            t.set(Instant::now(), Duration::from_millis(30));
+            t.set(Instant::now(), Duration::from_secs(3600));
+            assert!(!fires(&mut t, Duration::from_millis(100)).await);
+            // Moved earlier: fires.
+            t.set(Instant::now(), Duration::from_millis(1));
+            assert!(fires(&mut t, Duration::from_secs(10)).await);
+        });
     }
 }

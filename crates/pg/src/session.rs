@@ -7,7 +7,8 @@
 
 use std::io;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
@@ -16,7 +17,7 @@ use crate::config::Mode;
 use crate::login::Client;
 use crate::pool::Leased;
 use crate::relay::{Relay, Step};
-use crate::sched::{Refusal, Seat};
+use crate::sched::{QueueTimer, Refusal, Seat};
 use crate::server::{ConnectError, ServerConn};
 use crate::wire::{self, Severity};
 use crate::Shared;
@@ -63,8 +64,10 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
     // One relay for the client's life: its buffers are reused from transaction to
     // transaction.
     let mut relay = Relay::default();
+    // And one queue timer.
+    let mut timer = QueueTimer::new();
     loop {
-        let first = match client.frames.next(&mut client.stream).await {
+        let first = match client.frames.next_from(&client.stream).await {
             Ok(Some(m)) => m,
             Ok(None) => return,
             Err(e) => return violation(&mut client, &e).await,
@@ -75,7 +78,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             b'S' => {
                 let mut out = BytesMut::new();
                 wire::ready(&mut out, b'I');
-                if client.stream.write_all(&out).await.is_err() {
+                if wire::send(&client.stream, &out).await.is_err() {
                     return;
                 }
                 continue;
@@ -87,7 +90,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 return violation(&mut client, &e).await;
             }
         }
-        let seat = match shared.sched.acquire(client.tenant).await {
+        let seat = match shared.sched.acquire(client.tenant, &mut timer).await {
             Ok(s) => s,
             Err(r) => {
                 if Box::pin(refuse(&mut client, &first, refusal_error(&r)))
@@ -111,7 +114,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
         {
             Ok(l) => l,
             Err(e) => {
-                seat.finish(None);
+                seat.finish(None, Instant::now());
                 if Box::pin(refuse(&mut client, &first, connect_error(&e)))
                     .await
                     .is_err()
@@ -166,8 +169,10 @@ async fn serve(
     };
     set_cancel(client, None);
     let cpu = conn.cpu_since_mark();
-    shared.pools.checkin(leased).await;
-    seat.finish(cpu);
+    // One clock reading for both: the connection's idle time and the seat's end.
+    let now = Instant::now();
+    shared.pools.checkin(leased, now).await;
+    seat.finish(cpu, now);
     stays
 }
 
@@ -175,7 +180,11 @@ fn set_cancel(client: &Client, to: Option<(i32, i32)>) {
     *client.cancel.lock().unwrap_or_else(|e| e.into_inner()) = to;
 }
 
-/// Relay until the connection may go back (transaction mode) or one side is gone.
+/// Relay until the connection may go back (transaction mode) or one side is gone. The
+/// two sockets are driven directly, below tokio's read and write futures: each is read
+/// once the runtime has seen it readable (one `recvfrom` that takes all that is
+/// buffered), and written straight away (awaiting writability only when its send buffer
+/// is full).
 async fn relay_loop(
     client: &mut Client,
     conn: &mut ServerConn,
@@ -207,13 +216,13 @@ async fn relay_loop(
             }
         }
         if !relay.to_server.is_empty() {
-            if let Err(e) = conn.stream.write_all(&relay.to_server).await {
+            if let Err(e) = wire::send(&conn.stream, &relay.to_server).await {
                 return End::ServerGone(e);
             }
             relay.to_server.clear();
         }
         if !relay.to_client.is_empty() {
-            if client.stream.write_all(&relay.to_client).await.is_err() {
+            if wire::send(&client.stream, &relay.to_client).await.is_err() {
                 return End::ClientGone;
             }
             relay.to_client.clear();
@@ -221,26 +230,43 @@ async fn relay_loop(
         if !session && relay.idle() && !client.frames.has_partial() {
             return End::Idle;
         }
-        // The server first (what the client waits for), without a random draw each time.
-        tokio::select! {
-            biased;
-            r = conn.frames.fill(&mut conn.stream) => match r {
-                Ok(true) => loop {
+        // Wait until a socket is readable (at once if the runtime has seen one so), the
+        // server first: what the client waits for.
+        let side = std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = conn.stream.poll_read_ready(cx) {
+                return Poll::Ready(r.map(|()| Side::Server).map_err(End::ServerGone));
+            }
+            client
+                .stream
+                .poll_read_ready(cx)
+                .map(|r| r.map(|()| Side::Client).map_err(|_| End::ClientGone))
+        })
+        .await;
+        match side {
+            Ok(Side::Server) => match conn.frames.try_fill(&conn.stream) {
+                Ok(Some(0)) => return End::ServerGone(io::ErrorKind::UnexpectedEof.into()),
+                Ok(_) => loop {
                     match conn.frames.try_next() {
                         Ok(Some(m)) => relay.server(&m, &mut client.state, conn),
                         Ok(None) => break,
                         Err(e) => return End::ServerGone(e),
                     }
                 },
-                Ok(false) => return End::ServerGone(io::ErrorKind::UnexpectedEof.into()),
                 Err(e) => return End::ServerGone(e),
             },
-            r = client.frames.fill(&mut client.stream) => match r {
-                Ok(true) => {}
-                Ok(false) | Err(_) => return End::ClientGone,
+            Ok(Side::Client) => match client.frames.try_fill(&client.stream) {
+                Ok(Some(0)) | Err(_) => return End::ClientGone,
+                Ok(_) => {}
             },
+            Err(end) => return end,
         }
     }
+}
+
+/// Which socket is readable.
+enum Side {
+    Server,
+    Client,
 }
 
 /// The client is gone while holding `conn`: finish what is outstanding, roll back an open

@@ -8,7 +8,8 @@
 use std::io;
 
 use bytes::{Buf, BufMut, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::{AsyncRead, AsyncReadExt, Interest};
+use tokio::net::TcpStream;
 
 /// Protocol 3.0's startup code.
 pub const PROTOCOL_3: i32 = 196_608;
@@ -145,13 +146,59 @@ impl Frames {
         !self.buf.is_empty()
     }
 
-    /// Read more bytes (cancel-safe: nothing read is lost if the future is dropped).
-    /// `Ok(false)` at the end of the stream.
-    pub async fn fill<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> io::Result<bool> {
+    /// Make room for a read of at least 4 KiB; the room.
+    fn room(&mut self) -> usize {
         if self.buf.capacity() - self.buf.len() < 4096 {
             self.buf.reserve(8192);
         }
+        self.buf.capacity() - self.buf.len()
+    }
+
+    /// Read more bytes (cancel-safe: nothing read is lost if the future is dropped).
+    /// `Ok(false)` at the end of the stream.
+    pub async fn fill<R: AsyncRead + Unpin>(&mut self, r: &mut R) -> io::Result<bool> {
+        self.room();
         Ok(r.read_buf(&mut self.buf).await? > 0)
+    }
+
+    /// Read what `socket` has now, without waiting: `Some(n)` bytes read (`Some(0)` at the
+    /// end of the stream), `None` if nothing is there. One `recvfrom` when the runtime has
+    /// seen the socket readable, none when it has not. A read that does not fill the
+    /// buffer emptied the socket, so its readiness is cleared then (as tokio's own reads
+    /// do), and the next call costs no system call.
+    pub fn try_fill(&mut self, socket: &TcpStream) -> io::Result<Option<usize>> {
+        let room = self.room();
+        let mut got = None;
+        let r = socket.try_io(Interest::READABLE, || {
+            let n = socket.try_read_buf(&mut self.buf)?;
+            got = Some(n);
+            if n > 0 && n < room {
+                // Drained: clear the readiness this read was made under.
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(())
+        });
+        match r {
+            Ok(()) => Ok(got),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(got),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The next message off `socket`: a buffered one, else [`Frames::try_fill`] once the
+    /// runtime has seen the socket readable. `Ok(None)` at a clean end of the stream.
+    pub async fn next_from(&mut self, socket: &TcpStream) -> io::Result<Option<BytesMut>> {
+        loop {
+            if let Some(m) = self.try_next()? {
+                return Ok(Some(m));
+            }
+            readable(socket).await?;
+            match self.try_fill(socket)? {
+                Some(0) if self.buf.is_empty() => return Ok(None),
+                Some(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                _ => {}
+            }
+        }
     }
 
     /// The next message; `Ok(None)` at a clean end of the stream.
@@ -169,6 +216,28 @@ impl Frames {
             }
         }
     }
+}
+
+/// Wait until the runtime has seen `socket` readable (or closed, or in error).
+pub async fn readable(socket: &TcpStream) -> io::Result<()> {
+    std::future::poll_fn(|cx| socket.poll_read_ready(cx)).await
+}
+
+/// Write all of `bytes` to `socket`: straight away while it takes them, awaiting
+/// writability only when its send buffer is full.
+pub async fn send(socket: &TcpStream, bytes: &[u8]) -> io::Result<()> {
+    let mut at = 0;
+    while at < bytes.len() {
+        match socket.try_write(&bytes[at..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::future::poll_fn(|cx| socket.poll_write_ready(cx)).await?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A message's body (after tag and length).

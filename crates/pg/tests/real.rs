@@ -530,18 +530,37 @@ fn queue_limits_answer_with_postgresql_errors() {
                 .get::<_, i32>(0),
             8
         );
+        // A client's queue timer serves all its waits: after a wait that got its seat (the
+        // timer still armed), the next wait times out on the moved deadline. (First, the
+        // Close that tokio-postgres sends after `query_one` is served: it needs a seat too.)
+        third.simple_query("select 1").await.unwrap();
+        holder.batch_execute("BEGIN").await.unwrap();
+        let waiting = tokio::spawn(async move {
+            let r = waiter.simple_query("select 2").await.map(|_| ());
+            (r, waiter)
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        holder.batch_execute("COMMIT").await.unwrap();
+        let (r, waiter) = waiting.await.unwrap();
+        r.unwrap();
+        holder.batch_execute("BEGIN").await.unwrap();
+        let e = waiter.simple_query("select 3").await.unwrap_err();
+        assert_state(&e, SqlState::QUERY_CANCELED);
+        holder.batch_execute("COMMIT").await.unwrap();
+        let nine: i32 = waiter.query_one("select 9", &[]).await.unwrap().get(0);
+        assert_eq!(nine, 9);
     });
     let s = pooler.status();
     let t = &s["tenants"].as_array().unwrap()[0];
     assert_eq!(t["name"], "default");
     assert_eq!(
         (t["refused_full"].as_u64(), t["timed_out"].as_u64()),
-        (Some(1), Some(1)),
+        (Some(1), Some(2)),
         "{s}"
     );
     assert!(pooler
         .metrics()
-        .contains("fairlane_pg_timeouts_total{tenant=\"default\"} 1"));
+        .contains("fairlane_pg_timeouts_total{tenant=\"default\"} 2"));
 }
 
 /// Read what the pooler sends until it closes (or 5 s pass).
