@@ -366,6 +366,91 @@ async fn plaintext_and_garbage_on_the_tls_port_are_closed() {
     assert_eq!(code, 200);
 }
 
+/// The own HTTP/1.1 adapter over TLS reads what rustls holds before waiting on the socket:
+/// two requests of 3 KiB in one TLS record are both answered (the adapter reads 4 KiB at a
+/// time, so the second one's end waits in rustls's plaintext buffer, with no new bytes on
+/// the socket to wake the adapter), a request sent while the one before is at the upstream
+/// is answered after it, and a client that closes its connection (close_notify, then FIN)
+/// while its request is at the upstream cancels it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_and_a_departed_client_over_tls() {
+    let (pki, _up, p, tls) = pki_proxy("proxy", false, &tenants(&[("a", "ka")])).await;
+    let client = pki.client(&[b"http/1.1"], None);
+    let connect = || async {
+        let tcp = TcpStream::connect(tls).await.unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let s = client.connect(name, tcp).await.unwrap();
+        assert_eq!(s.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+        s
+    };
+    let pad = "p".repeat(3000);
+    let req = |path: &str| {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ka\r\nX-Pad: {pad}\r\n\r\n"
+        )
+    };
+    let mut s = connect().await;
+    let two = format!("{}{}", req("/one"), req("/two"));
+    s.write_all(two.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    read_answers(&mut s, &mut got, 2).await;
+    s.write_all(req("/slow?delay_ms=300").as_bytes())
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    s.write_all(req("/after").as_bytes()).await.unwrap();
+    read_answers(&mut s, &mut got, 4).await;
+    assert_eq!(tenant(&status(p.admin).await, "a")["completed"], 4);
+
+    let mut s = connect().await;
+    s.write_all(req("/held?delay_ms=60000").as_bytes())
+        .await
+        .unwrap();
+    let admin = p.admin;
+    eventually(STEP, "the request at the upstream", || async move {
+        status(admin).await["in_flight"] == 1
+    })
+    .await;
+    s.shutdown().await.unwrap();
+    drop(s);
+    eventually(
+        STEP,
+        "the request cancelled by its client's close",
+        || async move {
+            let s = status(admin).await;
+            s["in_flight"] == 0 && tenant(&s, "a")["cancelled"] == 1
+        },
+    )
+    .await;
+}
+
+/// Read from `s` into `got` until it holds `n` answers (status lines), within [`STEP`].
+async fn read_answers(
+    s: &mut tokio_rustls::client::TlsStream<TcpStream>,
+    got: &mut Vec<u8>,
+    n: usize,
+) {
+    let answers = |got: &[u8]| {
+        String::from_utf8_lossy(got)
+            .matches("HTTP/1.1 200 ")
+            .count()
+    };
+    let read = async {
+        while answers(got) < n {
+            let mut chunk = [0u8; 4096];
+            let k = s.read(&mut chunk).await.unwrap();
+            assert!(k > 0, "closed after {:?}", String::from_utf8_lossy(got));
+            got.extend_from_slice(&chunk[..k]);
+        }
+    };
+    let waited = tokio::time::timeout(STEP, read).await;
+    assert!(
+        waited.is_ok(),
+        "{n} answers: {:?}",
+        String::from_utf8_lossy(got)
+    );
+}
+
 /// h2spec's report: its output, the summary's (passed, failed) counts, and the cases
 /// listed under "Failures:".
 fn h2spec(args: &[&str]) -> (String, (u32, u32), Vec<String>) {
