@@ -178,53 +178,10 @@ async fn a_high_level_keeps_its_p99_under_a_20x_catch_all_flood() {
 
 /// Two levels over D = 2 (a seat each); alice goes to the high level, everyone else to the
 /// catch-all.
-const RELOAD_V1: &str = r#"
-[scheduler]
-depth = 2
-[[priority_level]]
-name = "high"
-shares = 1.0
-[[priority_level]]
-name = "catch-all"
-shares = 1.0
-[[flow_schema]]
-name = "alice-high"
-priority_level = "high"
-match = { tenant = "alice" }
-[[flow_schema]]
-name = "rest"
-priority_level = "catch-all"
-precedence = 10000
-"#;
+const RELOAD_V1: &str = include_str!("testdata/reload_v1.toml");
 
 /// D = 4, new shares, a new level for bob, and an algorithm change (kept for a restart).
-const RELOAD_V2: &str = r#"
-[scheduler]
-depth = 4
-[[priority_level]]
-name = "high"
-shares = 2.0
-[[priority_level]]
-name = "mid"
-shares = 1.0
-[[priority_level]]
-name = "catch-all"
-shares = 1.0
-algorithm = "fifo"
-[[flow_schema]]
-name = "alice-high"
-priority_level = "high"
-match = { tenant = "alice" }
-[[flow_schema]]
-name = "bob-mid"
-priority_level = "mid"
-precedence = 10
-match = { tenant = "bob" }
-[[flow_schema]]
-name = "rest"
-priority_level = "catch-all"
-precedence = 10000
-"#;
+const RELOAD_V2: &str = include_str!("testdata/reload_v2.toml");
 
 fn reload_config(up: std::net::SocketAddr, levels: &str) -> fairlane_proxy::ProxyConfig {
     config(
@@ -432,7 +389,7 @@ async fn bad_levels_name_the_file_and_field_at_check_start_and_reload() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_the_levels() {
-    require("chromium");
+    need("chromium");
     let up = start_upstream().await;
     let p = start_proxy(reload_config(up.addr(), RELOAD_V1)).await;
     assert_eq!(get(p.addr, "/?delay_ms=1", Some("ka")).await.0, 200);

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use fairlane_proxy::{Proxy, ProxyConfig, ProxyHandle};
 use fairlane_proxy_testkit::upstream::UpstreamServer;
+pub use fairlane_testkit::need;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -296,21 +297,6 @@ pub fn temp_file(name: &str, text: &str) -> TempFile {
     TempFile { path, _dir: dir }
 }
 
-/// A program the tests need, after `scripts/test-deps.sh` ran: fail loudly if absent.
-pub fn require(program: &str) -> String {
-    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain([
-        "/usr/bin",
-        "/usr/sbin",
-        "/bin",
-    ]) {
-        let p = std::path::Path::new(dir).join(program);
-        if p.is_file() {
-            return p.display().to_string();
-        }
-    }
-    panic!("{program} is not installed: run scripts/test-deps.sh (scripts/test.sh does) before the tests");
-}
-
 /// A request the [`HeldUpstream`] is holding: it is answered (200, `x-saw-tenant` echoed)
 /// when the test calls [`Held::release`] or drops it.
 pub struct Held {
@@ -563,7 +549,7 @@ pub async fn get_work(client: &LoadClient, addr: SocketAddr, key: &str) -> Optio
 /// The DOM of the page at `url` after headless Chromium ran its scripts for 4 s of virtual
 /// time (Debian's `chromium`, installed by scripts/test-deps.sh).
 pub async fn chromium_dom(url: String) -> String {
-    let chromium = require("chromium");
+    let chromium = need("chromium");
     let profile = temp_file("chromium/.keep", "");
     let mut cmd = Command::new(chromium);
     cmd.args([
