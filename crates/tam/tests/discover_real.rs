@@ -184,14 +184,8 @@ impl Drop for Postgres {
                 .args(["-INT", &self.postmaster.to_string()])
                 .status();
         }
-        if let Some(mut server) = self.server.take() {
-            let start = Instant::now();
-            while matches!(server.try_wait(), Ok(None)) && start.elapsed() < Duration::from_secs(30)
-            {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = server.kill();
-            let _ = server.wait();
+        if let Some(server) = self.server.take() {
+            fairlane_testkit::stop(server, Duration::from_secs(30));
         }
     }
 }

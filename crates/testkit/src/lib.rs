@@ -3,10 +3,12 @@
 //! What the workspace's tests that run real programs (PostgreSQL, Redis, psql, pgbench,
 //! Chromium, …) share, kept out of the library crates: finding an installed program, a free
 //! loopback port, running a command that must succeed. A missing program is a failure naming
-//! `scripts/test-deps.sh`, which installs them, not a skip.
+//! `scripts/test-deps.sh`, which installs them, not a skip. A program a test started is
+//! waited for with a bound, and stopped ([`stop`]) by the test that started it.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::{Child, Command, ExitStatus, Output};
+use std::time::{Duration, Instant};
 
 /// The path of the installed `program`: the first found on `PATH`, then in `/usr/sbin`,
 /// `/usr/bin` and `/bin`. Panics, naming `scripts/test-deps.sh`, when there is none.
@@ -61,6 +63,28 @@ pub fn run(cmd: &mut Command, what: &str) -> Output {
     out
 }
 
+/// `child`'s exit status once it exits, polled every 20 ms for at most `limit`; `None` if it
+/// still runs then.
+pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let end = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Some(status),
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(20)),
+            _ => return None,
+        }
+    }
+}
+
+/// Gives `child` at most `grace` to exit (after the test asked it to), then kills it; reaped
+/// either way.
+pub fn stop(mut child: Child, grace: Duration) {
+    if wait_exit(&mut child, grace).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,6 +107,21 @@ mod tests {
     #[should_panic(expected = "false failed")]
     fn a_failing_command_panics() {
         run(Command::new(need("false")).arg("x"), "false");
+    }
+
+    #[test]
+    fn a_child_is_waited_for_with_a_bound_and_stopped() {
+        let mut quick = Command::new(need("true")).spawn().unwrap();
+        let status = wait_exit(&mut quick, Duration::from_secs(10));
+        assert!(status.is_some_and(|s| s.success()), "{status:?}");
+        let mut slow = Command::new(need("sleep")).arg("30").spawn().unwrap();
+        assert_eq!(wait_exit(&mut slow, Duration::from_millis(50)), None);
+        let start = Instant::now();
+        stop(slow, Duration::from_millis(50));
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "killed, not waited out"
+        );
     }
 
     #[test]

@@ -130,13 +130,8 @@ impl Postgres {
                 .args(["-INT", &pid.to_string()])
                 .status();
         }
-        if let Some(mut s) = self.server.take() {
-            let start = Instant::now();
-            while matches!(s.try_wait(), Ok(None)) && start.elapsed() < Duration::from_secs(30) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = s.kill();
-            let _ = s.wait();
+        if let Some(s) = self.server.take() {
+            fairlane_testkit::stop(s, Duration::from_secs(30));
         }
     }
 

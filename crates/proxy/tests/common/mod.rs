@@ -237,18 +237,8 @@ impl ProxyProcess {
     }
 
     pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let end = Instant::now() + limit;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                Instant::now() < end,
-                "proxy did not exit; log: {:?}",
-                self.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        fairlane_testkit::wait_exit(&mut self.child, limit)
+            .unwrap_or_else(|| panic!("proxy did not exit; log: {:?}", self.log.lock().unwrap()))
     }
 }
 
