@@ -5,11 +5,12 @@
 #
 #   scripts/bench-proxy-levels.sh            (about 1 minute: 3 rounds of 8 s + 11 s)
 #
-# Setup (loopback): the testkit's delay server; the proxy with D = 8 and three levels —
-# exempt, "high" (shares 1, lends 25 %: 4 nominal seats, 3 it never lends) and the catch-all
-# (shares 1, lends 50 %, queue_limit 200) —, 100 ms requests, so capacity is 80 req/s. The
-# api tenant (flow schema → high) sends 20 req/s open loop (2 seats on average); the flood
-# tenant (catch-all) sends 1,600 req/s open loop (20× capacity; beyond its queue it gets 429s).
+# Setup (loopback): the testkit's delay server; the proxy with D = 8 and the three levels of
+# crates/proxy/tests/testdata/levels.toml — exempt (/healthz), "high" (shares 1, lends 25 %:
+# 4 nominal seats, 3 it never lends) and the catch-all (shares 1, lends 50 %, queue_limit
+# 200) —, 100 ms requests, so capacity is 80 req/s. The api tenant (flow schema → high)
+# sends 20 req/s open loop (2 seats on average); the flood tenant (catch-all) sends
+# 1,600 req/s open loop (20× capacity; beyond its queue it gets 429s).
 #
 # Env: NO_BUILD=1 (use target/release as it is), ROUNDS (default 3), SECS (default 8),
 # RATE (api req/s, default 20), FLOOD (default 1600), DELAY_MS (default 100).
@@ -25,7 +26,8 @@ DELAY_MS=${DELAY_MS:-100}
 bench_init --bins --examples
 
 $T/examples/upstream 127.0.0.1:18110 & pids+=($!)
-cat > "$W/levels.toml" <<TOML
+# The levels, flow schemas and tenants are the proxy's test fixture.
+{ cat <<TOML
 [listen]
 addr = "127.0.0.1:18111"
 admin = "127.0.0.1:18112"
@@ -40,33 +42,8 @@ max_queued_per_tenant = 50000
 queue_timeout_ms = 60000
 [levels]
 adjust_period_ms = 1000
-[[priority_level]]
-name = "exempt"
-exempt = true
-[[priority_level]]
-name = "high"
-shares = 1.0
-lendable_percent = 25.0
-[[priority_level]]
-name = "catch-all"
-shares = 1.0
-lendable_percent = 50.0
-queue_limit = 200
-[[flow_schema]]
-name = "api"
-priority_level = "high"
-match = { tenant = "api" }
-[[flow_schema]]
-name = "rest"
-priority_level = "catch-all"
-precedence = 10000
-[[tenant]]
-name = "api"
-keys = ["ka"]
-[[tenant]]
-name = "flood"
-keys = ["kf"]
 TOML
+  cat crates/proxy/tests/testdata/levels.toml; } > "$W/levels.toml"
 $T/fairlane-proxy --config "$W/levels.toml" 2>"$W/proxy.log" & pids+=($!)
 sleep 1
 

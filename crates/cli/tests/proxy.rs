@@ -188,17 +188,8 @@ impl Proxy {
     }
 
     fn wait_exit(&mut self) -> std::process::ExitStatus {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                Instant::now() < end,
-                "proxy did not exit within {DEADLINE:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        fairlane_testkit::wait_exit(&mut self.child, DEADLINE)
+            .unwrap_or_else(|| panic!("proxy did not exit within {DEADLINE:?}"))
     }
 }
 

@@ -68,48 +68,40 @@ pub(crate) async fn serve(inner: Arc<Inner>, listener: TcpListener) {
 
 /// Connection-level metrics (issue 16), appended to the exposition.
 fn connection_metrics(inner: &Inner) -> String {
-    use std::fmt::Write;
     let mut o = String::new();
-    for (name, help, kind, v) in [
+    let rows = [
         (
             "fairlane_proxy_connections_max",
             "Client connections allowed open at once (limits.max_connections, capped by the open-files limit).",
-            "gauge",
             inner.conns.max.load(Relaxed) as u64,
         ),
         (
             "fairlane_proxy_connections_refused_total",
             "Client connections closed at once: a connection cap was reached and none was idle.",
-            "counter",
             inner.conns.refused.load(Relaxed),
         ),
         (
             "fairlane_proxy_connections_evicted_total",
             "Idle client connections closed to make room for new ones.",
-            "counter",
             inner.conns.evicted.load(Relaxed),
         ),
         (
             "fairlane_proxy_connections_idle_closed_total",
             "Client connections closed by limits.idle_timeout_ms.",
-            "counter",
             inner.conns.idle_closed.load(Relaxed),
         ),
         (
             "fairlane_proxy_accept_errors_total",
             "Failed accepts on the client listener (EMFILE, ENFILE, ...).",
-            "counter",
             inner.conns.accept_errors.load(Relaxed),
         ),
         (
             "fairlane_proxy_streaming_refused_total",
             "Responses answered 503 because their tenant already held its share of slots streaming to slow readers.",
-            "counter",
             inner.streaming.refused.load(Relaxed),
         ),
-    ] {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
-    }
+    ];
+    crate::prom::plain(&mut o, rows);
     o
 }
 

@@ -38,16 +38,38 @@ pub fn sample(o: &mut String, name: &str, labels: &str, value: impl Display) {
     };
 }
 
-/// A family of one sample per row, labelled `key="…"` by `label_of` (escaped here).
+/// The kind of a gauge or counter family, by Prometheus's naming rule: a name ending in
+/// `_total` is a counter, any other a gauge.
+pub fn kind(name: &str) -> &'static str {
+    match name.ends_with("_total") {
+        true => "counter",
+        false => "gauge",
+    }
+}
+
+/// Gauges and counters of one unlabelled sample each: (name, help, value), the kind by
+/// [`kind`].
+pub fn plain<V: Display>(
+    o: &mut String,
+    rows: impl IntoIterator<Item = (&'static str, &'static str, V)>,
+) {
+    for (name, help, value) in rows {
+        family(o, name, help, kind(name));
+        sample(o, name, "", value);
+    }
+}
+
+/// A gauge or counter family (the kind by [`kind`]) of one sample per row, labelled
+/// `key="…"` by `label_of` (escaped here).
 pub fn labelled<T>(
     o: &mut String,
-    (name, help, kind): (&str, &str, &str),
+    (name, help): (&str, &str),
     key: &str,
     rows: &[T],
     label_of: impl Fn(&T) -> &str,
     value: impl Fn(&T) -> f64,
 ) {
-    family(o, name, help, kind);
+    family(o, name, help, kind(name));
     for r in rows {
         sample(
             o,
@@ -81,6 +103,18 @@ mod tests {
         assert_eq!(label("t0\\"), "t0\\\\");
         assert_eq!(label("a\"b"), "a\\\"b");
         assert_eq!(label("x\ny"), "x\\ny");
+    }
+
+    #[test]
+    fn the_kind_follows_the_name() {
+        assert_eq!(kind("fairlane_proxy_received_total"), "counter");
+        assert_eq!(kind("fairlane_proxy_queued"), "gauge");
+        let mut o = String::new();
+        plain(&mut o, [("a_total", "A.", 2), ("b", "B.", 3)]);
+        assert_eq!(
+            o,
+            "# HELP a_total A.\n# TYPE a_total counter\na_total 2\n# HELP b B.\n# TYPE b gauge\nb 3\n"
+        );
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::cost::{CostSource, HeaderCost};
 use crate::gate::{Gate, Permit};
 use crate::head::ResponseHead;
 use crate::metrics::{Reason, Ticket};
-use crate::stream::BoxError;
+use crate::stream::{BoxError, PollFrame};
 use crate::upstream::UpBody;
 
 /// What a client adapter writes back for one request.
@@ -51,10 +51,7 @@ pub enum ProxyBody {
 impl Body for ProxyBody {
     type Data = Bytes;
     type Error = BoxError;
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollFrame {
         match self.get_mut() {
             ProxyBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             ProxyBody::Upstream(m) => Pin::new(m).poll_frame(cx),
@@ -192,10 +189,7 @@ impl Done {
 impl Body for MeteredBody {
     type Data = Bytes;
     type Error = BoxError;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollFrame {
         if let Some(f) = self.first.take().or_else(|| self.prefix.pop_front()) {
             if let Some(d) = f.data_ref() {
                 self.prefix_bytes -= d.len() as u64;

@@ -17,6 +17,9 @@ use tokio::time::Sleep;
 /// Errors of bodies the proxy streams.
 pub type BoxError = Box<dyn Error + Send + Sync>;
 
+/// What `Body::poll_frame` returns for every body the proxy passes on.
+pub type PollFrame = Poll<Option<Result<Frame<Bytes>, BoxError>>>;
+
 /// Why a request body could not be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum BodyFault {
@@ -103,7 +106,7 @@ impl<'a> Limited<'a> {
             .map(|r| r.map_err(|e| BodyFault::of(&e)))
     }
 
-    fn fail(&mut self, fault: BodyFault) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn fail(&mut self, fault: BodyFault) -> PollFrame {
         self.failed = true;
         Poll::Ready(Some(Err(fault.into())))
     }
@@ -113,10 +116,7 @@ impl Body for Limited<'_> {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> PollFrame {
         let me = self.get_mut();
         if me.failed {
             return Poll::Ready(None);

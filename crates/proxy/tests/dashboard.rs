@@ -9,7 +9,7 @@ use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_shows_the_tenants_in_headless_chromium() {
-    require("chromium");
+    need("chromium");
     let up = start_upstream().await;
     let p = start_proxy(config(
         up.addr(),

@@ -16,42 +16,13 @@ use common::*;
 use fairlane_proxy_testkit::loadgen::{open, Report, Target};
 
 /// D = 8 slots of 200 ms requests: capacity 40 req/s. The high level has 4 nominal seats
-/// and lends 1 (25 %); the catch-all has 4 and borrows what is lent.
-const FLOOD_LEVELS: &str = r#"
-[scheduler]
-depth = 8
-[limits]
-max_queued_per_tenant = 5000
-queue_timeout_ms = 30000
-[levels]
-adjust_period_ms = 200
-[[priority_level]]
-name = "exempt"
-exempt = true
-[[priority_level]]
-name = "high"
-shares = 1.0
-lendable_percent = 25.0
-[[priority_level]]
-name = "catch-all"
-shares = 1.0
-lendable_percent = 50.0
-queue_limit = 200
-[[flow_schema]]
-name = "health"
-priority_level = "exempt"
-precedence = 1
-match = { path = "/healthz" }
-[[flow_schema]]
-name = "api"
-priority_level = "high"
-precedence = 100
-match = { tenant = "api" }
-[[flow_schema]]
-name = "rest"
-priority_level = "catch-all"
-precedence = 10000
-"#;
+/// and lends 1 (25 %); the catch-all has 4 and borrows what is lent. Tenants api and flood.
+const FLOOD_LEVELS: &str = concat!(
+    "[scheduler]\ndepth = 8\n",
+    "[limits]\nmax_queued_per_tenant = 5000\nqueue_timeout_ms = 30000\n",
+    "[levels]\nadjust_period_ms = 200\n",
+    include_str!("testdata/levels.toml")
+);
 
 const API_PATH: &str = "/api?delay_ms=200";
 const FLOOD_PATH: &str = "/flood?delay_ms=200";
@@ -155,7 +126,7 @@ fn level_queues<'a>(queues: &'a serde_json::Value, name: &str) -> &'a serde_json
 async fn a_high_level_keeps_its_p99_under_a_20x_catch_all_flood() {
     raise_fds(4096); // ~1000 sockets
     let up = start_upstream().await;
-    let p = proxy_with(up.addr(), FLOOD_LEVELS, &[("api", "ka"), ("flood", "kf")]).await;
+    let p = proxy_with(up.addr(), FLOOD_LEVELS, &[]).await;
     let (code, h, _) = get(p.addr, API_PATH, Some("ka")).await;
     assert_eq!(code, 200);
     assert_eq!(h["x-fairlane-priority-level"], "high");
@@ -207,53 +178,10 @@ async fn a_high_level_keeps_its_p99_under_a_20x_catch_all_flood() {
 
 /// Two levels over D = 2 (a seat each); alice goes to the high level, everyone else to the
 /// catch-all.
-const RELOAD_V1: &str = r#"
-[scheduler]
-depth = 2
-[[priority_level]]
-name = "high"
-shares = 1.0
-[[priority_level]]
-name = "catch-all"
-shares = 1.0
-[[flow_schema]]
-name = "alice-high"
-priority_level = "high"
-match = { tenant = "alice" }
-[[flow_schema]]
-name = "rest"
-priority_level = "catch-all"
-precedence = 10000
-"#;
+const RELOAD_V1: &str = include_str!("testdata/reload_v1.toml");
 
 /// D = 4, new shares, a new level for bob, and an algorithm change (kept for a restart).
-const RELOAD_V2: &str = r#"
-[scheduler]
-depth = 4
-[[priority_level]]
-name = "high"
-shares = 2.0
-[[priority_level]]
-name = "mid"
-shares = 1.0
-[[priority_level]]
-name = "catch-all"
-shares = 1.0
-algorithm = "fifo"
-[[flow_schema]]
-name = "alice-high"
-priority_level = "high"
-match = { tenant = "alice" }
-[[flow_schema]]
-name = "bob-mid"
-priority_level = "mid"
-precedence = 10
-match = { tenant = "bob" }
-[[flow_schema]]
-name = "rest"
-priority_level = "catch-all"
-precedence = 10000
-"#;
+const RELOAD_V2: &str = include_str!("testdata/reload_v2.toml");
 
 fn reload_config(up: std::net::SocketAddr, levels: &str) -> fairlane_proxy::ProxyConfig {
     config(
@@ -461,7 +389,7 @@ async fn bad_levels_name_the_file_and_field_at_check_start_and_reload() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_the_levels() {
-    require("chromium");
+    need("chromium");
     let up = start_upstream().await;
     let p = start_proxy(reload_config(up.addr(), RELOAD_V1)).await;
     assert_eq!(get(p.addr, "/?delay_ms=1", Some("ka")).await.0, 200);

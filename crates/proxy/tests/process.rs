@@ -189,7 +189,7 @@ async fn bad_config_exits_2_naming_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_front_of_an_unmodified_python_http_server() {
-    let python = require("python3");
+    let python = need("python3");
     let dir = temp_file("www/hello.txt", "hello, black box\n");
     let root = dir.parent().unwrap().to_path_buf();
     // Port 0: Python picks a free port and says which, so no other test can take it between

@@ -249,7 +249,7 @@ async fn slow_request_bodies_hold_no_slot() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_flood_locks_nobody_out() {
     fairlane_proxy::server::raise_fd_limit().expect("getrlimit(RLIMIT_NOFILE)");
-    let prlimit = require("prlimit");
+    let prlimit = need("prlimit");
     let (up, _up_task) = start_big_upstream().await;
     let cfg = temp_file(
         "idle-flood.toml",

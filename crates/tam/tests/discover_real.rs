@@ -9,7 +9,8 @@
 
 use fairlane_tam::discover::{discover, Annotations, Discovery, Options, Target};
 use fairlane_tam::{analyze, Model, ProblemKind, Resource, Scheduling, Usage};
-use std::path::{Path, PathBuf};
+use fairlane_testkit::{free_port, need, pg_bin, run};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,51 +19,6 @@ use std::time::{Duration, Instant};
 /// The tests take turns: each probe keeps a CPU busy, and two at once would disturb the
 /// other's measurements.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn need(program: &str) -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
-            .map(|d| d.join(program))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| panic!("`{program}` is not installed; run scripts/test-deps.sh"))
-}
-
-fn pg_bin(name: &str) -> PathBuf {
-    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .unwrap_or_else(|e| {
-            panic!(
-                "PostgreSQL is not installed (/usr/lib/postgresql: {e}); run scripts/test-deps.sh"
-            )
-        })
-        .flatten()
-        .map(|e| e.path().join("bin").join(name))
-        .filter(|p| p.is_file())
-        .collect();
-    versions.sort();
-    versions.pop().unwrap_or_else(|| {
-        panic!("no PostgreSQL `{name}` under /usr/lib/postgresql/*/bin; run scripts/test-deps.sh")
-    })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn run(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// Polls `ready` every 100 ms for at most `limit`; panics with `what` if it never is.
 fn wait_for(limit: Duration, what: &str, mut ready: impl FnMut() -> bool) {
@@ -228,14 +184,8 @@ impl Drop for Postgres {
                 .args(["-INT", &self.postmaster.to_string()])
                 .status();
         }
-        if let Some(mut server) = self.server.take() {
-            let start = Instant::now();
-            while matches!(server.try_wait(), Ok(None)) && start.elapsed() < Duration::from_secs(30)
-            {
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            let _ = server.kill();
-            let _ = server.wait();
+        if let Some(server) = self.server.take() {
+            fairlane_testkit::stop(server, Duration::from_secs(30));
         }
     }
 }

@@ -8,51 +8,11 @@
 pub mod load;
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fairlane_pg::{PgConfig, Pooler};
-
-pub fn need(program: &str) -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/bin")])
-            .map(|d| d.join(program))
-            .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| panic!("`{program}` is not installed; run scripts/test-deps.sh"))
-}
-
-pub fn pg_bin(name: &str) -> PathBuf {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .unwrap_or_else(|e| panic!("PostgreSQL is not installed ({e}); run scripts/test-deps.sh"))
-        .flatten()
-        .map(|e| e.path().join("bin").join(name))
-        .filter(|p| p.is_file())
-        .collect();
-    v.sort();
-    v.pop()
-        .unwrap_or_else(|| panic!("no PostgreSQL `{name}`; run scripts/test-deps.sh"))
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn run(cmd: &mut Command, what: &str) -> Output {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+pub use fairlane_testkit::{free_port, need, pg_bin, run};
 
 /// Raise the calling thread's priority (and so that of the threads it starts afterwards) to
 /// `nice`: the isolation measurements are about the pooler's scheduling, not about other
@@ -170,13 +130,8 @@ impl Postgres {
                 .args(["-INT", &pid.to_string()])
                 .status();
         }
-        if let Some(mut s) = self.server.take() {
-            let start = Instant::now();
-            while matches!(s.try_wait(), Ok(None)) && start.elapsed() < Duration::from_secs(30) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = s.kill();
-            let _ = s.wait();
+        if let Some(s) = self.server.take() {
+            fairlane_testkit::stop(s, Duration::from_secs(30));
         }
     }
 

@@ -61,67 +61,57 @@ pub struct ClusterStatus {
 }
 
 impl ClusterStatus {
-    /// The instance's gauges and counters: (name, help, type, value).
-    fn instance_samples(&self) -> [(&'static str, &'static str, &'static str, f64); 10] {
+    /// The instance's gauges and counters: (name, help, value).
+    fn instance_samples(&self) -> [(&'static str, &'static str, f64); 10] {
         [
             (
                 "fairlane_cluster_fallback",
                 "1 while Redis is unreachable or slow (local fairness within the last share of D).",
-                "gauge",
                 f64::from(u8::from(self.fallback)),
             ),
             (
                 "fairlane_cluster_sync_age_seconds",
                 "Seconds since the last successful sync (-1 before the first).",
-                "gauge",
                 self.sync_age_s.unwrap_or(-1.0),
             ),
             (
                 "fairlane_cluster_syncs_total",
                 "Successful syncs.",
-                "counter",
                 self.syncs as f64,
             ),
             (
                 "fairlane_cluster_sync_failures_total",
                 "Failed or timed-out syncs.",
-                "counter",
                 self.sync_failures as f64,
             ),
             (
                 "fairlane_cluster_forgotten_total",
                 "Syncs that found Redis without this instance's last report (restart, failover).",
-                "counter",
                 self.forgotten as f64,
             ),
             (
                 "fairlane_cluster_depth",
                 "The global depth D over all instances.",
-                "gauge",
                 self.depth as f64,
             ),
             (
                 "fairlane_cluster_seats",
                 "This instance's seats now (its local depth, its share of D).",
-                "gauge",
                 self.seats as f64,
             ),
             (
                 "fairlane_cluster_target_seats",
                 "The seats this instance's last allocation gave it.",
-                "gauge",
                 self.target_seats as f64,
             ),
             (
                 "fairlane_cluster_fair_seats",
                 "This instance's fair seats (fractional; what its seats average to).",
-                "gauge",
                 self.fair_seats,
             ),
             (
                 "fairlane_cluster_instances",
                 "Live instances at the last sync.",
-                "gauge",
                 self.instances.len() as f64,
             ),
         ]
@@ -129,11 +119,8 @@ impl ClusterStatus {
 
     /// Prometheus text for the cluster gauges and counters.
     pub fn prometheus(&self) -> String {
-        use std::fmt::Write;
         let mut o = String::new();
-        for (name, help, kind, v) in self.instance_samples() {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}");
-        }
+        crate::prom::plain(&mut o, self.instance_samples());
         type Pick = fn(&ClusterTenant) -> f64;
         let per: [(&str, &str, Pick); 4] = [
             (
@@ -158,15 +145,14 @@ impl ClusterStatus {
             ),
         ];
         for (name, help, pick) in per {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for t in &self.tenants {
-                let label = t
-                    .name
-                    .replace('\\', "\\\\")
-                    .replace('"', "\\\"")
-                    .replace('\n', "\\n");
-                let _ = writeln!(o, "{name}{{tenant=\"{label}\"}} {}", pick(t));
-            }
+            crate::prom::labelled(
+                &mut o,
+                (name, help),
+                "tenant",
+                &self.tenants,
+                |t| &t.name,
+                pick,
+            );
         }
         o
     }

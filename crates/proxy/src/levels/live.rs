@@ -271,56 +271,49 @@ pub fn prometheus(o: &mut String, levels: &[LevelStatus]) {
         return;
     }
     type Field = fn(&LevelStatus) -> f64;
-    let gauges: [(&str, &str, &str, Field); 8] = [
+    let gauges: [(&str, &str, Field); 8] = [
         (
             "nominal_cl",
-            "gauge",
             "The level's nominal concurrency limit (its part of D).",
             |l| l.gate.nominal_cl as f64,
         ),
         (
             "current_cl",
-            "gauge",
             "The level's current concurrency limit (after lending and borrowing).",
             |l| l.gate.current_cl as f64,
         ),
         (
             "seats_in_use",
-            "gauge",
             "Seats the level's requests hold (an exempt level's: admitted outside D).",
             |l| l.gate.seats_in_use as f64,
         ),
         (
             "lent",
-            "gauge",
             "Seats of the level's nominal part lent to other levels.",
             |l| l.gate.lent as f64,
         ),
         (
             "borrowed",
-            "gauge",
             "Seats the level holds beyond its nominal part.",
             |l| l.gate.borrowed as f64,
         ),
-        ("queued", "gauge", "Requests queued in the level.", |l| {
+        ("queued", "Requests queued in the level.", |l| {
             l.gate.queued as f64
         }),
         (
             "dispatched_total",
-            "counter",
             "Requests of the level that got a seat (or were admitted exempt).",
             |l| l.dispatched as f64,
         ),
         (
             "exempt_admitted_total",
-            "counter",
             "Requests admitted at an exempt level without a seat.",
             |l| l.gate.exempt_admitted as f64,
         ),
     ];
-    for (name, kind, help, f) in gauges {
+    for (name, help, f) in gauges {
         let name = format!("fairlane_proxy_level_{name}");
-        labelled(o, (&name, help, kind), "level", levels, |l| &l.gate.name, f);
+        labelled(o, (&name, help), "level", levels, |l| &l.gate.name, f);
     }
     let name = "fairlane_proxy_level_rejected_total";
     family(o, name, "Requests a level refused, by reason.", "counter");

@@ -5,29 +5,12 @@ fn with(rest: &str) -> Result<ProxyConfig, ConfigError> {
     ProxyConfig::from_toml_str(&format!("[upstream]\naddr = \"127.0.0.1:1\"\n{rest}"))
 }
 
-const LEVELS: &str = r#"
-[scheduler]
-depth = 4
-[[priority_level]]
-name = "exempt"
-exempt = true
-[[priority_level]]
-name = "high"
-shares = 1.0
-lendable_percent = 50.0
-[[priority_level]]
-name = "catch-all"
-shares = 1.0
-[[flow_schema]]
-name = "health"
-priority_level = "exempt"
-precedence = 1
-match = { path = "/healthz" }
-[[flow_schema]]
-name = "rest"
-priority_level = "catch-all"
-precedence = 10000
-"#;
+/// D = 4 over the shared fixture's three levels (exempt, high, catch-all), three flow
+/// schemas (health, api, rest) and two tenants (api, flood).
+const LEVELS: &str = concat!(
+    "[scheduler]\ndepth = 4\n",
+    include_str!("../../tests/testdata/levels.toml")
+);
 
 fn err(rest: &str) -> ConfigError {
     with(&format!("{LEVELS}{rest}")).expect_err("refused")
@@ -54,7 +37,7 @@ fn a_valid_set_of_levels_loads() {
 #[test]
 fn bad_levels_name_their_field() {
     let cases = [
-        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"nope\"\n", "flow_schema[2].priority_level", "no priority level"),
+        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"nope\"\n", "flow_schema[3].priority_level", "no priority level"),
         ("[[priority_level]]\nname = \"z\"\nshares = 0.0\n", "priority_level[3].shares", "> 0"),
         ("[[priority_level]]\nname = \"z\"\nshares = nan\n", "priority_level[3].shares", "finite"),
         ("[[priority_level]]\nname = \"z\"\nshares = -1.0\n", "priority_level[3].shares", "> 0"),
@@ -64,13 +47,13 @@ fn bad_levels_name_their_field() {
         ("[[priority_level]]\nname = \"high\"\nshares = 1.0\n", "priority_level[3].name", "same name"),
         ("[[priority_level]]\nname = \"z\"\nshares = 1.0\nalgorithm = \"nope\"\n", "priority_level[3].algorithm", ""),
         ("[[priority_level]]\nname = \"z\"\nshares = 1.0\nqueue_timeout_ms = 0\n", "priority_level[3].queue_timeout_ms", "≥ 1"),
-        ("[[flow_schema]]\nname = \"rest\"\npriority_level = \"high\"\n", "flow_schema[2].name", "twice"),
-        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nprecedence = 0\n", "flow_schema[2].precedence", "1..="),
-        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { path = \"a*b\" }\n", "flow_schema[2].match.path", "'/'"),
-        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { method = \"G T\" }\n", "flow_schema[2].match.method", "method"),
-        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { header = { name = \"a b\", value = \"v\" } }\n", "flow_schema[2].match.header.name", "header name"),
-        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\ndistinguisher = \"user\"\n", "flow_schema[2].distinguisher", "header:"),
-        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { tenant = \"zed\" }\n", "flow_schema[2].match.tenant", "no [[tenant]]"),
+        ("[[flow_schema]]\nname = \"rest\"\npriority_level = \"high\"\n", "flow_schema[3].name", "twice"),
+        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nprecedence = 0\n", "flow_schema[3].precedence", "1..="),
+        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { path = \"a*b\" }\n", "flow_schema[3].match.path", "'/'"),
+        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { method = \"G T\" }\n", "flow_schema[3].match.method", "method"),
+        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { header = { name = \"a b\", value = \"v\" } }\n", "flow_schema[3].match.header.name", "header name"),
+        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\ndistinguisher = \"user\"\n", "flow_schema[3].distinguisher", "header:"),
+        ("[[flow_schema]]\nname = \"x\"\npriority_level = \"high\"\nmatch = { tenant = \"zed\" }\n", "flow_schema[3].match.tenant", "no [[tenant]]"),
         ("[[priority_level]]\nname = \"a\"\nshares = 1.0\n[[priority_level]]\nname = \"b\"\nshares = 1.0\n[[priority_level]]\nname = \"c\"\nshares = 1.0\n", "scheduler.depth", "at least 5"),
         ("[cluster]\nredis = \"redis://127.0.0.1:1\"\ninstance = \"a\"\ndepth = 16\n", "cluster", "cannot be combined"),
     ];
@@ -95,7 +78,7 @@ fn a_catch_all_schema_is_required_and_not_exempt() {
         "priority_level = \"exempt\"\nprecedence = 10000",
     )
     .unwrap_err();
-    assert_eq!(e.field, "flow_schema[1].priority_level", "{e}");
+    assert_eq!(e.field, "flow_schema[2].priority_level", "{e}");
     let schemas_alone = "[[flow_schema]]\nname = \"x\"\npriority_level = \"y\"\n";
     assert_eq!(with(schemas_alone).unwrap_err().field, "flow_schema");
 }
@@ -163,7 +146,7 @@ match = { tenant = "alice" }
 distinguisher = "header:x-user"
 [[tenant]]
 name = "alice"
-keys = ["ka"]
+keys = ["k-alice"]
 "#
     );
     let c = with(&text).unwrap();

@@ -3,58 +3,45 @@
 
 use super::{Status, TenantStatus};
 use crate::metrics::Reason;
-use crate::prom::{family, histogram, label, labelled, sample};
+use crate::prom::{family, histogram, label, labelled, plain, sample};
 
 /// A per-tenant value.
 type Field = fn(&TenantStatus) -> f64;
 
-/// The per-tenant families: name, help, kind, value.
-const PER_TENANT: [(&str, &str, &str, Field); 8] = [
+/// The per-tenant families: name, help, value (the kind by [`kind`](crate::prom::kind)).
+const PER_TENANT: [(&str, &str, Field); 8] = [
     (
         "fairlane_proxy_queued",
         "Requests waiting for a slot.",
-        "gauge",
         |t| t.queued as f64,
     ),
     (
         "fairlane_proxy_in_flight",
         "Requests outstanding upstream.",
-        "gauge",
         |t| t.in_flight as f64,
     ),
-    ("fairlane_proxy_weight", "Tenant weight.", "gauge", |t| {
-        t.weight
+    ("fairlane_proxy_weight", "Tenant weight.", |t| t.weight),
+    ("fairlane_proxy_received_total", "Requests received.", |t| {
+        t.received as f64
     }),
-    (
-        "fairlane_proxy_received_total",
-        "Requests received.",
-        "counter",
-        |t| t.received as f64,
-    ),
     (
         "fairlane_proxy_completed_total",
         "Requests answered by the upstream.",
-        "counter",
         |t| t.completed as f64,
     ),
     (
         "fairlane_proxy_cancelled_total",
         "Requests whose client left while queued or in flight.",
-        "counter",
         |t| t.cancelled as f64,
     ),
     (
         "fairlane_proxy_cost_clamped_total",
         "Charged costs clamped by the [cost] bounds.",
-        "counter",
         |t| t.cost_clamped as f64,
     ),
-    (
-        "fairlane_proxy_cost_total",
-        "Cost charged.",
-        "counter",
-        |t| t.cost_total,
-    ),
+    ("fairlane_proxy_cost_total", "Cost charged.", |t| {
+        t.cost_total
+    }),
 ];
 
 impl Status {
@@ -62,10 +49,10 @@ impl Status {
     pub fn prometheus(&self) -> String {
         let mut o = String::with_capacity(4096);
         self.instance(&mut o);
-        for (name, help, kind, f) in PER_TENANT {
+        for (name, help, f) in PER_TENANT {
             labelled(
                 &mut o,
-                (name, help, kind),
+                (name, help),
                 "tenant",
                 &self.tenants,
                 |t| &t.name,
@@ -86,54 +73,44 @@ impl Status {
 
     /// The instance's own gauges and counters (no labels).
     fn instance(&self, o: &mut String) {
-        let rows: [(&str, &str, &str, f64); 7] = [
+        let rows: [(&str, &str, f64); 7] = [
             (
                 "fairlane_proxy_depth",
                 "Requests allowed outstanding upstream (D).",
-                "gauge",
                 self.depth as f64,
             ),
             (
                 "fairlane_proxy_virtual_time",
                 "The scheduler's virtual time.",
-                "gauge",
                 self.virtual_time.unwrap_or(0.0),
             ),
             (
                 "fairlane_proxy_connections",
                 "Client connections open.",
-                "gauge",
                 self.connections as f64,
             ),
             (
                 "fairlane_proxy_unauthorized_total",
                 "Requests answered 401.",
-                "counter",
                 self.unauthorized as f64,
             ),
             (
                 "fairlane_proxy_ambiguous_identity_total",
                 "Requests answered 400 for a duplicated key or Authorization header.",
-                "counter",
                 self.ambiguous_identity as f64,
             ),
             (
                 "fairlane_proxy_reloads_total",
                 "Configuration reloads applied.",
-                "counter",
                 self.reloads as f64,
             ),
             (
                 "fairlane_proxy_tls_handshake_failures_total",
                 "TLS handshakes that failed or timed out on the TLS listener.",
-                "counter",
                 self.tls_handshake_failures as f64,
             ),
         ];
-        for (name, help, kind, v) in rows {
-            family(o, name, help, kind);
-            sample(o, name, "", v);
-        }
+        plain(o, rows);
     }
 
     /// `fairlane_proxy_rejected_total`, by tenant, reason and status code.

@@ -24,7 +24,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use super::{BoxError, Connector, Failure, Outgoing, Reply, UpBody, Wire};
 use crate::head::ResponseHead;
 use crate::rewrite;
-use crate::stream::{BodyFault, Limited, ReqBody};
+use crate::stream::{BodyFault, Limited, PollFrame, ReqBody};
 
 /// Multiplexed HTTP/2 connections to the upstream, one per worker runtime.
 pub(crate) struct Http2 {
@@ -205,10 +205,7 @@ impl Body for OutBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> PollFrame {
         match self.get_mut() {
             OutBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             OutBody::Owned { body, fault } => {

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::Authority;
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, SizeHint};
 use rustls_pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -154,10 +154,7 @@ impl Body for UpBody {
     type Data = Bytes;
     type Error = BoxError;
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> crate::stream::PollFrame {
         match self.get_mut() {
             UpBody::H1(b) => Pin::new(b).poll_frame(cx),
             UpBody::H2(b) => Pin::new(b).poll_frame(cx).map_err(BoxError::from),

@@ -14,7 +14,8 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 
-use crate::common::require;
+use crate::common::need;
+pub use fairlane_testkit::free_port;
 
 /// A directory removed on drop.
 pub struct TempDir(pub PathBuf);
@@ -36,14 +37,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A `redis-server` this test started (killed on drop).
@@ -70,7 +63,7 @@ impl Redis {
 
     /// (Re)start on the same port, no persistence; returns once it answers PING.
     pub fn restart(&mut self) {
-        let child = Command::new(require("redis-server"))
+        let child = Command::new(need("redis-server"))
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")

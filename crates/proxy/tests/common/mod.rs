@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use fairlane_proxy::{Proxy, ProxyConfig, ProxyHandle};
 use fairlane_proxy_testkit::upstream::UpstreamServer;
+pub use fairlane_testkit::need;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -236,18 +237,8 @@ impl ProxyProcess {
     }
 
     pub fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
-        let end = Instant::now() + limit;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(
-                Instant::now() < end,
-                "proxy did not exit; log: {:?}",
-                self.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        fairlane_testkit::wait_exit(&mut self.child, limit)
+            .unwrap_or_else(|| panic!("proxy did not exit; log: {:?}", self.log.lock().unwrap()))
     }
 }
 
@@ -294,21 +285,6 @@ pub fn temp_file(name: &str, text: &str) -> TempFile {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();
     TempFile { path, _dir: dir }
-}
-
-/// A program the tests need, after `scripts/test-deps.sh` ran: fail loudly if absent.
-pub fn require(program: &str) -> String {
-    for dir in std::env::var("PATH").unwrap_or_default().split(':').chain([
-        "/usr/bin",
-        "/usr/sbin",
-        "/bin",
-    ]) {
-        let p = std::path::Path::new(dir).join(program);
-        if p.is_file() {
-            return p.display().to_string();
-        }
-    }
-    panic!("{program} is not installed: run scripts/test-deps.sh (scripts/test.sh does) before the tests");
 }
 
 /// A request the [`HeldUpstream`] is holding: it is answered (200, `x-saw-tenant` echoed)
@@ -563,7 +539,7 @@ pub async fn get_work(client: &LoadClient, addr: SocketAddr, key: &str) -> Optio
 /// The DOM of the page at `url` after headless Chromium ran its scripts for 4 s of virtual
 /// time (Debian's `chromium`, installed by scripts/test-deps.sh).
 pub async fn chromium_dom(url: String) -> String {
-    let chromium = require("chromium");
+    let chromium = need("chromium");
     let profile = temp_file("chromium/.keep", "");
     let mut cmd = Command::new(chromium);
     cmd.args([
