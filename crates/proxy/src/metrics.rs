@@ -14,7 +14,8 @@ use std::time::Instant;
 
 use fairlane_core::TenantId;
 
-pub use crate::histogram::{quantile, Histogram, BUCKETS};
+pub use crate::histogram::{quantile, Histogram, WorkerHistogram, BUCKETS};
+pub use crate::workers::{Counter, PerWorker};
 
 /// Why a request was answered without the upstream's response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,30 +110,37 @@ impl Reason {
     }
 }
 
-/// One tenant's counters.
+/// One tenant's counters. Those every request writes are kept per worker runtime
+/// ([`PerWorker`]) and summed when read, so that the workers do not pass their cache lines
+/// back and forth on every request.
 #[derive(Default)]
+// Aligned so that an `Arc`'s reference counts, which every request's ticket takes and
+// drops, sit on a cache line apart from the fields.
+#[repr(align(128))]
 pub struct TenantStats {
     /// Requests identified as this tenant.
-    pub received: AtomicU64,
+    pub received: Counter,
     /// Requests the upstream answered (any status).
-    pub completed: AtomicU64,
+    pub completed: Counter,
     rejected: [AtomicU64; Reason::ALL.len()],
     /// Time from arrival to slot grant.
-    pub wait: Histogram,
+    pub wait: WorkerHistogram,
     /// Time from slot grant to the end of the upstream response.
-    pub upstream: Histogram,
+    pub upstream: WorkerHistogram,
     /// Total cost charged (seconds, or the cost header's unit).
-    cost_micro: AtomicU64,
+    cost_micro: Counter,
     /// Received and not yet holding an upstream slot (reading the body, or queued).
-    pub queued: AtomicU64,
+    pub queued: Counter,
     /// Holding an upstream slot, until the response ends.
-    pub in_flight: AtomicU64,
+    pub in_flight: Counter,
     /// Dropped unanswered: the client went away while queued or in flight.
     pub cancelled: AtomicU64,
     /// Costs clamped by the `[cost]` bounds.
     pub cost_clamped: AtomicU64,
-    /// The tenant's current cost estimate (seconds, `f64` bits; 0 = none yet).
-    estimate_bits: AtomicU64,
+    /// The tenant's current cost estimate (seconds, `f64` bits; 0 = none yet), one per
+    /// worker: each worker's average of the costs it charged the tenant, written on every
+    /// completion without passing a shared line between the workers.
+    estimate_bits: PerWorker<AtomicU64>,
     /// When a clamp was last logged (ms since [`epoch`], plus one; 0 = never).
     clamp_logged_ms: AtomicU64,
     /// The tenant's name, for the clamp log: set by its first [`Ticket`], so that a ticket
@@ -207,10 +215,10 @@ fn epoch() -> Instant {
 }
 
 impl TenantStats {
-    /// The tenant's current cost estimate: an exponential moving average (gain 1/8) of the
-    /// costs charged, starting at `initial`.
+    /// The tenant's current cost estimate as this worker sees it: an exponential moving
+    /// average (gain 1/8) of the costs it charged, starting at `initial`.
     pub fn estimate(&self, initial: f64) -> f64 {
-        match self.estimate_bits.load(Relaxed) {
+        match self.estimate_bits.local().load(Relaxed) {
             0 => initial,
             b => f64::from_bits(b),
         }
@@ -248,6 +256,7 @@ impl TenantStats {
         // average does not miss; a lock here would serialise the tenant's completions.
         let next = est + (c - est) / 8.0;
         self.estimate_bits
+            .local()
             .store(if next > 0.0 { next.to_bits() } else { 0 }, Relaxed);
         out
     }
