@@ -665,7 +665,7 @@ async fn answer(
     let now = inner.depth.as_ref().map(|_| inner.gate.clone());
     Answer {
         head: reply.head,
-        body: ProxyBody::Upstream(MeteredBody::new(buffered, body, done, now)),
+        body: ProxyBody::Upstream(Box::new(MeteredBody::new(buffered, body, done, now))),
         close: false,
     }
 }
