@@ -304,7 +304,7 @@ const DONE: u8 = 2;
 /// [`Ticket::reject`], [`Ticket::complete`] or — dropped unanswered — cancelled. It derefs to
 /// the tenant's [`TenantStats`] for the histograms.
 pub struct Ticket {
-    stats: Arc<TenantStats>,
+    stats: TenantRef,
     state: AtomicU8,
     costs: CostPolicy,
     /// The request is a gRPC call: the proxy's own answers to it are gRPC statuses.
@@ -313,7 +313,8 @@ pub struct Ticket {
 
 impl Ticket {
     /// A request of tenant `name` has arrived; its cost will be bounded by `costs`.
-    pub fn new(stats: Arc<TenantStats>, name: &Arc<str>, costs: CostPolicy) -> Ticket {
+    pub fn new(stats: impl Into<TenantRef>, name: &Arc<str>, costs: CostPolicy) -> Ticket {
+        let stats = stats.into();
         if stats.name.get().is_none() {
             let _ = stats.name.set(name.clone());
         }
@@ -411,10 +412,31 @@ impl Drop for Ticket {
     }
 }
 
+/// A reference to a tenant's stats held by one worker runtime ([`Metrics::tenant_ref`]):
+/// the tickets of its requests share it, so that taking and dropping one counts on a
+/// reference count the other workers do not write.
+#[derive(Clone)]
+pub struct TenantRef(Arc<Arc<TenantStats>>);
+
+impl From<Arc<TenantStats>> for TenantRef {
+    fn from(stats: Arc<TenantStats>) -> TenantRef {
+        TenantRef(Arc::new(stats))
+    }
+}
+
+impl std::ops::Deref for TenantRef {
+    type Target = TenantStats;
+    fn deref(&self) -> &TenantStats {
+        &self.0
+    }
+}
+
 /// Every tenant's stats plus proxy-wide counters.
 #[derive(Default)]
 pub struct Metrics {
     tenants: RwLock<Vec<Arc<TenantStats>>>,
+    /// Each worker's references to the tenants' stats, by tenant id (see [`TenantRef`]).
+    refs: PerWorker<std::sync::Mutex<Vec<Option<TenantRef>>>>,
     /// Requests answered 401 (no tenant).
     pub unauthorized: AtomicU64,
     /// Requests answered 400 for carrying the key header (or `Authorization`) twice.
@@ -448,6 +470,22 @@ impl Metrics {
             w.push(Arc::new(TenantStats::default()));
         }
         w[i].clone()
+    }
+
+    /// The stats of a tenant as this worker holds them: what a request's [`Ticket`] takes,
+    /// touching only this worker's lock and reference count once the tenant has been seen.
+    pub fn tenant_ref(&self, id: TenantId) -> TenantRef {
+        let mut refs = self.refs.local().lock().unwrap_or_else(|e| e.into_inner());
+        let i = id.0 as usize;
+        if let Some(Some(r)) = refs.get(i) {
+            return r.clone();
+        }
+        let r = TenantRef::from(self.tenant(id));
+        if refs.len() <= i {
+            refs.resize(i + 1, None);
+        }
+        refs[i] = Some(r.clone());
+        r
     }
 
     /// Every tenant's stats, by id.
@@ -517,6 +555,18 @@ mod tests {
     }
 
     /// received = completed + rejected + cancelled + queued + in_flight after every step.
+    #[test]
+    fn a_workers_references_count_on_the_tenants_one_stats() {
+        let m = Metrics::default();
+        let (a, b) = (m.tenant_ref(TenantId(3)), m.tenant_ref(TenantId(3)));
+        assert!(Arc::ptr_eq(&a.0, &b.0), "one reference per worker, shared");
+        let t = Ticket::new(a, &Arc::from("t"), policy());
+        assert_eq!(m.tenant(TenantId(3)).received.load(Relaxed), 1);
+        drop(t);
+        assert_eq!(m.tenant(TenantId(3)).cancelled.load(Relaxed), 1);
+        assert_eq!(m.tenant(TenantId(0)).received.load(Relaxed), 0);
+    }
+
     #[test]
     fn tickets_keep_the_identity() {
         let stats = Arc::new(TenantStats::default());
