@@ -416,18 +416,21 @@ impl Drop for Ticket {
 /// the tickets of its requests share it, so that taking and dropping one counts on a
 /// reference count the other workers do not write.
 #[derive(Clone)]
-pub struct TenantRef(Arc<Arc<TenantStats>>);
+pub struct TenantRef(Arc<Held>);
+
+/// The allocation one worker's [`TenantRef`]s share, holding the tenant's one stats.
+struct Held(Arc<TenantStats>);
 
 impl From<Arc<TenantStats>> for TenantRef {
     fn from(stats: Arc<TenantStats>) -> TenantRef {
-        TenantRef(Arc::new(stats))
+        TenantRef(Arc::new(Held(stats)))
     }
 }
 
 impl std::ops::Deref for TenantRef {
     type Target = TenantStats;
     fn deref(&self) -> &TenantStats {
-        &self.0
+        &self.0 .0
     }
 }
 

@@ -232,13 +232,18 @@ mod tests {
         assert_eq!(least_loaded(&[]), 0);
     }
 
+    /// A runtime for the test's own thread (off the workers).
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
     #[test]
     fn per_worker_counts_sum_over_workers_even_when_taken_elsewhere() {
         let c = std::sync::Arc::new(Counter::default());
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         rt.block_on(async {
             let w = Workers::start(3).unwrap();
             let (tx, rx) = std::sync::mpsc::channel();
@@ -267,10 +272,7 @@ mod tests {
 
     #[test]
     fn workers_run_tasks_on_their_own_threads_and_stop() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         rt.block_on(async {
             let w = Workers::start(2).unwrap();
             assert_eq!(w.len(), 2);
