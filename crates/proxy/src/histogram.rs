@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::workers::PerWorker;
+
 /// Histogram bucket upper bounds, in seconds (plus +Inf).
 pub const BUCKETS: [f64; 18] = [
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -33,6 +35,32 @@ impl Histogram {
     /// Sum of the recorded values (seconds).
     pub fn sum(&self) -> f64 {
         self.sum_ns.load(Relaxed) as f64 / 1e9
+    }
+}
+
+/// A histogram kept per worker runtime ([`PerWorker`]): recorded into on the caller's
+/// worker, read as the sum of every worker's counts.
+pub type WorkerHistogram = PerWorker<Histogram>;
+
+impl WorkerHistogram {
+    /// Record one value (seconds) on this worker's copy.
+    pub fn record(&self, secs: f64) {
+        self.local().record(secs);
+    }
+    /// Per-bucket counts over every worker (not cumulative), the last one being +Inf.
+    pub fn counts(&self) -> Vec<u64> {
+        let mut out = vec![0; BUCKETS.len() + 1];
+        for h in self.all() {
+            for (o, c) in out.iter_mut().zip(&h.counts) {
+                *o += c.load(Relaxed);
+            }
+        }
+        out
+    }
+    /// Sum of the recorded values over every worker (seconds).
+    pub fn sum(&self) -> f64 {
+        let ns = self.all().map(|h| h.sum_ns.load(Relaxed)).sum::<u64>();
+        ns as f64 / 1e9
     }
 }
 
@@ -74,5 +102,16 @@ mod tests {
         assert!((1.0..=2.5).contains(&p999), "{p999}");
         assert!(quantile(&[0; 19], 0.5).is_none());
         assert!((h.sum() - (99.0 * 0.003 + 2.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn worker_histograms_read_as_one() {
+        let w = WorkerHistogram::default();
+        w.record(0.003);
+        w.all().last().unwrap().record(2.0);
+        let c = w.counts();
+        assert_eq!(c.iter().sum::<u64>(), 2);
+        assert_eq!(c[BUCKETS.iter().position(|&b| b >= 2.0).unwrap()], 1);
+        assert!((w.sum() - 2.003).abs() < 1e-6);
     }
 }

@@ -14,7 +14,8 @@ use std::time::Instant;
 
 use fairlane_core::TenantId;
 
-pub use crate::histogram::{quantile, Histogram, BUCKETS};
+pub use crate::histogram::{quantile, Histogram, WorkerHistogram, BUCKETS};
+pub use crate::workers::{Counter, PerWorker};
 
 /// Why a request was answered without the upstream's response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,30 +110,37 @@ impl Reason {
     }
 }
 
-/// One tenant's counters.
+/// One tenant's counters. Those every request writes are kept per worker runtime
+/// ([`PerWorker`]) and summed when read, so that the workers do not pass their cache lines
+/// back and forth on every request.
 #[derive(Default)]
+// Aligned so that an `Arc`'s reference counts, which every request's ticket takes and
+// drops, sit on a cache line apart from the fields.
+#[repr(align(128))]
 pub struct TenantStats {
     /// Requests identified as this tenant.
-    pub received: AtomicU64,
+    pub received: Counter,
     /// Requests the upstream answered (any status).
-    pub completed: AtomicU64,
+    pub completed: Counter,
     rejected: [AtomicU64; Reason::ALL.len()],
     /// Time from arrival to slot grant.
-    pub wait: Histogram,
+    pub wait: WorkerHistogram,
     /// Time from slot grant to the end of the upstream response.
-    pub upstream: Histogram,
+    pub upstream: WorkerHistogram,
     /// Total cost charged (seconds, or the cost header's unit).
-    cost_micro: AtomicU64,
+    cost_micro: Counter,
     /// Received and not yet holding an upstream slot (reading the body, or queued).
-    pub queued: AtomicU64,
+    pub queued: Counter,
     /// Holding an upstream slot, until the response ends.
-    pub in_flight: AtomicU64,
+    pub in_flight: Counter,
     /// Dropped unanswered: the client went away while queued or in flight.
     pub cancelled: AtomicU64,
     /// Costs clamped by the `[cost]` bounds.
     pub cost_clamped: AtomicU64,
-    /// The tenant's current cost estimate (seconds, `f64` bits; 0 = none yet).
-    estimate_bits: AtomicU64,
+    /// The tenant's current cost estimate (seconds, `f64` bits; 0 = none yet), one per
+    /// worker: each worker's average of the costs it charged the tenant, written on every
+    /// completion without passing a shared line between the workers.
+    estimate_bits: PerWorker<AtomicU64>,
     /// When a clamp was last logged (ms since [`epoch`], plus one; 0 = never).
     clamp_logged_ms: AtomicU64,
     /// The tenant's name, for the clamp log: set by its first [`Ticket`], so that a ticket
@@ -207,10 +215,10 @@ fn epoch() -> Instant {
 }
 
 impl TenantStats {
-    /// The tenant's current cost estimate: an exponential moving average (gain 1/8) of the
-    /// costs charged, starting at `initial`.
+    /// The tenant's current cost estimate as this worker sees it: an exponential moving
+    /// average (gain 1/8) of the costs it charged, starting at `initial`.
     pub fn estimate(&self, initial: f64) -> f64 {
-        match self.estimate_bits.load(Relaxed) {
+        match self.estimate_bits.local().load(Relaxed) {
             0 => initial,
             b => f64::from_bits(b),
         }
@@ -248,6 +256,7 @@ impl TenantStats {
         // average does not miss; a lock here would serialise the tenant's completions.
         let next = est + (c - est) / 8.0;
         self.estimate_bits
+            .local()
             .store(if next > 0.0 { next.to_bits() } else { 0 }, Relaxed);
         out
     }
@@ -295,7 +304,7 @@ const DONE: u8 = 2;
 /// [`Ticket::reject`], [`Ticket::complete`] or — dropped unanswered — cancelled. It derefs to
 /// the tenant's [`TenantStats`] for the histograms.
 pub struct Ticket {
-    stats: Arc<TenantStats>,
+    stats: TenantRef,
     state: AtomicU8,
     costs: CostPolicy,
     /// The request is a gRPC call: the proxy's own answers to it are gRPC statuses.
@@ -304,7 +313,8 @@ pub struct Ticket {
 
 impl Ticket {
     /// A request of tenant `name` has arrived; its cost will be bounded by `costs`.
-    pub fn new(stats: Arc<TenantStats>, name: &Arc<str>, costs: CostPolicy) -> Ticket {
+    pub fn new(stats: impl Into<TenantRef>, name: &Arc<str>, costs: CostPolicy) -> Ticket {
+        let stats = stats.into();
         if stats.name.get().is_none() {
             let _ = stats.name.set(name.clone());
         }
@@ -402,10 +412,34 @@ impl Drop for Ticket {
     }
 }
 
+/// A reference to a tenant's stats held by one worker runtime ([`Metrics::tenant_ref`]):
+/// the tickets of its requests share it, so that taking and dropping one counts on a
+/// reference count the other workers do not write.
+#[derive(Clone)]
+pub struct TenantRef(Arc<Held>);
+
+/// The allocation one worker's [`TenantRef`]s share, holding the tenant's one stats.
+struct Held(Arc<TenantStats>);
+
+impl From<Arc<TenantStats>> for TenantRef {
+    fn from(stats: Arc<TenantStats>) -> TenantRef {
+        TenantRef(Arc::new(Held(stats)))
+    }
+}
+
+impl std::ops::Deref for TenantRef {
+    type Target = TenantStats;
+    fn deref(&self) -> &TenantStats {
+        &self.0 .0
+    }
+}
+
 /// Every tenant's stats plus proxy-wide counters.
 #[derive(Default)]
 pub struct Metrics {
     tenants: RwLock<Vec<Arc<TenantStats>>>,
+    /// Each worker's references to the tenants' stats, by tenant id (see [`TenantRef`]).
+    refs: PerWorker<std::sync::Mutex<Vec<Option<TenantRef>>>>,
     /// Requests answered 401 (no tenant).
     pub unauthorized: AtomicU64,
     /// Requests answered 400 for carrying the key header (or `Authorization`) twice.
@@ -439,6 +473,22 @@ impl Metrics {
             w.push(Arc::new(TenantStats::default()));
         }
         w[i].clone()
+    }
+
+    /// The stats of a tenant as this worker holds them: what a request's [`Ticket`] takes,
+    /// touching only this worker's lock and reference count once the tenant has been seen.
+    pub fn tenant_ref(&self, id: TenantId) -> TenantRef {
+        let mut refs = self.refs.local().lock().unwrap_or_else(|e| e.into_inner());
+        let i = id.0 as usize;
+        if let Some(Some(r)) = refs.get(i) {
+            return r.clone();
+        }
+        let r = TenantRef::from(self.tenant(id));
+        if refs.len() <= i {
+            refs.resize(i + 1, None);
+        }
+        refs[i] = Some(r.clone());
+        r
     }
 
     /// Every tenant's stats, by id.
@@ -508,6 +558,18 @@ mod tests {
     }
 
     /// received = completed + rejected + cancelled + queued + in_flight after every step.
+    #[test]
+    fn a_workers_references_count_on_the_tenants_one_stats() {
+        let m = Metrics::default();
+        let (a, b) = (m.tenant_ref(TenantId(3)), m.tenant_ref(TenantId(3)));
+        assert!(Arc::ptr_eq(&a.0, &b.0), "one reference per worker, shared");
+        let t = Ticket::new(a, &Arc::from("t"), policy());
+        assert_eq!(m.tenant(TenantId(3)).received.load(Relaxed), 1);
+        drop(t);
+        assert_eq!(m.tenant(TenantId(3)).cancelled.load(Relaxed), 1);
+        assert_eq!(m.tenant(TenantId(0)).received.load(Relaxed), 0);
+    }
+
     #[test]
     fn tickets_keep_the_identity() {
         let stats = Arc::new(TenantStats::default());

@@ -211,8 +211,8 @@ pub(crate) fn admit<'a>(
     // Counted received now; answered, completed or — if dropped unanswered — cancelled.
     let costs = CostPolicy::of(&settings.config);
     let mut stats = match settings.identifier.name_ref(tenant) {
-        Some(name) => Ticket::new(inner.metrics.tenant(tenant), name, costs),
-        None => Ticket::new(inner.metrics.tenant(tenant), &Arc::from("?"), costs),
+        Some(name) => Ticket::new(inner.metrics.tenant_ref(tenant), name, costs),
+        None => Ticket::new(inner.metrics.tenant_ref(tenant), &Arc::from("?"), costs),
     };
     stats.grpc = grpc;
     if let Err((reason, msg)) = check(settings, &head) {
@@ -665,7 +665,7 @@ async fn answer(
     let now = inner.depth.as_ref().map(|_| inner.gate.clone());
     Answer {
         head: reply.head,
-        body: ProxyBody::Upstream(MeteredBody::new(buffered, body, done, now)),
+        body: ProxyBody::Upstream(Box::new(MeteredBody::new(buffered, body, done, now))),
         close: false,
     }
 }

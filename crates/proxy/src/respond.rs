@@ -44,8 +44,9 @@ pub(crate) struct Answer {
 pub enum ProxyBody {
     /// The proxy's own answer.
     Full(Option<Bytes>),
-    /// The upstream's response body; the slot is held until it ends.
-    Upstream(MeteredBody),
+    /// The upstream's response body; the slot is held until it ends. Boxed: an [`Answer`]
+    /// is returned through every step of the pipeline, and copied at each.
+    Upstream(Box<MeteredBody>),
 }
 
 impl Body for ProxyBody {

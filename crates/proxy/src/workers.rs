@@ -31,6 +31,70 @@ pub(crate) fn index() -> usize {
     INDEX.with(|i| i.get())
 }
 
+/// How many copies a [`PerWorker`] value keeps: one per core, at most 8 (workers past
+/// that share copies), decided once per process.
+fn copies() -> usize {
+    static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *N.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
+}
+
+/// A value kept once per worker runtime, each copy on cache lines of its own, written by
+/// its own worker ([`PerWorker::local`]) and summed by readers ([`PerWorker::all`]).
+///
+/// Why: counters every request updates, shared by all the workers, bounce their cache
+/// line between cores on every write (nginx's workers share no such state). Threads off
+/// the workers, and workers past [`copies`], use the first copies.
+pub struct PerWorker<T> {
+    copies: Box<[Padded<T>]>,
+}
+
+/// One copy, alone on its cache lines.
+#[derive(Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T: Default> Default for PerWorker<T> {
+    fn default() -> Self {
+        PerWorker {
+            copies: (0..copies()).map(|_| Padded::default()).collect(),
+        }
+    }
+}
+
+impl<T> PerWorker<T> {
+    /// This worker's copy.
+    pub fn local(&self) -> &T {
+        &self.copies[index() % self.copies.len()].0
+    }
+
+    /// Every copy, for a reader to combine.
+    pub fn all(&self) -> impl Iterator<Item = &T> {
+        self.copies.iter().map(|c| &c.0)
+    }
+}
+
+/// A count kept per worker: added to and taken from on the caller's worker, read as the
+/// sum over all of them. A request may be counted on one worker and uncounted on another
+/// (its body dropped elsewhere): the copies wrap, and their sum is exact.
+pub type Counter = PerWorker<AtomicU64>;
+
+impl Counter {
+    /// Add `n` on this worker's copy.
+    pub fn fetch_add(&self, n: u64, order: std::sync::atomic::Ordering) {
+        self.local().fetch_add(n, order);
+    }
+
+    /// Take `n` from this worker's copy (wrapping: see [`Counter`]).
+    pub fn fetch_sub(&self, n: u64, order: std::sync::atomic::Ordering) {
+        self.local().fetch_sub(n, order);
+    }
+
+    /// The count: the sum of every worker's copy.
+    pub fn load(&self, order: std::sync::atomic::Ordering) -> u64 {
+        self.all().fold(0u64, |s, c| s.wrapping_add(c.load(order)))
+    }
+}
+
 /// What one worker runtime carries, as the accept loop and `/status` see it.
 #[derive(Debug, Default)]
 pub(crate) struct Load {
@@ -168,12 +232,47 @@ mod tests {
         assert_eq!(least_loaded(&[]), 0);
     }
 
-    #[test]
-    fn workers_run_tasks_on_their_own_threads_and_stop() {
-        let rt = tokio::runtime::Builder::new_current_thread()
+    /// A runtime for the test's own thread (off the workers).
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .unwrap();
+            .unwrap()
+    }
+
+    #[test]
+    fn per_worker_counts_sum_over_workers_even_when_taken_elsewhere() {
+        let c = std::sync::Arc::new(Counter::default());
+        let rt = runtime();
+        rt.block_on(async {
+            let w = Workers::start(3).unwrap();
+            let (tx, rx) = std::sync::mpsc::channel();
+            for i in 0..3 {
+                let (c, tx) = (c.clone(), tx.clone());
+                w.spawn(i, async move {
+                    c.fetch_add(10 * (i as u64 + 1), Relaxed);
+                    tx.send(()).unwrap();
+                });
+            }
+            (0..3).for_each(|_| rx.recv().unwrap());
+            w.stop().await;
+        });
+        assert_eq!(c.load(Relaxed), 60);
+        // Taken on a thread whose copy never had them: that copy wraps, the sum is exact.
+        c.fetch_sub(55, Relaxed);
+        assert_eq!(c.load(Relaxed), 5);
+        let copies = c.all().count();
+        assert_eq!(copies, super::copies());
+        let nonzero = c.all().filter(|x| x.load(Relaxed) != 0).count();
+        assert!(
+            nonzero >= copies.min(2),
+            "workers wrote copies of their own"
+        );
+    }
+
+    #[test]
+    fn workers_run_tasks_on_their_own_threads_and_stop() {
+        let rt = runtime();
         rt.block_on(async {
             let w = Workers::start(2).unwrap();
             assert_eq!(w.len(), 2);

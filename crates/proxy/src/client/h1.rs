@@ -175,7 +175,10 @@ async fn request<S: Socket>(
         Ok(admitted) => {
             let io = Io { stream, opts };
             let exchanged = match upgrade {
-                Upgrade::WebSocket => open_tunnel(io, buf, inner, admitted, peer, bounds).await,
+                // Boxed, as the splice below: rare, and as large as an ordinary exchange.
+                Upgrade::WebSocket => {
+                    Box::pin(open_tunnel(io, buf, inner, admitted, peer, bounds)).await
+                }
                 _ => exchange(io, buf, &info, inner, admitted, peer, bounds).await,
             };
             let Some((r, read)) = exchanged else {
@@ -207,7 +210,15 @@ async fn request<S: Socket>(
             idle,
             send_timeout: opts.send_timeout,
         };
-        run_tunnel(stream, &head, *up, std::mem::take(buf), limits, bounds).await;
+        Box::pin(run_tunnel(
+            stream,
+            &head,
+            *up,
+            std::mem::take(buf),
+            limits,
+            bounds,
+        ))
+        .await;
         drop(guard);
         return Next::Close;
     }

@@ -56,19 +56,24 @@ impl Wire for Arc<Http1> {
                 drop((req.head, body));
                 self.exchange_retrying(&out, None, head_method).await
             }
-            ReqBody::Stream(body) => self.send_streamed(req.head, &req.fwd, body).await,
-            ReqBody::Owned(body) => self.send_streamed(req.head, &req.fwd, body).await,
+            // Boxed, as the upgrade below: only what an ordinary request needs is kept in
+            // every request's future (which is copied whole where it is made).
+            ReqBody::Stream(body) => Box::pin(self.send_streamed(req.head, &req.fwd, body)).await,
+            ReqBody::Owned(body) => Box::pin(self.send_streamed(req.head, &req.fwd, body)).await,
             ReqBody::Upgrade(pass) => {
                 // On a connection of its own: if the upstream switches, it is the tunnel's.
                 let mut out = Vec::with_capacity(512);
                 rewrite::request_h1(&mut out, &req.head, &req.fwd, BodyFraming::Upgrade);
                 drop(req.head);
-                let s = self.connector.connect().await;
-                let s = s.map_err(|_| Failure::Connect)?;
-                let mut ex = Exchange::new(&out, false);
-                ex.upgrade = Some(pass);
-                let r = self.exchange(s, &mut ex).await;
-                r.map_err(|e| e.unwrap_or(Failure::Broken))
+                Box::pin(async move {
+                    let s = self.connector.connect().await;
+                    let s = s.map_err(|_| Failure::Connect)?;
+                    let mut ex = Exchange::new(&out, false);
+                    ex.upgrade = Some(pass);
+                    let r = self.exchange(s, &mut ex).await;
+                    r.map_err(|e| e.unwrap_or(Failure::Broken))
+                })
+                .await
             }
         }
     }
@@ -148,9 +153,9 @@ impl Http1 {
                 Err(Some(e)) => return Err(e),
             }
         }
-        let s = self
-            .connector
-            .connect()
+        // Boxed: connecting (TCP, or TLS too) takes more room than an exchange on a pooled
+        // socket, the common case, whose future would otherwise be as large.
+        let s = Box::pin(self.connector.connect())
             .await
             .map_err(|_| Failure::Connect)?;
         self.exchange(s, &mut ex)

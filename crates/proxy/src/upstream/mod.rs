@@ -125,7 +125,9 @@ impl Upstream {
     pub async fn send(&self, req: Outgoing<'_>) -> Result<Reply, Failure> {
         match self {
             Upstream::Http1(w) => w.send(req).await,
-            Upstream::Http2(w) => w.send(req).await,
+            // Boxed: hyper's HTTP/2 exchange is larger than the HTTP/1.1 one, and every
+            // request's future would otherwise be as large (and be copied as such).
+            Upstream::Http2(w) => Box::pin(w.send(req)).await,
         }
     }
 }
