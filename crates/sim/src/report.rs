@@ -29,9 +29,6 @@ pub(crate) fn run_stem(label: &str, scheduler: &str) -> String {
     }
 }
 
-/// A column of a CSV table of `T`s: its header and the field it prints.
-pub(crate) type Column<T> = (&'static str, fn(&T) -> &dyn std::fmt::Display);
-
 /// One CSV file under construction: a header, then rows of comma-joined fields, written as
 /// `csv/STEM-KIND.csv` — the one writer every model's report uses.
 pub(crate) struct Csv(String);
@@ -51,21 +48,6 @@ impl Csv {
             let _ = write!(self.0, "{f}");
         }
         self.0.push('\n');
-    }
-
-    /// A file of one row per item of `items`, in `columns`.
-    pub(crate) fn table<'a, T: 'a>(
-        columns: &[Column<T>],
-        items: impl IntoIterator<Item = &'a T>,
-    ) -> Self {
-        let header: Vec<&str> = columns.iter().map(|(name, _)| *name).collect();
-        let mut c = Csv::new(&header.join(","));
-        for item in items {
-            let fields: Vec<&dyn std::fmt::Display> =
-                columns.iter().map(|(_, field)| field(item)).collect();
-            c.row(&fields);
-        }
-        c
     }
 
     /// A file of one series of the whole run: a row `t,value` a point.
@@ -90,21 +72,11 @@ impl Csv {
     }
 }
 
-/// Create `dir/csv` and write each run's files there: `write(csv_dir, stem, run)`, the stem
-/// the [`run_stem`] of the run's label and scheduler (`id`).
-pub(crate) fn csv_per_run<R>(
-    dir: &Path,
-    runs: &[R],
-    id: impl Fn(&R) -> (&str, &str),
-    mut write: impl FnMut(&Path, &str, &R) -> io::Result<()>,
-) -> io::Result<()> {
+/// Create `dir/csv` and return it.
+pub(crate) fn csv_dir(dir: &Path) -> io::Result<std::path::PathBuf> {
     let dir = dir.join("csv");
     std::fs::create_dir_all(&dir)?;
-    for r in runs {
-        let (label, scheduler) = id(r);
-        write(&dir, &run_stem(label, scheduler), r)?;
-    }
-    Ok(())
+    Ok(dir)
 }
 
 /// Group runs of any server by their point label, in first-seen order.

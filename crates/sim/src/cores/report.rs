@@ -9,7 +9,7 @@ use fairlane_plot::{fmt_num, Axis, BarChart, Block, Table};
 use serde_json::{json, Map, Value};
 
 use super::run::{DbRun, DbTenantResult};
-use crate::report::{csv_per_run, group_by_label, num, write_page, Column, Csv};
+use crate::report::{csv_dir, group_by_label, num, run_stem, write_page, Csv};
 
 /// `{"kind": "cores", "runs": [{"scheduler", "label", "utilization", …, "tenants": {NAME:
 /// {"cpu_mean", "viol_cpu", "latency_p99", …}}}]}`: CPU is in % of the server, latencies in
@@ -59,51 +59,55 @@ fn tenant_json(t: &DbTenantResult) -> Value {
     })
 }
 
-/// The columns of `csv/STEM-tenants.csv`.
-const TENANT_COLUMNS: [Column<DbTenantResult>; 13] = [
-    ("tenant", |t| &t.name),
-    ("group", |t| &t.group),
-    ("res_pct", |t| &t.res),
-    ("cpu_mean_pct", |t| &t.cpu_mean),
-    ("cpu_std_pct", |t| &t.cpu_std),
-    ("viol_points", |t| &t.viol_points),
-    ("viol_cpu", |t| &t.viol_cpu),
-    ("violated", |t| &t.violated),
-    ("queries", |t| &t.queries),
-    ("latency_mean_s", |t| &t.latency_mean),
-    ("latency_p99_s", |t| &t.latency_p99),
-    ("revenue_max", |t| &t.revenue_max),
-    ("refund", |t| &t.refund),
-];
+fn stem(r: &DbRun) -> String {
+    run_stem(&r.label, &r.scheduler)
+}
 
 /// Write `csv/STEM-tenants.csv` (per tenant) and `csv/STEM-intervals.csv` (every metering
 /// record) per run.
 pub fn write_csv(dir: &Path, runs: &[DbRun]) -> io::Result<()> {
-    csv_per_run(
-        dir,
-        runs,
-        |r| (&r.label, &r.scheduler),
-        |dir, stem, r| {
-            Csv::table(&TENANT_COLUMNS, &r.tenants).write(dir, stem, "tenants")?;
-            let mut c = Csv::new("tenant,start_s,cpu_pct,res_cpu_pct,viol_cpu,violated");
-            for rec in &r.records {
-                let name = r
-                    .tenants
-                    .get(rec.tenant.0 as usize)
-                    .map_or("?", |t| t.name.as_str());
-                c.row(&[
-                    &name,
-                    &rec.start,
-                    &rec.cpu,
-                    &rec.res_cpu,
-                    &rec.viol_cpu,
-                    &rec.violated,
-                ]);
-            }
-            c.write(dir, stem, "intervals")?;
-            Ok(())
-        },
-    )
+    let dir = csv_dir(dir)?;
+    for r in runs {
+        let stem = stem(r);
+        let mut c = Csv::new(
+            "tenant,group,res_pct,cpu_mean_pct,cpu_std_pct,viol_points,viol_cpu,violated,queries,latency_mean_s,latency_p99_s,revenue_max,refund",
+        );
+        for t in &r.tenants {
+            c.row(&[
+                &t.name,
+                &t.group,
+                &t.res,
+                &t.cpu_mean,
+                &t.cpu_std,
+                &t.viol_points,
+                &t.viol_cpu,
+                &t.violated,
+                &t.queries,
+                &t.latency_mean,
+                &t.latency_p99,
+                &t.revenue_max,
+                &t.refund,
+            ]);
+        }
+        c.write(&dir, &stem, "tenants")?;
+        let mut c = Csv::new("tenant,start_s,cpu_pct,res_cpu_pct,viol_cpu,violated");
+        for rec in &r.records {
+            let name = r
+                .tenants
+                .get(rec.tenant.0 as usize)
+                .map_or("?", |t| t.name.as_str());
+            c.row(&[
+                &name,
+                &rec.start,
+                &rec.cpu,
+                &rec.res_cpu,
+                &rec.viol_cpu,
+                &rec.violated,
+            ]);
+        }
+        c.write(&dir, &stem, "intervals")?;
+    }
+    Ok(())
 }
 
 /// One row per run.

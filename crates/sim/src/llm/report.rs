@@ -10,7 +10,9 @@ use fairlane_plot::{fmt_num, Axis, Block, LineChart, Series, Table};
 use serde_json::{json, Map, Value};
 
 use super::{LatencySummary, LlmClient, LlmResult, LlmRun};
-use crate::report::{csv_per_run, group_by_label, long_rows, num, time_chart, write_page, Csv};
+use crate::report::{
+    csv_dir, group_by_label, long_rows, num, run_stem, time_chart, write_page, Csv,
+};
 
 /// The window of the service-rate plots, seconds (the artifact's plots use 60).
 pub const RATE_WINDOW: f64 = 60.0;
@@ -138,51 +140,51 @@ pub fn series_json(run: &LlmRun) -> Value {
     Value::Array(rows)
 }
 
+fn stem(r: &LlmRun) -> String {
+    run_stem(&r.label, &r.result.policy)
+}
+
 /// Write per run `csv/STEM-clients.csv` (per client), `csv/STEM-service.csv` (every sample
 /// of every client's cumulative service and its rate) and `csv/STEM-difference.csv`.
 pub fn write_csv(dir: &Path, runs: &[LlmRun]) -> io::Result<()> {
-    csv_per_run(
-        dir,
-        runs,
-        |run| (&run.label, &run.result.policy),
-        |dir, stem, run| {
-            let r = &run.result;
-            let mut c = Csv::new(
+    let dir = csv_dir(dir)?;
+    for run in runs {
+        let (r, stem) = (&run.result, stem(run));
+        let mut c = Csv::new(
             "client,weight,arrived,rejected,completed,service,window_service,share,response_mean_s,response_p99_s,first_token_mean_s,first_token_p99_s",
         );
-            for (x, share) in r.clients.iter().zip(shares(r)) {
-                c.row(&[
-                    &x.name,
-                    &x.weight,
-                    &x.arrived,
-                    &x.rejected,
-                    &x.completed,
-                    &x.service,
-                    &x.window_service,
-                    &share,
-                    &x.response.mean,
-                    &x.response.p99,
-                    &x.first_token.mean,
-                    &x.first_token.p99,
-                ]);
+        for (x, share) in r.clients.iter().zip(shares(r)) {
+            c.row(&[
+                &x.name,
+                &x.weight,
+                &x.arrived,
+                &x.rejected,
+                &x.completed,
+                &x.service,
+                &x.window_service,
+                &share,
+                &x.response.mean,
+                &x.response.p99,
+                &x.first_token.mean,
+                &x.first_token.p99,
+            ]);
+        }
+        c.write(&dir, &stem, "clients")?;
+        let mut c = Csv::new("client,t_s,service,service_rate");
+        for x in &r.clients {
+            let rates = rate(&x.service_series, RATE_WINDOW);
+            for (&(t, w), &(_, v)) in x.service_series.iter().zip(&rates) {
+                c.row(&[&x.name, &t, &w, &v]);
             }
-            c.write(dir, stem, "clients")?;
-            let mut c = Csv::new("client,t_s,service,service_rate");
-            for x in &r.clients {
-                let rates = rate(&x.service_series, RATE_WINDOW);
-                for (&(t, w), &(_, v)) in x.service_series.iter().zip(&rates) {
-                    c.row(&[&x.name, &t, &w, &v]);
-                }
-            }
-            c.write(dir, stem, "service")?;
-            Csv::of_points("t_s,difference", &r.accumulated_difference).write(
-                dir,
-                stem,
-                "difference",
-            )?;
-            Ok(())
-        },
-    )
+        }
+        c.write(&dir, &stem, "service")?;
+        Csv::of_points("t_s,difference", &r.accumulated_difference).write(
+            &dir,
+            &stem,
+            "difference",
+        )?;
+    }
+    Ok(())
 }
 
 /// The largest backlogged difference as a table cell.

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::engine::RunResult;
 use crate::metrics::TenantResult;
-use crate::report::{csv_per_run, group_by_label, long_rows, time_chart, write_page, Column, Csv};
+use crate::report::{csv_dir, group_by_label, long_rows, run_stem, time_chart, write_page, Csv};
 
 /// `{"runs": [{"scheduler", "label", "events", "wall_seconds", …, "tenants": {NAME: {…}}}]}`.
 pub fn summary_json(results: &[RunResult]) -> Value {
@@ -77,67 +77,71 @@ fn tenant_json(t: &TenantResult) -> Value {
     })
 }
 
-/// The columns of `csv/STEM-tenants.csv`.
-const TENANT_COLUMNS: [Column<TenantResult>; 15] = [
-    ("tenant", |t| &t.name),
-    ("group", |t| &t.group),
-    ("weight", |t| &t.weight),
-    ("arrived", |t| &t.arrived),
-    ("completed", |t| &t.completed),
-    ("work", |t| &t.work),
-    ("mean_cost", |t| &t.mean_cost),
-    ("lag_std_s", |t| &t.lag_std),
-    ("lag_mean_s", |t| &t.lag_mean),
-    ("lag_min_s", |t| &t.lag_min),
-    ("lag_max_s", |t| &t.lag_max),
-    ("latency_p50_s", |t| &t.latency_p50),
-    ("latency_p99_s", |t| &t.latency_p99),
-    ("latency_p999_s", |t| &t.latency_p999),
-    ("latency_mean_s", |t| &t.latency_mean),
-];
+fn file_stem(r: &RunResult) -> String {
+    run_stem(&r.label, &r.scheduler)
+}
 
 /// Write `csv/STEM-tenants.csv`, `-series.csv`, `-gini.csv` and `-occupancy.csv` per run.
 pub fn write_csv(dir: &Path, results: &[RunResult]) -> io::Result<()> {
-    csv_per_run(
-        dir,
-        results,
-        |r| (&r.label, &r.scheduler),
-        |dir, stem, r| {
-            Csv::table(&TENANT_COLUMNS, &r.tenants).write(dir, stem, "tenants")?;
-            let mut c = Csv::new("t,tenant,service_units_per_s,lag_s");
-            for ts in &r.series {
-                for (a, b) in ts.service.iter().zip(&ts.lag) {
-                    c.row(&[&a.0, &ts.name, &a.1, &b.1]);
+    let dir = csv_dir(dir)?;
+    for r in results {
+        let stem = file_stem(r);
+        let mut c = Csv::new(
+            "tenant,group,weight,arrived,completed,work,mean_cost,lag_std_s,lag_mean_s,lag_min_s,lag_max_s,latency_p50_s,latency_p99_s,latency_p999_s,latency_mean_s",
+        );
+        for t in &r.tenants {
+            c.row(&[
+                &t.name,
+                &t.group,
+                &t.weight,
+                &t.arrived,
+                &t.completed,
+                &t.work,
+                &t.mean_cost,
+                &t.lag_std,
+                &t.lag_mean,
+                &t.lag_min,
+                &t.lag_max,
+                &t.latency_p50,
+                &t.latency_p99,
+                &t.latency_p999,
+                &t.latency_mean,
+            ]);
+        }
+        c.write(&dir, &stem, "tenants")?;
+        let mut c = Csv::new("t,tenant,service_units_per_s,lag_s");
+        for ts in &r.series {
+            for (a, b) in ts.service.iter().zip(&ts.lag) {
+                c.row(&[&a.0, &ts.name, &a.1, &b.1]);
+            }
+        }
+        c.write(&dir, &stem, "series")?;
+        Csv::of_points("t,gini", &r.gini).write(&dir, &stem, "gini")?;
+        let mut c = Csv::new("t,worker,cost");
+        let occ = &r.occupancy;
+        for (w, row) in occ.cells.iter().enumerate() {
+            for (i, cost) in row.iter().enumerate() {
+                let t = occ.t0 + i as f64 * occ.dt;
+                match cost {
+                    Some(cost) => c.row(&[&t, &w, cost]),
+                    None => c.row(&[&t, &w, &""]),
                 }
             }
-            c.write(dir, stem, "series")?;
-            Csv::of_points("t,gini", &r.gini).write(dir, stem, "gini")?;
-            let mut c = Csv::new("t,worker,cost");
-            let occ = &r.occupancy;
-            for (w, row) in occ.cells.iter().enumerate() {
-                for (i, cost) in row.iter().enumerate() {
-                    let t = occ.t0 + i as f64 * occ.dt;
-                    match cost {
-                        Some(cost) => c.row(&[&t, &w, cost]),
-                        None => c.row(&[&t, &w, &""]),
-                    }
-                }
+        }
+        c.write(&dir, &stem, "occupancy")?;
+        if let Some(bb) = &r.blackbox {
+            let mut response = Csv::new("t,tenant,mean_response_s");
+            let mut throughput = Csv::new("t,tenant,completions_per_s");
+            for t in &bb.tenants {
+                response.named_points(&t.name, &t.response);
+                throughput.named_points(&t.name, &t.throughput);
             }
-            c.write(dir, stem, "occupancy")?;
-            if let Some(bb) = &r.blackbox {
-                let mut response = Csv::new("t,tenant,mean_response_s");
-                let mut throughput = Csv::new("t,tenant,completions_per_s");
-                for t in &bb.tenants {
-                    response.named_points(&t.name, &t.response);
-                    throughput.named_points(&t.name, &t.throughput);
-                }
-                response.write(dir, stem, "response")?;
-                throughput.write(dir, stem, "throughput")?;
-                Csv::of_points("t,depth", &bb.depth).write(dir, stem, "depth")?;
-            }
-            Ok(())
-        },
-    )
+            response.write(&dir, &stem, "response")?;
+            throughput.write(&dir, &stem, "throughput")?;
+            Csv::of_points("t,depth", &bb.depth).write(&dir, &stem, "depth")?;
+        }
+    }
+    Ok(())
 }
 
 /// Tenants worth a row or a bar: every tracked tenant, then the first of each group, at most

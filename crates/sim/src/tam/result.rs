@@ -7,7 +7,7 @@ use fairlane_plot::{Axis, Block, Page, Series, Table};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::report::{csv_per_run, num, time_chart, Column, Csv};
+use crate::report::{csv_dir, num, time_chart, Csv};
 
 /// One client's measurements (after the warm-up).
 #[derive(Clone, Debug, Serialize)]
@@ -144,65 +144,64 @@ pub fn summary_json(runs: &[TamRun]) -> Value {
     json!({ "runs": runs })
 }
 
-/// The columns of `csv/SCHED-clients.csv`.
-const CLIENT_COLUMNS: [Column<ClientResult>; 7] = [
-    ("client", |c| &c.name),
-    ("completed", |c| &c.completed),
-    ("throughput", |c| &c.throughput),
-    ("latency_mean_s", |c| &c.latency_mean),
-    ("latency_p50_s", |c| &c.latency_p50),
-    ("latency_p99_s", |c| &c.latency_p99),
-    ("latency_p999_s", |c| &c.latency_p999),
-];
-
-/// A stage, a client's index and the client: a row of `csv/SCHED-stages.csv`.
-type StageClient<'a> = (&'a StageResult, usize, &'a ClientResult);
-
-/// The columns of `csv/SCHED-stages.csv`.
-fn stage_columns<'a>() -> [Column<StageClient<'a>>; 8] {
-    [
-        ("stage", |(st, _, _)| &st.name),
-        ("scheduler", |(st, _, _)| &st.scheduler),
-        ("client", |(_, _, cl)| &cl.name),
-        ("visits", |(st, i, _)| &st.visits[*i]),
-        ("thread_seconds", |(st, i, _)| &st.thread_seconds[*i]),
-        ("queue_mean", |(st, _, _)| &st.queue_mean),
-        ("queue_max", |(st, _, _)| &st.queue_max),
-        ("blocked_mean", |(st, _, _)| &st.blocked_mean),
-    ]
+fn stem(r: &TamRun) -> String {
+    crate::report::run_stem(&r.label, &r.scheduler)
 }
 
 /// Write `csv/SCHED-clients.csv`, `-client-series.csv`, `-stages.csv`, `-stage-series.csv`.
 pub fn write_csv(dir: &Path, runs: &[TamRun]) -> io::Result<()> {
-    csv_per_run(
-        dir,
-        runs,
-        |r| (&r.label, &r.scheduler),
-        |dir, stem, r| {
-            Csv::table(&CLIENT_COLUMNS, &r.clients).write(dir, stem, "clients")?;
-            let mut c = Csv::new("t,client,throughput,latency_mean_s,latency_p99_s");
-            for cl in &r.clients {
-                for (t, x, m, p) in &cl.series {
-                    c.row(&[t, &cl.name, x, m, p]);
-                }
+    let dir = csv_dir(dir)?;
+    for r in runs {
+        let stem = stem(r);
+        let mut c = Csv::new(
+            "client,completed,throughput,latency_mean_s,latency_p50_s,latency_p99_s,latency_p999_s",
+        );
+        for cl in &r.clients {
+            c.row(&[
+                &cl.name,
+                &cl.completed,
+                &cl.throughput,
+                &cl.latency_mean,
+                &cl.latency_p50,
+                &cl.latency_p99,
+                &cl.latency_p999,
+            ]);
+        }
+        c.write(&dir, &stem, "clients")?;
+        let mut c = Csv::new("t,client,throughput,latency_mean_s,latency_p99_s");
+        for cl in &r.clients {
+            for (t, x, m, p) in &cl.series {
+                c.row(&[t, &cl.name, x, m, p]);
             }
-            c.write(dir, stem, "client-series")?;
-            let per_client: Vec<StageClient> = r
-                .stages
-                .iter()
-                .flat_map(|st| r.clients.iter().enumerate().map(move |(i, cl)| (st, i, cl)))
-                .collect();
-            Csv::table(&stage_columns(), &per_client).write(dir, stem, "stages")?;
-            let mut c = Csv::new("t,stage,queued,blocked,busy");
-            for st in &r.stages {
-                for (t, q, b, u) in &st.series {
-                    c.row(&[t, &st.name, q, b, u]);
-                }
+        }
+        c.write(&dir, &stem, "client-series")?;
+        let mut c = Csv::new(
+            "stage,scheduler,client,visits,thread_seconds,queue_mean,queue_max,blocked_mean",
+        );
+        for st in &r.stages {
+            for (i, cl) in r.clients.iter().enumerate() {
+                c.row(&[
+                    &st.name,
+                    &st.scheduler,
+                    &cl.name,
+                    &st.visits[i],
+                    &st.thread_seconds[i],
+                    &st.queue_mean,
+                    &st.queue_max,
+                    &st.blocked_mean,
+                ]);
             }
-            c.write(dir, stem, "stage-series")?;
-            Ok(())
-        },
-    )
+        }
+        c.write(&dir, &stem, "stages")?;
+        let mut c = Csv::new("t,stage,queued,blocked,busy");
+        for st in &r.stages {
+            for (t, q, b, u) in &st.series {
+                c.row(&[t, &st.name, q, b, u]);
+            }
+        }
+        c.write(&dir, &stem, "stage-series")?;
+    }
+    Ok(())
 }
 
 /// Write `index.html`: per run, the clients' table and throughput and p99 latency over
