@@ -38,18 +38,31 @@ use fairlane_core::{
     MIN_WEIGHT, PRESETS,
 };
 
-/// What the operations did, over the whole run: dispatches, empty answers, retries,
-/// completions, cancellations, and calls refused with the error the contract names.
-static SEEN: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
-const RUN: usize = 0;
-const EMPTY: usize = 1;
-const RETRY: usize = 2;
-const COMPLETED: usize = 3;
-const CANCELLED: usize = 4;
-const REFUSED: usize = 5;
+/// What an operation did: a dispatch, an empty answer, a retry, a completion, a
+/// cancellation, or a call refused with the error the contract names.
+#[derive(Clone, Copy)]
+enum Seen {
+    Run,
+    Empty,
+    Retry,
+    Completed,
+    Cancelled,
+    Refused,
+}
 
-fn seen(what: usize) {
-    SEEN[what].fetch_add(1, Ordering::Relaxed);
+/// How often each [`Seen`] happened over the whole run, and its name in the summary.
+static SEEN: [AtomicU64; 6] = [const { AtomicU64::new(0) }; 6];
+const SEEN_NAMES: [&str; 6] = [
+    "dispatches",
+    "Empty",
+    "RetryAt",
+    "completions",
+    "cancels",
+    "refused inputs",
+];
+
+fn seen(what: Seen) {
+    SEEN[what as usize].fetch_add(1, Ordering::Relaxed);
 }
 
 /// SplitMix64: small, deterministic, good enough to drive a fuzzer.
@@ -296,14 +309,14 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                     m.accepted += 1;
                 }
                 Err(Error::InvalidCost { value, .. }) => {
-                    seen(REFUSED);
+                    seen(Seen::Refused);
                     ensure!(
                         cost.is_some_and(|c| !(c.is_finite() && c >= 0.0)),
                         "enqueue refused valid cost {value}"
                     );
                 }
                 Err(Error::CostRequired { .. }) => {
-                    seen(REFUSED);
+                    seen(Seen::Refused);
                     ensure!(
                         cost.is_none() && requires,
                         "CostRequired with cost {cost:?}"
@@ -349,7 +362,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                     m.tenants[tenant as usize].running += 1;
                     m.busy[worker] = true;
                     m.returned += 1;
-                    seen(RUN);
+                    seen(Seen::Run);
                     m.running_list.push(d.ticket);
                     m.running.insert(
                         d.ticket,
@@ -362,11 +375,11 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                     );
                 }
                 Ok(Decision::Empty) => {
-                    seen(EMPTY);
+                    seen(Seen::Empty);
                     ensure!(m.queued.is_empty(), "Empty with {} queued", m.queued.len())
                 }
                 Ok(Decision::RetryAt(t)) => {
-                    seen(RETRY);
+                    seen(Seen::Retry);
                     ensure!(!t.is_nan(), "RetryAt(NaN)");
                     ensure!(!m.queued.is_empty(), "RetryAt({t}) with nothing queued");
                 }
@@ -395,7 +408,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                 Ok(()) => {
                     ensure!(!bad, "accepted usage {used}");
                     if finish {
-                        seen(COMPLETED);
+                        seen(Seen::Completed);
                         let run = m.running.remove(&ticket).unwrap();
                         remove_from(&mut m.running_list, ticket);
                         m.busy[run.worker] = false;
@@ -405,7 +418,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                         m.running.get_mut(&ticket).unwrap().used = used;
                     }
                 }
-                Err(Error::InvalidCost { .. }) if bad => seen(REFUSED),
+                Err(Error::InvalidCost { .. }) if bad => seen(Seen::Refused),
                 Err(e) => return Err(format!("progress/complete({used}): unexpected error {e}")),
             }
             // Reporting less than before is refused.
@@ -439,7 +452,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
                     ensure!(req.payload == payload, "cancel returned the wrong payload");
                     m.tenants[tenant as usize].queued -= 1;
                     m.returned += 1;
-                    seen(CANCELLED);
+                    seen(Seen::Cancelled);
                 }
                 Err(e) => return Err(format!("cancel of a queued request: {e}")),
             }
@@ -451,7 +464,7 @@ fn step(sub: &mut Subject, m: &mut Model, r: &mut Rng) -> Result<(), Fail> {
             match sub.s().set_weight(tenant, w, now) {
                 Ok(()) => ensure!(in_range(w), "set_weight accepted {w}"),
                 Err(Error::InvalidWeight { value, .. }) => {
-                    seen(REFUSED);
+                    seen(Seen::Refused);
                     ensure!(!in_range(w), "set_weight refused {value}")
                 }
                 Err(e) => return Err(format!("set_weight({w}): unexpected error {e}")),
@@ -833,15 +846,11 @@ fn fuzz_long() {
         threads,
         r.failures.len()
     );
-    let n = |i: usize| SEEN[i].load(Ordering::Relaxed);
-    eprintln!(
-        "fuzz: {} dispatches, {} Empty, {} RetryAt, {} completions, {} cancels, {} refused inputs",
-        n(RUN),
-        n(EMPTY),
-        n(RETRY),
-        n(COMPLETED),
-        n(CANCELLED),
-        n(REFUSED)
-    );
+    let counts: Vec<String> = SEEN
+        .iter()
+        .zip(SEEN_NAMES)
+        .map(|(n, name)| format!("{} {name}", n.load(Ordering::Relaxed)))
+        .collect();
+    eprintln!("fuzz: {}", counts.join(", "));
     assert_clean(&r);
 }

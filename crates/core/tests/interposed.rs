@@ -115,6 +115,15 @@ impl BlackBox {
 
 /// max over intervals of |W_f/φ_f − W_g/φ_g| for completed work: the range of the running
 /// difference over completion instants.
+/// A preset's scheduler for `workers` workers (the interposed schedulers' depth D).
+fn scheduler<T: Send + 'static>(preset: &str, workers: usize) -> Box<dyn Scheduler<T> + Send> {
+    Config::preset(preset)
+        .unwrap()
+        .workers(workers)
+        .build()
+        .unwrap()
+}
+
 fn worst_gap(done: &[Done], f: u64, g: u64, phi_f: f64, phi_g: f64) -> f64 {
     let (mut x, mut lo, mut hi) = (0.0f64, 0.0f64, 0.0f64);
     let mut i = 0;
@@ -202,11 +211,7 @@ fn theorem3_rw_d_on_a_fifo_server() {
         let flows = 2 + rng.next() % 5;
         let n: Vec<f64> = (0..flows).map(|_| (1 + rng.next() % 4) as f64).collect();
         let d: f64 = n.iter().sum();
-        let mut s = Config::preset("rw")
-            .unwrap()
-            .workers(d as usize)
-            .build()
-            .unwrap();
+        let mut s = scheduler("rw", d as usize);
         for f in 0..flows {
             s.set_weight(TenantId(f), n[f as usize] / d, 0.0).unwrap();
         }
@@ -240,11 +245,7 @@ fn theorem3_rw_d_on_a_fifo_server() {
 /// "empty".
 #[test]
 fn rw_d_holds_each_flow_to_its_window() {
-    let mut s = Config::preset("rw")
-        .unwrap()
-        .workers(8)
-        .build::<()>()
-        .unwrap();
+    let mut s = scheduler("rw", 8);
     s.set_weight(TenantId(1), 1.0, 0.0).unwrap();
     s.set_weight(TenantId(2), 3.0, 0.0).unwrap();
     for _ in 0..10 {
@@ -273,11 +274,7 @@ fn rw_d_holds_each_flow_to_its_window() {
     assert!(matches!(s.dequeue(3, 1.0).unwrap(), Decision::Run(_)));
     assert!(matches!(s.dequeue(4, 1.0).unwrap(), Decision::RetryAt(_)));
     // A request costlier than the whole window still goes when the flow has nothing out.
-    let mut s = Config::preset("rw")
-        .unwrap()
-        .workers(2)
-        .build::<()>()
-        .unwrap();
+    let mut s = scheduler("rw", 2);
     s.enqueue(Request::new(1u64, 0u32, ()).with_cost(50.0), 0.0)
         .unwrap();
     s.enqueue(Request::new(1u64, 0u32, ()).with_cost(1.0), 0.0)
@@ -390,11 +387,7 @@ fn fsfq_d_serves_a_newly_active_flow_ahead_of_sfq_d() {
 /// `TenantView::tag` (the head's start tag) and the virtual time.
 #[test]
 fn fsfq_d_tags_follow_equations_23_to_27() {
-    let mut s = Config::preset("fsfq")
-        .unwrap()
-        .workers(2)
-        .build::<()>()
-        .unwrap();
+    let mut s = scheduler("fsfq", 2);
     s.set_weight(TenantId(1), 2.0, 0.0).unwrap();
     for _ in 0..4 {
         s.enqueue(Request::new(0u64, 0u32, ()).with_cost(1.0), 0.0)
@@ -428,11 +421,7 @@ fn fsfq_d_tags_follow_equations_23_to_27() {
 /// without a target after every deadline; weights play no part.
 #[test]
 fn edf_orders_by_arrival_plus_target() {
-    let mut s = Config::preset("edf")
-        .unwrap()
-        .workers(1)
-        .build::<&str>()
-        .unwrap();
+    let mut s = scheduler("edf", 1);
     s.set_target(TenantId(1), Some(1.0), 0.0).unwrap();
     s.set_target(TenantId(2), Some(0.010), 0.0).unwrap();
     s.set_weight(TenantId(1), 100.0, 0.0).unwrap();

@@ -108,205 +108,203 @@ pub struct Experiment {
 
 macro_rules! spec {
     ($path:literal) => {
-        Some(($path, include_str!(concat!("../../../", $path))))
+        ($path, include_str!(concat!("../../../", $path)))
     };
+}
+
+impl Experiment {
+    /// A reproduction of a spec's runs; its heading is the spec's name.
+    const fn on_spec(
+        name: &'static str,
+        spec: (&'static str, &'static str),
+        analysis: Analysis,
+    ) -> Experiment {
+        Experiment {
+            name,
+            title: "",
+            spec: Some(spec),
+            analysis,
+        }
+    }
+
+    /// A section that needs no spec, under its own heading.
+    const fn direct(
+        name: &'static str,
+        title: &'static str,
+        f: fn(&mut Out) -> Result<(), String>,
+    ) -> Experiment {
+        Experiment {
+            name,
+            title,
+            spec: None,
+            analysis: Analysis::Direct(f),
+        }
+    }
 }
 
 /// Every reproduction, in report order.
 pub const EXPERIMENTS: [Experiment; 32] = [
-    Experiment {
-        name: "2dfq-fig5",
-        title: "2DFQ §4 worked example (Fig. 5 and 6)",
-        spec: None,
-        analysis: Analysis::Direct(static_sections::worked_example),
-    },
-    Experiment {
-        name: "2dfq-fig8",
-        title: "",
-        spec: spec!("experiments/2dfq-fig8.toml"),
-        analysis: on_pool!(tdfq::fig8),
-    },
-    Experiment {
-        name: "2dfq-fig9",
-        title: "",
-        spec: spec!("experiments/2dfq-fig9-production.toml"),
-        analysis: on_pool!(tdfq::fig9),
-    },
-    Experiment {
-        name: "2dfq-fig11",
-        title: "",
-        spec: spec!("experiments/2dfq-fig11-unpredictable.toml"),
-        analysis: on_pool!(tdfq::fig11),
-    },
-    Experiment {
-        name: "2dfq-fig13",
-        title: "",
-        spec: spec!("experiments/2dfq-fig13-suite.toml"),
-        analysis: on_pool!(tdfq::fig13),
-    },
-    Experiment {
-        name: "2dfqe-mechanism",
-        title: "",
-        spec: spec!("experiments/2dfqe-mechanism.toml"),
-        analysis: on_pool!(tdfq::mechanism),
-    },
-    Experiment {
-        name: "interposed-fig3-4",
-        title: "",
-        spec: spec!("experiments/interposed-fig3-4.toml"),
-        analysis: on_pool!(interposed::fig3_4),
-    },
-    Experiment {
-        name: "interposed-fig5",
-        title: "",
-        spec: spec!("experiments/interposed-fig5.toml"),
-        analysis: on_pool!(interposed::fig5),
-    },
-    Experiment {
-        name: "interposed-fig6",
-        title: "",
-        spec: spec!("experiments/interposed-fig6.toml"),
-        analysis: on_pool!(interposed::fig6),
-    },
-    Experiment {
-        name: "interposed-fig7",
-        title: "",
-        spec: spec!("experiments/interposed-fig7.toml"),
-        analysis: on_pool!(interposed::fig7),
-    },
-    Experiment {
-        name: "interposed-fig8",
-        title: "",
-        spec: spec!("experiments/interposed-fig8.toml"),
-        analysis: on_pool!(interposed::fig8),
-    },
-    Experiment {
-        name: "ldf-table1",
-        title: "",
-        spec: spec!("experiments/ldf-table1.toml"),
-        analysis: on_cores!(ldf::table1),
-    },
-    Experiment {
-        name: "ldf-table3",
-        title: "",
-        spec: spec!("experiments/ldf-table3.toml"),
-        analysis: on_cores!(ldf::table3),
-    },
-    Experiment {
-        name: "ldf-fig4",
-        title: "",
-        spec: spec!("experiments/ldf-fig4.toml"),
-        analysis: on_cores!(ldf::fig4),
-    },
-    Experiment {
-        name: "ldf-fig5",
-        title: "",
-        spec: spec!("experiments/ldf-fig5.toml"),
-        analysis: on_cores!(ldf::fig5),
-    },
-    Experiment {
-        name: "ldf-fig6",
-        title: "",
-        spec: spec!("experiments/ldf-fig6.toml"),
-        analysis: on_cores!(ldf::fig6),
-    },
-    Experiment {
-        name: "priority-levels",
-        title: "",
-        spec: spec!("experiments/priority-levels.toml"),
-        analysis: on_pool!(levels::priority_levels),
-    },
-    Experiment {
-        name: "tam-table2",
-        title: "Thread Architecture Models: Table 2 (Yang et al., OSDI '18)",
-        spec: None,
-        analysis: Analysis::Direct(static_sections::table2),
-    },
-    Experiment {
-        name: "tam-fig8",
-        title: "TAM §3 Fig. 8: no scheduling, (a) vs (b)",
-        spec: None,
-        analysis: Analysis::Direct(tam::fig8),
-    },
-    Experiment {
-        name: "tam-fig9",
-        title: "TAM §3 Fig. 9: unknown resource usage, (a) vs (b)",
-        spec: None,
-        analysis: Analysis::Direct(tam::fig9),
-    },
-    Experiment {
-        name: "tam-fig10",
-        title: "TAM §3 Fig. 10: hidden contention, (a) vs (b)",
-        spec: None,
-        analysis: Analysis::Direct(tam::fig10),
-    },
-    Experiment {
-        name: "tam-fig11",
-        title: "TAM §3 Fig. 11: blocking, (a) vs (b)",
-        spec: None,
-        analysis: Analysis::Direct(tam::fig11),
-    },
-    Experiment {
-        name: "tam-fig12",
-        title: "TAM §3 Fig. 12: ordering constraint, (a) vs (b)",
-        spec: None,
-        analysis: Analysis::Direct(tam::fig12),
-    },
-    Experiment {
-        name: "tam-fig13a",
-        title: "TAM §4.1 Fig. 13(a): no scheduling, Orig- vs Tamed-HBase",
-        spec: None,
-        analysis: Analysis::Direct(tam13::fig13a),
-    },
-    Experiment {
-        name: "tam-fig13b",
-        title: "TAM §4.1 Fig. 13(b): unknown resource usage, Orig- vs Tamed-HBase",
-        spec: None,
-        analysis: Analysis::Direct(tam13::fig13b),
-    },
-    Experiment {
-        name: "tam-fig13c",
-        title: "TAM §4.1 Fig. 13(c): hidden contention, Orig- vs Tamed-HBase",
-        spec: None,
-        analysis: Analysis::Direct(tam13::fig13c),
-    },
-    Experiment {
-        name: "tam-fig13d",
-        title: "TAM §4.1 Fig. 13(d): blocking, Orig- vs Tamed-HBase",
-        spec: None,
-        analysis: Analysis::Direct(tam13::fig13d),
-    },
-    Experiment {
-        name: "tam-fig13e",
-        title: "TAM §4.1 Fig. 13(e): ordering constraint, Orig- vs Tamed-HBase",
-        spec: None,
-        analysis: Analysis::Direct(tam13::fig13e),
-    },
+    Experiment::direct(
+        "2dfq-fig5",
+        "2DFQ §4 worked example (Fig. 5 and 6)",
+        static_sections::worked_example,
+    ),
+    Experiment::on_spec(
+        "2dfq-fig8",
+        spec!("experiments/2dfq-fig8.toml"),
+        on_pool!(tdfq::fig8),
+    ),
+    Experiment::on_spec(
+        "2dfq-fig9",
+        spec!("experiments/2dfq-fig9-production.toml"),
+        on_pool!(tdfq::fig9),
+    ),
+    Experiment::on_spec(
+        "2dfq-fig11",
+        spec!("experiments/2dfq-fig11-unpredictable.toml"),
+        on_pool!(tdfq::fig11),
+    ),
+    Experiment::on_spec(
+        "2dfq-fig13",
+        spec!("experiments/2dfq-fig13-suite.toml"),
+        on_pool!(tdfq::fig13),
+    ),
+    Experiment::on_spec(
+        "2dfqe-mechanism",
+        spec!("experiments/2dfqe-mechanism.toml"),
+        on_pool!(tdfq::mechanism),
+    ),
+    Experiment::on_spec(
+        "interposed-fig3-4",
+        spec!("experiments/interposed-fig3-4.toml"),
+        on_pool!(interposed::fig3_4),
+    ),
+    Experiment::on_spec(
+        "interposed-fig5",
+        spec!("experiments/interposed-fig5.toml"),
+        on_pool!(interposed::fig5),
+    ),
+    Experiment::on_spec(
+        "interposed-fig6",
+        spec!("experiments/interposed-fig6.toml"),
+        on_pool!(interposed::fig6),
+    ),
+    Experiment::on_spec(
+        "interposed-fig7",
+        spec!("experiments/interposed-fig7.toml"),
+        on_pool!(interposed::fig7),
+    ),
+    Experiment::on_spec(
+        "interposed-fig8",
+        spec!("experiments/interposed-fig8.toml"),
+        on_pool!(interposed::fig8),
+    ),
+    Experiment::on_spec(
+        "ldf-table1",
+        spec!("experiments/ldf-table1.toml"),
+        on_cores!(ldf::table1),
+    ),
+    Experiment::on_spec(
+        "ldf-table3",
+        spec!("experiments/ldf-table3.toml"),
+        on_cores!(ldf::table3),
+    ),
+    Experiment::on_spec(
+        "ldf-fig4",
+        spec!("experiments/ldf-fig4.toml"),
+        on_cores!(ldf::fig4),
+    ),
+    Experiment::on_spec(
+        "ldf-fig5",
+        spec!("experiments/ldf-fig5.toml"),
+        on_cores!(ldf::fig5),
+    ),
+    Experiment::on_spec(
+        "ldf-fig6",
+        spec!("experiments/ldf-fig6.toml"),
+        on_cores!(ldf::fig6),
+    ),
+    Experiment::on_spec(
+        "priority-levels",
+        spec!("experiments/priority-levels.toml"),
+        on_pool!(levels::priority_levels),
+    ),
+    Experiment::direct(
+        "tam-table2",
+        "Thread Architecture Models: Table 2 (Yang et al., OSDI '18)",
+        static_sections::table2,
+    ),
+    Experiment::direct(
+        "tam-fig8",
+        "TAM §3 Fig. 8: no scheduling, (a) vs (b)",
+        tam::fig8,
+    ),
+    Experiment::direct(
+        "tam-fig9",
+        "TAM §3 Fig. 9: unknown resource usage, (a) vs (b)",
+        tam::fig9,
+    ),
+    Experiment::direct(
+        "tam-fig10",
+        "TAM §3 Fig. 10: hidden contention, (a) vs (b)",
+        tam::fig10,
+    ),
+    Experiment::direct(
+        "tam-fig11",
+        "TAM §3 Fig. 11: blocking, (a) vs (b)",
+        tam::fig11,
+    ),
+    Experiment::direct(
+        "tam-fig12",
+        "TAM §3 Fig. 12: ordering constraint, (a) vs (b)",
+        tam::fig12,
+    ),
+    Experiment::direct(
+        "tam-fig13a",
+        "TAM §4.1 Fig. 13(a): no scheduling, Orig- vs Tamed-HBase",
+        tam13::fig13a,
+    ),
+    Experiment::direct(
+        "tam-fig13b",
+        "TAM §4.1 Fig. 13(b): unknown resource usage, Orig- vs Tamed-HBase",
+        tam13::fig13b,
+    ),
+    Experiment::direct(
+        "tam-fig13c",
+        "TAM §4.1 Fig. 13(c): hidden contention, Orig- vs Tamed-HBase",
+        tam13::fig13c,
+    ),
+    Experiment::direct(
+        "tam-fig13d",
+        "TAM §4.1 Fig. 13(d): blocking, Orig- vs Tamed-HBase",
+        tam13::fig13d,
+    ),
+    Experiment::direct(
+        "tam-fig13e",
+        "TAM §4.1 Fig. 13(e): ordering constraint, Orig- vs Tamed-HBase",
+        tam13::fig13e,
+    ),
     // The VTC paper's §5.2 on the LLM server, one suite per group.
-    Experiment {
-        name: "vtc-overload",
-        title: "",
-        spec: spec!("experiments/vtc-overload.toml"),
-        analysis: on_llm!(vtc::uniform),
-    },
-    Experiment {
-        name: "vtc-on-off-overload",
-        title: "",
-        spec: spec!("experiments/vtc-on-off-overload.toml"),
-        analysis: on_llm!(vtc::uniform),
-    },
-    Experiment {
-        name: "vtc-poisson-short-long",
-        title: "",
-        spec: spec!("experiments/vtc-poisson-short-long.toml"),
-        analysis: on_llm!(vtc::mixed),
-    },
-    Experiment {
-        name: "vtc-overload-weighted",
-        title: "",
-        spec: spec!("experiments/vtc-overload-weighted.toml"),
-        analysis: on_llm!(vtc::uniform),
-    },
+    Experiment::on_spec(
+        "vtc-overload",
+        spec!("experiments/vtc-overload.toml"),
+        on_llm!(vtc::uniform),
+    ),
+    Experiment::on_spec(
+        "vtc-on-off-overload",
+        spec!("experiments/vtc-on-off-overload.toml"),
+        on_llm!(vtc::uniform),
+    ),
+    Experiment::on_spec(
+        "vtc-poisson-short-long",
+        spec!("experiments/vtc-poisson-short-long.toml"),
+        on_llm!(vtc::mixed),
+    ),
+    Experiment::on_spec(
+        "vtc-overload-weighted",
+        spec!("experiments/vtc-overload-weighted.toml"),
+        on_llm!(vtc::uniform),
+    ),
 ];
 
 /// The experiment called `name`.

@@ -58,8 +58,9 @@
 //!
 //! The meter rules and the statistics here are copies of crate-private FairPool code
 //! (`meter.rs`, `stats.rs`), named where they stand: when those change, change the copies too,
-//! or the ladder stops describing FairPool. The slab and the tenant-id hash are FairPool's own
-//! (`src/slab.rs` and `src/id_hash.rs`, compiled into the bench by `#[path]`).
+//! or the ladder stops describing FairPool. The slab, the tenant-id hash and the wake-up
+//! accounting are FairPool's own (`src/slab.rs`, `src/id_hash.rs` and `src/wake.rs`, compiled
+//! into the bench by `#[path]`).
 //!
 //! After the rows the loop prints the ladder: each rung's CPU per task and its increase over
 //! the rung before it (crossbeam → `locked FIFO` → `locked fifo seam` → `locked fifo metered`
@@ -80,14 +81,18 @@ use criterion::{black_box, criterion_group, BenchmarkId, Criterion, Throughput};
 use fairlane_core::{BoxedScheduler, Config, Decision, Dispatch, Request, Ticket};
 use fairlane_runtime::{FairPool, TenantMetrics};
 
-// FairPool's crate-private slab and tenant-id hash, compiled from their own files here.
+// FairPool's crate-private slab, tenant-id hash and wake-up accounting, compiled from their
+// own files here.
 #[path = "../src/id_hash.rs"]
 mod id_hash;
 #[path = "../src/slab.rs"]
 mod slab;
+#[path = "../src/wake.rs"]
+mod wake;
 
 use id_hash::IdHasher;
 use slab::Slab;
+use wake::Wakeups;
 
 const WORKERS: usize = 2;
 const TENANTS: usize = 100;
@@ -431,8 +436,7 @@ impl Meter {
 struct LockedState<Q> {
     q: Q,
     /// Workers waiting for work, and how many of them a submit already woke.
-    idle: usize,
-    waking: usize,
+    wake: Wakeups,
     closed: bool,
 }
 
@@ -466,8 +470,7 @@ impl<Q: Queue> LockedPool<Q> {
         let shared = Arc::new(LockedShared {
             state: Mutex::new(LockedState {
                 q,
-                idle: 0,
-                waking: 0,
+                wake: Wakeups::default(),
                 closed: false,
             }),
             work: Condvar::new(),
@@ -489,10 +492,7 @@ impl<Q: Queue> LockedPool<Q> {
         let now = if Q::TIMED { sh.now() } else { 0.0 };
         let mut st = sh.lock();
         st.q.push(tenant, job, now);
-        let wake = st.idle > st.waking;
-        if wake {
-            st.waking += 1;
-        }
+        let wake = st.wake.submit();
         drop(st);
         if wake {
             sh.work.notify_one();
@@ -552,10 +552,9 @@ fn locked_worker<Q: Queue>(sh: &LockedShared<Q>, w: usize, charge: Charge) {
                     if st.closed {
                         return;
                     }
-                    st.idle += 1;
+                    st.wake.sleep();
                     st = sh.work.wait(st).unwrap();
-                    st.idle -= 1;
-                    st.waking = st.waking.saturating_sub(1);
+                    st.wake.woke();
                 }
             }
         };

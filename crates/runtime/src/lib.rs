@@ -53,6 +53,7 @@ mod setup;
 mod slab;
 mod stats;
 mod time;
+mod wake;
 
 /// The crate README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -28,6 +28,7 @@ use crate::setup::{self, common_setters, Common};
 use crate::slab::Slab;
 use crate::stats::Stats;
 use crate::time::{self, nanos, nanos_at, SharedClock};
+use crate::wake::Wakeups;
 
 /// What travels through the scheduler: the wrapped task and when it was submitted.
 pub(crate) struct Job {
@@ -174,11 +175,8 @@ struct State {
     /// Each worker's running task, on cache lines of its own: each worker writes its entry
     /// on every task, and two entries on one line would bounce it between the workers.
     running: Vec<CachePadded<Option<Running>>>,
-    idle: usize,
-    /// Idle workers already woken by `submit` but not yet running: a submit wakes another
-    /// only while `idle > waking`, so a burst of submissions costs one wake-up (a futex
-    /// system call) per idle worker, not one per task until the woken worker gets the lock.
-    waking: usize,
+    /// Idle workers, and those of them already woken by `submit`.
+    wake: Wakeups,
     /// Threads blocked in `wait_idle`.
     idle_waiters: usize,
     phase: Phase,
@@ -373,8 +371,7 @@ impl PoolBuilder {
                 errors: 0,
                 retrying: 0,
                 running: (0..workers).map(|_| CachePadded(None)).collect(),
-                idle: 0,
-                waking: 0,
+                wake: Wakeups::default(),
                 idle_waiters: 0,
                 phase: Phase::Open,
                 stats: Stats::new("pool"),
@@ -626,10 +623,7 @@ impl FairPool {
         if let Some(job) = st.jobs.get_mut(key) {
             job.stat = stat;
         }
-        let wake = st.idle > st.waking;
-        if wake {
-            st.waking += 1;
-        }
+        let wake = st.wake.submit();
         drop(st);
         if wake {
             shared.work.notify_one();
@@ -833,7 +827,7 @@ fn wait_for_task(shared: &Shared, w: usize, meter: &mut WorkerMeter) -> Option<S
                 if st.phase == Phase::Stopping {
                     return None;
                 }
-                st.idle += 1;
+                st.wake.sleep();
                 st.retrying += 1;
                 // ∞ or a time not after now: at the next event (no spin);
                 // a clock that is not real wakes the workers when it moves.
@@ -842,8 +836,7 @@ fn wait_for_task(shared: &Shared, w: usize, meter: &mut WorkerMeter) -> Option<S
                     timed.then(|| Duration::from_nanos((t - now).clamp(1e3, 1e12) as u64));
                 st = time::wait(&shared.work, st, timeout);
                 st.retrying -= 1;
-                st.idle -= 1;
-                st.waking = st.waking.saturating_sub(1);
+                st.wake.woke();
             }
             r @ (Ok(Decision::Empty) | Err(_)) => {
                 if let Err(e) = r {
@@ -852,13 +845,9 @@ fn wait_for_task(shared: &Shared, w: usize, meter: &mut WorkerMeter) -> Option<S
                 if st.phase != Phase::Open {
                     return None;
                 }
-                st.idle += 1;
+                st.wake.sleep();
                 st = time::wait(&shared.work, st, None);
-                st.idle -= 1;
-                // Woken by a submit, another notification or spuriously: either
-                // way one pending wake-up is used up (an undercount only costs
-                // a spare wake-up later; an overcount cannot arise).
-                st.waking = st.waking.saturating_sub(1);
+                st.wake.woke();
             }
         }
     }

@@ -105,12 +105,18 @@ fn seats_go_to_tenants_in_proportion_to_weight() {
     assert_eq!((g.holding(), g.waiting()), (0, 0));
 }
 
+/// A one-seat 2DFQᴱ gate, and its seat, held by tenant 9.
+fn one_seat_held() -> (FairGate, Permit) {
+    let g = gate(1, "2dfqe");
+    let mut h = g.acquire(9u64, 0u32);
+    let held = ready(&mut h, &waker().0);
+    (g, held)
+}
+
 #[test]
 fn a_dropped_waiter_leaves_no_ghost() {
-    let g = gate(1, "2dfqe");
+    let (g, held) = one_seat_held();
     let (w, _) = waker();
-    let mut h = g.acquire(9u64, 0u32);
-    let held = ready(&mut h, &w);
     let mut a = g.acquire(1u64, 0u32);
     let mut b = g.acquire(2u64, 0u32);
     let mut c = g.acquire(3u64, 0u32);
@@ -141,11 +147,9 @@ fn a_dropped_waiter_leaves_no_ghost() {
 
 #[test]
 fn a_waiter_dropped_after_its_grant_hands_the_seat_on() {
-    let g = gate(1, "2dfqe");
+    let (g, held) = one_seat_held();
     let (w, _) = waker();
     let (w2, woken) = waker();
-    let mut h = g.acquire(9u64, 0u32);
-    let held = ready(&mut h, &w);
     let mut a = g.acquire(1u64, 0u32);
     let mut b = g.acquire(2u64, 0u32);
     assert!(poll(&mut a, &w).is_pending());
@@ -172,10 +176,8 @@ impl Load for Arc<Count> {
 
 #[test]
 fn close_fails_waiters_and_new_requests_but_not_holders() {
-    let g = gate(1, "2dfqe");
+    let (g, held) = one_seat_held();
     let (w, woken) = waker();
-    let mut h = g.acquire(9u64, 0u32);
-    let held = ready(&mut h, &w);
     let mut a = g.acquire(1u64, 0u32);
     assert!(poll(&mut a, &w).is_pending());
     g.close();

@@ -86,6 +86,18 @@ pub(crate) fn positive(field: &str, x: f64) -> Result<f64, FieldError> {
     }
 }
 
+/// `[server] model` of `kind` spec (`"a database-server"`): `expected`, or an error naming
+/// `model`.
+pub(crate) fn server_model(kind: &str, expected: &str, got: &str) -> Result<(), FieldError> {
+    if got == expected {
+        return Ok(());
+    }
+    Err(FieldError::new(
+        "model",
+        format!("{kind} spec has model = {expected:?}, got {got:?}"),
+    ))
+}
+
 /// A finite number ≥ 0, or an error naming `field`.
 pub(crate) fn non_negative(field: &str, x: f64) -> Result<f64, FieldError> {
     if x.is_finite() && x >= 0.0 {

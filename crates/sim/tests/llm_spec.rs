@@ -177,66 +177,61 @@ fn outputs_are_deterministic_and_written() {
 /// Bad input of every kind: an error naming the file and the field, never a panic.
 #[test]
 fn bad_input_names_the_file_and_field() {
-    let cases: &[(&str, &str, &str)] = &[
-        ("workload.suite", r#""nope""#, "workload.suite"),
-        ("workload.mode", r#""gamma""#, "workload.mode"),
-        ("schedulers", r#"["vtc", "nope"]"#, "schedulers[1]"),
-        ("schedulers", r#"["rpm0"]"#, "schedulers[0]"),
-        ("schedulers", "[]", "schedulers"),
-        ("server.kv_tokens", "-5", "server.kv_tokens"),
-        ("server.kv_tokens", "400", "server.kv_tokens"),
-        ("server.kv_tokens", "1", "server.kv_tokens"),
+    // Each assignment, refused with an error on the field it sets.
+    let same: &[&str] = &[
+        r#"workload.suite = "nope""#,
+        r#"workload.mode = "gamma""#,
+        "schedulers = []",
+        "server.kv_tokens = -5",
+        "server.kv_tokens = 400",
+        "server.kv_tokens = 1",
+        "server.max_prefill_tokens = 100",
+        "server.max_batch = 0",
+        "server.speed.fixed = -1.0",
+        "server.speed.per_decode_token = nan",
+        "server.colour = 3",
+        "workload.input = [0, 5]",
+        "workload.output = [1, 99999999999]",
+        "workload.rates = [1e9, 1.0]",
+        "workload.rates = [0.0, 0.0]",
+        "workload.cv = 0.0",
+        "workload.on_off = -60.0",
+        "duration = -1.0",
+        "duration = inf",
+        "warmup = 10.0",
+        "seed = -3",
+        "cost.output_token_weight = -2.0",
+        "metrics.sample_every = 0.0",
+        "metrics.max_points = 1",
+        "tenant = 1",
+    ];
+    // Assignments refused with an error on another field (`""`: any).
+    let other: &[(&str, &str)] = &[
+        (r#"schedulers = ["vtc", "nope"]"#, "schedulers[1]"),
+        (r#"schedulers = ["rpm0"]"#, "schedulers[0]"),
+        (r#"server.model = "cores""#, ""),
         (
-            "server.max_prefill_tokens",
-            "100",
-            "server.max_prefill_tokens",
-        ),
-        ("server.max_batch", "0", "server.max_batch"),
-        ("server.model", r#""cores""#, ""),
-        (
-            "server.batching",
-            r#"{ kind = "eager" }"#,
+            r#"server.batching = { kind = "eager" }"#,
             "server.batching.kind",
         ),
-        ("server.speed.fixed", "-1.0", "server.speed.fixed"),
-        (
-            "server.speed.per_decode_token",
-            "nan",
-            "server.speed.per_decode_token",
-        ),
-        ("server.colour", "3", "server.colour"),
-        ("workload.input", "[-1, 5]", "workload.input[0]"),
-        ("workload.input", "[0, 5]", "workload.input"),
-        ("workload.output", "[1, 99999999999]", "workload.output"),
-        ("workload.rates", "[1e9, 1.0]", "workload.rates"),
-        ("workload.rates", "[-1.0, 1.0]", "workload.rates[0]"),
-        ("workload.rates", "[0.0, 0.0]", "workload.rates"),
-        ("workload.weights", "[0.0, 1.0]", "workload.weights[0]"),
-        ("workload.cv", "0.0", "workload.cv"),
-        ("workload.on_off", "-60.0", "workload.on_off"),
-        ("duration", "-1.0", "duration"),
-        ("duration", "inf", "duration"),
-        ("warmup", "10.0", "warmup"),
-        ("seed", "-3", "seed"),
-        (
-            "cost.output_token_weight",
-            "-2.0",
-            "cost.output_token_weight",
-        ),
-        ("metrics.sample_every", "0.0", "metrics.sample_every"),
-        ("metrics.max_points", "1", "metrics.max_points"),
-        ("tenant", "1", "tenant"),
+        ("workload.input = [-1, 5]", "workload.input[0]"),
+        ("workload.rates = [-1.0, 1.0]", "workload.rates[0]"),
+        ("workload.weights = [0.0, 1.0]", "workload.weights[0]"),
     ];
-    for (path, value, field) in cases {
+    let cases = same
+        .iter()
+        .map(|a| (*a, a.split(" = ").next().unwrap()))
+        .chain(other.iter().copied());
+    for (assignment, field) in cases {
         let mut e = load("vtc-overload.toml");
-        let (p, v) = fairlane_sim::doc::assignment(&format!("{path}={value}")).unwrap();
+        let (p, v) = fairlane_sim::doc::assignment(assignment).unwrap();
         let err = match e.set(&p, v) {
             Err(err) => err,
-            Ok(()) => panic!("{path} = {value} accepted"),
+            Ok(()) => panic!("{assignment} accepted"),
         };
         assert!(err.file.ends_with("vtc-overload.toml"), "{err}");
         if !field.is_empty() {
-            assert_eq!(err.field, *field, "{path} = {value}: {err}");
+            assert_eq!(err.field, field, "{assignment}: {err}");
         }
         assert!(!err.message.is_empty());
     }

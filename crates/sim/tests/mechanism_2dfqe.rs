@@ -206,6 +206,26 @@ mod trace {
         pub expensive_dispatched: f64,
     }
 
+    impl Evidence {
+        /// 2DFQ's picture (this run) against WFQ's (`wfq`): the probe's slow requests wait
+        /// while threads serve the small tenants, who sit behind virtual time; under WFQ
+        /// the small tenants run ahead of it and the probe goes first, with a p99 a tenth
+        /// of this run's or less.
+        pub fn waits_behind_owed_small_tenants(&self, wfq: &Evidence) {
+            assert!(self.slow > 10, "{self:?}");
+            assert!(
+                self.small_dispatched > 20.0 * self.expensive_dispatched.max(1.0),
+                "while slow probes waited, {:.0} small vs {:.0} expensive dispatches",
+                self.small_dispatched,
+                self.expensive_dispatched
+            );
+            assert!(self.small_ahead_all < 0.0, "{self:?}");
+            assert!(wfq.small_ahead_all > 50.0, "{wfq:?}");
+            let (p99, wfq_p99) = (self.p99, wfq.p99);
+            assert!(wfq_p99 * 10.0 < p99, "wfq p99 {wfq_p99} vs {p99}");
+        }
+    }
+
     struct Arrival {
         small_ahead: f64,
         expensive: usize,
@@ -340,25 +360,12 @@ fn slow_probe_requests_wait_behind_owed_small_tenants() {
     let tdfqe = trace::run(preset("2dfqe"), false, 60.0, 10.0);
     let wfqe = trace::run(preset("wfqe"), false, 60.0, 10.0);
     eprintln!("2dfqe: {tdfqe:?}\nwfqe: {wfqe:?}");
-    assert!(tdfqe.probes > 2000 && tdfqe.slow > 10, "{tdfqe:?}");
-    assert!(
-        tdfqe.small_dispatched > 20.0 * tdfqe.expensive_dispatched.max(1.0),
-        "2dfqe: while slow probes waited, {:.0} small vs {:.0} expensive dispatches",
-        tdfqe.small_dispatched,
-        tdfqe.expensive_dispatched
-    );
+    assert!(tdfqe.probes > 2000, "{tdfqe:?}");
     assert!(
         tdfqe.small_ahead_slow < 2.0 * tdfqe.small_ahead_all,
         "{tdfqe:?}"
     );
-    assert!(tdfqe.small_ahead_all < 0.0, "{tdfqe:?}");
-    assert!(wfqe.small_ahead_all > 50.0, "{wfqe:?}");
-    assert!(
-        wfqe.p99 * 10.0 < tdfqe.p99,
-        "wfqe {} vs 2dfqe {}",
-        wfqe.p99,
-        tdfqe.p99
-    );
+    tdfqe.waits_behind_owed_small_tenants(&wfqe);
 }
 
 /// With heavy tails the pessimistic estimate itself fails: L_max decays by α per completion,
@@ -400,17 +407,5 @@ fn known_costs_and_gps_time_show_the_same_queueing() {
     let tdfq = trace::run(gps("2dfq"), false, 60.0, 10.0);
     let wfq = trace::run(gps("wfq"), false, 60.0, 10.0);
     eprintln!("2dfq, GPS: {tdfq:?}\nwfq, GPS: {wfq:?}");
-    assert!(tdfq.slow > 10, "{tdfq:?}");
-    assert!(
-        tdfq.small_dispatched > 20.0 * tdfq.expensive_dispatched.max(1.0),
-        "{tdfq:?}"
-    );
-    assert!(tdfq.small_ahead_all < 0.0, "{tdfq:?}");
-    assert!(wfq.small_ahead_all > 50.0, "{wfq:?}");
-    assert!(
-        wfq.p99 * 10.0 < tdfq.p99,
-        "wfq {} vs 2dfq {}",
-        wfq.p99,
-        tdfq.p99
-    );
+    tdfq.waits_behind_owed_small_tenants(&wfq);
 }

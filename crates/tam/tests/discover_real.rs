@@ -8,7 +8,7 @@
 //! (`scripts/discover-real.sh`).
 
 use fairlane_tam::discover::{discover, Annotations, Discovery, Options, Target};
-use fairlane_tam::{analyze, Model, ProblemKind, Resource, Scheduling, Usage};
+use fairlane_tam::{analyze, Model, ProblemKind, Resource, Scheduling, Stage, Usage};
 use fairlane_testkit::{free_port, need, pg_bin, run};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -83,6 +83,14 @@ fn check(found: &Discovery) -> (Model, String) {
     eprintln!("{context}");
     let model = Model::from_toml(&toml).unwrap_or_else(|e| panic!("{e}\n{context}"));
     (model, context)
+}
+
+/// The discovered model's stage `name`; a panic showing the discovery (`context`) when it has
+/// none.
+fn stage<'a>(model: &'a Model, name: &str, context: &str) -> &'a Stage {
+    model
+        .stage(name)
+        .unwrap_or_else(|| panic!("no stage `{name}`\n{context}"))
 }
 
 /// A PostgreSQL cluster in a temporary directory, run by the `postgres` user.
@@ -254,11 +262,7 @@ fn postgresql_backends_are_on_demand_and_background_processes_are_measured() {
     drop(pg);
     let (model, context) = check(&found);
 
-    let stage = |n: &str| {
-        model
-            .stage(n)
-            .unwrap_or_else(|| panic!("no stage `{n}`\n{context}"))
-    };
+    let stage = |n: &str| stage(&model, n, &context);
     let evidence = |n: &str| found.stages.iter().find(|s| s.name == n).unwrap();
     // Per-connection backends: on demand, following the connections, CPU and network.
     assert_eq!(
@@ -403,11 +407,7 @@ fn redis_io_threads_are_a_bounded_pool() {
     drop(load);
     drop(server);
     let (model, context) = check(&found);
-    let stage = |n: &str| {
-        model
-            .stage(n)
-            .unwrap_or_else(|| panic!("no stage `{n}`\n{context}"))
-    };
+    let stage = |n: &str| stage(&model, n, &context);
     // io_thd_1 and io_thd_2 fold into one stage: a fixed pool doing CPU work.
     assert_eq!(
         stage("io_thd_*").scheduling,

@@ -3,6 +3,16 @@
 use fairlane_tam::catalog::CATALOG;
 use fairlane_tam::{analyze, render_dot, render_svg, DrawOptions, Model, Scheduling, Usage};
 
+/// Stage A on demand, stage B general (has a queue).
+const ON_DEMAND_AND_GENERAL: &str = "[model]\nname = \"q\"\n[[stage]]\nname = \"A\"\nscheduling = \"on_demand\"\n[[stage]]\nname = \"B\"\nscheduling = \"general\"\n";
+
+/// Names with every character SVG and DOT escape.
+const ESCAPED_NAMES: &str = "[model]\nname = \"<A & \\\"B\\\">\"\n[[stage]]\nname = \"x<y & \\\"z\\\"\"\nscheduling = \"pluggable\"\nresources = { cpu = true }\n";
+
+fn model(toml: &str) -> Model {
+    Model::from_toml(toml).unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn plain() -> DrawOptions {
     DrawOptions::default()
 }
@@ -101,10 +111,7 @@ fn unknown_usage_is_drawn_in_brackets_and_dashed() {
 
 #[test]
 fn on_demand_stages_have_no_queue() {
-    let model = Model::from_toml(
-        "[model]\nname = \"q\"\n[[stage]]\nname = \"A\"\nscheduling = \"on_demand\"\n[[stage]]\nname = \"B\"\nscheduling = \"general\"\n",
-    )
-    .unwrap();
+    let model = model(ON_DEMAND_AND_GENERAL);
     let svg = render_svg(&model, &plain());
     let doc = roxmltree::Document::parse(&svg).unwrap();
     let rects = |name: &str| {
@@ -176,10 +183,7 @@ fn rendering_is_deterministic() {
 
 #[test]
 fn names_are_escaped() {
-    let model = Model::from_toml(
-        "[model]\nname = \"<A & \\\"B\\\">\"\n[[stage]]\nname = \"x<y & \\\"z\\\"\"\nscheduling = \"pluggable\"\nresources = { cpu = true }\n",
-    )
-    .unwrap();
+    let model = model(ESCAPED_NAMES);
     let svg = render_svg(&model, &plain());
     roxmltree::Document::parse(&svg).unwrap();
     assert!(svg.contains("x&lt;y &amp; &quot;z&quot;"));

@@ -28,6 +28,20 @@ fn stages_of(report: &Report, kind: ProblemKind) -> BTreeSet<String> {
         .collect()
 }
 
+/// The stages that block: the first stage of each blocking finding.
+fn blocked(report: &Report) -> BTreeSet<String> {
+    report
+        .of_kind(Blocking)
+        .map(|p| p.stages[0].clone())
+        .collect()
+}
+
+/// Asserts that the findings of `kind` name exactly `stages`.
+#[track_caller]
+fn assert_stages(report: &Report, kind: ProblemKind, stages: &[&str]) {
+    assert_eq!(stages_of(report, kind), names(stages), "{kind:?}");
+}
+
 fn names(list: &[&str]) -> BTreeSet<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
@@ -84,9 +98,10 @@ fn table_2_rows_as_printed() {
 fn hbase_findings_name_the_stages_of_section_4_1() {
     let (_, r) = load("hbase");
     // §4.1.1: Data Xceive and Data Stream are on-demand and use resources.
-    assert_eq!(
-        stages_of(&r, NoScheduling),
-        names(&["Data Stream", "Data Xceive", "Data Xceive (replica)"])
+    assert_stages(
+        &r,
+        NoScheduling,
+        &["Data Stream", "Data Xceive", "Data Xceive (replica)"],
     );
     // §4.1.2: the I/O and network components of RPC Handle are unknown.
     let u: Vec<&Problem> = r.of_kind(UnknownResourceUsage).collect();
@@ -100,13 +115,13 @@ fn hbase_findings_name_the_stages_of_section_4_1() {
             && names(&["RPC Read", "RPC Handle", "RPC Respond"])
                 .is_subset(&p.stages.iter().cloned().collect())));
     // §4.1.4: three bounded stages block: RPC Handle, Mem Flush and LOG Sync.
-    let blocked: BTreeSet<String> = r.of_kind(Blocking).map(|p| p.stages[0].clone()).collect();
-    assert_eq!(blocked, names(&["RPC Handle", "Mem Flush", "LOG Sync"]));
+    assert_eq!(blocked(&r), names(&["RPC Handle", "Mem Flush", "LOG Sync"]));
     // §4.1.5: Data Stream and Data Xceive; LOG Sync (and LOG Append) are ordered but use
     // no resource, so they are not flagged.
-    assert_eq!(
-        stages_of(&r, OrderingConstraint),
-        names(&["Data Stream", "Data Xceive", "Data Xceive (replica)"])
+    assert_stages(
+        &r,
+        OrderingConstraint,
+        &["Data Stream", "Data Xceive", "Data Xceive (replica)"],
     );
 }
 
@@ -156,24 +171,21 @@ fn muzzled_hbase_fixes_no_scheduling_and_the_rpc_network_contention_only() {
 #[test]
 fn mongodb_findings_follow_section_5() {
     let (_, r) = load("mongodb");
-    assert_eq!(
-        stages_of(&r, UnknownResourceUsage),
-        names(&["Worker", "Secondary Worker"])
-    );
+    assert_stages(&r, UnknownResourceUsage, &["Worker", "Secondary Worker"]);
     // Worker and Oplog Writer compete for the database lock on the secondary.
     assert!(r.of_kind(HiddenContention).any(
         |p| p.resources == [Resource::Lock] && p.stages == ["Secondary Worker", "Oplog Writer"]
     ));
-    let blocked: Vec<&str> = r.of_kind(Blocking).map(|p| p.stages[0].as_str()).collect();
-    assert_eq!(blocked, ["Worker"]);
+    assert_eq!(blocked(&r), names(&["Worker"]));
 }
 
 #[test]
 fn cassandra_findings_follow_section_5() {
     let (_, r) = load("cassandra");
-    assert_eq!(
-        stages_of(&r, UnknownResourceUsage),
-        names(&["Read", "Mutation", "View-Mutation"])
+    assert_stages(
+        &r,
+        UnknownResourceUsage,
+        &["Read", "Mutation", "View-Mutation"],
     );
     let contended: BTreeSet<Resource> = r
         .of_kind(HiddenContention)
@@ -185,21 +197,14 @@ fn cassandra_findings_follow_section_5() {
             .into_iter()
             .collect()
     );
-    let blocked: Vec<&str> = r.of_kind(Blocking).map(|p| p.stages[0].as_str()).collect();
-    assert_eq!(blocked, ["C-ReqHandle"]);
+    assert_eq!(blocked(&r), names(&["C-ReqHandle"]));
 }
 
 #[test]
 fn riak_findings_follow_section_5() {
     let (m, r) = load("riak");
-    assert_eq!(
-        stages_of(&r, NoScheduling),
-        names(&["Req In-Out", "Req Process"])
-    );
-    assert_eq!(
-        stages_of(&r, UnknownResourceUsage),
-        names(&["Req Process", "Cmd Handle"])
-    );
+    assert_stages(&r, NoScheduling, &["Req In-Out", "Req Process"]);
+    assert_stages(&r, UnknownResourceUsage, &["Req Process", "Cmd Handle"]);
     // Every bounded stage takes part in some hidden contention.
     let bounded: BTreeSet<String> = m
         .stages

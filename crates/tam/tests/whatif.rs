@@ -3,7 +3,7 @@
 use fairlane_tam::catalog;
 use fairlane_tam::whatif::{apply, ChangeErrorKind};
 use fairlane_tam::{
-    analyze, what_if, Change, Model, Problem, ProblemKind, Resource, Scheduling, Usage,
+    analyze, what_if, Change, Model, Problem, ProblemKind, Resource, Scheduling, Usage, WhatIf,
 };
 use std::collections::BTreeSet;
 
@@ -23,6 +23,11 @@ fn changes(list: &[&str]) -> Vec<Change> {
     list.iter()
         .map(|c| c.parse().unwrap_or_else(|e| panic!("{e}")))
         .collect()
+}
+
+/// `model` with the changes in `list` (written as on the command line), analysed.
+fn what_if_ok(model: &Model, list: &[&str]) -> WhatIf {
+    what_if(model, &changes(list)).unwrap_or_else(|e| panic!("{e}"))
 }
 
 const FIG9A: &str = "[model]\nname = \"9a\"\n[[stage]]\nname = \"Req Handle\"\nscheduling = \"pluggable\"\nresources = { cpu = true, io = \"unknown\" }\n";
@@ -77,15 +82,14 @@ fn bad_changes_say_what_is_expected() {
 #[test]
 fn adding_scheduling_points_removes_no_scheduling_from_hbase() {
     let hbase = shipped("hbase");
-    let result = what_if(
+    let result = what_if_ok(
         &hbase,
-        &changes(&[
+        &[
             "set Data Stream.scheduling = pluggable",
             "set Data Xceive.scheduling = pluggable",
             "set Data Xceive (replica).scheduling = pluggable",
-        ]),
-    )
-    .unwrap();
+        ],
+    );
     assert_eq!(
         result.kinds_disappeared(),
         [ProblemKind::NoScheduling].into_iter().collect()
@@ -108,7 +112,7 @@ fn adding_scheduling_points_removes_no_scheduling_from_hbase() {
 
 #[test]
 fn splitting_by_resource_fixes_fig_9a() {
-    let result = what_if(&model(FIG9A), &changes(&["split Req Handle"])).unwrap();
+    let result = what_if_ok(&model(FIG9A), &["split Req Handle"]);
     assert!(result.after.is_clean(), "{:#?}", result.after);
     let names: Vec<&str> = result
         .model
@@ -151,11 +155,7 @@ fn combining_the_two_network_stages_fixes_fig_10a() {
          [[stage]]\nname = \"Req Read\"\nscheduling = \"pluggable\"\nresources = { network = true }\ndownstream = [\"Resp Send\"]\n\
          [[stage]]\nname = \"Resp Send\"\nscheduling = \"pluggable\"\nresources = { network = true }\n",
     );
-    let result = what_if(
-        &fig10a,
-        &changes(&["combine Req Read + Resp Send as Req Handle"]),
-    )
-    .unwrap();
+    let result = what_if_ok(&fig10a, &["combine Req Read + Resp Send as Req Handle"]);
     assert!(result.after.is_clean());
     assert_eq!(result.model.stages.len(), 1);
     assert!(
@@ -171,7 +171,7 @@ fn async_and_separate_streams_fix_fig_11a_and_12a() {
          [[stage]]\nname = \"Req Handle\"\nscheduling = \"pluggable\"\nresources = { cpu = true }\ndownstream = [\"I/O\"]\nblocks_on = [\"I/O\"]\n\
          [[stage]]\nname = \"I/O\"\nscheduling = \"pluggable\"\nresources = { io = true }\n",
     );
-    let r = what_if(&fig11a, &changes(&["async Req Handle"])).unwrap();
+    let r = what_if_ok(&fig11a, &["async Req Handle"]);
     assert_eq!(
         r.kinds_disappeared(),
         [ProblemKind::Blocking].into_iter().collect()
@@ -183,7 +183,7 @@ fn async_and_separate_streams_fix_fig_11a_and_12a() {
          [[stage]]\nname = \"Worker\"\nscheduling = \"pluggable\"\nresources = { cpu = true }\ndownstream = [\"LOG Append\"]\n\
          [[stage]]\nname = \"LOG Append\"\nscheduling = \"pluggable\"\nordering = true\nresources = { io = true }\n",
     );
-    let r = what_if(&fig12a, &changes(&["set LOG Append.ordering = false"])).unwrap();
+    let r = what_if_ok(&fig12a, &["set LOG Append.ordering = false"]);
     assert!(r.after.is_clean());
     assert_eq!(r.resolved().len(), 1);
 }
@@ -206,17 +206,16 @@ fn shape(problems: &[Problem]) -> BTreeSet<(ProblemKind, BTreeSet<String>, Vec<R
 fn hbase_with_the_muzzled_changes_analyzes_like_the_muzzled_model() {
     let hbase = shipped("hbase");
     let muzzled = shipped("muzzled-hbase");
-    let result = what_if(
+    let result = what_if_ok(
         &hbase,
-        &changes(&[
+        &[
             "combine RPC Read + RPC Respond as RPC Read/Respond",
             "set RPC Read/Respond.scheduling = pluggable",
             "set Data Stream.scheduling = pluggable",
             "set Data Xceive.scheduling = pluggable",
             "set Data Xceive (replica).scheduling = pluggable",
-        ]),
-    )
-    .unwrap();
+        ],
+    );
     assert_eq!(
         shape(&result.after.problems),
         shape(&analyze(&muzzled).problems)
@@ -261,11 +260,10 @@ fn changes_that_cannot_apply_are_errors_not_panics() {
 fn the_original_model_is_left_untouched() {
     let hbase = shipped("hbase");
     let before = hbase.clone();
-    let r = what_if(
+    let r = what_if_ok(
         &hbase,
-        &changes(&["async RPC Handle", "set RPC Handle.scheduling = general"]),
-    )
-    .unwrap();
+        &["async RPC Handle", "set RPC Handle.scheduling = general"],
+    );
     assert_eq!(hbase, before);
     assert_eq!(
         r.model.stage("RPC Handle").unwrap().scheduling,
@@ -276,7 +274,7 @@ fn the_original_model_is_left_untouched() {
 
 #[test]
 fn what_if_json_lists_resolved_findings() {
-    let r = what_if(&model(FIG9A), &changes(&["split Req Handle"])).unwrap();
+    let r = what_if_ok(&model(FIG9A), &["split Req Handle"]);
     let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
     assert_eq!(v["resolved"][0]["kind"], "unknown_resource_usage");
     assert_eq!(v["after"], serde_json::json!([]));

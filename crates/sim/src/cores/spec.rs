@@ -400,15 +400,7 @@ impl DbSpec {
 
 impl DbServer {
     fn check(&self) -> Result<(), FieldError> {
-        if self.model != "cores" {
-            return Err(FieldError::new(
-                "model",
-                format!(
-                    "a database-server spec has model = \"cores\", got {:?}",
-                    self.model
-                ),
-            ));
-        }
+        crate::error::server_model("a database-server", "cores", &self.model)?;
         if self.cores == 0 || self.cores > 4096 {
             return Err(FieldError::new(
                 "cores",

@@ -9,22 +9,6 @@ use super::{Batching, LlmOptions, Mode, Policy, Server, Speed, Suite};
 use crate::doc::{Doc, SweepPoint};
 use crate::error::{FieldError, SpecError};
 
-fn default_kv_tokens() -> u64 {
-    10_000
-}
-fn default_max_batch() -> usize {
-    1000
-}
-fn default_output_weight() -> f64 {
-    2.0
-}
-fn default_sample_every() -> f64 {
-    1.0
-}
-fn default_max_points() -> usize {
-    2000
-}
-
 /// An LLM-server spec as written.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,36 +48,43 @@ pub struct LlmSpec {
 /// `[server]` of an LLM-server spec; absent fields are the paper's set-up
 /// ([`Server::a10g_llama2_7b`]).
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ServerSection {
     /// Must be `llm`: the kind of server.
     pub model: String,
     /// M: KV-cache tokens.
-    #[serde(default = "default_kv_tokens")]
     pub kv_tokens: u64,
     /// Most requests in the running batch.
-    #[serde(default = "default_max_batch")]
     pub max_batch: usize,
     /// Most prompt tokens per admission round; S-LoRA's max(M/6, 3072) when absent.
-    #[serde(default)]
     pub max_prefill_tokens: Option<u64>,
     /// `{ kind = "separate", max_wait_tokens = 10 }` or `{ kind = "mixed" }`.
-    #[serde(default)]
     pub batching: Batching,
     /// `{ fixed, per_prefill_token, per_decode_token }` seconds.
-    #[serde(default)]
     pub speed: Speed,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        let paper = Server::a10g_llama2_7b();
+        ServerSection {
+            model: "llm".into(),
+            kv_tokens: paper.kv_tokens,
+            max_batch: paper.max_batch,
+            max_prefill_tokens: None,
+            batching: paper.batching,
+            speed: paper.speed,
+        }
+    }
 }
 
 /// `[cost]`: `h = w_p·n_p + w_q·n_q`, the paper's 1 and 2 by default.
 #[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct CostSection {
     /// w_p.
-    #[serde(default = "crate::doc::default::one")]
     pub input_token_weight: f64,
     /// w_q.
-    #[serde(default = "default_output_weight")]
     pub output_token_weight: f64,
 }
 
@@ -138,21 +129,19 @@ pub struct WorkloadSection {
 
 /// `[metrics]`.
 #[derive(Clone, Copy, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct MetricsSection {
-    /// Seconds between samples of the series.
-    #[serde(default = "default_sample_every")]
+    /// Seconds between samples of the series (default 1).
     pub sample_every: f64,
-    /// Most points kept per series.
-    #[serde(default = "default_max_points")]
+    /// Most points kept per series (default 2000).
     pub max_points: usize,
 }
 
 impl Default for MetricsSection {
     fn default() -> Self {
         MetricsSection {
-            sample_every: default_sample_every(),
-            max_points: default_max_points(),
+            sample_every: 1.0,
+            max_points: 2000,
         }
     }
 }
@@ -261,15 +250,7 @@ impl LlmSpec {
 
 impl ServerSection {
     fn resolve(&self) -> Result<Server, FieldError> {
-        if self.model != "llm" {
-            return Err(FieldError::new(
-                "model",
-                format!(
-                    "an LLM-server spec has model = \"llm\", got {:?}",
-                    self.model
-                ),
-            ));
-        }
+        crate::error::server_model("an LLM-server", "llm", &self.model)?;
         let mut server = Server::a10g_llama2_7b()
             .kv_tokens(self.kv_tokens)
             .max_batch(self.max_batch);

@@ -8,6 +8,13 @@ fn run(trace: &Trace, server: &Server, policy: &str) -> LlmResult {
     simulate(trace, server, &p, &LlmOptions::default()).unwrap()
 }
 
+/// `policy` and FCFS on the overload suite (seed 42) on the paper's server.
+fn overload_against_fifo(policy: &str) -> (LlmResult, LlmResult) {
+    let trace = Suite::overload().trace(42).unwrap();
+    let server = Server::a10g_llama2_7b();
+    (run(&trace, &server, policy), run(&trace, &server, "fifo"))
+}
+
 fn acc_at(r: &LlmResult, t: f64) -> f64 {
     r.accumulated_difference
         .iter()
@@ -19,10 +26,7 @@ fn acc_at(r: &LlmResult, t: f64) -> f64 {
 /// within the bound while FCFS's grows with time; the throughput is the same.
 #[test]
 fn overload_vtc_stays_within_the_bound_and_fcfs_drifts() {
-    let trace = Suite::overload().trace(42).unwrap();
-    let server = Server::a10g_llama2_7b();
-    let vtc = run(&trace, &server, "vtc");
-    let fifo = run(&trace, &server, "fifo");
+    let (vtc, fifo) = overload_against_fifo("vtc");
     assert_eq!(vtc.bound, 40_000.0);
     let d = vtc.max_backlogged_difference.unwrap();
     assert!(d > 0.0 && d <= vtc.bound, "vtc {d}");
@@ -101,10 +105,7 @@ fn memory_and_batch_limits_hold_and_every_request_completes() {
 /// RPM(n) accepts at most n requests per client in any minute and serves them FCFS.
 #[test]
 fn rpm_limits_each_client_per_minute() {
-    let trace = Suite::overload().trace(42).unwrap();
-    let server = Server::a10g_llama2_7b();
-    let r = run(&trace, &server, "rpm20");
-    let fifo = run(&trace, &server, "fifo");
+    let (r, fifo) = overload_against_fifo("rpm20");
     for c in &r.clients {
         let accepted = c.arrived - c.rejected;
         // Six minutes of arrivals: at most 20 in each, plus the sliding window's edge.

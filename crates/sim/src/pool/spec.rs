@@ -14,15 +14,6 @@ pub use crate::sched::SchedulerSpec;
 fn default_refresh() -> f64 {
     0.01
 }
-fn default_interval() -> f64 {
-    0.1
-}
-fn default_occupancy_interval() -> f64 {
-    0.01
-}
-fn default_max_points() -> usize {
-    4096
-}
 
 /// A whole spec file.
 #[derive(Clone, Debug, Deserialize)]
@@ -196,29 +187,25 @@ pub struct BlackBoxDef {
 
 /// `[metrics]`.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct MetricsSpec {
-    /// Seconds between samples of service and lag (2DFQ §6: 100 ms).
-    #[serde(default = "default_interval")]
+    /// Seconds between samples of service and lag (2DFQ §6: 100 ms, the default).
     pub interval: f64,
-    /// Seconds between thread-occupancy samples.
-    #[serde(default = "default_occupancy_interval")]
+    /// Seconds between thread-occupancy samples (default 10 ms).
     pub occupancy_interval: f64,
     /// Tenants (or groups: their first member) whose time series are kept.
-    #[serde(default)]
     pub track: Vec<String>,
-    /// Points kept per time series (older points are thinned to stay under it).
-    #[serde(default = "default_max_points")]
+    /// Points kept per time series (older points are thinned to stay under it; default 4096).
     pub max_points: usize,
 }
 
 impl Default for MetricsSpec {
     fn default() -> Self {
         MetricsSpec {
-            interval: default_interval(),
-            occupancy_interval: default_occupancy_interval(),
+            interval: 0.1,
+            occupancy_interval: 0.01,
             track: Vec::new(),
-            max_points: default_max_points(),
+            max_points: 4096,
         }
     }
 }
