@@ -237,7 +237,6 @@ struct Sim<'a, S: Service + Measure> {
     sched: Box<dyn Scheduler<Job> + Send>,
     known_costs: bool,
     queue: EventQueue<Ev>,
-    events: u64,
     svc: S,
     workers: Vec<Option<Running>>,
     /// What the service drew for queued requests at their arrival ([`Job::draw`]), and
@@ -425,7 +424,6 @@ fn run_service<S: Service + Measure>(
         sched,
         known_costs,
         queue: EventQueue::default(),
-        events: 0,
         svc,
         workers: vec![None; slots],
         draws: Vec::new(),
@@ -534,13 +532,8 @@ impl<S: Service + Measure> Model for Sim<'_, S> {
         &mut self.queue
     }
 
-    fn events(&self) -> u64 {
-        self.events
-    }
-
     #[inline]
     fn handle(&mut self, now: f64, ev: Ev) -> Result<(), SimError> {
-        self.events += 1;
         self.on_event(now, ev)
     }
 
@@ -928,7 +921,7 @@ impl<S: Service + Measure> Sim<'_, S> {
         match mode {
             // Replaced at once: the tenant stays backlogged.
             Mode::Backlogged if now <= stop => {
-                self.events += 1;
+                self.queue.count(1);
                 let (class, cost) = self.draw(f);
                 self.enqueue(f, class, cost, now)?;
             }
@@ -1033,7 +1026,7 @@ impl<S: Service + Measure> Sim<'_, S> {
         RunResult {
             scheduler: String::new(),
             label: sc.label.clone(),
-            events: self.events,
+            events: self.queue.events(),
             wall_seconds: wall,
             sim_seconds: sc.duration,
             utilization: done / (capacity * sc.duration),
