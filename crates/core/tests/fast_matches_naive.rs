@@ -189,29 +189,22 @@ fn check(algorithm: Algorithm, estimated: bool, gps: bool) {
     });
 }
 
-#[test]
-fn twodfq_known_costs_approximate_clock() {
-    check(Algorithm::TwoDfq, false, false);
+/// One `#[test]` per entry, checking each (algorithm, estimated costs, GPS clock) case of it.
+macro_rules! naive_tests {
+    ($($name:ident: $(($alg:ident, $estimated:literal, $gps:literal)),+;)+) => {
+        $(
+            #[test]
+            fn $name() {
+                $(check(Algorithm::$alg, $estimated, $gps);)+
+            }
+        )+
+    };
 }
 
-#[test]
-fn twodfq_known_costs_gps_clock() {
-    check(Algorithm::TwoDfq, false, true);
-}
-
-#[test]
-fn twodfq_e_pessimistic_estimation() {
-    check(Algorithm::TwoDfq, true, false);
-}
-
-#[test]
-fn wf2q_known_and_estimated() {
-    check(Algorithm::Wf2q, false, true);
-    check(Algorithm::Wf2q, true, false);
-}
-
-#[test]
-fn wfq_known_and_estimated() {
-    check(Algorithm::Wfq, false, true);
-    check(Algorithm::Wfq, true, false);
+naive_tests! {
+    twodfq_known_costs_approximate_clock: (TwoDfq, false, false);
+    twodfq_known_costs_gps_clock: (TwoDfq, false, true);
+    twodfq_e_pessimistic_estimation: (TwoDfq, true, false);
+    wf2q_known_and_estimated: (Wf2q, false, true), (Wf2q, true, false);
+    wfq_known_and_estimated: (Wfq, false, true), (Wfq, true, false);
 }

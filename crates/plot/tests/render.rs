@@ -31,6 +31,15 @@ fn count(doc: &roxmltree::Document, name: &str) -> usize {
         .count()
 }
 
+/// Asserts that `doc` has `rects` titled rects (see [`titled_rects`]) and shows every one of
+/// `labels` as a text.
+fn assert_rects_and_texts(doc: &roxmltree::Document, rects: usize, labels: &[&str]) {
+    assert_eq!(titled_rects(doc), rects);
+    for label in labels {
+        assert!(has_text(doc, label), "{label}");
+    }
+}
+
 fn has_text(doc: &roxmltree::Document, text: &str) -> bool {
     doc.descendants().any(|n| n.text() == Some(text))
 }
@@ -322,11 +331,7 @@ fn bar_chart_is_valid_with_hover_values() {
     let svg = sample_bar().to_svg();
     let doc = parse(&svg);
     // 3 + 2 + 1 bars with titles, plus 3 legend swatches and the background.
-    let bars = titled_rects(&doc);
-    assert_eq!(bars, 6);
-    assert!(has_text(&doc, "small \u{b7} wfq: 20"));
-    assert!(has_text(&doc, "other <x> \u{b7} fifo: 1"));
-    for label in [
+    let labels = [
         "fifo",
         "wfq",
         "2dfq",
@@ -334,9 +339,10 @@ fn bar_chart_is_valid_with_hover_values() {
         "large",
         "other <x>",
         "req/s",
-    ] {
-        assert!(has_text(&doc, label), "{label}");
-    }
+    ];
+    assert_rects_and_texts(&doc, 6, &labels);
+    assert!(has_text(&doc, "small \u{b7} wfq: 20"));
+    assert!(has_text(&doc, "other <x> \u{b7} fifo: 1"));
     // Negative values, log axes with zeros, empty, many long categories.
     let charts = [
         BarChart::new("neg", ["a", "b"], Axis::linear("v")).group("g", vec![-3.0, 2.0]),
@@ -387,12 +393,9 @@ fn sample_occupancy() -> Occupancy {
 fn occupancy_is_valid_and_merges_runs() {
     let svg = sample_occupancy().to_svg();
     let doc = parse(&svg);
-    let runs = titled_rects(&doc);
     // w0: [1 1] [100 100] [7]; w1: [3 3 3].
-    assert_eq!(runs, 4);
-    for label in ["w0", "w1", "w<2>", "request cost", "idle", "time (s)"] {
-        assert!(has_text(&doc, label), "{label}");
-    }
+    let labels = ["w0", "w1", "w<2>", "request cost", "idle", "time (s)"];
+    assert_rects_and_texts(&doc, 4, &labels);
     assert!(has_text(&doc, "w1 \u{b7} t 0.5\u{2013}2 s: request cost 3"));
 
     // A row of 1000 identical cells is one rect, as is a 100k-cell row.

@@ -95,6 +95,21 @@ impl Clone for Box<dyn Experiment> {
 /// differ between two runs of one spec and seed.
 pub const TIMING_FIELDS: [&str; 3] = ["wall_seconds", "events_per_second", "visits_per_second"];
 
+/// The runs of one spec of a kind that keeps nothing beside them (the worker pool, the
+/// TAM model, the LLM server): each kind names it (`PoolRuns`, `TamRuns`, `LlmRuns`) and
+/// implements [`Runs`] for it.
+#[derive(Clone, Debug)]
+pub struct KindRuns<R> {
+    /// Point-major, then in the order of the spec's schedulers (an LLM spec's policies).
+    pub runs: Vec<R>,
+}
+
+impl<R> Default for KindRuns<R> {
+    fn default() -> Self {
+        KindRuns { runs: Vec::new() }
+    }
+}
+
 /// The runs of an experiment, in point-major then scheduler order, and their outputs.
 pub trait Runs: Send + Sync + std::fmt::Debug {
     /// How many runs.
@@ -217,10 +232,10 @@ macro_rules! experiment_basics {
 pub(crate) use experiment_basics;
 
 /// The methods every kind's [`Runs`] implements alike, for a type whose `runs` field holds
-/// them and whose kind's report module `$report` has `summary_json`, `write_csv` and `print`
-/// over a slice of them.
+/// them and whose kind's report module `$report` has `summary_json`, `write_csv`, `print`
+/// and `write_html` over a slice of them (`write_html` then takes the `$html` arguments).
 macro_rules! runs_basics {
-    ($report:ident) => {
+    ($report:ident $(, $html:expr)*) => {
         fn len(&self) -> usize {
             self.runs.len()
         }
@@ -235,6 +250,14 @@ macro_rules! runs_basics {
         }
         fn print(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
             $report::print(out, &self.runs)
+        }
+        fn write_html(
+            &self,
+            dir: &std::path::Path,
+            title: &str,
+            description: &str,
+        ) -> std::io::Result<()> {
+            $report::write_html(dir, title, description, &self.runs $(, $html)*)
         }
     };
 }

@@ -58,7 +58,7 @@ mod ziggurat;
 
 pub use batch::BatchProgress;
 pub use error::{AnyError, FieldError, SimError, SimErrorKind, SpecError};
-pub use experiment::{Experiment, RunOptions, Runs};
+pub use experiment::{Experiment, KindRuns, RunOptions, Runs};
 pub use kinds::{from_doc, load, parse};
 pub use pool::{
     run, run_all, run_all_batch, run_with_scheduler, PoolRuns, RunResult, Scenario, Spec, SpecFile,

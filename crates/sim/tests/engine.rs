@@ -285,6 +285,9 @@ fn the_event_cap_stops_a_run() {
 /// engine runs it like its own, and measures against its capacity.
 struct TwoSpeed;
 
+/// Measured for nothing beyond its requests.
+impl fairlane_sim::pool::blackbox::Measure for TwoSpeed {}
+
 impl fairlane_sim::service::Service for TwoSpeed {
     fn slots(&self) -> usize {
         2

@@ -42,63 +42,66 @@ struct Figure {
     remedy: &'static [&'static str],
 }
 
-macro_rules! fig {
-    ($n:literal) => {
-        include_str!(concat!("../../../experiments/tam-fig", $n, ".toml"))
+/// The `Figure` of Fig. `$n`: its (a) and (b) are `experiments/tam-fig{$n}a.toml` and `…b.toml`.
+macro_rules! figure {
+    ($n:literal, $kind:ident, $stages:expr, $resources:expr, $remedy:expr) => {
+        Figure {
+            a: include_str!(concat!("../../../experiments/tam-fig", $n, "a.toml")),
+            b: include_str!(concat!("../../../experiments/tam-fig", $n, "b.toml")),
+            kind: ProblemKind::$kind,
+            stages: $stages,
+            resources: $resources,
+            remedy: $remedy,
+        }
     };
 }
 
 const FIGURES: [Figure; 5] = [
     // §3.1, Fig. 8: Req Handle (Q1, CPU) feeds an I/O stage; I/O is the bottleneck. (b)
     // gives the I/O stage a queue.
-    Figure {
-        a: fig!("8a"),
-        b: fig!("8b"),
-        kind: ProblemKind::NoScheduling,
-        stages: &["I/O"],
-        resources: &[Resource::Io],
-        remedy: &["scheduling point"],
-    },
+    figure!(
+        "8",
+        NoScheduling,
+        &["I/O"],
+        &[Resource::Io],
+        &["scheduling point"]
+    ),
     // §3.2, Fig. 9: (a) Req Handle looks up the cache and does I/O on a miss; (b) a separate
     // I/O stage does the I/O.
-    Figure {
-        a: fig!("9a"),
-        b: fig!("9b"),
-        kind: ProblemKind::UnknownResourceUsage,
-        stages: &["Req Handle"],
-        resources: &[Resource::Io],
-        remedy: &["Split"],
-    },
+    figure!(
+        "9",
+        UnknownResourceUsage,
+        &["Req Handle"],
+        &[Resource::Io],
+        &["Split"]
+    ),
     // §3.3, Fig. 10: (a) one stage reads requests and another sends replies, both using the
     // network with their own schedulers; (b) one stage does both.
-    Figure {
-        a: fig!("10a"),
-        b: fig!("10b"),
-        kind: ProblemKind::HiddenContention,
-        stages: &["Req Read", "Req Respond"],
-        resources: &[Resource::Network],
-        remedy: &["Combine"],
-    },
+    figure!(
+        "10",
+        HiddenContention,
+        &["Req Read", "Req Respond"],
+        &[Resource::Network],
+        &["Combine"]
+    ),
     // §3.4, Fig. 11: (a) Req Handle threads block on the I/O stage; (b) Req Handle is
     // asynchronous.
-    Figure {
-        a: fig!("11a"),
-        b: fig!("11b"),
-        kind: ProblemKind::Blocking,
-        stages: &["Req Handle", "I/O"],
-        resources: &[Resource::Io],
-        remedy: &["asynchronous", "threads as a resource"],
-    },
+    figure!(
+        "11",
+        Blocking,
+        &["Req Handle", "I/O"],
+        &[Resource::Io],
+        &["asynchronous", "threads as a resource"]
+    ),
     // §3.5, Fig. 12: (a) Worker (CPU) feeds LOG Append (I/O), which must keep the order of
     // one shared WAL; (b) each client has its own stream.
-    Figure {
-        a: fig!("12a"),
-        b: fig!("12b"),
-        kind: ProblemKind::OrderingConstraint,
-        stages: &["LOG Append"],
-        resources: &[Resource::Io],
-        remedy: &["streams"],
-    },
+    figure!(
+        "12",
+        OrderingConstraint,
+        &["LOG Append"],
+        &[Resource::Io],
+        &["streams"]
+    ),
 ];
 
 #[test]

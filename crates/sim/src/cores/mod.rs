@@ -35,9 +35,6 @@ pub mod report;
 pub mod run;
 pub mod spec;
 
-use std::io;
-use std::path::Path;
-
 pub use run::{run_all, run_all_with, DbRun, DbTenantResult};
 pub use spec::{DbSpec, RESERVATION_SCHEDULERS};
 
@@ -125,9 +122,6 @@ pub struct CoresRuns {
 
 impl Runs for CoresRuns {
     crate::experiment::runs_basics!(report);
-    fn write_html(&self, dir: &Path, title: &str, description: &str) -> io::Result<()> {
-        report::write_html(dir, title, description, &self.runs)
-    }
     fn work(&self) -> (u64, &'static str) {
         (
             self.runs.iter().map(|r| r.dispatches).sum(),

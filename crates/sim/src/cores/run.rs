@@ -151,7 +151,6 @@ struct DbSim<'a> {
     retry_at: f64,
     dispatches: u64,
     busy_time: f64,
-    events: u64,
     err: &'a dyn Fn(fairlane_core::Error) -> SimError,
 }
 
@@ -170,12 +169,7 @@ impl Model for DbSim<'_> {
         &mut self.queue
     }
 
-    fn events(&self) -> u64 {
-        self.events
-    }
-
     fn handle(&mut self, now: f64, ev: Ev) -> Result<(), SimError> {
-        self.events += 1;
         let spec = self.spec;
         let e = self.err;
         match ev {
@@ -404,7 +398,6 @@ fn run_one(
         retry_at: f64::INFINITY,
         dispatches: 0,
         busy_time: 0.0,
-        events: 0,
         err: &err,
     };
     drive(&mut sim, spec.duration, spec.max_events, progress)?;
@@ -499,7 +492,7 @@ impl DbSim<'_> {
             busy,
             mut busy_time,
             dispatches,
-            events,
+            queue,
             err,
             ..
         } = self;
@@ -534,7 +527,7 @@ impl DbSim<'_> {
             dispatches,
             examined: s.examined(),
             jain: jain_index(&viols).unwrap_or(f64::NAN),
-            events,
+            events: queue.events(),
             wall_seconds: 0.0,
         })
     }

@@ -243,7 +243,7 @@ pub fn simulate(
         policy: policy.name.clone(),
         scheduler,
         wall_seconds: wall.elapsed().as_secs_f64(),
-        events: crate::events::Model::events(&m),
+        events: m.q.events(),
         makespan: m.last_completion,
         window: trace.window,
         iterations: m.iterations,

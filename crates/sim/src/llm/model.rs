@@ -52,8 +52,8 @@ struct Run {
 
 /// The server, its scheduler and its measurements.
 pub(crate) struct LlmSim<'a> {
-    q: EventQueue<Ev>,
-    events: u64,
+    /// The events to come; it counts the events handled (each decoded token counts as one).
+    pub(crate) q: EventQueue<Ev>,
     server: Server,
     h: TokenCost,
     sched: BoxedScheduler,
@@ -113,7 +113,6 @@ impl<'a> LlmSim<'a> {
         let reqs = &trace.requests[..];
         let mut m = LlmSim {
             q: EventQueue::default(),
-            events: 0,
             server,
             h: opts.cost,
             sched,
@@ -406,7 +405,7 @@ impl<'a> LlmSim<'a> {
         if self.decoding {
             self.decodes += 1;
             // Each decoded token counts as an event: the cap bounds the work.
-            self.events += self.running.len() as u64;
+            self.q.count(self.running.len() as u64);
             let mut k = 0;
             while k < self.running.len() {
                 // Read, then write back: a store to `done` read back at once as part of the
@@ -451,7 +450,6 @@ impl Model for LlmSim<'_> {
     }
 
     fn handle(&mut self, now: f64, ev: Ev) -> Result<(), SimError> {
-        self.events += 1;
         match ev {
             Ev::Arrive => self.arrive(now),
             Ev::StepDone => self.step_done(now),
@@ -475,9 +473,5 @@ impl Model for LlmSim<'_> {
             self.start(now)?;
         }
         Ok(())
-    }
-
-    fn events(&self) -> u64 {
-        self.events
     }
 }

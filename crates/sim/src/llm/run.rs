@@ -2,16 +2,13 @@
 //! the spec file, its sweep points, and its runs (points × policies) behind the
 //! [`Experiment`] and [`Runs`] interface.
 
-use std::io;
-use std::path::Path;
-
 use super::report;
 use super::spec::{LlmSpec, Resolved};
 use super::{simulate, LlmRun};
 use crate::batch::{parallel, BatchProgress};
 use crate::doc::Doc;
 use crate::error::{AnyError, SimError, SpecError};
-use crate::experiment::{Experiment, RunOptions, Runs};
+use crate::experiment::{Experiment, KindRuns, RunOptions, Runs};
 
 /// An LLM-server spec: its document, its sections as written, and what they resolve to.
 #[derive(Clone, Debug)]
@@ -152,17 +149,10 @@ fn min_events(r: &Resolved) -> f64 {
 }
 
 /// The runs of an LLM-server spec.
-#[derive(Clone, Debug, Default)]
-pub struct LlmRuns {
-    /// Point-major, then policy order.
-    pub runs: Vec<LlmRun>,
-}
+pub type LlmRuns = KindRuns<LlmRun>;
 
 impl Runs for LlmRuns {
     crate::experiment::runs_basics!(report);
-    fn write_html(&self, dir: &Path, title: &str, description: &str) -> io::Result<()> {
-        report::write_html(dir, title, description, &self.runs)
-    }
     fn work(&self) -> (u64, &'static str) {
         (
             self.runs.iter().map(|r| r.result.generated_tokens).sum(),

@@ -237,7 +237,6 @@ struct Sim<'a, S: Service + Measure> {
     sched: Box<dyn Scheduler<Job> + Send>,
     known_costs: bool,
     queue: EventQueue<Ev>,
-    events: u64,
     svc: S,
     workers: Vec<Option<Running>>,
     /// What the service drew for queued requests at their arrival ([`Job::draw`]), and
@@ -307,16 +306,15 @@ pub fn run_with_scheduler(
     known_costs: bool,
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunResult, SimError> {
-    check_limits(sc)?;
     match &sc.blackbox {
-        None => run_service(
+        None => run_on(
             sc,
             sched,
             known_costs,
             WorkerPool::new(sc.workers, sc.rate),
             progress,
         ),
-        Some(def) => run_service(
+        Some(def) => run_on(
             sc,
             sched,
             known_costs,
@@ -355,10 +353,14 @@ fn check_limits(sc: &Scenario) -> Result<(), SimError> {
     Ok(())
 }
 
+impl Measure for WorkerPool {}
+
 /// Run a caller-built scheduler on a scenario's tenants in front of a caller-supplied
 /// [`Service`] (its slots replace the scenario's workers; the scheduler should be built for
-/// that many). The scenario's `[server]` is ignored apart from `refresh`.
-pub fn run_on<S: Service>(
+/// that many). The scenario's `[server]` is ignored apart from `refresh`. The service's
+/// [`Measure`] hooks all have defaults: a service that measures nothing beyond its requests
+/// implements it with `impl Measure for MyService {}`.
+pub fn run_on<S: Service + Measure>(
     sc: &Scenario,
     sched: Box<dyn Scheduler<Job> + Send>,
     known_costs: bool,
@@ -366,50 +368,6 @@ pub fn run_on<S: Service>(
     progress: &mut dyn FnMut(f64),
 ) -> Result<RunResult, SimError> {
     check_limits(sc)?;
-    run_service(sc, sched, known_costs, Unmeasured(svc), progress)
-}
-
-impl Measure for WorkerPool {}
-
-/// A caller's service, measured for nothing beyond its requests.
-struct Unmeasured<S>(S);
-
-impl<S: Service> Measure for Unmeasured<S> {}
-
-impl<S: Service> Service for Unmeasured<S> {
-    fn slots(&self) -> usize {
-        self.0.slots()
-    }
-    fn capacity(&self) -> f64 {
-        self.0.capacity()
-    }
-    fn has_room(&self) -> bool {
-        self.0.has_room()
-    }
-    fn begin(&mut self, slot: u32, work: Work, now: f64, at: &mut impl FnMut(f64, u32)) {
-        self.0.begin(slot, work, now, at)
-    }
-    fn fire(&mut self, idx: u32, now: f64, at: &mut impl FnMut(f64, u32)) -> Outcome {
-        self.0.fire(idx, now, at)
-    }
-    fn visible(&self, start: f64, cost: f64, now: f64) -> f64 {
-        self.0.visible(start, cost, now)
-    }
-    fn set_depth(&mut self, depth: usize, now: f64) {
-        self.0.set_depth(depth, now)
-    }
-    fn arrival(&self, cost: f64, rng: &mut Rng) -> Option<Work> {
-        self.0.arrival(cost, rng)
-    }
-}
-
-fn run_service<S: Service + Measure>(
-    sc: &Scenario,
-    sched: Box<dyn Scheduler<Job> + Send>,
-    known_costs: bool,
-    svc: S,
-    progress: &mut dyn FnMut(f64),
-) -> Result<RunResult, SimError> {
     let wall = Instant::now();
     let n = sc.tenants.len();
     let slots = svc.slots();
@@ -425,7 +383,6 @@ fn run_service<S: Service + Measure>(
         sched,
         known_costs,
         queue: EventQueue::default(),
-        events: 0,
         svc,
         workers: vec![None; slots],
         draws: Vec::new(),
@@ -534,13 +491,8 @@ impl<S: Service + Measure> Model for Sim<'_, S> {
         &mut self.queue
     }
 
-    fn events(&self) -> u64 {
-        self.events
-    }
-
     #[inline]
     fn handle(&mut self, now: f64, ev: Ev) -> Result<(), SimError> {
-        self.events += 1;
         self.on_event(now, ev)
     }
 
@@ -928,7 +880,7 @@ impl<S: Service + Measure> Sim<'_, S> {
         match mode {
             // Replaced at once: the tenant stays backlogged.
             Mode::Backlogged if now <= stop => {
-                self.events += 1;
+                self.queue.count(1);
                 let (class, cost) = self.draw(f);
                 self.enqueue(f, class, cost, now)?;
             }
@@ -1033,7 +985,7 @@ impl<S: Service + Measure> Sim<'_, S> {
         RunResult {
             scheduler: String::new(),
             label: sc.label.clone(),
-            events: self.events,
+            events: self.queue.events(),
             wall_seconds: wall,
             sim_seconds: sc.duration,
             utilization: done / (capacity * sc.duration),

@@ -17,7 +17,6 @@ pub mod spec;
 pub mod trace;
 pub mod workload;
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 pub use engine::{run, run_with_scheduler, RunResult};
@@ -27,7 +26,7 @@ pub use spec::Spec;
 use crate::batch::BatchProgress;
 use crate::doc::Doc;
 use crate::error::{AnyError, SimError, SpecError};
-use crate::experiment::{Experiment, RunOptions, Runs};
+use crate::experiment::{Experiment, KindRuns, RunOptions, Runs};
 use crate::sched::SchedulerChoice;
 
 /// The most runs a `[suite]` may ask for: each is a scenario held in memory.
@@ -214,17 +213,10 @@ pub fn run_all_batch(
 }
 
 /// The runs of a worker-pool or black-box spec.
-#[derive(Clone, Debug, Default)]
-pub struct PoolRuns {
-    /// Point-major, then scheduler order.
-    pub runs: Vec<RunResult>,
-}
+pub type PoolRuns = KindRuns<RunResult>;
 
 impl Runs for PoolRuns {
-    crate::experiment::runs_basics!(report);
-    fn write_html(&self, dir: &Path, title: &str, description: &str) -> io::Result<()> {
-        report::write_html(dir, title, description, &self.runs, 12)
-    }
+    crate::experiment::runs_basics!(report, 12);
     fn work(&self) -> (u64, &'static str) {
         (self.runs.iter().map(|r| r.events).sum(), "events")
     }

@@ -41,7 +41,6 @@ pub use result::{summary_json, write_csv, write_html, ClientResult, StageResult,
 pub use run::{run, run_all};
 pub use spec::TamSpec;
 
-use std::io;
 use std::path::{Path, PathBuf};
 
 use fairlane_tam::Model;
@@ -50,7 +49,7 @@ use toml::Value;
 use crate::batch::BatchProgress;
 use crate::doc::{Doc, SweepPoint};
 use crate::error::{AnyError, SpecError};
-use crate::experiment::{Experiment, RunOptions, Runs};
+use crate::experiment::{Experiment, KindRuns, RunOptions, Runs};
 
 /// A TAM simulation file: a model file (with `[[stage]]`s) and its optional `[simulation]`
 /// section, or a spec with `[server] model = "tam"` and `architecture = "PATH"` naming a
@@ -245,17 +244,10 @@ impl Experiment for TamSpecFile {
 }
 
 /// The runs of a TAM simulation.
-#[derive(Clone, Debug, Default)]
-pub struct TamRuns {
-    /// Point-major, then scheduler order.
-    pub runs: Vec<TamRun>,
-}
+pub type TamRuns = KindRuns<TamRun>;
 
 impl Runs for TamRuns {
     crate::experiment::runs_basics!(result);
-    fn write_html(&self, dir: &Path, title: &str, description: &str) -> io::Result<()> {
-        result::write_html(dir, title, description, &self.runs)
-    }
     fn work(&self) -> (u64, &'static str) {
         (self.runs.iter().map(|r| r.visits).sum(), "stage visits")
     }

@@ -90,7 +90,6 @@ struct ClientState {
 struct Sim<'a> {
     spec: &'a TamSpec,
     queue: EventQueue<Ev>,
-    events: u64,
     visits_done: u64,
     stages: Vec<StageState>,
     res: Vec<ResState>,
@@ -182,7 +181,6 @@ pub fn run(spec: &TamSpec, run: usize, progress: &mut dyn FnMut(f64)) -> Result<
     let mut sim = Sim {
         spec,
         queue: EventQueue::default(),
-        events: 0,
         visits_done: 0,
         stages,
         res: spec
@@ -236,11 +234,7 @@ impl Model for Sim<'_> {
     fn queue(&mut self) -> &mut EventQueue<Ev> {
         &mut self.queue
     }
-    fn events(&self) -> u64 {
-        self.events
-    }
     fn handle(&mut self, now: f64, ev: Ev) -> Result<(), SimError> {
-        self.events += 1;
         match ev {
             Ev::Issue(c) => {
                 self.pending -= 1;
@@ -573,7 +567,7 @@ impl Sim<'_> {
         TamRun {
             label: String::new(),
             scheduler: samples_sched.clone(),
-            events: self.events,
+            events: self.queue.events(),
             visits: self.visits_done,
             wall_seconds: wall,
             sim_seconds: spec.duration,
