@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode};
+use fairlane_runtime::admin::reply;
+use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -88,24 +89,6 @@ fn connection_metrics(inner: &Inner) -> String {
     let rows = CONNECTION_METRICS.map(|(name, help, read)| (name, help, read(inner)));
     crate::prom::plain(&mut o, rows);
     o
-}
-
-fn reply(
-    status: StatusCode,
-    content_type: &'static str,
-    body: impl Into<Bytes>,
-) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(body.into()));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type),
-    );
-    r.headers_mut().insert(
-        http::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-store"),
-    );
-    r
 }
 
 fn route(inner: &Inner, req: &Request<Incoming>) -> Response<Full<Bytes>> {

@@ -38,6 +38,8 @@
 
 #![deny(unsafe_code)] // only `cpu` reads thread CPU clocks through libc
 
+#[cfg(feature = "admin")]
+pub mod admin;
 pub mod config_file;
 pub mod cpu;
 mod error;
