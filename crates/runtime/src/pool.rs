@@ -70,10 +70,7 @@ impl PendingTask {
 
 impl fmt::Debug for PendingTask {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PendingTask")
-            .field("tenant", &self.tenant)
-            .field("class", &self.class)
-            .finish_non_exhaustive()
+        setup::debug_request(f, "PendingTask", self.tenant, self.class)
     }
 }
 
