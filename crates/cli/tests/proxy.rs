@@ -187,6 +187,12 @@ impl Proxy {
         assert!(ok, "kill -{sig}");
     }
 
+    /// SIGTERM; the proxy must drain and exit 0.
+    fn terminate(mut self) {
+        self.signal("TERM");
+        assert!(self.wait_exit().success());
+    }
+
     fn wait_exit(&mut self) -> std::process::ExitStatus {
         fairlane_testkit::wait_exit(&mut self.child, DEADLINE)
             .unwrap_or_else(|| panic!("proxy did not exit within {DEADLINE:?}"))
@@ -210,16 +216,21 @@ fn temp_dir(name: &str) -> tempfile::TempDir {
         .unwrap()
 }
 
+/// A proxy on the usual configuration (`sfq`, bob's key `kb`) in a fresh directory named
+/// after the test; the directory lives as long as the returned guard.
+fn start_default(name: &str) -> (tempfile::TempDir, Proxy) {
+    let tmp = temp_dir(name);
+    let p = Proxy::start(&config(tmp.path(), upstream(), "sfq", "\"kb\""));
+    (tmp, p)
+}
+
 #[test]
 fn healthz_and_forwarding() {
-    let tmp = temp_dir("healthz");
-    let dir = tmp.path();
-    let mut p = Proxy::start(&config(dir, upstream(), "sfq", "\"kb\""));
+    let (_tmp, p) = start_default("healthz");
     assert_eq!(get(p.admin, "/healthz", None), (200, "ok\n".to_string()));
     assert_eq!(get(p.addr, "/", Some("ka")), (200, "ok\n".to_string()));
     assert_eq!(get(p.addr, "/", Some("nobody")).0, 401);
-    p.signal("TERM");
-    assert!(p.wait_exit().success());
+    p.terminate();
 }
 
 #[test]
@@ -243,15 +254,12 @@ fn reload_revokes_keys_and_warns_about_what_needs_a_restart() {
     );
     assert_eq!(get(p.addr, "/", Some("kb2")).0, 200, "the new key works");
     assert_eq!(get(p.addr, "/", Some("ka")).0, 200, "alice is untouched");
-    p.signal("TERM");
-    assert!(p.wait_exit().success());
+    p.terminate();
 }
 
 #[test]
 fn sigint_drains_and_exits_0() {
-    let tmp = temp_dir("sigint");
-    let dir = tmp.path();
-    let mut p = Proxy::start(&config(dir, upstream(), "sfq", "\"kb\""));
+    let (_tmp, mut p) = start_default("sigint");
     assert_eq!(get(p.addr, "/", Some("ka")).0, 200);
     p.signal("INT");
     p.wait_for_log("SIGINT, draining");
@@ -261,8 +269,7 @@ fn sigint_drains_and_exits_0() {
 
 #[test]
 fn a_sighup_as_soon_as_it_listens_reloads() {
-    let tmp = temp_dir("early-hup");
-    let mut p = Proxy::start(&config(tmp.path(), upstream(), "sfq", "\"kb\""));
+    let (_tmp, mut p) = start_default("early-hup");
     // No wait for the handler (unlike `Proxy::signal`): it is installed before the
     // "listening" line is printed.
     let ok = Command::new("kill")
@@ -273,6 +280,5 @@ fn a_sighup_as_soon_as_it_listens_reloads() {
     assert!(ok, "kill -HUP");
     p.wait_for_log("SIGHUP, reloaded");
     assert_eq!(get(p.addr, "/", Some("ka")).0, 200);
-    p.signal("TERM");
-    assert!(p.wait_exit().success());
+    p.terminate();
 }

@@ -8,7 +8,8 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Request, Response, StatusCode};
+use fairlane_runtime::admin::reply;
+use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -46,20 +47,6 @@ pub(crate) async fn serve(
                 .await;
         });
     }
-}
-
-fn reply(
-    status: StatusCode,
-    content_type: &'static str,
-    body: impl Into<Bytes>,
-) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(body.into()));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
 }
 
 fn route(shared: &Shared, req: &Request<Incoming>) -> Response<Full<Bytes>> {

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderValue, Request, Response, StatusCode};
+use fairlane_runtime::admin::reply;
+use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
@@ -16,6 +17,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use crate::conn::{ActiveGuard, ClientIo};
+use crate::prom::{readers, Reader};
 use crate::state::Inner;
 
 pub(crate) async fn serve(inner: Arc<Inner>, listener: TcpListener) {
@@ -66,61 +68,27 @@ pub(crate) async fn serve(inner: Arc<Inner>, listener: TcpListener) {
     }
 }
 
-/// Connection-level metrics (issue 16), appended to the exposition.
+/// Connection-level metrics, appended to the exposition.
+const CONNECTION_METRICS: [(&str, &str, Reader<Inner>); 6] = readers![i: Inner;
+    "fairlane_proxy_connections_max" => i.conns.max.load(Relaxed),
+        "Client connections allowed open at once (limits.max_connections, capped by the open-files limit).";
+    "fairlane_proxy_connections_refused_total" => i.conns.refused.load(Relaxed),
+        "Client connections closed at once: a connection cap was reached and none was idle.";
+    "fairlane_proxy_connections_evicted_total" => i.conns.evicted.load(Relaxed),
+        "Idle client connections closed to make room for new ones.";
+    "fairlane_proxy_connections_idle_closed_total" => i.conns.idle_closed.load(Relaxed),
+        "Client connections closed by limits.idle_timeout_ms.";
+    "fairlane_proxy_accept_errors_total" => i.conns.accept_errors.load(Relaxed),
+        "Failed accepts on the client listener (EMFILE, ENFILE, ...).";
+    "fairlane_proxy_streaming_refused_total" => i.streaming.refused.load(Relaxed),
+        "Responses answered 503 because their tenant already held its share of slots streaming to slow readers.";
+];
+
 fn connection_metrics(inner: &Inner) -> String {
     let mut o = String::new();
-    let rows = [
-        (
-            "fairlane_proxy_connections_max",
-            "Client connections allowed open at once (limits.max_connections, capped by the open-files limit).",
-            inner.conns.max.load(Relaxed) as u64,
-        ),
-        (
-            "fairlane_proxy_connections_refused_total",
-            "Client connections closed at once: a connection cap was reached and none was idle.",
-            inner.conns.refused.load(Relaxed),
-        ),
-        (
-            "fairlane_proxy_connections_evicted_total",
-            "Idle client connections closed to make room for new ones.",
-            inner.conns.evicted.load(Relaxed),
-        ),
-        (
-            "fairlane_proxy_connections_idle_closed_total",
-            "Client connections closed by limits.idle_timeout_ms.",
-            inner.conns.idle_closed.load(Relaxed),
-        ),
-        (
-            "fairlane_proxy_accept_errors_total",
-            "Failed accepts on the client listener (EMFILE, ENFILE, ...).",
-            inner.conns.accept_errors.load(Relaxed),
-        ),
-        (
-            "fairlane_proxy_streaming_refused_total",
-            "Responses answered 503 because their tenant already held its share of slots streaming to slow readers.",
-            inner.streaming.refused.load(Relaxed),
-        ),
-    ];
+    let rows = CONNECTION_METRICS.map(|(name, help, read)| (name, help, read(inner)));
     crate::prom::plain(&mut o, rows);
     o
-}
-
-fn reply(
-    status: StatusCode,
-    content_type: &'static str,
-    body: impl Into<Bytes>,
-) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(body.into()));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type),
-    );
-    r.headers_mut().insert(
-        http::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-store"),
-    );
-    r
 }
 
 fn route(inner: &Inner, req: &Request<Incoming>) -> Response<Full<Bytes>> {

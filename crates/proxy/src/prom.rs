@@ -80,6 +80,19 @@ pub fn labelled<T>(
     }
 }
 
+/// A reader of one number of a `T`, for the tables of [`labelled`] families.
+pub type Reader<T> = fn(&T) -> f64;
+
+/// A table of families over one row type: `(name, help, reader)` per family, each reader a
+/// numeric expression of the row (bound to `$r`) read as `f64`:
+/// `readers![t: Tenant; "name" => t.field, "help"; …]`.
+macro_rules! readers {
+    ($r:ident: $t:ty; $($name:literal => $get:expr, $help:literal;)*) => {
+        [$(($name, $help, (|$r: &$t| ($get) as f64) as $crate::prom::Reader<$t>)),*]
+    };
+}
+pub(crate) use readers;
+
 /// One label set's samples of the histogram `name` over [`BUCKETS`]: the cumulative
 /// `_bucket`s from per-bucket `counts` (the last one +Inf), `_count` and `_sum`.
 pub fn histogram(o: &mut String, name: &str, labels: &str, counts: &[u64], sum: f64) {

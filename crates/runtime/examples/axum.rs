@@ -22,7 +22,9 @@ use axum::extract::{Path, State};
 use axum::http::{Request, StatusCode};
 use axum::routing::get;
 use axum::{Json, Router};
-use fairlane_runtime::{AcquireError, ClassId, FairError, FairGate, FairLayer, FairPool, TenantId};
+use fairlane_runtime::{
+    header_tenant, AcquireError, ClassId, FairError, FairGate, FairLayer, FairPool, TenantId,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceBuilder;
 
@@ -34,18 +36,12 @@ struct App {
 
 /// Tenant from the `x-tenant` header (0 when absent), class from the route.
 fn classify(req: &Request<Body>) -> (TenantId, ClassId) {
-    let tenant = req
-        .headers()
-        .get("x-tenant")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
     let class = if req.uri().path().starts_with("/hash") {
         1
     } else {
         0
     };
-    (TenantId(tenant), ClassId(class))
+    (header_tenant(req.headers().get("x-tenant")), ClassId(class))
 }
 
 async fn hash(

@@ -910,10 +910,7 @@ pub struct Acquire {
 
 impl fmt::Debug for Acquire {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Acquire")
-            .field("tenant", &self.tenant)
-            .field("class", &self.class)
-            .finish_non_exhaustive()
+        setup::debug_request(f, "Acquire", self.tenant, self.class)
     }
 }
 

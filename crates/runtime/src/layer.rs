@@ -12,6 +12,24 @@ use tower_service::Service;
 
 use crate::gate::{AcquireError, FairGate};
 
+/// The tenant an HTTP request names in a header (what `http::HeaderMap::get` returns): its
+/// value read as a decimal id; tenant 0 when the header is absent or not a number.
+///
+/// ```
+/// use fairlane_core::TenantId;
+/// use fairlane_runtime::header_tenant;
+///
+/// assert_eq!(header_tenant(Some(&"7")), TenantId(7));
+/// assert_eq!(header_tenant(Some(&"seven")), TenantId(0));
+/// assert_eq!(header_tenant::<&str>(None), TenantId(0));
+/// ```
+pub fn header_tenant<V: AsRef<[u8]>>(value: Option<&V>) -> TenantId {
+    let id = value
+        .and_then(|v| std::str::from_utf8(v.as_ref()).ok())
+        .and_then(|v| v.parse().ok());
+    TenantId(id.unwrap_or(0))
+}
+
 /// Wraps services in [`FairService`]: requests wait for a seat of `gate`, classified by
 /// `classify(&request) -> (TenantId, ClassId)`.
 ///

@@ -38,6 +38,8 @@
 
 #![deny(unsafe_code)] // only `cpu` reads thread CPU clocks through libc
 
+#[cfg(feature = "admin")]
+pub mod admin;
 pub mod config_file;
 pub mod cpu;
 mod error;
@@ -68,7 +70,7 @@ pub use fairlane_core::LevelId;
 pub use fairlane_core::{ClassId, Config, TenantId, TenantView};
 pub use gate::{Acquire, AcquireError, FairGate, GateBuilder, Permit};
 pub use histogram::Histogram;
-pub use layer::{FairError, FairFuture, FairLayer, FairService};
+pub use layer::{header_tenant, FairError, FairFuture, FairLayer, FairService};
 pub use levels::{LevelSnapshot, Route};
 pub use pool::{FairPool, PendingTask, PoolBuilder, TaskHandle};
 pub use stats::{MetricsSnapshot, TenantMetrics};

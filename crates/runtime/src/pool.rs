@@ -70,10 +70,7 @@ impl PendingTask {
 
 impl fmt::Debug for PendingTask {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PendingTask")
-            .field("tenant", &self.tenant)
-            .field("class", &self.class)
-            .finish_non_exhaustive()
+        setup::debug_request(f, "PendingTask", self.tenant, self.class)
     }
 }
 
@@ -483,7 +480,7 @@ impl FairPool {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        self.submit_inner(tenant.into(), class.into(), None, Route::default(), task)
+        self.submit_at(tenant, class, Route::default(), None, task)
     }
 
     /// Submit a task to priority level `route.level`, as flow (tenant,
@@ -502,62 +499,8 @@ impl FairPool {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
+        let (tenant, class, route) = (tenant.into(), class.into(), route.into());
         let cost = cost.map(|c| c.as_nanos() as f64);
-        self.submit_inner(tenant.into(), class.into(), cost, route.into(), task)
-    }
-
-    /// The priority levels ([`PoolBuilder::levels`]) as a debug dump shows them: nominal and
-    /// current threads, threads in use, lent, borrowed and queued per level. Empty without
-    /// levels.
-    pub fn levels(&self) -> Vec<LevelSnapshot> {
-        levels::snapshot(&self.shared.lock().sched, None)
-    }
-
-    /// Reconfigure the priority levels (a reload): every queued task keeps its place and
-    /// every running one runs on (levels are matched by name; see the core's
-    /// `LevelScheduler::reconfigure`). ServerCL stays the pool's threads. A pool without
-    /// levels refuses.
-    pub fn set_levels(&self, config: &LevelsConfig) -> Result<(), fairlane_core::Error> {
-        self.shared.lock().sched.set_levels(config)?;
-        self.shared.work.notify_all(); // a level's limit may have grown
-        Ok(())
-    }
-
-    /// Submit a task whose cost is known up front (2DFQ §4), in CPU time. It is still
-    /// reconciled with the measured cost at completion.
-    pub fn submit_with_cost<F, R>(
-        &self,
-        tenant: impl Into<TenantId>,
-        class: impl Into<ClassId>,
-        cost: Duration,
-        task: F,
-    ) -> Result<TaskHandle<R>, SubmitError>
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
-    {
-        let cost = cost.as_nanos() as f64;
-        self.submit_inner(
-            tenant.into(),
-            class.into(),
-            Some(cost),
-            Route::default(),
-            task,
-        )
-    }
-
-    fn submit_inner<F, R>(
-        &self,
-        tenant: TenantId,
-        class: ClassId,
-        cost: Option<f64>,
-        route: Route,
-        task: F,
-    ) -> Result<TaskHandle<R>, SubmitError>
-    where
-        F: FnOnce() -> R + Send + 'static,
-        R: Send + 'static,
-    {
         // Checked before taking the lock: the core drops a refused request's payload itself,
         // and the payload's drop is user code.
         if cost.is_none() && self.shared.requires_cost {
@@ -633,6 +576,39 @@ impl FairPool {
             ticket,
             pool: Arc::downgrade(shared),
         })
+    }
+
+    /// The priority levels ([`PoolBuilder::levels`]) as a debug dump shows them: nominal and
+    /// current threads, threads in use, lent, borrowed and queued per level. Empty without
+    /// levels.
+    pub fn levels(&self) -> Vec<LevelSnapshot> {
+        levels::snapshot(&self.shared.lock().sched, None)
+    }
+
+    /// Reconfigure the priority levels (a reload): every queued task keeps its place and
+    /// every running one runs on (levels are matched by name; see the core's
+    /// `LevelScheduler::reconfigure`). ServerCL stays the pool's threads. A pool without
+    /// levels refuses.
+    pub fn set_levels(&self, config: &LevelsConfig) -> Result<(), fairlane_core::Error> {
+        self.shared.lock().sched.set_levels(config)?;
+        self.shared.work.notify_all(); // a level's limit may have grown
+        Ok(())
+    }
+
+    /// Submit a task whose cost is known up front (2DFQ §4), in CPU time. It is still
+    /// reconciled with the measured cost at completion.
+    pub fn submit_with_cost<F, R>(
+        &self,
+        tenant: impl Into<TenantId>,
+        class: impl Into<ClassId>,
+        cost: Duration,
+        task: F,
+    ) -> Result<TaskHandle<R>, SubmitError>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        self.submit_at(tenant, class, Route::default(), Some(cost), task)
     }
 
     setup::scheduler_views!(

@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use fairlane_core::levels::LevelsConfig;
-use fairlane_core::{BoxedScheduler, Config};
+use fairlane_core::{BoxedScheduler, ClassId, Config, TenantId};
 
 use crate::error::{config_error, BuildError};
 use crate::time::{SharedClock, SystemClock};
@@ -88,6 +88,23 @@ impl SchedulerChoice {
         }
         config.build::<u64>()
     }
+}
+
+/// The `Debug` of a request waiting in either executor (the pool's [`PendingTask`],
+/// the gate's [`Acquire`]): its type's name, tenant and class.
+///
+/// [`PendingTask`]: crate::PendingTask
+/// [`Acquire`]: crate::Acquire
+pub(crate) fn debug_request(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    tenant: TenantId,
+    class: ClassId,
+) -> fmt::Result {
+    f.debug_struct(name)
+        .field("tenant", &tenant)
+        .field("class", &class)
+        .finish_non_exhaustive()
 }
 
 pub(crate) fn check_cost(cost: Option<f64>) -> Result<(), fairlane_core::Error> {

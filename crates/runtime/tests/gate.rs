@@ -1,6 +1,8 @@
 //! FairGate: seats, fair order by weight, cancellation without ghosts, close, rejection,
 //! metrics. Most tests poll futures by hand, so every interleaving is exact.
 
+mod common;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -230,13 +232,7 @@ fn full_queues_reject() {
 
 #[test]
 fn permits_report_the_cost_they_are_given_or_the_time_held() {
-    let clock = fairlane_runtime::ManualClock::new();
-    let g = FairGate::builder()
-        .seats(2)
-        .preset("2dfqe")
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (clock, g) = common::on_manual_clock(FairGate::builder().seats(2).preset("2dfqe"));
     let (w, _) = waker();
     let mut a = g.acquire(1u64, 0u32);
     let mut p = ready(&mut a, &w);

@@ -11,7 +11,9 @@ use axum::error_handling::HandleErrorLayer;
 use axum::http::{Request, StatusCode};
 use axum::routing::get;
 use axum::Router;
-use fairlane_runtime::{AcquireError, ClassId, FairError, FairGate, FairLayer, TenantId};
+use fairlane_runtime::{
+    header_tenant, AcquireError, ClassId, FairError, FairGate, FairLayer, TenantId,
+};
 use tower::{service_fn, Layer, ServiceBuilder, ServiceExt};
 
 #[derive(Debug)]
@@ -124,13 +126,7 @@ fn app(gate: FairGate) -> Router {
             },
         ))
         .layer(FairLayer::new(gate, |req: &Request<Body>| {
-            let tenant = req
-                .headers()
-                .get("x-tenant")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            (TenantId(tenant), ClassId(0))
+            (header_tenant(req.headers().get("x-tenant")), ClassId(0))
         }));
     Router::new()
         .route("/", get(|| async { "hello" }))

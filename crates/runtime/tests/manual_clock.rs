@@ -3,7 +3,7 @@
 //! only when a test says so: no sleeps, exact numbers.
 
 mod common;
-use common::{poll, ready, spin_cpu};
+use common::{on_manual_clock, poll, ready, spin_cpu};
 
 use std::sync::mpsc;
 use std::task::Poll;
@@ -52,13 +52,7 @@ fn ldf_limited(cores: usize, max_cpu: f64) -> BoxedScheduler {
 
 #[test]
 fn gate_wait_and_hold_times_follow_the_clock() {
-    let clock = ManualClock::new();
-    let g = FairGate::builder()
-        .seats(1)
-        .preset("2dfqe")
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (clock, g) = on_manual_clock(FairGate::builder().seats(1).preset("2dfqe"));
     let mut a = g.acquire(1u64, 0u32);
     let pa = ready(&mut a);
     let mut b = g.acquire(2u64, 0u32);
@@ -85,12 +79,7 @@ fn gate_wait_and_hold_times_follow_the_clock() {
 #[test]
 fn gate_retry_at_fires_on_the_clock_not_before() {
     // One seat; tenant 1 may use 10 % of it per 100 ms interval, i.e. 10 ms.
-    let clock = ManualClock::new();
-    let g = FairGate::builder()
-        .with_scheduler(ldf_limited(1, 10.0))
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (clock, g) = on_manual_clock(FairGate::builder().with_scheduler(ldf_limited(1, 10.0)));
     assert_eq!(g.seats(), 1);
     let mut a = g.acquire(1u64, 0u32);
     let pa = ready(&mut a);
@@ -113,13 +102,11 @@ fn gate_retry_at_fires_on_the_clock_not_before() {
 fn gate_retry_at_infinity_waits_for_the_next_completion() {
     // RW(D) with D = 1: a tenant's window is one request; the second waits for the first's
     // completion (RetryAt(∞)), not for a time.
-    let clock = ManualClock::new();
-    let g = FairGate::builder()
-        .seats(2)
-        .scheduler(Config::for_executor("rw", 2, 1e6, false).unwrap())
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (clock, g) = on_manual_clock(
+        FairGate::builder()
+            .seats(2)
+            .scheduler(Config::for_executor("rw", 2, 1e6, false).unwrap()),
+    );
     g.set_weight(2u64, 1.0).unwrap();
     let mut a = g.acquire(1u64, 0u32);
     let pa = ready(&mut a);
@@ -138,14 +125,12 @@ fn gate_retry_at_infinity_waits_for_the_next_completion() {
 
 #[test]
 fn gate_seats_caps_targets_and_drain_at_run_time() {
-    let clock = ManualClock::new();
-    let g = FairGate::builder()
-        .seats(1)
-        .scheduler(Config::for_executor("edf", 1, 1e6, false).unwrap())
-        .max_waiting_per_tenant(2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let (_, g) = on_manual_clock(
+        FairGate::builder()
+            .seats(1)
+            .scheduler(Config::for_executor("edf", 1, 1e6, false).unwrap())
+            .max_waiting_per_tenant(2),
+    );
     // Targets: tenant 2's 1 ms deadline goes before tenant 1's 100 ms, whatever the order.
     g.set_target(1u64, Some(100 * MS)).unwrap();
     g.set_target(2u64, Some(MS)).unwrap();

@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::schema::Leveled;
 use crate::histogram::{quantile, Histogram};
-use crate::prom::{family, histogram, label, labelled, sample};
+use crate::prom::{family, histogram, label, labelled, readers, sample, Reader};
 
 /// One level's counters, kept across reloads (by name).
 #[derive(Default)]
@@ -270,46 +270,15 @@ pub fn prometheus(o: &mut String, levels: &[LevelStatus]) {
     if levels.is_empty() {
         return;
     }
-    type Field = fn(&LevelStatus) -> f64;
-    let gauges: [(&str, &str, Field); 8] = [
-        (
-            "nominal_cl",
-            "The level's nominal concurrency limit (its part of D).",
-            |l| l.gate.nominal_cl as f64,
-        ),
-        (
-            "current_cl",
-            "The level's current concurrency limit (after lending and borrowing).",
-            |l| l.gate.current_cl as f64,
-        ),
-        (
-            "seats_in_use",
-            "Seats the level's requests hold (an exempt level's: admitted outside D).",
-            |l| l.gate.seats_in_use as f64,
-        ),
-        (
-            "lent",
-            "Seats of the level's nominal part lent to other levels.",
-            |l| l.gate.lent as f64,
-        ),
-        (
-            "borrowed",
-            "Seats the level holds beyond its nominal part.",
-            |l| l.gate.borrowed as f64,
-        ),
-        ("queued", "Requests queued in the level.", |l| {
-            l.gate.queued as f64
-        }),
-        (
-            "dispatched_total",
-            "Requests of the level that got a seat (or were admitted exempt).",
-            |l| l.dispatched as f64,
-        ),
-        (
-            "exempt_admitted_total",
-            "Requests admitted at an exempt level without a seat.",
-            |l| l.gate.exempt_admitted as f64,
-        ),
+    let gauges: [(&str, &str, Reader<LevelStatus>); 8] = readers![l: LevelStatus;
+        "nominal_cl" => l.gate.nominal_cl, "The level's nominal concurrency limit (its part of D).";
+        "current_cl" => l.gate.current_cl, "The level's current concurrency limit (after lending and borrowing).";
+        "seats_in_use" => l.gate.seats_in_use, "Seats the level's requests hold (an exempt level's: admitted outside D).";
+        "lent" => l.gate.lent, "Seats of the level's nominal part lent to other levels.";
+        "borrowed" => l.gate.borrowed, "Seats the level holds beyond its nominal part.";
+        "queued" => l.gate.queued, "Requests queued in the level.";
+        "dispatched_total" => l.dispatched, "Requests of the level that got a seat (or were admitted exempt).";
+        "exempt_admitted_total" => l.gate.exempt_admitted, "Requests admitted at an exempt level without a seat.";
     ];
     for (name, help, f) in gauges {
         let name = format!("fairlane_proxy_level_{name}");

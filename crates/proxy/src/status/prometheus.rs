@@ -3,45 +3,29 @@
 
 use super::{Status, TenantStatus};
 use crate::metrics::Reason;
-use crate::prom::{family, histogram, label, labelled, plain, sample};
+use crate::prom::{family, histogram, label, labelled, plain, readers, sample, Reader};
 
-/// A per-tenant value.
-type Field = fn(&TenantStatus) -> f64;
+/// The per-tenant families (the kind by [`kind`](crate::prom::kind)).
+const PER_TENANT: [(&str, &str, Reader<TenantStatus>); 8] = readers![t: TenantStatus;
+    "fairlane_proxy_queued" => t.queued, "Requests waiting for a slot.";
+    "fairlane_proxy_in_flight" => t.in_flight, "Requests outstanding upstream.";
+    "fairlane_proxy_weight" => t.weight, "Tenant weight.";
+    "fairlane_proxy_received_total" => t.received, "Requests received.";
+    "fairlane_proxy_completed_total" => t.completed, "Requests answered by the upstream.";
+    "fairlane_proxy_cancelled_total" => t.cancelled, "Requests whose client left while queued or in flight.";
+    "fairlane_proxy_cost_clamped_total" => t.cost_clamped, "Charged costs clamped by the [cost] bounds.";
+    "fairlane_proxy_cost_total" => t.cost_total, "Cost charged.";
+];
 
-/// The per-tenant families: name, help, value (the kind by [`kind`](crate::prom::kind)).
-const PER_TENANT: [(&str, &str, Field); 8] = [
-    (
-        "fairlane_proxy_queued",
-        "Requests waiting for a slot.",
-        |t| t.queued as f64,
-    ),
-    (
-        "fairlane_proxy_in_flight",
-        "Requests outstanding upstream.",
-        |t| t.in_flight as f64,
-    ),
-    ("fairlane_proxy_weight", "Tenant weight.", |t| t.weight),
-    ("fairlane_proxy_received_total", "Requests received.", |t| {
-        t.received as f64
-    }),
-    (
-        "fairlane_proxy_completed_total",
-        "Requests answered by the upstream.",
-        |t| t.completed as f64,
-    ),
-    (
-        "fairlane_proxy_cancelled_total",
-        "Requests whose client left while queued or in flight.",
-        |t| t.cancelled as f64,
-    ),
-    (
-        "fairlane_proxy_cost_clamped_total",
-        "Charged costs clamped by the [cost] bounds.",
-        |t| t.cost_clamped as f64,
-    ),
-    ("fairlane_proxy_cost_total", "Cost charged.", |t| {
-        t.cost_total
-    }),
+/// The instance's own gauges and counters (no labels).
+const INSTANCE: [(&str, &str, Reader<Status>); 7] = readers![s: Status;
+    "fairlane_proxy_depth" => s.depth, "Requests allowed outstanding upstream (D).";
+    "fairlane_proxy_virtual_time" => s.virtual_time.unwrap_or(0.0), "The scheduler's virtual time.";
+    "fairlane_proxy_connections" => s.connections, "Client connections open.";
+    "fairlane_proxy_unauthorized_total" => s.unauthorized, "Requests answered 401.";
+    "fairlane_proxy_ambiguous_identity_total" => s.ambiguous_identity, "Requests answered 400 for a duplicated key or Authorization header.";
+    "fairlane_proxy_reloads_total" => s.reloads, "Configuration reloads applied.";
+    "fairlane_proxy_tls_handshake_failures_total" => s.tls_handshake_failures, "TLS handshakes that failed or timed out on the TLS listener.";
 ];
 
 impl Status {
@@ -73,44 +57,10 @@ impl Status {
 
     /// The instance's own gauges and counters (no labels).
     fn instance(&self, o: &mut String) {
-        let rows: [(&str, &str, f64); 7] = [
-            (
-                "fairlane_proxy_depth",
-                "Requests allowed outstanding upstream (D).",
-                self.depth as f64,
-            ),
-            (
-                "fairlane_proxy_virtual_time",
-                "The scheduler's virtual time.",
-                self.virtual_time.unwrap_or(0.0),
-            ),
-            (
-                "fairlane_proxy_connections",
-                "Client connections open.",
-                self.connections as f64,
-            ),
-            (
-                "fairlane_proxy_unauthorized_total",
-                "Requests answered 401.",
-                self.unauthorized as f64,
-            ),
-            (
-                "fairlane_proxy_ambiguous_identity_total",
-                "Requests answered 400 for a duplicated key or Authorization header.",
-                self.ambiguous_identity as f64,
-            ),
-            (
-                "fairlane_proxy_reloads_total",
-                "Configuration reloads applied.",
-                self.reloads as f64,
-            ),
-            (
-                "fairlane_proxy_tls_handshake_failures_total",
-                "TLS handshakes that failed or timed out on the TLS listener.",
-                self.tls_handshake_failures as f64,
-            ),
-        ];
-        plain(o, rows);
+        plain(
+            o,
+            INSTANCE.map(|(name, help, read)| (name, help, read(self))),
+        );
     }
 
     /// `fairlane_proxy_rejected_total`, by tenant, reason and status code.

@@ -8,7 +8,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use fairlane_runtime::cpu::thread_cpu_time;
-use fairlane_runtime::{Acquire, AcquireError, Permit};
+use fairlane_runtime::{Acquire, AcquireError, FairGate, GateBuilder, ManualClock, Permit};
 
 /// Poll an acquire once, with a waker that does nothing.
 pub fn poll(a: &mut Acquire) -> Poll<Result<Permit, AcquireError>> {
@@ -22,6 +22,13 @@ pub fn ready(a: &mut Acquire) -> Permit {
         Poll::Ready(Err(e)) => panic!("acquire failed: {e}"),
         Poll::Pending => panic!("acquire still pending"),
     }
+}
+
+/// The gate `builder` builds on a fresh [`ManualClock`], and the clock.
+pub fn on_manual_clock(builder: GateBuilder) -> (ManualClock, FairGate) {
+    let clock = ManualClock::new();
+    let gate = builder.clock(clock.clone()).build().unwrap();
+    (clock, gate)
 }
 
 /// Burn `d` of this thread's CPU time (so a task's cost is what we say, whatever the VM does).
