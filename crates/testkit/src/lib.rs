@@ -77,11 +77,14 @@ pub fn wait_exit(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
 }
 
 /// Gives `child` at most `grace` to exit (after the test asked it to), then kills it; reaped
-/// either way.
-pub fn stop(mut child: Child, grace: Duration) {
-    if wait_exit(&mut child, grace).is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
+/// either way. Its exit status, if it could be read.
+pub fn stop(mut child: Child, grace: Duration) -> Option<ExitStatus> {
+    match wait_exit(&mut child, grace) {
+        Some(status) => Some(status),
+        None => {
+            let _ = child.kill();
+            child.wait().ok()
+        }
     }
 }
 
@@ -116,12 +119,10 @@ mod tests {
         assert!(status.is_some_and(|s| s.success()), "{status:?}");
         let mut slow = Command::new(need("sleep")).arg("30").spawn().unwrap();
         assert_eq!(wait_exit(&mut slow, Duration::from_millis(50)), None);
-        let start = Instant::now();
-        stop(slow, Duration::from_millis(50));
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "killed, not waited out"
-        );
+        let status = stop(slow, Duration::from_millis(50));
+        // Killed (SIGKILL), not waited out: `sleep 30` would have exited with status 0.
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.and_then(|s| s.signal()), Some(9), "{status:?}");
     }
 
     #[test]
