@@ -11,7 +11,8 @@
 # `grpc_pass`, to the test kit's gRPC echo server). Both run with h2load (nghttp2-client);
 # a full run runs them after the HTTP/1.1 latency rows. Their open-loop rounds: LAT_ROUNDS
 # (default ROUNDS, at least 6) of LAT_SECS (default 5) s each, every other one in reverse
-# order, with the proxy-minus-nginx p50 of each round printed.
+# order, with the proxy-minus-nginx p50 of each round printed. The HTTP/1.1 rows' load generator
+# (crates/proxy/examples/loadgen) runs on LOADGEN_THREADS single-threaded runtimes (default 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-10}
@@ -62,6 +63,10 @@ cluster_bench() {
   echo "cluster sync: $(curl -s http://127.0.0.1:18087/status | python3 -c 'import json,sys; c=json.load(sys.stdin)["cluster"]; print("syncs", c["syncs"], "failures", c["sync_failures"], "seats", c["seats"], "fallback", c["fallback"])')"
 }
 lg() { $T/examples/loadgen "$@"; }
+# Context switches on the whole machine (/proc/stat): per request, they tell a round in which
+# the programs took turns on the CPUs request by request (2–3 a request) from one in which each
+# worked through batches (under 1).
+switches() { awk '/^ctxt/ {print $2}' /proc/stat; }
 if [ "${CLUSTER_ONLY:-0}" = 1 ]; then cluster_bench; exit 0; fi
 
 cat > "$W/nginx.conf" <<NGINX
@@ -203,12 +208,12 @@ nginx_pids=$(pgrep -P "$(cat "$W/nginx.pid")" | tr '\n' ' ')
 declare -A cpu=() reqs=()
 if [ "${TLS_ONLY:-0}" = 1 ] || [ "${GRPC_ONLY:-0}" = 1 ]; then tls_grpc_rows; exit 0; fi
 row() { # name port key pids
-  local t0 t1 l v
-  t0=$(ticks "$4")
+  local t0 t1 l v c0 c1
+  t0=$(ticks "$4"); c0=$(switches)
   l=$(lg closed "127.0.0.1:$2" / "$CONNS" "$SECS" $3)
-  t1=$(ticks "$4")
+  t1=$(ticks "$4"); c1=$(switches)
   v=$(echo "$l" | okps)
-  printf '%-16s %s\n' "$1:" "$l"
+  printf '%-16s %s; machine %s switches/request\n' "$1:" "$l" "$(awk "BEGIN{printf \"%.2f\", ($c1 - $c0) / ($v * $SECS + 1)}")"
   echo "$v" >> "$W/$1"
   cpu[$1]=$(( ${cpu[$1]:-0} + t1 - t0 )); reqs[$1]=$(awk "BEGIN{print ${reqs[$1]:-0} + $v * $SECS}")
 }

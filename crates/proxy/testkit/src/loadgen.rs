@@ -78,6 +78,18 @@ impl Report {
     pub fn throughput(&self) -> f64 {
         self.ok() as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
+    /// The reports of load generators run side by side (threads of one run) as one: counts
+    /// and latencies pooled, the longest elapsed time, the connections summed.
+    pub fn combine(parts: impl IntoIterator<Item = Report>) -> Report {
+        let mut all = Report::default();
+        for p in parts {
+            all.elapsed = all.elapsed.max(p.elapsed);
+            all.connections += p.connections;
+            all.merge(p);
+        }
+        all.ok_latencies.sort_by(|a, b| a.total_cmp(b));
+        all
+    }
     fn merge(&mut self, o: Report) {
         self.sent += o.sent;
         for (s, c) in o.status {
@@ -132,9 +144,12 @@ fn request_to(t: &Target, uri: String) -> Request<Empty<Bytes>> {
 }
 
 /// Closed loop: `connections` clients on their own connections for `duration`. Connections
-/// are opened first (all held at once), then every client sends back to back.
+/// are opened first (all held at once), then every client sends back to back. Each client is
+/// one task that drives its connection itself (no task between the request and the socket),
+/// as wrk and h2load do: on a current-thread runtime the load generator then wakes no thread
+/// of its own per request.
 pub async fn closed(target: &Target, connections: usize, duration: Duration) -> Report {
-    let mut senders = Vec::with_capacity(connections);
+    let mut clients = Vec::with_capacity(connections);
     let mut report = Report::default();
     for _ in 0..connections {
         let Ok(stream) = tokio::net::TcpStream::connect(target.addr).await else {
@@ -143,43 +158,31 @@ pub async fn closed(target: &Target, connections: usize, duration: Duration) -> 
         };
         let _ = stream.set_nodelay(true);
         match hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream)).await {
-            Ok((send, conn)) => {
-                tokio::spawn(conn);
-                senders.push(send);
-            }
+            Ok(client) => clients.push(client),
             Err(_) => report.errors += 1,
         }
     }
-    report.connections = senders.len();
+    report.connections = clients.len();
     let start = Instant::now();
     let end = start + duration;
     let mut tasks = tokio::task::JoinSet::new();
-    for mut send in senders {
+    for (send, conn) in clients {
         let t = target.clone();
         tasks.spawn(async move {
-            let mut r = Report::default();
-            while Instant::now() < end {
-                if send.ready().await.is_err() {
-                    break;
-                }
-                let sent = Instant::now();
-                r.sent += 1;
-                match send.send_request(origin_request(&t)).await {
-                    Ok(resp) => {
-                        let status = resp.status().as_u16();
-                        let ok = resp.into_body().collect().await.is_ok();
-                        *r.status.entry(status).or_default() += 1;
-                        if ok && (200..300).contains(&status) {
-                            r.ok_latencies.push(sent.elapsed().as_secs_f64());
-                        }
-                    }
-                    Err(_) => {
-                        r.errors += 1;
-                        break;
-                    }
+            // The connection is dropped as soon as it ends, which ends the sender's waits.
+            let mut conn = std::pin::pin!(async move {
+                let _ = conn.await;
+            });
+            let mut work = std::pin::pin!(client_loop(send, &t, end));
+            let mut conn_done = false;
+            loop {
+                tokio::select! {
+                    r = &mut work => break r,
+                    // The connection ended (closed or failed): the loop's request in flight
+                    // then fails, and the loop counts it.
+                    _ = &mut conn, if !conn_done => conn_done = true,
                 }
             }
-            r
         });
     }
     while let Some(r) = tasks.join_next().await {
@@ -188,6 +191,37 @@ pub async fn closed(target: &Target, connections: usize, duration: Duration) -> 
         }
     }
     report.finish(start)
+}
+
+/// One closed-loop client: the next request as soon as the previous answer is read.
+async fn client_loop(
+    mut send: hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    t: &Target,
+    end: Instant,
+) -> Report {
+    let mut r = Report::default();
+    while Instant::now() < end {
+        if send.ready().await.is_err() {
+            break;
+        }
+        let sent = Instant::now();
+        r.sent += 1;
+        match send.send_request(origin_request(t)).await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let ok = resp.into_body().collect().await.is_ok();
+                *r.status.entry(status).or_default() += 1;
+                if ok && (200..300).contains(&status) {
+                    r.ok_latencies.push(sent.elapsed().as_secs_f64());
+                }
+            }
+            Err(_) => {
+                r.errors += 1;
+                break;
+            }
+        }
+    }
+    r
 }
 
 /// Open loop: `rate` requests per second for `duration`, each on a pooled keep-alive
@@ -241,4 +275,81 @@ pub async fn open(target: &Target, rate: f64, duration: Duration) -> Report {
     while tasks.join_next().await.is_some() {}
     let r = std::mem::take(&mut *shared.lock().unwrap_or_else(|e| e.into_inner()));
     r.finish(start)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::UpstreamServer;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn target(addr: SocketAddr) -> Target {
+        Target {
+            addr,
+            path: "/".into(),
+            key: Some("k".into()),
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn closed_loop_answers_every_request_it_sends_on_one_thread() {
+        let up = UpstreamServer::start("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let r = closed(&target(up.addr()), 4, Duration::from_millis(300)).await;
+        assert_eq!(r.connections, 4);
+        assert!(r.sent >= 4, "{}", r.summary());
+        assert_eq!(r.errors, 0, "{}", r.summary());
+        assert_eq!(r.answered(), r.sent, "{}", r.summary());
+        assert_eq!(r.ok(), r.sent, "{}", r.summary());
+        assert_eq!(r.ok_latencies.len() as u64, r.sent);
+        assert!(r.ok_latencies.windows(2).all(|w| w[0] <= w[1]));
+        up.stop();
+    }
+
+    /// A server that answers one request per connection and then closes it: each client
+    /// stops at its connection's end (no hang, no retry loop), and a request sent on the
+    /// closing connection counts as an error, never as an answer.
+    #[tokio::test(flavor = "current_thread")]
+    async fn closed_loop_counts_a_closed_connection_as_one_error_and_stops() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let _ = s.read(&mut buf).await;
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                        .await;
+                });
+            }
+        });
+        let r = closed(&target(addr), 3, Duration::from_secs(5)).await;
+        assert_eq!(r.connections, 3);
+        assert_eq!(r.ok(), 3, "{}", r.summary());
+        assert!(r.errors <= 3, "{}", r.summary());
+        assert_eq!(r.sent, r.ok() + r.errors, "{}", r.summary());
+        assert!(
+            r.elapsed < Duration::from_secs(5),
+            "the clients stopped early"
+        );
+    }
+
+    #[test]
+    fn combined_reports_pool_counts_and_latencies_and_keep_the_longest_run() {
+        let part = |lat: &[f64], ms: u64, conns: usize| Report {
+            sent: lat.len() as u64 + 1,
+            status: [(200, lat.len() as u64)].into_iter().collect(),
+            errors: 1,
+            ok_latencies: lat.to_vec(),
+            elapsed: Duration::from_millis(ms),
+            connections: conns,
+        };
+        let r = Report::combine([part(&[0.1, 0.3], 900, 2), part(&[0.2], 1000, 1)]);
+        assert_eq!((r.sent, r.errors, r.ok(), r.connections), (5, 2, 3, 3));
+        assert_eq!(r.ok_latencies, vec![0.1, 0.2, 0.3]);
+        assert_eq!(r.elapsed, Duration::from_millis(1000));
+        assert_eq!(r.quantile(0.5), Some(0.2));
+    }
 }
