@@ -330,6 +330,15 @@ impl Relay {
             Some(Expect::Parse { hide, .. }) => *hide && m[0] != b'E',
             _ => false,
         };
+        // A simple query's row description and its command tags are passed on as they
+        // are (a tag starting with `D` may be DISCARD ALL or DEALLOCATE ALL: below).
+        if !hidden
+            && matches!(front, Some(Expect::Query { .. }))
+            && (m[0] == b'T' || (m[0] == b'C' && wire::body(m).first() != Some(&b'D')))
+        {
+            self.to_client.extend_from_slice(m);
+            return;
+        }
         let (mut failed, mut copy_in) = (false, false);
         let pop = match (m[0], front) {
             (b'Z', _) => {

@@ -67,15 +67,18 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
     // And one queue timer.
     let mut timer = QueueTimer::new();
     loop {
-        let first = match client.frames.next_from(&client.stream).await {
+        // The transaction's first message stays in the client's buffer, where the relay
+        // reads it.
+        let (tag, len) = match client.frames.peek_from(&client.stream).await {
             Ok(Some(m)) => m,
             Ok(None) => return,
             Err(e) => return violation(&mut client, &e).await,
         };
-        match first[0] {
+        match tag {
             b'X' => return,
             // Nothing to synchronize without a server connection.
             b'S' => {
+                client.frames.consume(len);
                 let mut out = BytesMut::new();
                 wire::ready(&mut out, b'I');
                 if wire::send(&client.stream, &out).await.is_err() {
@@ -83,7 +86,10 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 }
                 continue;
             }
-            b'H' => continue,
+            b'H' => {
+                client.frames.consume(len);
+                continue;
+            }
             b'Q' | b'F' | b'P' | b'B' | b'D' | b'E' | b'C' => {}
             t => {
                 let e = wire::invalid(format!("unexpected message type {:?}", t as char));
@@ -93,7 +99,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
         let seat = match shared.sched.acquire(client.tenant, &mut timer).await {
             Ok(s) => s,
             Err(r) => {
-                if Box::pin(refuse(&mut client, &first, refusal_error(&r)))
+                if Box::pin(refuse(&mut client, (tag, len), refusal_error(&r)))
                     .await
                     .is_err()
                 {
@@ -115,7 +121,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             Ok(l) => l,
             Err(e) => {
                 seat.finish(None, Instant::now());
-                if Box::pin(refuse(&mut client, &first, connect_error(&e)))
+                if Box::pin(refuse(&mut client, (tag, len), connect_error(&e)))
                     .await
                     .is_err()
                 {
@@ -124,7 +130,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 continue;
             }
         };
-        if !serve(shared, &mut client, &mut relay, seat, leased, first).await {
+        if !serve(shared, &mut client, &mut relay, seat, leased).await {
             return;
         }
     }
@@ -137,14 +143,13 @@ async fn serve(
     relay: &mut Relay,
     seat: Seat,
     mut leased: Leased,
-    first: BytesMut,
 ) -> bool {
     let conn = leased.conn();
     set_cancel(client, Some((conn.pid, conn.secret)));
     let session = shared.config.pool.mode == Mode::Session;
     relay.reset();
     relay.sync_params(&client.state, conn);
-    let end = relay_loop(client, conn, relay, first, session).await;
+    let end = relay_loop(client, conn, relay, session).await;
     let stays = match end {
         End::Idle => true,
         End::ClientGone => {
@@ -184,36 +189,23 @@ fn set_cancel(client: &Client, to: Option<(i32, i32)>) {
 /// two sockets are driven directly, below tokio's read and write futures: each is read
 /// once the runtime has seen it readable (one `recvfrom` that takes all that is
 /// buffered), and written straight away (awaiting writability only when its send buffer
-/// is full).
+/// is full). Messages are read where they lie in each side's buffer, starting with the
+/// client's that asked for the connection.
 async fn relay_loop(
     client: &mut Client,
     conn: &mut ServerConn,
     relay: &mut Relay,
-    first: BytesMut,
     session: bool,
 ) -> End {
-    let mut pending = Some(first);
     loop {
-        while let Some(m) = pending
-            .take()
-            .map(Ok)
-            .or_else(|| client.frames.try_next().transpose())
-        {
-            let m = match m {
-                Ok(m) => m,
-                Err(e) => {
+        if let Err(e) = client_messages(client, conn, relay) {
+            return match e {
+                Some(e) => {
                     violation(client, &e).await;
-                    return End::ClientGone;
+                    End::ClientGone
                 }
+                None => End::ClientGone,
             };
-            match relay.client(&m, &mut client.state, conn) {
-                Ok(Step::More) => {}
-                Ok(Step::Terminate) => return End::ClientGone,
-                Err(e) => {
-                    violation(client, &e).await;
-                    return End::ClientGone;
-                }
-            }
         }
         if !relay.to_server.is_empty() {
             if let Err(e) = wire::send(&conn.stream, &relay.to_server).await {
@@ -245,13 +237,11 @@ async fn relay_loop(
         match side {
             Ok(Side::Server) => match conn.frames.try_fill(&conn.stream) {
                 Ok(Some(0)) => return End::ServerGone(io::ErrorKind::UnexpectedEof.into()),
-                Ok(_) => loop {
-                    match conn.frames.try_next() {
-                        Ok(Some(m)) => relay.server(&m, &mut client.state, conn),
-                        Ok(None) => break,
-                        Err(e) => return End::ServerGone(e),
+                Ok(_) => {
+                    if let Err(e) = server_messages(client, conn, relay) {
+                        return End::ServerGone(e);
                     }
-                },
+                }
                 Err(e) => return End::ServerGone(e),
             },
             Ok(Side::Client) => match client.frames.try_fill(&client.stream) {
@@ -261,6 +251,53 @@ async fn relay_loop(
             Err(end) => return end,
         }
     }
+}
+
+/// Relay the client's complete buffered messages, where they lie. `Err(Some(_))`: a
+/// protocol violation; `Err(None)`: Terminate.
+fn client_messages(
+    client: &mut Client,
+    conn: &mut ServerConn,
+    relay: &mut Relay,
+) -> Result<(), Option<io::Error>> {
+    let mut off = 0;
+    let r = loop {
+        let n = match client.frames.len_at(off) {
+            Ok(Some(n)) => n,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(Some(e)),
+        };
+        let m = &client.frames.bytes()[off..off + n];
+        off += n;
+        match relay.client(m, &mut client.state, conn) {
+            Ok(Step::More) => {}
+            Ok(Step::Terminate) => break Err(None),
+            Err(e) => break Err(Some(e)),
+        }
+    };
+    client.frames.consume(off);
+    r
+}
+
+/// Relay the server's complete buffered messages, where they lie.
+fn server_messages(client: &mut Client, conn: &mut ServerConn, relay: &mut Relay) -> io::Result<()> {
+    // The relay needs the connection while the messages are borrowed from its buffer:
+    // the buffer is lent out meanwhile (no allocation either way).
+    let mut frames = std::mem::take(&mut conn.frames);
+    let mut off = 0;
+    let r = loop {
+        match frames.len_at(off) {
+            Ok(Some(n)) => {
+                relay.server(&frames.bytes()[off..off + n], &mut client.state, conn);
+                off += n;
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    frames.consume(off);
+    conn.frames = frames;
+    r
 }
 
 /// Which socket is readable.
@@ -329,16 +366,18 @@ async fn reset(
 
 /// Answer a message that got no server connection with an error, as PostgreSQL would: a
 /// simple query gets ReadyForQuery at once, an extended-protocol batch after its Sync.
+/// `first` is the buffered message's tag and length.
 async fn refuse(
     client: &mut Client,
-    first: &[u8],
+    (tag, len): (u8, usize),
     (code, message): (String, String),
 ) -> io::Result<()> {
+    client.frames.consume(len);
     let mut out = BytesMut::new();
     wire::error(&mut out, Severity::Error, &code, &message);
     client.stream.write_all(&out).await?;
     out.clear();
-    if !matches!(first[0], b'Q' | b'F') {
+    if !matches!(tag, b'Q' | b'F') {
         loop {
             match client.frames.next(&mut client.stream).await? {
                 Some(m) if m[0] == b'S' => break,
