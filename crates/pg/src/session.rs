@@ -280,7 +280,11 @@ fn client_messages(
 }
 
 /// Relay the server's complete buffered messages, where they lie.
-fn server_messages(client: &mut Client, conn: &mut ServerConn, relay: &mut Relay) -> io::Result<()> {
+fn server_messages(
+    client: &mut Client,
+    conn: &mut ServerConn,
+    relay: &mut Relay,
+) -> io::Result<()> {
     // The relay needs the connection while the messages are borrowed from its buffer:
     // the buffer is lent out meanwhile (no allocation either way).
     let mut frames = std::mem::take(&mut conn.frames);
