@@ -259,7 +259,6 @@ impl Scheduling {
     ) -> Result<Seat, Refusal> {
         // One clock reading for the gate's join, the meter and the queue timer.
         let joined = Instant::now();
-        let now = self.secs(joined);
         let mut waiting = self
             .gate
             .acquire(TenantId(tenant as u64), 0u32)
@@ -269,7 +268,8 @@ impl Scheduling {
         let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut waiting).poll(cx))).await;
         match first {
             Poll::Ready(Ok(permit)) => {
-                // A free seat: no wait, so no timer.
+                // A free seat: no wait, so no timer. The meter's times are the gate's.
+                let now = permit.granted_at().as_secs_f64();
                 let mut m = self.meter();
                 m.meter.enqueued(tenant, now);
                 m.meter.started(tenant, now);
@@ -278,6 +278,7 @@ impl Scheduling {
             Poll::Ready(Err(e)) => return Err(self.refused(tenant, e)),
             Poll::Pending => {}
         }
+        let now = waiting.joined().unwrap_or_default().as_secs_f64();
         self.meter().meter.enqueued(tenant, now);
         timer.set(joined, self.queue_timeout);
         // The gate has this task's waker from the first poll: the wait's first poll is
@@ -433,14 +434,23 @@ impl Seat {
         let Some(mut permit) = self.permit.take() else {
             return;
         };
-        let now = self.sched.secs(end);
+        let scale = self.sched.scale;
+        let now = match cpu_ns {
+            Some(n) => {
+                permit.set_cost(n as f64 * scale);
+                // The gate's release and the meter's end are one reading of the clock.
+                permit.release_at(end).as_secs_f64()
+            }
+            None => {
+                let now = self.sched.secs(end);
+                permit.set_cost((now - self.start).max(0.0) * 1e9 * scale);
+                permit.release_at(end);
+                now
+            }
+        };
         let held = (now - self.start).max(0.0);
-        let cost = cpu_ns.map_or(held * 1e9, |n| n as f64) * self.sched.scale;
-        permit.set_cost(cost);
         self.sched
             .release(self.tenant, self.start, now, held, cpu_ns);
-        // The gate's release at the same reading.
-        permit.release_at(end);
     }
 }
 

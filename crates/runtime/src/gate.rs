@@ -330,10 +330,6 @@ impl GateShared {
         at.and_then(|at| self.clock.at_instant(at))
             .unwrap_or_else(|| self.clock.now())
     }
-    /// [`GateShared::at_instant`] in the gate's unit.
-    fn at_or_now(&self, at: Option<Instant>) -> f64 {
-        self.in_units(self.at_instant(at))
-    }
 }
 
 fn key(index: u32, generation: u32) -> u64 {
@@ -665,6 +661,7 @@ impl FairGate {
             cost: None,
             route: Route::default(),
             at: None,
+            joined: None,
             state: AcquireState::Init,
         }
     }
@@ -922,6 +919,8 @@ pub struct Acquire {
     route: Route,
     /// [`Acquire::joined_at`].
     at: Option<Instant>,
+    /// [`Acquire::joined`].
+    joined: Option<Duration>,
     state: AcquireState,
 }
 
@@ -950,6 +949,12 @@ impl Acquire {
         self
     }
 
+    /// When the request joined the queue, on the gate's clock (`None` before it joined, or
+    /// if it was refused or admitted without a seat).
+    pub fn joined(&self) -> Option<Duration> {
+        self.joined
+    }
+
     /// Join the queue now, not at the first poll ([`FairGate::join`] for a request built
     /// with [`at`](Acquire::at) or a cost).
     pub fn join(mut self) -> Result<Acquire, AcquireError> {
@@ -975,7 +980,7 @@ impl Acquire {
             granted: at,
             joined: self.gate.shared.in_units(at),
             cost: None,
-            end: None,
+            released: None,
         }
     }
 
@@ -991,7 +996,7 @@ impl Acquire {
             granted: g.at,
             joined: g.since,
             cost: None,
-            end: None,
+            released: None,
         }
     }
 
@@ -1039,7 +1044,9 @@ impl Acquire {
                     limit: cap,
                 }));
             }
-            let now = shared.at_or_now(self.at);
+            let joined = shared.at_instant(self.at);
+            self.joined = Some(joined);
+            let now = shared.in_units(joined);
             let (index, generation) = st.new_waiter();
             let k = key(index, generation);
             let mut req = Request::new(self.tenant, self.class, k);
@@ -1255,8 +1262,8 @@ pub struct Permit {
     /// When the request joined the queue, in the gate's unit.
     joined: f64,
     cost: Option<f64>,
-    /// [`Permit::release_at`].
-    end: Option<Instant>,
+    /// [`Permit::release_at`]'s time, on the gate's clock.
+    released: Option<Duration>,
 }
 
 /// What a permit holds: a seat, or (an exempt priority level's request) none.
@@ -1335,9 +1342,12 @@ impl Permit {
 
     /// Release now, at the real instant `at`: a reading of the monotonic clock the caller
     /// has anyway, used instead of reading the gate's clock again (as
-    /// [`Acquire::joined_at`]). The same as dropping the permit otherwise.
-    pub fn release_at(mut self, at: Instant) {
-        self.end = Some(at);
+    /// [`Acquire::joined_at`]). The same as dropping the permit otherwise. Returns the
+    /// release time on the gate's clock.
+    pub fn release_at(mut self, at: Instant) -> Duration {
+        let on_clock = self.gate.shared.at_instant(Some(at));
+        self.released = Some(on_clock);
+        on_clock
     }
 }
 
@@ -1357,7 +1367,7 @@ impl Drop for Permit {
             // One clock reading, under the lock (so the scheduler's `now` never goes back),
             // is the release time and, by default, the cost; or the caller's
             // (`release_at`), which the scheduler takes as monotone as its contract says.
-            let at = shared.at_instant(self.end);
+            let at = self.released.unwrap_or_else(|| shared.clock.now());
             let now = shared.in_units(at);
             let cost = match self.cost {
                 Some(c) if c.is_finite() && c >= 0.0 => c,

@@ -269,8 +269,10 @@ fn joins_and_releases_at_the_callers_instants() {
     let pa = ready(&mut a, &w);
     assert_eq!(pa.granted_at(), on_clock(t0));
     let mut b = g.acquire(2u64, 0u32).joined_at(t0 + ms);
+    assert_eq!(b.joined(), None);
     assert!(poll(&mut b, &w).is_pending());
-    pa.release_at(t0 + 5 * ms);
+    assert_eq!(b.joined(), Some(on_clock(t0 + ms)));
+    assert_eq!(pa.release_at(t0 + 5 * ms), on_clock(t0 + 5 * ms));
     assert_eq!(woken.0.load(Ordering::SeqCst), 1);
     let pb = ready(&mut b, &w);
     // Granted when the release handed the seat over.
