@@ -12,7 +12,7 @@ use std::io;
 
 use bytes::BytesMut;
 
-use crate::server::ServerConn;
+use crate::server::ConnSession;
 use crate::wire::{self, Parse};
 
 /// What one forwarded (or answered) client message expects from the server.
@@ -149,7 +149,7 @@ impl Relay {
 
     /// Bring the server connection's parameters in line with the client's: one hidden
     /// simple query of SETs, if anything differs.
-    pub fn sync_params(&mut self, client: &ClientState, conn: &mut ServerConn) {
+    pub fn sync_params(&mut self, client: &ClientState, conn: &mut ConnSession) {
         // The common case: the connection last served a client with the same parameters
         // (one comparison of the lists instead of a lookup per parameter).
         if conn.in_line_with(&client.params) {
@@ -187,7 +187,7 @@ impl Relay {
     fn ensure(
         &mut self,
         client: &ClientState,
-        conn: &mut ServerConn,
+        conn: &mut ConnSession,
         name: &str,
     ) -> Option<String> {
         let (parse, srv) = client.statements.get(name)?;
@@ -207,7 +207,7 @@ impl Relay {
         &mut self,
         m: &[u8],
         client: &mut ClientState,
-        conn: &mut ServerConn,
+        conn: &mut ConnSession,
     ) -> io::Result<Step> {
         let rename = client.rename;
         match m[0] {
@@ -286,7 +286,7 @@ impl Relay {
         &mut self,
         m: &[u8],
         client: &mut ClientState,
-        conn: &mut ServerConn,
+        conn: &mut ConnSession,
     ) -> io::Result<()> {
         let p = Parse::read(m)?;
         if p.name.is_empty() {
@@ -315,7 +315,7 @@ impl Relay {
     }
 
     /// One server message; what to write to the client goes to `to_client`.
-    pub fn server(&mut self, m: &[u8], client: &mut ClientState, conn: &mut ServerConn) {
+    pub fn server(&mut self, m: &[u8], client: &mut ClientState, conn: &mut ConnSession) {
         let front = self.expect.front();
         // Rows, the bulk of the traffic, answer no expectation and change nothing: passed
         // on (the pooler's own hidden SETs return none).
@@ -401,7 +401,7 @@ impl Relay {
 
     /// An extended-protocol message failed: the server skips to the next Sync, and so do
     /// the expectations (a statement that failed to prepare is not prepared).
-    fn failed(&mut self, conn: &mut ServerConn) {
+    fn failed(&mut self, conn: &mut ConnSession) {
         while let Some(e) = self.expect.front() {
             match e {
                 Expect::Sync | Expect::Query { .. } => break,

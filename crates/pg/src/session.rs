@@ -108,11 +108,13 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 continue;
             }
         };
-        let password = shared
-            .config
-            .auth
-            .password(&client.key.1)
-            .unwrap_or_default();
+        let password = || {
+            shared
+                .config
+                .auth
+                .password(&client.key.1)
+                .unwrap_or_default()
+        };
         let leased = match shared
             .pools
             .checkout((client.pool, &client.key), password, &client.state.params)
@@ -148,7 +150,7 @@ async fn serve(
     set_cancel(client, Some((conn.pid, conn.secret)));
     let session = shared.config.pool.mode == Mode::Session;
     relay.reset();
-    relay.sync_params(&client.state, conn);
+    relay.sync_params(&client.state, &mut conn.session);
     let end = relay_loop(client, conn, relay, session).await;
     let stays = match end {
         End::Idle => true,
@@ -182,7 +184,7 @@ async fn serve(
 }
 
 fn set_cancel(client: &Client, to: Option<(i32, i32)>) {
-    *client.cancel.lock().unwrap_or_else(|e| e.into_inner()) = to;
+    client.cancel.set(to);
 }
 
 /// Relay until the connection may go back (transaction mode) or one side is gone. The
@@ -269,7 +271,7 @@ fn client_messages(
         };
         let m = &client.frames.bytes()[off..off + n];
         off += n;
-        match relay.client(m, &mut client.state, conn) {
+        match relay.client(m, &mut client.state, &mut conn.session) {
             Ok(Step::More) => {}
             Ok(Step::Terminate) => break Err(None),
             Err(e) => break Err(Some(e)),
@@ -285,22 +287,19 @@ fn server_messages(
     conn: &mut ServerConn,
     relay: &mut Relay,
 ) -> io::Result<()> {
-    // The relay needs the connection while the messages are borrowed from its buffer:
-    // the buffer is lent out meanwhile (no allocation either way).
-    let mut frames = std::mem::take(&mut conn.frames);
     let mut off = 0;
     let r = loop {
-        match frames.len_at(off) {
+        match conn.frames.len_at(off) {
             Ok(Some(n)) => {
-                relay.server(&frames.bytes()[off..off + n], &mut client.state, conn);
+                let m = &conn.frames.bytes()[off..off + n];
+                relay.server(m, &mut client.state, &mut conn.session);
                 off += n;
             }
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         }
     };
-    frames.consume(off);
-    conn.frames = frames;
+    conn.frames.consume(off);
     r
 }
 
@@ -332,7 +331,7 @@ async fn reset(
         while relay.outstanding() {
             match conn.frames.next(&mut conn.stream).await {
                 Ok(Some(m)) => {
-                    relay.server(&m, state, conn);
+                    relay.server(&m, state, &mut conn.session);
                     relay.to_client.clear();
                 }
                 _ => return false,
@@ -360,10 +359,10 @@ async fn reset(
         ) {
             return false;
         }
-        conn.prepared.clear();
+        conn.session.prepared.clear();
         // DISCARD ALL went back to the session's start-up values; the reported ones came
         // back as ParameterStatus, the others must be set again.
-        conn.forget_param("extra_float_digits");
+        conn.session.forget_param("extra_float_digits");
     }
     true
 }

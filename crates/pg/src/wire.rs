@@ -109,7 +109,7 @@ pub fn cstr(b: &mut &[u8]) -> io::Result<String> {
 /// ([`Frames::try_next`], [`Frames::next`]), or read where it lies in the buffer
 /// ([`Frames::len_at`] and [`Frames::bytes`], then [`Frames::consume`]), which is what the
 /// relay does on every transaction.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Frames {
     buf: BytesMut,
     max: usize,
@@ -126,6 +126,7 @@ impl Frames {
 
     /// The length of the complete message `off` bytes into the buffer (tag and length
     /// included), if it is all there; an error if its length is out of bounds.
+    #[inline]
     pub fn len_at(&mut self, off: usize) -> io::Result<Option<usize>> {
         let Some(head) = self.buf.get(off..off + 5) else {
             return Ok(None);
@@ -147,6 +148,7 @@ impl Frames {
     }
 
     /// The buffered bytes: complete messages first (see [`Frames::len_at`]).
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         &self.buf
     }

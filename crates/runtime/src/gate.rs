@@ -550,8 +550,10 @@ impl Wakers {
         if let Some(w) = self.0 {
             w.wake();
         }
-        for w in self.1 {
-            w.wake();
+        if !self.1.is_empty() {
+            for w in self.1 {
+                w.wake();
+            }
         }
     }
 }
