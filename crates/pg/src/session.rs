@@ -6,6 +6,7 @@
 //! is dropped and its client told (SQLSTATE 08006), never left hanging.
 
 use std::io;
+use std::ops::Range;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -239,11 +240,19 @@ async fn relay_loop(
         match side {
             Ok(Side::Server) => match conn.frames.try_fill(&conn.stream) {
                 Ok(Some(0)) => return End::ServerGone(io::ErrorKind::UnexpectedEof.into()),
-                Ok(_) => {
-                    if let Err(e) = server_messages(client, conn, relay) {
-                        return End::ServerGone(e);
+                Ok(_) => match server_messages(client, conn, relay) {
+                    Ok((used, span)) => {
+                        let sent = span.is_empty()
+                            || wire::send(&client.stream, &conn.frames.bytes()[span])
+                                .await
+                                .is_ok();
+                        conn.frames.consume(used);
+                        if !sent {
+                            return End::ClientGone;
+                        }
                     }
-                }
+                    Err(e) => return End::ServerGone(e),
+                },
                 Err(e) => return End::ServerGone(e),
             },
             Ok(Side::Client) => match client.frames.try_fill(&client.stream) {
@@ -281,26 +290,48 @@ fn client_messages(
     r
 }
 
-/// Relay the server's complete buffered messages, where they lie.
+/// Relay the server's complete buffered messages, where they lie: how many bytes they
+/// take (to consume once sent), and the span of them that goes to the client as it is,
+/// straight from the read buffer (what could not, because the relay hid or answered
+/// something in between, is copied to `relay.to_client`, and the span is then empty).
 fn server_messages(
     client: &mut Client,
     conn: &mut ServerConn,
     relay: &mut Relay,
-) -> io::Result<()> {
-    let mut off = 0;
-    let r = loop {
-        match conn.frames.len_at(off) {
-            Ok(Some(n)) => {
-                let m = &conn.frames.bytes()[off..off + n];
-                relay.server(m, &mut client.state, &mut conn.session);
-                off += n;
+) -> io::Result<(usize, Range<usize>)> {
+    let (mut off, mut span) = (0, 0..0);
+    loop {
+        let Some(n) = conn.frames.len_at(off)? else {
+            return Ok((off, span));
+        };
+        let bytes = conn.frames.bytes();
+        let m = off..off + n;
+        if relay.server_pass(&bytes[m.clone()], &mut client.state, &mut conn.session) {
+            if relay.to_client.is_empty() && (span.is_empty() || span.end == m.start) {
+                span = if span.is_empty() {
+                    m
+                } else {
+                    span.start..m.end
+                };
+            } else {
+                flush(&mut relay.to_client, &mut span, bytes);
+                relay.to_client.extend_from_slice(&bytes[m]);
             }
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
         }
-    };
-    conn.frames.consume(off);
-    r
+        if relay.synth_due() {
+            flush(&mut relay.to_client, &mut span, bytes);
+            relay.drain_synth();
+        }
+        off += n;
+    }
+}
+
+/// Copy a span of passed messages to `out` (something else is written behind them).
+fn flush(out: &mut BytesMut, span: &mut Range<usize>, bytes: &[u8]) {
+    if span.start < span.end {
+        out.extend_from_slice(&bytes[span.clone()]);
+        *span = 0..0;
+    }
 }
 
 /// Which socket is readable.

@@ -374,11 +374,11 @@ impl GateState {
                 })) => {
                     let tenant = request.tenant;
                     let unit = self.unit;
-                    if let Some(w) = self.waiter(request.payload) {
-                        let (since, stat) = match w.slot {
-                            Slot::Waiting { since, stat, .. } => (since, stat),
-                            _ => (now, u32::MAX),
-                        };
+                    let waiting = self.waiter(request.payload).and_then(|w| match w.slot {
+                        Slot::Waiting { since, stat, .. } => Some((w, since, stat)),
+                        _ => None,
+                    });
+                    if let Some((w, since, stat)) = waiting {
                         if let Slot::Waiting { waker, .. } = std::mem::replace(
                             &mut w.slot,
                             Slot::Granted {
