@@ -1047,7 +1047,6 @@ impl Acquire {
                 }));
             }
             let joined = shared.at_instant(self.at);
-            self.joined = Some(joined);
             let now = shared.in_units(joined);
             let (index, generation) = st.new_waiter();
             let k = key(index, generation);
@@ -1058,6 +1057,7 @@ impl Acquire {
             }
             match st.sched.enqueue(req, now) {
                 Ok(ticket) => {
+                    self.joined = Some(joined);
                     let stat = st.stats.slot(self.tenant);
                     st.waiters[index as usize].slot = Slot::Waiting {
                         ticket,
