@@ -81,7 +81,7 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .get(&(pid, secret))
             .cloned();
-        let target = slot.and_then(|s| *s.lock().unwrap_or_else(|e| e.into_inner()));
+        let target = slot.and_then(|s| s.get());
         if let Some((spid, ssecret)) = target {
             let _ = ServerConn::cancel(&self.pools.target().addr, spid, ssecret).await;
         }

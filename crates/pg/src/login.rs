@@ -5,8 +5,8 @@
 //! BackendKeyData of the pooler's own, ReadyForQuery).
 
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -23,7 +23,30 @@ use crate::wire::{self, Frames, Severity, Startup};
 use crate::Shared;
 
 /// What the client's cancel key maps to: the server connection it holds now, if any.
-pub type CancelSlot = Arc<Mutex<Option<(i32, i32)>>>;
+pub type CancelSlot = Arc<CancelTarget>;
+
+/// The backend (process id, cancel key) a client's session holds now, if any: one atomic
+/// word, set and cleared at every holding without a lock. A backend's process id is never
+/// 0, which stands for none.
+#[derive(Debug, Default)]
+pub struct CancelTarget(AtomicU64);
+
+impl CancelTarget {
+    /// Hold `to` now (`None`: no backend).
+    pub fn set(&self, to: Option<(i32, i32)>) {
+        let word = to.map_or(0, |(pid, secret)| {
+            (u64::from(pid as u32) << 32) | u64::from(secret as u32)
+        });
+        self.0.store(word, Ordering::Release);
+    }
+
+    /// The backend held now.
+    pub fn get(&self) -> Option<(i32, i32)> {
+        let word = self.0.load(Ordering::Acquire);
+        let pid = (word >> 32) as u32 as i32;
+        (pid != 0).then_some((pid, word as u32 as i32))
+    }
+}
 
 /// A logged-in client.
 #[derive(Debug)]
@@ -111,7 +134,7 @@ pub async fn login(
         state.params.push(("application_name".into(), app.clone()));
     }
     let mut frames = Frames::new(shared.config.limits.max_message_bytes);
-    if shared.clients.load(Relaxed) > shared.config.limits.max_clients {
+    if shared.clients.load(Ordering::Relaxed) > shared.config.limits.max_clients {
         return Err(fatal(&mut stream, "53300", "sorry, too many clients already").await);
     }
     authenticate(shared, &mut stream, &mut frames, &user, peer).await?;
@@ -206,7 +229,11 @@ async fn welcome(
         .unwrap_or_default()
         .to_string();
     let pool = (shared.pools.id(key), key);
-    match shared.pools.checkout(pool, &password, &state.params).await {
+    match shared
+        .pools
+        .checkout(pool, || &password, &state.params)
+        .await
+    {
         Ok(mut leased) => {
             // The backend's CPU from its start: its login.
             let conn = leased.conn();
@@ -325,5 +352,22 @@ async fn scram_failed(stream: &mut TcpStream, e: ScramError, failed: &str) -> Lo
     match e {
         ScramError::Failed => fatal(stream, "28P01", failed).await,
         ScramError::Protocol(m) => fatal(stream, "08P01", &m).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CancelTarget;
+
+    #[test]
+    fn a_cancel_target_keeps_any_key_and_none() {
+        let t = CancelTarget::default();
+        assert_eq!(t.get(), None);
+        for key in [(1, 0), (4242, -1), (i32::MAX, i32::MIN), (7, 123_456_789)] {
+            t.set(Some(key));
+            assert_eq!(t.get(), Some(key));
+        }
+        t.set(None);
+        assert_eq!(t.get(), None);
     }
 }

@@ -103,11 +103,12 @@ impl Pools {
     }
 
     /// A connection of pool `id` (from [`Pools::id`] for `key`; the caller holds a seat).
-    /// A new one logs in with `password` and the client's tracked `params`.
-    pub async fn checkout(
+    /// A new one logs in with the password `password()` gives (asked only then) and the
+    /// client's tracked `params`.
+    pub async fn checkout<'p>(
         self: &Arc<Self>,
         (id, key): (PoolId, &PoolKey),
-        password: &str,
+        password: impl FnOnce() -> &'p str,
         params: &[(String, String)],
     ) -> Result<Leased, ConnectError> {
         let evicted = {
@@ -151,7 +152,7 @@ impl Pools {
         match Box::pin(ServerConn::connect(
             &self.target,
             key.clone(),
-            password,
+            password(),
             params,
         ))
         .await
@@ -160,7 +161,8 @@ impl Pools {
                 c.pool = id;
                 let mut g = self.lock();
                 g.welcome.entry(key.clone()).or_insert_with(|| {
-                    c.params()
+                    c.session
+                        .params()
                         .iter()
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect()

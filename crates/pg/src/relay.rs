@@ -12,7 +12,7 @@ use std::io;
 
 use bytes::BytesMut;
 
-use crate::server::ServerConn;
+use crate::server::ConnSession;
 use crate::wire::{self, Parse};
 
 /// What one forwarded (or answered) client message expects from the server.
@@ -82,6 +82,9 @@ pub struct Relay {
     pub status: u8,
     /// The server is reading COPY data from the client.
     pub copy_in: bool,
+    /// The client sent extended-protocol messages since its last Sync: the server answers
+    /// (or, after an error, skips to) that Sync before the connection may go back.
+    unsynced: bool,
     /// Bytes for the server.
     pub to_server: BytesMut,
     /// Bytes for the client.
@@ -94,6 +97,7 @@ impl Default for Relay {
             expect: VecDeque::new(),
             status: b'I',
             copy_in: false,
+            unsynced: false,
             to_server: BytesMut::with_capacity(4096),
             to_client: BytesMut::with_capacity(8192),
         }
@@ -115,13 +119,14 @@ impl Relay {
         self.expect.clear();
         self.status = b'I';
         self.copy_in = false;
+        self.unsynced = false;
         self.to_server.clear();
         self.to_client.clear();
     }
 
     /// Nothing outstanding and the transaction idle: the connection may go back.
     pub fn idle(&self) -> bool {
-        self.expect.is_empty() && self.status == b'I' && !self.copy_in
+        self.expect.is_empty() && self.status == b'I' && !self.copy_in && !self.unsynced
     }
 
     /// Answers outstanding.
@@ -132,24 +137,26 @@ impl Relay {
     /// Whether the client's messages so far end in a Sync (or a simple query): if not, the
     /// server waits for more before it answers.
     pub fn synced(&self) -> bool {
-        matches!(
-            self.expect
-                .iter()
-                .rev()
-                .find(|e| !matches!(e, Expect::Synth(_))),
-            None | Some(Expect::Sync) | Some(Expect::Query { .. })
-        )
+        !self.unsynced
+            && matches!(
+                self.expect
+                    .iter()
+                    .rev()
+                    .find(|e| !matches!(e, Expect::Synth(_))),
+                None | Some(Expect::Sync) | Some(Expect::Query { .. })
+            )
     }
 
     /// Send Sync on the client's behalf (it left mid-pipeline), expecting its answer.
     pub fn add_sync(&mut self) {
         postgres_protocol::message::frontend::sync(&mut self.to_server);
         self.expect.push_back(Expect::Sync);
+        self.unsynced = false;
     }
 
     /// Bring the server connection's parameters in line with the client's: one hidden
     /// simple query of SETs, if anything differs.
-    pub fn sync_params(&mut self, client: &ClientState, conn: &mut ServerConn) {
+    pub fn sync_params(&mut self, client: &ClientState, conn: &mut ConnSession) {
         // The common case: the connection last served a client with the same parameters
         // (one comparison of the lists instead of a lookup per parameter).
         if conn.in_line_with(&client.params) {
@@ -176,7 +183,13 @@ impl Relay {
         self.drain_synth();
     }
 
-    fn drain_synth(&mut self) {
+    /// Whether answers the pooler writes itself are due (after the message just passed).
+    pub fn synth_due(&self) -> bool {
+        matches!(self.expect.front(), Some(Expect::Synth(_)))
+    }
+
+    /// Write the answers the pooler gives itself that are due to `to_client`.
+    pub fn drain_synth(&mut self) {
         while let Some(Expect::Synth(tag)) = self.expect.front() {
             wire::empty(&mut self.to_client, *tag);
             self.expect.pop_front();
@@ -187,7 +200,7 @@ impl Relay {
     fn ensure(
         &mut self,
         client: &ClientState,
-        conn: &mut ServerConn,
+        conn: &mut ConnSession,
         name: &str,
     ) -> Option<String> {
         let (parse, srv) = client.statements.get(name)?;
@@ -207,9 +220,14 @@ impl Relay {
         &mut self,
         m: &[u8],
         client: &mut ClientState,
-        conn: &mut ServerConn,
+        conn: &mut ConnSession,
     ) -> io::Result<Step> {
         let rename = client.rename;
+        match m[0] {
+            b'P' | b'B' | b'D' | b'E' | b'C' => self.unsynced = true,
+            b'S' if !self.copy_in => self.unsynced = false,
+            _ => {}
+        }
         match m[0] {
             b'Q' | b'F' => self.forward(m, Expect::Query { hide: false }),
             b'P' if rename => self.parse(m, client, conn)?,
@@ -286,7 +304,7 @@ impl Relay {
         &mut self,
         m: &[u8],
         client: &mut ClientState,
-        conn: &mut ServerConn,
+        conn: &mut ConnSession,
     ) -> io::Result<()> {
         let p = Parse::read(m)?;
         if p.name.is_empty() {
@@ -315,13 +333,27 @@ impl Relay {
     }
 
     /// One server message; what to write to the client goes to `to_client`.
-    pub fn server(&mut self, m: &[u8], client: &mut ClientState, conn: &mut ServerConn) {
+    pub fn server(&mut self, m: &[u8], client: &mut ClientState, conn: &mut ConnSession) {
+        if self.server_pass(m, client, conn) {
+            self.to_client.extend_from_slice(m);
+        }
+        self.drain_synth();
+    }
+
+    /// One server message, without writing it: whether it goes to the client as it is.
+    /// The caller passes it on, then writes what [`Relay::drain_synth`] writes after it
+    /// ([`Relay::server`] does both).
+    pub fn server_pass(
+        &mut self,
+        m: &[u8],
+        client: &mut ClientState,
+        conn: &mut ConnSession,
+    ) -> bool {
         let front = self.expect.front();
         // Rows, the bulk of the traffic, answer no expectation and change nothing: passed
         // on (the pooler's own hidden SETs return none).
         if m[0] == b'D' && !matches!(front, Some(Expect::Query { hide: true })) {
-            self.to_client.extend_from_slice(m);
-            return;
+            return true;
         }
         // The pooler's own SETs are answered to nobody; its own re-prepare's ParseComplete
         // too, but not its error: the client's next message depended on it.
@@ -330,6 +362,14 @@ impl Relay {
             Some(Expect::Parse { hide, .. }) => *hide && m[0] != b'E',
             _ => false,
         };
+        // A simple query's row description and its command tags are passed on as they
+        // are (a tag starting with `D` may be DISCARD ALL or DEALLOCATE ALL: below).
+        if !hidden
+            && matches!(front, Some(Expect::Query { .. }))
+            && (m[0] == b'T' || (m[0] == b'C' && wire::body(m).first() != Some(&b'D')))
+        {
+            return true;
+        }
         let (mut failed, mut copy_in) = (false, false);
         let pop = match (m[0], front) {
             (b'Z', _) => {
@@ -381,18 +421,15 @@ impl Relay {
                 conn.prepared.clear();
             }
         }
-        if !hidden {
-            self.to_client.extend_from_slice(m);
-        }
         if pop {
             self.expect.pop_front();
-            self.drain_synth();
         }
+        !hidden
     }
 
     /// An extended-protocol message failed: the server skips to the next Sync, and so do
     /// the expectations (a statement that failed to prepare is not prepared).
-    fn failed(&mut self, conn: &mut ServerConn) {
+    fn failed(&mut self, conn: &mut ConnSession) {
         while let Some(e) = self.expect.front() {
             match e {
                 Expect::Sync | Expect::Query { .. } => break,

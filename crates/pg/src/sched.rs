@@ -27,7 +27,7 @@ use tokio::time::Sleep;
 
 use fairlane_core::reserve::{Meter, MeterReading, Policy, Reservation, ReserveConfig};
 use fairlane_core::TenantId;
-use fairlane_runtime::{AcquireError, FairGate, Permit};
+use fairlane_runtime::{AcquireError, Clock, FairGate, Permit, SystemClock};
 
 use crate::config::{PgConfig, DEFAULT_TENANT};
 
@@ -95,7 +95,8 @@ pub struct Scheduling {
     /// Scheduler cost per CPU nanosecond (D / cores with a reservation policy, else 1).
     scale: f64,
     queue_timeout: Duration,
-    epoch: Instant,
+    /// The gate's clock too: the meter's times and the gate's are one reading.
+    clock: SystemClock,
     cores: usize,
     /// The metering interval, seconds.
     interval: f64,
@@ -133,7 +134,9 @@ impl Scheduling {
         let d = config.pool.size;
         let cores = config.server.cores();
         let interval_ns = config.scheduler.interval_ms as f64 * 1e6;
+        let clock = SystemClock::new();
         let builder = FairGate::builder()
+            .clock(clock)
             .seats(d)
             .max_waiting(config.limits.max_waiting)
             .max_waiting_per_tenant(config.limits.max_waiting_per_tenant)
@@ -200,7 +203,7 @@ impl Scheduling {
             by_name,
             scale,
             queue_timeout: Duration::from_millis(config.limits.queue_timeout_ms),
-            epoch: Instant::now(),
+            clock,
             cores,
             interval: config.scheduler.interval_ms as f64 / 1e3,
         })
@@ -239,9 +242,9 @@ impl Scheduling {
         self.secs(Instant::now())
     }
 
-    /// Seconds from the epoch to `t`.
+    /// Seconds from the clock's epoch to `t`.
     fn secs(&self, t: Instant) -> f64 {
-        t.saturating_duration_since(self.epoch).as_secs_f64()
+        self.clock.at_instant(t).unwrap_or_default().as_secs_f64()
     }
 
     fn meter(&self) -> MutexGuard<'_, MeterState> {
@@ -254,54 +257,58 @@ impl Scheduling {
         tenant: usize,
         timer: &mut QueueTimer,
     ) -> Result<Seat, Refusal> {
-        let id = TenantId(tenant as u64);
-        let waiting = match self.gate.join(id, 0u32) {
-            Ok(w) => w,
-            Err(e) => {
-                let mut m = self.meter();
-                return Err(match e {
-                    AcquireError::Closed => Refusal::Closed,
-                    AcquireError::Scheduler(e) => Refusal::Internal(e.to_string()),
-                    e => {
-                        m.counters[tenant].refused_full += 1;
-                        Refusal::Full(e.to_string())
-                    }
-                });
-            }
-        };
+        // One clock reading for the gate's join, the meter and the queue timer.
         let joined = Instant::now();
-        let now = self.secs(joined);
-        let mut waiting = waiting;
-        if let Some(permit) = waiting.granted() {
-            // A free seat: no wait, so no timer and no second clock reading.
-            let mut m = self.meter();
-            m.meter.enqueued(tenant, now);
-            m.meter.started(tenant, now);
-            return Ok(self.seat(permit, tenant, joined));
+        let mut waiting = self
+            .gate
+            .acquire(TenantId(tenant as u64), 0u32)
+            .joined_at(joined);
+        // The first poll joins the queue: a refusal, a free seat, or a wait whose waker the
+        // gate keeps from this same call.
+        let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut waiting).poll(cx))).await;
+        match first {
+            Poll::Ready(Ok(permit)) => {
+                // A free seat: no wait, so no timer. The meter's times are the gate's.
+                let now = permit.granted_at().as_secs_f64();
+                let mut m = self.meter();
+                m.meter.enqueued(tenant, now);
+                m.meter.started(tenant, now);
+                return Ok(self.seat(permit, tenant, now));
+            }
+            Poll::Ready(Err(e)) => return Err(self.refused(tenant, e)),
+            Poll::Pending => {}
         }
+        let now = waiting.joined().unwrap_or_default().as_secs_f64();
         self.meter().meter.enqueued(tenant, now);
         timer.set(joined, self.queue_timeout);
+        // The gate has this task's waker from the first poll: the wait's first poll is
+        // the timer's alone.
+        let mut fresh = true;
         let result = std::future::poll_fn(|cx| {
-            if let Poll::Ready(r) = Pin::new(&mut waiting).poll(cx) {
-                return Poll::Ready(Ok(r));
+            if !std::mem::take(&mut fresh) {
+                if let Poll::Ready(r) = Pin::new(&mut waiting).poll(cx) {
+                    return Poll::Ready(Ok(r));
+                }
             }
             timer.0.as_mut().poll(cx).map(Err)
         })
         .await;
         drop(waiting);
-        let since = Instant::now();
-        let now = self.secs(since);
-        let mut m = self.meter();
         match result {
             Ok(Ok(permit)) => {
-                m.meter.started(tenant, now);
-                Ok(self.seat(permit, tenant, since))
+                // Started when the seat was handed over, on the gate's clock (the meter's).
+                let start = permit.granted_at().as_secs_f64();
+                self.meter().meter.started(tenant, start);
+                Ok(self.seat(permit, tenant, start))
             }
             Ok(Err(_)) => {
-                m.meter.cancelled(tenant, now);
+                let now = self.now();
+                self.meter().meter.cancelled(tenant, now);
                 Err(Refusal::Closed)
             }
             Err(_) => {
+                let now = self.now();
+                let mut m = self.meter();
                 m.meter.cancelled(tenant, now);
                 m.counters[tenant].timed_out += 1;
                 Err(Refusal::Timeout(self.queue_timeout))
@@ -309,33 +316,38 @@ impl Scheduling {
         }
     }
 
-    fn seat(self: &Arc<Self>, permit: Permit, tenant: usize, since: Instant) -> Seat {
+    /// A request the gate refused at joining.
+    fn refused(&self, tenant: usize, e: AcquireError) -> Refusal {
+        match e {
+            AcquireError::Closed => Refusal::Closed,
+            AcquireError::Scheduler(e) => Refusal::Internal(e.to_string()),
+            e => {
+                self.meter().counters[tenant].refused_full += 1;
+                Refusal::Full(e.to_string())
+            }
+        }
+    }
+
+    /// `start`: seconds on the clock.
+    fn seat(self: &Arc<Self>, permit: Permit, tenant: usize, start: f64) -> Seat {
         Seat {
             sched: self.clone(),
             permit: Some(permit),
             tenant,
-            start: self.secs(since),
-            since,
+            start,
         }
     }
 
-    fn release(
-        &self,
-        tenant: usize,
-        start: f64,
-        end: Instant,
-        held: Duration,
-        cpu_ns: Option<u64>,
-    ) {
-        let now = self.secs(end);
-        let cpu = cpu_ns.map_or(held.as_secs_f64(), |n| n as f64 * 1e-9);
+    /// `start` and `now`: seconds on the clock; `held = now − start`.
+    fn release(&self, tenant: usize, start: f64, now: f64, held: f64, cpu_ns: Option<u64>) {
+        let cpu = cpu_ns.map_or(held, |n| n as f64 * 1e-9);
         let mut m = self.meter();
         let charged = crate::prorate::charge(cpu, start, now, self.interval);
         m.meter.finished(tenant, start, charged, now);
         let c = &mut m.counters[tenant];
         c.transactions += 1;
         c.cpu_seconds += cpu;
-        c.held_seconds += held.as_secs_f64();
+        c.held_seconds += held;
         self.collect(&mut m);
     }
 
@@ -407,8 +419,8 @@ pub struct Seat {
     sched: Arc<Scheduling>,
     permit: Option<Permit>,
     tenant: usize,
+    /// When it started, seconds on the clock.
     start: f64,
-    since: Instant,
 }
 
 impl Seat {
@@ -422,12 +434,23 @@ impl Seat {
         let Some(mut permit) = self.permit.take() else {
             return;
         };
-        let held = end.saturating_duration_since(self.since);
-        let cost = cpu_ns.map_or(held.as_nanos() as f64, |n| n as f64) * self.sched.scale;
-        permit.set_cost(cost);
+        let scale = self.sched.scale;
+        let now = match cpu_ns {
+            Some(n) => {
+                permit.set_cost(n as f64 * scale);
+                // The gate's release and the meter's end are one reading of the clock.
+                permit.release_at(end).as_secs_f64()
+            }
+            None => {
+                let now = self.sched.secs(end);
+                permit.set_cost((now - self.start).max(0.0) * 1e9 * scale);
+                permit.release_at(end);
+                now
+            }
+        };
+        let held = (now - self.start).max(0.0);
         self.sched
-            .release(self.tenant, self.start, end, held, cpu_ns);
-        drop(permit);
+            .release(self.tenant, self.start, now, held, cpu_ns);
     }
 }
 

@@ -67,14 +67,9 @@ pub struct ServerConn {
     pub pid: i32,
     /// Cancel key (BackendKeyData).
     pub secret: i32,
-    /// Parameters as the server last reported them (ParameterStatus), or as the pooler set
-    /// them.
-    params: HashMap<String, String>,
-    /// The client parameters this connection was last brought in line with, while
-    /// `params` has not changed since (empty: none known).
-    in_line: Vec<(String, String)>,
-    /// Statements prepared under the pooler's names (`fl_…`).
-    pub prepared: HashSet<String>,
+    /// Its session's parameters and statements (apart from the socket and its buffer, so
+    /// the relay updates them while it reads messages where they lie in the buffer).
+    pub session: ConnSession,
     /// The backend's CPU clock (a PostgreSQL backend is one thread: its clock is
     /// `/proc/<pid>/schedstat`'s first field).
     cpu: Option<ThreadCpuClock>,
@@ -84,6 +79,62 @@ pub struct ServerConn {
     /// Set when the connection can no longer be trusted (an I/O error, a protocol surprise):
     /// it is closed instead of returned to the pool.
     pub broken: bool,
+}
+
+/// What the pooler knows of a server connection's session: its parameters and the
+/// statements prepared on it.
+#[derive(Debug, Default)]
+pub struct ConnSession {
+    /// Parameters as the server last reported them (ParameterStatus), or as the pooler set
+    /// them.
+    params: HashMap<String, String>,
+    /// The client parameters this connection was last brought in line with, while
+    /// `params` has not changed since (empty: none known).
+    in_line: Vec<(String, String)>,
+    /// Statements prepared under the pooler's names (`fl_…`).
+    pub prepared: HashSet<String>,
+}
+
+impl ConnSession {
+    /// Record a ParameterStatus message the server sent.
+    pub fn note_parameter(&mut self, m: &[u8]) {
+        let mut b = wire::body(m);
+        if let (Ok(k), Ok(v)) = (wire::cstr(&mut b), wire::cstr(&mut b)) {
+            self.set_param(k, v);
+        }
+    }
+
+    /// The session parameters as the server reported them or the pooler set them.
+    pub fn params(&self) -> &HashMap<String, String> {
+        &self.params
+    }
+
+    /// Record a parameter's value on the server.
+    pub fn set_param(&mut self, name: String, value: String) {
+        if self.params.get(&name) != Some(&value) {
+            self.in_line.clear();
+            self.params.insert(name, value);
+        }
+    }
+
+    /// Forget a parameter's value (the server went back to a default the pooler does not
+    /// know).
+    pub fn forget_param(&mut self, name: &str) {
+        self.in_line.clear();
+        self.params.remove(name);
+    }
+
+    /// Whether the connection is known to be in line with `client`'s parameters: it was
+    /// brought in line with the same list and has not changed since.
+    pub fn in_line_with(&self, client: &[(String, String)]) -> bool {
+        !self.in_line.is_empty() && self.in_line == client
+    }
+
+    /// The connection's parameters now match `client`'s.
+    pub fn mark_in_line(&mut self, client: &[(String, String)]) {
+        self.in_line.clear();
+        self.in_line.extend_from_slice(client);
+    }
 }
 
 /// Where the server is and how to reach it.
@@ -131,9 +182,7 @@ impl ServerConn {
             pool: 0,
             pid: 0,
             secret: 0,
-            params: HashMap::new(),
-            in_line: Vec::new(),
-            prepared: HashSet::new(),
+            session: ConnSession::default(),
             cpu: None,
             cpu_mark: None,
             broken: false,
@@ -230,7 +279,8 @@ impl ServerConn {
                     self.secret = k.secret_key();
                 }
                 Message::ParameterStatus(p) => {
-                    self.set_param(p.name()?.to_string(), p.value()?.to_string());
+                    self.session
+                        .set_param(p.name()?.to_string(), p.value()?.to_string());
                 }
                 Message::ReadyForQuery(_) => return Ok(()),
                 Message::NoticeResponse(_) => {}
@@ -280,7 +330,7 @@ impl ServerConn {
                     let (code, message) = wire::error_fields(&m);
                     failed = Some(ConnectError::Refused { code, message });
                 }
-                b'S' => self.note_parameter(&m),
+                b'S' => self.session.note_parameter(&m),
                 b'Z' => {
                     let status = *wire::body(&m).first().unwrap_or(&b'I');
                     return match failed {
@@ -291,46 +341,6 @@ impl ServerConn {
                 _ => {}
             }
         }
-    }
-
-    /// Record a ParameterStatus message the server sent.
-    pub fn note_parameter(&mut self, m: &[u8]) {
-        let mut b = wire::body(m);
-        if let (Ok(k), Ok(v)) = (wire::cstr(&mut b), wire::cstr(&mut b)) {
-            self.set_param(k, v);
-        }
-    }
-
-    /// The session parameters as the server reported them or the pooler set them.
-    pub fn params(&self) -> &HashMap<String, String> {
-        &self.params
-    }
-
-    /// Record a parameter's value on the server.
-    pub fn set_param(&mut self, name: String, value: String) {
-        if self.params.get(&name) != Some(&value) {
-            self.in_line.clear();
-            self.params.insert(name, value);
-        }
-    }
-
-    /// Forget a parameter's value (the server went back to a default the pooler does not
-    /// know).
-    pub fn forget_param(&mut self, name: &str) {
-        self.in_line.clear();
-        self.params.remove(name);
-    }
-
-    /// Whether the connection is known to be in line with `client`'s parameters: it was
-    /// brought in line with the same list and has not changed since.
-    pub fn in_line_with(&self, client: &[(String, String)]) -> bool {
-        !self.in_line.is_empty() && self.in_line == client
-    }
-
-    /// The connection's parameters now match `client`'s.
-    pub fn mark_in_line(&mut self, client: &[(String, String)]) {
-        self.in_line.clear();
-        self.in_line.extend_from_slice(client);
     }
 
     /// Ask the server to cancel what backend `pid` runs (a new connection, as a client would).

@@ -6,6 +6,7 @@
 //! is dropped and its client told (SQLSTATE 08006), never left hanging.
 
 use std::io;
+use std::ops::Range;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -67,15 +68,18 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
     // And one queue timer.
     let mut timer = QueueTimer::new();
     loop {
-        let first = match client.frames.next_from(&client.stream).await {
+        // The transaction's first message stays in the client's buffer, where the relay
+        // reads it.
+        let (tag, len) = match client.frames.peek_from(&client.stream).await {
             Ok(Some(m)) => m,
             Ok(None) => return,
             Err(e) => return violation(&mut client, &e).await,
         };
-        match first[0] {
+        match tag {
             b'X' => return,
             // Nothing to synchronize without a server connection.
             b'S' => {
+                client.frames.consume(len);
                 let mut out = BytesMut::new();
                 wire::ready(&mut out, b'I');
                 if wire::send(&client.stream, &out).await.is_err() {
@@ -83,7 +87,10 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 }
                 continue;
             }
-            b'H' => continue,
+            b'H' => {
+                client.frames.consume(len);
+                continue;
+            }
             b'Q' | b'F' | b'P' | b'B' | b'D' | b'E' | b'C' => {}
             t => {
                 let e = wire::invalid(format!("unexpected message type {:?}", t as char));
@@ -93,7 +100,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
         let seat = match shared.sched.acquire(client.tenant, &mut timer).await {
             Ok(s) => s,
             Err(r) => {
-                if Box::pin(refuse(&mut client, &first, refusal_error(&r)))
+                if Box::pin(refuse(&mut client, (tag, len), refusal_error(&r)))
                     .await
                     .is_err()
                 {
@@ -102,11 +109,13 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 continue;
             }
         };
-        let password = shared
-            .config
-            .auth
-            .password(&client.key.1)
-            .unwrap_or_default();
+        let password = || {
+            shared
+                .config
+                .auth
+                .password(&client.key.1)
+                .unwrap_or_default()
+        };
         let leased = match shared
             .pools
             .checkout((client.pool, &client.key), password, &client.state.params)
@@ -115,7 +124,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             Ok(l) => l,
             Err(e) => {
                 seat.finish(None, Instant::now());
-                if Box::pin(refuse(&mut client, &first, connect_error(&e)))
+                if Box::pin(refuse(&mut client, (tag, len), connect_error(&e)))
                     .await
                     .is_err()
                 {
@@ -124,7 +133,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 continue;
             }
         };
-        if !serve(shared, &mut client, &mut relay, seat, leased, first).await {
+        if !serve(shared, &mut client, &mut relay, seat, leased).await {
             return;
         }
     }
@@ -137,14 +146,13 @@ async fn serve(
     relay: &mut Relay,
     seat: Seat,
     mut leased: Leased,
-    first: BytesMut,
 ) -> bool {
     let conn = leased.conn();
     set_cancel(client, Some((conn.pid, conn.secret)));
     let session = shared.config.pool.mode == Mode::Session;
     relay.reset();
-    relay.sync_params(&client.state, conn);
-    let end = relay_loop(client, conn, relay, first, session).await;
+    relay.sync_params(&client.state, &mut conn.session);
+    let end = relay_loop(client, conn, relay, session).await;
     let stays = match end {
         End::Idle => true,
         End::ClientGone => {
@@ -177,43 +185,30 @@ async fn serve(
 }
 
 fn set_cancel(client: &Client, to: Option<(i32, i32)>) {
-    *client.cancel.lock().unwrap_or_else(|e| e.into_inner()) = to;
+    client.cancel.set(to);
 }
 
 /// Relay until the connection may go back (transaction mode) or one side is gone. The
 /// two sockets are driven directly, below tokio's read and write futures: each is read
 /// once the runtime has seen it readable (one `recvfrom` that takes all that is
 /// buffered), and written straight away (awaiting writability only when its send buffer
-/// is full).
+/// is full). Messages are read where they lie in each side's buffer, starting with the
+/// client's that asked for the connection.
 async fn relay_loop(
     client: &mut Client,
     conn: &mut ServerConn,
     relay: &mut Relay,
-    first: BytesMut,
     session: bool,
 ) -> End {
-    let mut pending = Some(first);
     loop {
-        while let Some(m) = pending
-            .take()
-            .map(Ok)
-            .or_else(|| client.frames.try_next().transpose())
-        {
-            let m = match m {
-                Ok(m) => m,
-                Err(e) => {
+        if let Err(e) = client_messages(client, conn, relay) {
+            return match e {
+                Some(e) => {
                     violation(client, &e).await;
-                    return End::ClientGone;
+                    End::ClientGone
                 }
+                None => End::ClientGone,
             };
-            match relay.client(&m, &mut client.state, conn) {
-                Ok(Step::More) => {}
-                Ok(Step::Terminate) => return End::ClientGone,
-                Err(e) => {
-                    violation(client, &e).await;
-                    return End::ClientGone;
-                }
-            }
         }
         if !relay.to_server.is_empty() {
             if let Err(e) = wire::send(&conn.stream, &relay.to_server).await {
@@ -245,12 +240,18 @@ async fn relay_loop(
         match side {
             Ok(Side::Server) => match conn.frames.try_fill(&conn.stream) {
                 Ok(Some(0)) => return End::ServerGone(io::ErrorKind::UnexpectedEof.into()),
-                Ok(_) => loop {
-                    match conn.frames.try_next() {
-                        Ok(Some(m)) => relay.server(&m, &mut client.state, conn),
-                        Ok(None) => break,
-                        Err(e) => return End::ServerGone(e),
+                Ok(_) => match server_messages(client, conn, relay) {
+                    Ok((used, span)) => {
+                        let sent = span.is_empty()
+                            || wire::send(&client.stream, &conn.frames.bytes()[span])
+                                .await
+                                .is_ok();
+                        conn.frames.consume(used);
+                        if !sent {
+                            return End::ClientGone;
+                        }
                     }
+                    Err(e) => return End::ServerGone(e),
                 },
                 Err(e) => return End::ServerGone(e),
             },
@@ -260,6 +261,76 @@ async fn relay_loop(
             },
             Err(end) => return end,
         }
+    }
+}
+
+/// Relay the client's complete buffered messages, where they lie. `Err(Some(_))`: a
+/// protocol violation; `Err(None)`: Terminate.
+fn client_messages(
+    client: &mut Client,
+    conn: &mut ServerConn,
+    relay: &mut Relay,
+) -> Result<(), Option<io::Error>> {
+    let mut off = 0;
+    let r = loop {
+        let n = match client.frames.len_at(off) {
+            Ok(Some(n)) => n,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(Some(e)),
+        };
+        let m = &client.frames.bytes()[off..off + n];
+        off += n;
+        match relay.client(m, &mut client.state, &mut conn.session) {
+            Ok(Step::More) => {}
+            Ok(Step::Terminate) => break Err(None),
+            Err(e) => break Err(Some(e)),
+        }
+    };
+    client.frames.consume(off);
+    r
+}
+
+/// Relay the server's complete buffered messages, where they lie: how many bytes they
+/// take (to consume once sent), and the span of them that goes to the client as it is,
+/// straight from the read buffer (what could not, because the relay hid or answered
+/// something in between, is copied to `relay.to_client`, and the span is then empty).
+fn server_messages(
+    client: &mut Client,
+    conn: &mut ServerConn,
+    relay: &mut Relay,
+) -> io::Result<(usize, Range<usize>)> {
+    let (mut off, mut span) = (0, 0..0);
+    loop {
+        let Some(n) = conn.frames.len_at(off)? else {
+            return Ok((off, span));
+        };
+        let bytes = conn.frames.bytes();
+        let m = off..off + n;
+        if relay.server_pass(&bytes[m.clone()], &mut client.state, &mut conn.session) {
+            if relay.to_client.is_empty() && (span.is_empty() || span.end == m.start) {
+                span = if span.is_empty() {
+                    m
+                } else {
+                    span.start..m.end
+                };
+            } else {
+                flush(&mut relay.to_client, &mut span, bytes);
+                relay.to_client.extend_from_slice(&bytes[m]);
+            }
+        }
+        if relay.synth_due() {
+            flush(&mut relay.to_client, &mut span, bytes);
+            relay.drain_synth();
+        }
+        off += n;
+    }
+}
+
+/// Copy a span of passed messages to `out` (something else is written behind them).
+fn flush(out: &mut BytesMut, span: &mut Range<usize>, bytes: &[u8]) {
+    if span.start < span.end {
+        out.extend_from_slice(&bytes[span.clone()]);
+        *span = 0..0;
     }
 }
 
@@ -291,7 +362,7 @@ async fn reset(
         while relay.outstanding() {
             match conn.frames.next(&mut conn.stream).await {
                 Ok(Some(m)) => {
-                    relay.server(&m, state, conn);
+                    relay.server(&m, state, &mut conn.session);
                     relay.to_client.clear();
                 }
                 _ => return false,
@@ -319,26 +390,28 @@ async fn reset(
         ) {
             return false;
         }
-        conn.prepared.clear();
+        conn.session.prepared.clear();
         // DISCARD ALL went back to the session's start-up values; the reported ones came
         // back as ParameterStatus, the others must be set again.
-        conn.forget_param("extra_float_digits");
+        conn.session.forget_param("extra_float_digits");
     }
     true
 }
 
 /// Answer a message that got no server connection with an error, as PostgreSQL would: a
 /// simple query gets ReadyForQuery at once, an extended-protocol batch after its Sync.
+/// `first` is the buffered message's tag and length.
 async fn refuse(
     client: &mut Client,
-    first: &[u8],
+    (tag, len): (u8, usize),
     (code, message): (String, String),
 ) -> io::Result<()> {
+    client.frames.consume(len);
     let mut out = BytesMut::new();
     wire::error(&mut out, Severity::Error, &code, &message);
     client.stream.write_all(&out).await?;
     out.clear();
-    if !matches!(first[0], b'Q' | b'F') {
+    if !matches!(tag, b'Q' | b'F') {
         loop {
             match client.frames.next(&mut client.stream).await? {
                 Some(m) if m[0] == b'S' => break,

@@ -105,7 +105,10 @@ pub fn cstr(b: &mut &[u8]) -> io::Result<String> {
 }
 
 /// Buffered reading of typed messages (tag, length, body) off one stream. A whole message
-/// is handed out as the bytes it came in, tag and length included.
+/// is handed out as the bytes it came in, tag and length included: owned
+/// ([`Frames::try_next`], [`Frames::next`]), or read where it lies in the buffer
+/// ([`Frames::len_at`] and [`Frames::bytes`], then [`Frames::consume`]), which is what the
+/// relay does on every transaction.
 #[derive(Debug)]
 pub struct Frames {
     buf: BytesMut,
@@ -121,24 +124,47 @@ impl Frames {
         }
     }
 
-    /// A complete message already buffered, if any.
-    pub fn try_next(&mut self) -> io::Result<Option<BytesMut>> {
-        if self.buf.len() < 5 {
+    /// The length of the complete message `off` bytes into the buffer (tag and length
+    /// included), if it is all there; an error if its length is out of bounds.
+    #[inline]
+    pub fn len_at(&mut self, off: usize) -> io::Result<Option<usize>> {
+        let Some(head) = self.buf.get(off..off + 5) else {
             return Ok(None);
-        }
-        let len = i32::from_be_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]]);
+        };
+        let len = i32::from_be_bytes([head[1], head[2], head[3], head[4]]);
         if len < 4 || len as usize > self.max {
             return Err(invalid(format!(
                 "message {:?} of {len} bytes (at most {} allowed)",
-                self.buf[0] as char, self.max
+                head[0] as char, self.max
             )));
         }
         let total = len as usize + 1;
-        if self.buf.len() < total {
-            self.buf.reserve(total - self.buf.len());
+        let have = self.buf.len() - off;
+        if have < total {
+            self.buf.reserve(total - have);
             return Ok(None);
         }
-        Ok(Some(self.buf.split_to(total)))
+        Ok(Some(total))
+    }
+
+    /// The buffered bytes: complete messages first (see [`Frames::len_at`]).
+    #[inline]
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Drop the first `n` buffered bytes (messages read in place).
+    pub fn consume(&mut self, n: usize) {
+        if n >= self.buf.len() {
+            self.buf.clear();
+        } else {
+            self.buf.advance(n);
+        }
+    }
+
+    /// A complete message already buffered, if any.
+    pub fn try_next(&mut self) -> io::Result<Option<BytesMut>> {
+        Ok(self.len_at(0)?.map(|n| self.buf.split_to(n)))
     }
 
     /// Whether bytes of an unfinished message are buffered.
@@ -185,12 +211,14 @@ impl Frames {
         }
     }
 
-    /// The next message off `socket`: a buffered one, else [`Frames::try_fill`] once the
-    /// runtime has seen the socket readable. `Ok(None)` at a clean end of the stream.
-    pub async fn next_from(&mut self, socket: &TcpStream) -> io::Result<Option<BytesMut>> {
+    /// Wait for the next message off `socket`, and leave it in the buffer: its tag and
+    /// length (it is `bytes()[..length]`). A buffered one at once, else
+    /// [`Frames::try_fill`] once the runtime has seen the socket readable. `Ok(None)` at a
+    /// clean end of the stream.
+    pub async fn peek_from(&mut self, socket: &TcpStream) -> io::Result<Option<(u8, usize)>> {
         loop {
-            if let Some(m) = self.try_next()? {
-                return Ok(Some(m));
+            if let Some(n) = self.len_at(0)? {
+                return Ok(Some((self.buf[0], n)));
             }
             readable(socket).await?;
             match self.try_fill(socket)? {

@@ -624,6 +624,25 @@ fn bad_input_closes_that_client_only() {
     s.write_all(&[b'P', 0, 0, 0, 6, b'x', b'y']).unwrap();
     let got = read_to_close(&mut s);
     assert!(String::from_utf8_lossy(&got).contains("08P01"), "{got:?}");
+    // An extended-protocol error before the client's Sync: the server skips what follows
+    // up to that Sync, so the connection must not go to the next client before one (the
+    // pooler's own, when the client leaves) was answered.
+    let mut s = raw_login(pooler.addr(), "alice");
+    out.clear();
+    postgres_protocol::message::frontend::execute("no_such_portal", 0, &mut out).unwrap();
+    s.write_all(&out).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = [0u8; 1024];
+    let n = std::io::Read::read(&mut s, &mut buf).unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(buf[0] == b'E' && text.contains("34000"), "{text:?}");
+    drop(s);
+    let mut s = raw_login(pooler.addr(), "alice");
+    out.clear();
+    postgres_protocol::message::frontend::query("select 6 * 7", &mut out).unwrap();
+    s.write_all(&out).unwrap();
+    let got = support::read_until_ready(&mut s);
+    assert!(String::from_utf8_lossy(&got).contains("42"), "{got:?}");
     // The bystander's transaction went on throughout.
     rt.block_on(async {
         bystander.batch_execute("COMMIT").await.unwrap();

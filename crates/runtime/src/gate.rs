@@ -21,7 +21,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fairlane_core::depth::{DepthConfig, DepthGovernor, FlowReport};
 use fairlane_core::levels::LevelsConfig;
@@ -242,6 +242,8 @@ enum Slot {
     Waiting {
         ticket: Ticket,
         tenant: TenantId,
+        /// The tenant's index in the gate's stats (looked up once, at joining).
+        stat: u32,
         /// When it joined the queue, in the gate's unit.
         since: f64,
         waker: Option<Waker>,
@@ -249,6 +251,7 @@ enum Slot {
     Granted {
         ticket: Ticket,
         tenant: TenantId,
+        stat: u32,
         seat: usize,
         /// When the seat was granted, on the gate's clock: the holder is charged from here,
         /// not from when its task got round to polling.
@@ -322,6 +325,11 @@ impl GateShared {
     fn in_units(&self, t: Duration) -> f64 {
         nanos_f64(t) / self.unit
     }
+    /// The gate's clock at the real instant `at` if the clock can say, else now.
+    fn at_instant(&self, at: Option<Instant>) -> Duration {
+        at.and_then(|at| self.clock.at_instant(at))
+            .unwrap_or_else(|| self.clock.now())
+    }
 }
 
 fn key(index: u32, generation: u32) -> u64 {
@@ -366,23 +374,24 @@ impl GateState {
                 })) => {
                     let tenant = request.tenant;
                     let unit = self.unit;
-                    if let Some(w) = self.waiter(request.payload) {
-                        let since = match w.slot {
-                            Slot::Waiting { since, .. } => since,
-                            _ => now,
-                        };
+                    let waiting = self.waiter(request.payload).and_then(|w| match w.slot {
+                        Slot::Waiting { since, stat, .. } => Some((w, since, stat)),
+                        _ => None,
+                    });
+                    if let Some((w, since, stat)) = waiting {
                         if let Slot::Waiting { waker, .. } = std::mem::replace(
                             &mut w.slot,
                             Slot::Granted {
                                 ticket,
                                 tenant,
+                                stat,
                                 seat,
                                 at: Duration::from_nanos((now * unit) as u64),
                                 since,
                             },
                         ) {
                             let waited = ((now - since).max(0.0) * unit) as u64;
-                            self.stats.get(tenant).started(waited);
+                            self.stats.at(stat).started(waited);
                             self.busy[seat] = true;
                             if let Some(waker) = waker {
                                 wake.push(waker);
@@ -541,8 +550,10 @@ impl Wakers {
         if let Some(w) = self.0 {
             w.wake();
         }
-        for w in self.1 {
-            w.wake();
+        if !self.1.is_empty() {
+            for w in self.1 {
+                w.wake();
+            }
         }
     }
 }
@@ -651,6 +662,8 @@ impl FairGate {
             class: class.into(),
             cost: None,
             route: Route::default(),
+            at: None,
+            joined: None,
             state: AcquireState::Init,
         }
     }
@@ -889,6 +902,7 @@ enum AcquireState {
 /// A granted seat as its waiter picks it up.
 struct Grant {
     ticket: Ticket,
+    stat: u32,
     seat: usize,
     /// When it was granted, on the gate's clock.
     at: Duration,
@@ -905,6 +919,10 @@ pub struct Acquire {
     class: ClassId,
     cost: Option<f64>,
     route: Route,
+    /// [`Acquire::joined_at`].
+    at: Option<Instant>,
+    /// [`Acquire::joined`].
+    joined: Option<Duration>,
     state: AcquireState,
 }
 
@@ -922,6 +940,21 @@ impl Acquire {
     pub fn at(mut self, route: impl Into<Route>) -> Self {
         self.route = route.into();
         self
+    }
+
+    /// Join at the real instant `at`, a reading of the monotonic clock the caller has
+    /// anyway, instead of reading the gate's clock again (with a clock that is a fixed offset
+    /// of the monotonic clock, as [`SystemClock`](crate::SystemClock) is; another clock is
+    /// read as usual). Before the first poll (or [`join`](Acquire::join)) only.
+    pub fn joined_at(mut self, at: Instant) -> Self {
+        self.at = Some(at);
+        self
+    }
+
+    /// When the request joined the queue, on the gate's clock (`None` before it joined, or
+    /// if it was refused or admitted without a seat).
+    pub fn joined(&self) -> Option<Duration> {
+        self.joined
     }
 
     /// Join the queue now, not at the first poll ([`FairGate::join`] for a request built
@@ -945,9 +978,11 @@ impl Acquire {
             gate: self.gate.clone(),
             hold: Hold::Exempt(self.route.level),
             tenant: self.tenant,
+            stat: u32::MAX,
             granted: at,
             joined: self.gate.shared.in_units(at),
             cost: None,
+            released: None,
         }
     }
 
@@ -959,9 +994,11 @@ impl Acquire {
                 seat: g.seat,
             },
             tenant: self.tenant,
+            stat: g.stat,
             granted: g.at,
             joined: g.since,
             cost: None,
+            released: None,
         }
     }
 
@@ -1009,7 +1046,8 @@ impl Acquire {
                     limit: cap,
                 }));
             }
-            let now = shared.now();
+            let joined = shared.at_instant(self.at);
+            let now = shared.in_units(joined);
             let (index, generation) = st.new_waiter();
             let k = key(index, generation);
             let mut req = Request::new(self.tenant, self.class, k);
@@ -1019,13 +1057,16 @@ impl Acquire {
             }
             match st.sched.enqueue(req, now) {
                 Ok(ticket) => {
+                    self.joined = Some(joined);
+                    let stat = st.stats.slot(self.tenant);
                     st.waiters[index as usize].slot = Slot::Waiting {
                         ticket,
                         tenant: self.tenant,
+                        stat,
                         since: now,
                         waker: None,
                     };
-                    st.stats.get(self.tenant).enqueued();
+                    st.stats.at(stat).enqueued();
                 }
                 Err(e) => {
                     st.free_waiters.push(index);
@@ -1071,6 +1112,7 @@ impl Acquire {
         match &mut w.slot {
             Slot::Granted {
                 ticket,
+                stat,
                 seat,
                 at,
                 since,
@@ -1078,6 +1120,7 @@ impl Acquire {
             } => {
                 let r = Grant {
                     ticket: *ticket,
+                    stat: *stat,
                     seat: *seat,
                     at: *at,
                     since: *since,
@@ -1214,11 +1257,15 @@ pub struct Permit {
     gate: FairGate,
     hold: Hold,
     tenant: TenantId,
+    /// The tenant's index in the gate's stats.
+    stat: u32,
     /// When the seat was granted, on the gate's clock.
     granted: Duration,
     /// When the request joined the queue, in the gate's unit.
     joined: f64,
     cost: Option<f64>,
+    /// [`Permit::release_at`]'s time, on the gate's clock.
+    released: Option<Duration>,
 }
 
 /// What a permit holds: a seat, or (an exempt priority level's request) none.
@@ -1288,6 +1335,22 @@ impl Permit {
     pub fn held(&self) -> Duration {
         self.gate.shared.clock.now().saturating_sub(self.granted)
     }
+
+    /// When the seat was granted, on the gate's clock (for a waiter: when another holder's
+    /// release handed it over, not when its task got round to picking it up).
+    pub fn granted_at(&self) -> Duration {
+        self.granted
+    }
+
+    /// Release now, at the real instant `at`: a reading of the monotonic clock the caller
+    /// has anyway, used instead of reading the gate's clock again (as
+    /// [`Acquire::joined_at`]). The same as dropping the permit otherwise. Returns the
+    /// release time on the gate's clock.
+    pub fn release_at(mut self, at: Instant) -> Duration {
+        let on_clock = self.gate.shared.at_instant(Some(at));
+        self.released = Some(on_clock);
+        on_clock
+    }
 }
 
 impl Drop for Permit {
@@ -1304,14 +1367,15 @@ impl Drop for Permit {
         {
             let mut st = shared.lock();
             // One clock reading, under the lock (so the scheduler's `now` never goes back),
-            // is the release time and, by default, the cost.
-            let at = shared.clock.now();
+            // is the release time and, by default, the cost; or the caller's
+            // (`release_at`), which the scheduler takes as monotone as its contract says.
+            let at = self.released.unwrap_or_else(|| shared.clock.now());
             let now = shared.in_units(at);
             let cost = match self.cost {
                 Some(c) if c.is_finite() && c >= 0.0 => c,
                 _ => shared.in_units(at.saturating_sub(self.granted)),
             };
-            st.stats.get(self.tenant).finished(cost, false);
+            st.stats.at(self.stat).finished(cost, false);
             if let Some(gov) = st.depth.as_mut() {
                 gov.observe(self.tenant, (now - self.joined).max(0.0), now);
             }

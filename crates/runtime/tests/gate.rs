@@ -8,9 +8,9 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use fairlane_runtime::{Acquire, AcquireError, FairGate, Permit, TenantId};
+use fairlane_runtime::{Acquire, AcquireError, Clock, FairGate, Permit, SystemClock, TenantId};
 
 /// A waker that counts its wake-ups.
 struct Count(AtomicUsize);
@@ -248,6 +248,42 @@ fn permits_report_the_cost_they_are_given_or_the_time_held() {
     assert_eq!(m.tenant(2u64).unwrap().cost_total, 2e6);
     assert_eq!(m.tenant(1u64).unwrap().wait.count(), 1);
     assert_eq!(m.total().completed, 2);
+}
+
+#[test]
+fn joins_and_releases_at_the_callers_instants() {
+    // The caller's readings of the monotonic clock stand for the gate's: waits, grants and
+    // times held follow them exactly (instants in the future make that checkable).
+    let clock = SystemClock::new();
+    let g = FairGate::builder()
+        .clock(clock)
+        .seats(1)
+        .preset("2dfqe")
+        .build()
+        .unwrap();
+    let ms = Duration::from_millis(1);
+    let t0 = Instant::now() + 1000 * ms;
+    let on_clock = |t: Instant| clock.at_instant(t).unwrap();
+    let (w, woken) = waker();
+    let mut a = g.acquire(1u64, 0u32).joined_at(t0);
+    let pa = ready(&mut a, &w);
+    assert_eq!(pa.granted_at(), on_clock(t0));
+    let mut b = g.acquire(2u64, 0u32).joined_at(t0 + ms);
+    assert_eq!(b.joined(), None);
+    assert!(poll(&mut b, &w).is_pending());
+    assert_eq!(b.joined(), Some(on_clock(t0 + ms)));
+    assert_eq!(pa.release_at(t0 + 5 * ms), on_clock(t0 + 5 * ms));
+    assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+    let pb = ready(&mut b, &w);
+    // Granted when the release handed the seat over.
+    assert_eq!(pb.granted_at(), on_clock(t0 + 5 * ms));
+    pb.release_at(t0 + 8 * ms);
+    let m = g.metrics();
+    let (ta, tb) = (m.tenant(1u64).unwrap(), m.tenant(2u64).unwrap());
+    assert_eq!((ta.cost_total, tb.cost_total), (5e6, 3e6));
+    assert_eq!((ta.wait.max(), tb.wait.max()), (0, 4_000_000));
+    assert_eq!(m.total().completed, 2);
+    assert_eq!((g.holding(), g.waiting()), (0, 0));
 }
 
 #[test]
