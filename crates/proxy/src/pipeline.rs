@@ -173,10 +173,10 @@ pub(crate) fn admit<'a>(
     peer: &Peer,
     arrival: Instant,
 ) -> Result<Admitted<'a>, Answer> {
-    let who = head.with_headers(|hs| {
-        let names = &peer.cert_names;
-        settings.identifier.identify_raw(hs, peer.addr.ip(), names)
-    });
+    let names = &peer.cert_names;
+    let who = settings
+        .identifier
+        .identify_raw(head.iter(), peer.addr.ip(), names);
     let grpc = is_grpc(&head);
     let tenant = match who {
         Who::Tenant(t) => t,
@@ -349,9 +349,12 @@ async fn queue_and_forward(
         Ok(w) => w,
         Err(e) => return gate_refusal(settings, &stats, level.map(|(_, i)| i), e),
     };
+    let mut head = a.head;
     let permit = match granted_or_wait(waiting) {
         Ok(p) => p,
         Err(waiting) => {
+            // A queued request holds its head, not the buffer it was read into.
+            head.shrink();
             // Listed in `/debug/requests` while it waits (levels only).
             let _queued = level.and_then(|(l, info)| {
                 let (schema, _) = settings.levels.as_ref()?.schema(l)?;
@@ -395,7 +398,7 @@ async fn queue_and_forward(
             arrival,
             tokens,
         },
-        head: a.head,
+        head,
         body,
         peer,
     };

@@ -19,6 +19,7 @@ use fairlane_core::{ClassId, TenantId};
 use http::{HeaderMap, Method};
 
 use crate::config::{ProxyConfig, Unknown};
+use crate::head::Field;
 
 pub use crate::cidr::{Cidr, CidrError};
 
@@ -175,20 +176,20 @@ impl Identifier {
     /// [`identify`](Self::identify) over a head's raw header lines, with the same answers (a
     /// value `HeaderValue::to_str` refuses is no key), and the names of the client's
     /// verified certificate (`cert_names`) between the key and the address.
-    pub(crate) fn identify_raw(
+    pub(crate) fn identify_raw<'h>(
         &self,
-        headers: &[httparse::Header<'_>],
+        headers: impl IntoIterator<Item = Field<'h>>,
         peer: IpAddr,
         cert_names: &[Box<str>],
     ) -> Who {
-        let name = self.header.as_str();
+        let name = self.header.as_str().as_bytes();
         let by_auth = self.header == http::header::AUTHORIZATION;
         let (mut key, mut keys, mut auths) = (None, 0, 0);
         for h in headers {
             if h.name.eq_ignore_ascii_case(name) {
                 keys += 1;
                 key.get_or_insert(h.value);
-            } else if !by_auth && h.name.eq_ignore_ascii_case("authorization") {
+            } else if !by_auth && h.name.eq_ignore_ascii_case(b"authorization") {
                 auths += 1;
             }
         }
@@ -425,10 +426,13 @@ mod tests {
                             http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
                             http::HeaderValue::from_bytes(v).unwrap(),
                         );
-                        raw.push(httparse::Header { name: k, value: v });
+                        raw.push(Field {
+                            name: k.as_bytes(),
+                            value: v,
+                        });
                     }
                     assert_eq!(
-                        id.identify_raw(&raw, ip, &[]),
+                        id.identify_raw(raw, ip, &[]),
                         id.identify(&map, ip),
                         "{extra} {ip} {list:?}"
                     );

@@ -161,7 +161,6 @@ async fn request<S: Socket>(
         return Next::Close;
     };
     let guard = ActiveGuard::new(state.clone());
-    buf.drain(..info.head_len);
     let mut body_read = info.body == BodyLen::Length(0);
     let upgrade = upgrade_of(&head, http10, body_read);
     if let Upgrade::Invalid(msg) = upgrade {
@@ -222,8 +221,9 @@ async fn request<S: Socket>(
         drop(guard);
         return Next::Close;
     }
-    let head = response_head(&head, &body, info.head_method, http10, keep_alive && !close);
-    let written = write_response(stream, &mut body, head, opts.send_timeout).await;
+    let out = response_head(&head, &body, info.head_method, http10, keep_alive && !close);
+    drop(head);
+    let written = write_response(stream, &mut body, out, opts.send_timeout).await;
     drop(guard);
     match written {
         Ok(true) => Next::KeepAlive,

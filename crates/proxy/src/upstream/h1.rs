@@ -184,9 +184,8 @@ impl Http1 {
         let mut buf: Vec<u8> = Vec::with_capacity(4096);
         loop {
             if !buf.is_empty() {
-                match ResponseHead::parse_h1(&buf, MAX_HEAD, head_method) {
-                    Ok(Some((head, info))) if head.status.is_informational() => {
-                        buf.drain(..info.head_len);
+                match ResponseHead::parse_h1(&mut buf, MAX_HEAD, head_method) {
+                    Ok(Some((head, _))) if head.status.is_informational() => {
                         // 1xx interim answers are skipped; a 101 only answers an upgrade.
                         if head.status != StatusCode::SWITCHING_PROTOCOLS {
                             continue;
@@ -201,7 +200,6 @@ impl Http1 {
                         return Ok(Reply { head, body });
                     }
                     Ok(Some((head, info))) => {
-                        buf.drain(..info.head_len);
                         let framing = match info.body {
                             BodyLen::Length(n) => Framing::Length(n),
                             BodyLen::Chunked => Framing::Chunked(Chunked::new(u64::MAX)),
