@@ -125,10 +125,8 @@ fn framing(headers: &[httparse::Header<'_>]) -> Result<Framing, FrameError> {
                 if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
                     return Err(FrameError::BadFraming("invalid Content-Length"));
                 }
-                let n: u64 = std::str::from_utf8(v)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or(FrameError::BadFraming("invalid Content-Length"))?;
+                // At most 19 digits: within a u64.
+                let n = v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
                 if length.is_some_and(|l| l != n) {
                     return Err(FrameError::BadFraming("differing Content-Lengths"));
                 }

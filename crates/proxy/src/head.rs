@@ -338,7 +338,8 @@ impl RequestHead {
     /// Its path (the target before any `?`; empty if it has none).
     pub fn path(&self) -> &str {
         let t = self.target().unwrap_or("");
-        t.split_once('?').map_or(t, |(p, _)| p)
+        let end = t.bytes().position(|b| b == b'?').unwrap_or(t.len());
+        t.get(..end).unwrap_or(t)
     }
 }
 

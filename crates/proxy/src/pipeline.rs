@@ -57,7 +57,7 @@ pub(crate) fn classify(
         tenant,
         class: settings
             .identifier
-            .classify(head.method(), head.path(), grpc),
+            .classify_with(head.method(), || head.path(), grpc),
         level: settings.levels.as_ref().map(|s| s.classify(head, tenant)),
     }
 }
@@ -128,7 +128,9 @@ impl Admitted<'_> {
 
 /// Whether a head says gRPC (`content-type: application/grpc`, `+proto`, …).
 pub(crate) fn is_grpc(head: &crate::head::Fields) -> bool {
-    content_type_is(head, "application/grpc")
+    head.header("content-type", |v| {
+        v.is_some_and(|v| media_is(v, "application/grpc"))
+    })
 }
 
 /// A gRPC call's `grpc-timeout` (at most 8 digits and a unit: `H`, `M`, `S`, `m`, `u`,
@@ -153,13 +155,10 @@ fn grpc_timeout(head: &crate::head::Fields) -> Option<Duration> {
     })
 }
 
-/// Whether a head's media type starts with `prefix` (case-insensitive).
-fn content_type_is(head: &crate::head::Fields, prefix: &str) -> bool {
-    head.header("content-type", |v| {
-        v.is_some_and(|v| {
-            v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
-        })
-    })
+/// Whether a `Content-Type` value starts with `prefix` (case-insensitive).
+fn media_is(v: &[u8], prefix: &str) -> bool {
+    v.get(..prefix.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(prefix.as_bytes()))
 }
 
 /// Identify the tenant, classify the request, and check what needs no body and no slot
@@ -612,7 +611,9 @@ async fn answer(
     let mut body = reply.body;
     let limits = &settings.config.limits;
     // gRPC and event streams go out as they arrive, never held in the buffer.
-    let streamed = is_grpc(&reply.head) || content_type_is(&reply.head, "text/event-stream");
+    let streamed = reply.head.header("content-type", |v| {
+        v.is_some_and(|v| media_is(v, "application/grpc") || media_is(v, "text/event-stream"))
+    });
     let room = if streamed {
         0
     } else {
