@@ -305,6 +305,14 @@ impl RequestHead {
         self.fields.bytes.shrink_to_fit();
     }
 
+    /// The buffer its bytes are in, emptied, for another use (the client's read buffer, when
+    /// the head kept it).
+    pub fn into_buffer(self) -> Vec<u8> {
+        let mut b = self.fields.bytes;
+        b.clear();
+        b
+    }
+
     /// Its method.
     pub fn method(&self) -> &Method {
         &self.method
