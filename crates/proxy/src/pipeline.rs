@@ -349,8 +349,10 @@ async fn queue_and_forward(
         Err(e) => return gate_refusal(settings, &stats, level.map(|(_, i)| i), e),
     };
     let mut head = a.head;
-    let permit = match granted_or_wait(waiting) {
-        Ok(p) => p,
+    // The grant's instant, for the wait and the upstream deadline: a request granted at once
+    // waited no time, and its arrival's clock reading serves (issue 19: clock reads).
+    let (permit, now) = match granted_or_wait(waiting) {
+        Ok(p) => (p, arrival),
         Err(waiting) => {
             // A queued request holds its head, not the buffer it was read into.
             head.shrink();
@@ -364,7 +366,7 @@ async fn queue_and_forward(
                 )
             });
             match bounded(waiting, bounds.as_deref_mut(), queue_timeout).await {
-                Ok(Ok(p)) => p,
+                Ok(Ok(p)) => (p, Instant::now()),
                 Ok(Err(_)) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
                 Err(()) if by_deadline => {
                     let msg = "the call's deadline passed while it was queued";
@@ -374,8 +376,6 @@ async fn queue_and_forward(
             }
         }
     };
-    // One clock reading for the wait and the upstream deadline (issue 19: ≈ 8 a request).
-    let now = Instant::now();
     let waited = now.saturating_duration_since(arrival).as_secs_f64();
     stats.wait.record(waited);
     if let Some((_, info)) = level {
