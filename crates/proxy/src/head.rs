@@ -1,7 +1,7 @@
 //! The one head type of the request path: a request or response head kept as header lines in
-//! one byte buffer, with the spans of its lines taken once. Every client adapter produces a
-//! [`RequestHead`] (the own HTTP/1.1 path straight from the bytes it read; hyper's server
-//! from its `http` parts) and every upstream wire a [`ResponseHead`]; identification,
+//! one byte buffer (on the own HTTP/1.1 path the very buffer it was read into), with the
+//! places of its lines taken once. Every client adapter produces a [`RequestHead`] (the own
+//! HTTP/1.1 path straight from the bytes it read; hyper's server from its `http` parts) and every upstream wire a [`ResponseHead`]; identification,
 //! classification, the header rewriting (`rewrite`) and the writers on both sides read only
 //! these. No `http::HeaderMap` is built on the own path (issue 19: an allocation per header
 //! value and a hashed map per request, both ways).

@@ -45,9 +45,9 @@ pub(crate) fn lists(value: &[u8], token: &[u8]) -> bool {
         .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
-/// Which lines of `fields` go on: `Some(keep)` deciding for each line (by its index and
-/// field) whether it is end-to-end: not hop-by-hop, not named by a `Connection` header, and
-/// not one `skip` names.
+/// The test, for each line of `fields` (given its index and field), of whether it goes on:
+/// end-to-end, that is not hop-by-hop and not named by a `Connection` header, and not one
+/// `skip` names.
 fn end_to_end<'f>(
     fields: &'f Fields,
     mut skip: impl FnMut(usize, Field<'_>) -> bool + 'f,
