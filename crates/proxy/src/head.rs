@@ -57,10 +57,14 @@ impl Span {
         }
     }
 
-    fn field<'a>(&self, head: &'a [u8]) -> Field<'a> {
+    fn name<'a>(&self, head: &'a [u8]) -> &'a [u8] {
         let n = self.name as usize;
+        head.get(n..n + self.name_len as usize).unwrap_or_default()
+    }
+
+    fn field<'a>(&self, head: &'a [u8]) -> Field<'a> {
         Field {
-            name: head.get(n..n + self.name_len as usize).unwrap_or_default(),
+            name: self.name(head),
             value: head
                 .get(self.value as usize..self.end as usize)
                 .unwrap_or_default(),
@@ -132,9 +136,12 @@ impl Fields {
 
     /// The value of the first line named `name` (ASCII case-insensitive).
     pub fn get(&self, name: &str) -> Option<&[u8]> {
-        self.iter()
-            .find(|f| f.name.eq_ignore_ascii_case(name.as_bytes()))
-            .map(|f| f.value)
+        let b = &self.bytes;
+        let s = self
+            .spans
+            .iter()
+            .find(|s| s.name(b).eq_ignore_ascii_case(name.as_bytes()))?;
+        Some(s.field(b).value)
     }
 
     /// `f` of the first value of header `name`, if any.
