@@ -216,7 +216,7 @@ async fn one(client: &mut TcpStream, pool: &Pool, xff: &[u8], b: &mut Bufs) -> R
     // Read the head.
     let (info, sent_continue) = loop {
         if !b.input.is_empty() {
-            let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut h = h1::headers::<MAX_HEADERS>();
             if let Some((req, info)) = h1::parse_request(&b.input, &mut h, MAX_HEAD)? {
                 b.out.clear();
                 let method = req.method.unwrap_or("GET");
@@ -358,7 +358,7 @@ async fn exchange(
     b.up.clear();
     // Skip 1xx interim responses; read the final head.
     let (info, mut head_end) = loop {
-        let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut h = h1::headers::<MAX_HEADERS>();
         if !b.up.is_empty() {
             match h1::parse_response(&b.up, &mut h, MAX_HEAD, head_method) {
                 Ok(Some((resp, info))) if (100..200).contains(&info.status) => {

@@ -10,6 +10,7 @@
 //! body always goes upstream with a `Content-Length` of its own, never the client's framing.
 
 use std::fmt;
+use std::mem::MaybeUninit;
 
 /// How many header lines a head may have (more: 431, as hyper's default of 100).
 pub const MAX_HEADERS: usize = 100;
@@ -125,10 +126,8 @@ fn framing(headers: &[httparse::Header<'_>]) -> Result<Framing, FrameError> {
                 if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
                     return Err(FrameError::BadFraming("invalid Content-Length"));
                 }
-                let n: u64 = std::str::from_utf8(v)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or(FrameError::BadFraming("invalid Content-Length"))?;
+                // At most 19 digits: within a u64.
+                let n = v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
                 if length.is_some_and(|l| l != n) {
                     return Err(FrameError::BadFraming("differing Content-Lengths"));
                 }
@@ -170,15 +169,23 @@ fn head_error(e: httparse::Error) -> FrameError {
     }
 }
 
-/// Parse the request head at the start of `buf`. `Ok(None)`: incomplete (read more, unless
-/// `buf` already holds `max_head` bytes: then it is too large).
+/// Room for `N` header lines, for [`parse_request`] and [`parse_response`]: left
+/// uninitialized (clearing it would cost a store per byte on every parse).
+pub fn headers<'b, const N: usize>() -> [MaybeUninit<httparse::Header<'b>>; N] {
+    [const { MaybeUninit::uninit() }; N]
+}
+
+/// Parse the request head at the start of `buf`, its lines into `headers` (see
+/// [`headers`]). `Ok(None)`: incomplete (read more, unless `buf` already holds `max_head`
+/// bytes: then it is too large).
 pub fn parse_request<'b, 'h>(
     buf: &'b [u8],
-    headers: &'h mut [httparse::Header<'b>],
+    headers: &'h mut [MaybeUninit<httparse::Header<'b>>],
     max_head: usize,
 ) -> Result<Option<(httparse::Request<'h, 'b>, RequestInfo)>, FrameError> {
-    let mut req = httparse::Request::new(headers);
-    let head_len = match req.parse(buf).map_err(head_error)? {
+    let mut req = httparse::Request::new(&mut []);
+    let parsed = req.parse_with_uninit_headers(buf, headers);
+    let head_len = match parsed.map_err(head_error)? {
         httparse::Status::Complete(n) => n,
         httparse::Status::Partial if buf.len() >= max_head => return Err(FrameError::HeadTooLarge),
         httparse::Status::Partial => return Ok(None),
@@ -207,16 +214,18 @@ pub fn parse_request<'b, 'h>(
 }
 
 /// Parse the response head at the start of `buf` to a request that was (`head_method`) or
-/// was not a `HEAD`. `Ok(None)`: incomplete (read more, unless `buf` already holds
+/// was not a `HEAD`, its lines into `headers`. `Ok(None)`: incomplete (read more, unless `buf` already holds
 /// `max_head` bytes).
 pub fn parse_response<'b, 'h>(
     buf: &'b [u8],
-    headers: &'h mut [httparse::Header<'b>],
+    headers: &'h mut [MaybeUninit<httparse::Header<'b>>],
     max_head: usize,
     head_method: bool,
 ) -> Result<Option<(httparse::Response<'h, 'b>, ResponseInfo)>, FrameError> {
-    let mut resp = httparse::Response::new(headers);
-    let head_len = match resp.parse(buf).map_err(head_error)? {
+    let mut resp = httparse::Response::new(&mut []);
+    let config = httparse::ParserConfig::default();
+    let parsed = config.parse_response_with_uninit_headers(&mut resp, buf, headers);
+    let head_len = match parsed.map_err(head_error)? {
         httparse::Status::Complete(n) => n,
         httparse::Status::Partial if buf.len() >= max_head => return Err(FrameError::HeadTooLarge),
         httparse::Status::Partial => return Ok(None),
@@ -431,7 +440,7 @@ mod tests {
     use super::*;
 
     fn req(raw: &[u8]) -> Result<Option<RequestInfo>, FrameError> {
-        let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut h = headers::<MAX_HEADERS>();
         parse_request(raw, &mut h, 16 * 1024).map(|o| o.map(|(_, i)| i))
     }
 
@@ -498,14 +507,14 @@ mod tests {
         }
         many.extend_from_slice(b"\r\n");
         assert_eq!(req(&many).unwrap_err(), FrameError::HeadTooLarge);
-        let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut h = headers::<MAX_HEADERS>();
         let long = b"GET / HTTP/1.1\r\nx: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
         assert_eq!(
             parse_request(long, &mut h, 32).map(|o| o.is_some()),
             Err(FrameError::HeadTooLarge),
             "an incomplete head at the limit"
         );
-        let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut h = headers::<MAX_HEADERS>();
         assert_eq!(
             parse_request(b"GET / HTTP/1.1\r\nx: aaaaaaaaaaaaaaaa\r\n\r\n", &mut h, 32)
                 .map(|o| o.is_some()),
@@ -515,7 +524,7 @@ mod tests {
     }
 
     fn resp(raw: &[u8], head: bool) -> ResponseInfo {
-        let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut h = headers::<MAX_HEADERS>();
         parse_response(raw, &mut h, 16 * 1024, head)
             .unwrap()
             .unwrap()
@@ -671,9 +680,9 @@ mod tests {
         /// Arbitrary bytes never panic the head parsers.
         #[test]
         fn heads_survive_garbage(raw in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
-            let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut h = headers::<MAX_HEADERS>();
             let _ = parse_request(&raw, &mut h, 256);
-            let mut h = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut h = headers::<MAX_HEADERS>();
             let _ = parse_response(&raw, &mut h, 256, false);
         }
     }

@@ -1,7 +1,7 @@
 //! The one head type of the request path: a request or response head kept as header lines in
-//! one byte buffer, with the spans of its lines taken once. Every client adapter produces a
-//! [`RequestHead`] (the own HTTP/1.1 path straight from the bytes it read; hyper's server
-//! from its `http` parts) and every upstream wire a [`ResponseHead`]; identification,
+//! one byte buffer (on the own HTTP/1.1 path the very buffer it was read into), with the
+//! places of its lines taken once. Every client adapter produces a [`RequestHead`] (the own
+//! HTTP/1.1 path straight from the bytes it read; hyper's server from its `http` parts) and every upstream wire a [`ResponseHead`]; identification,
 //! classification, the header rewriting (`rewrite`) and the writers on both sides read only
 //! these. No `http::HeaderMap` is built on the own path (issue 19: an allocation per header
 //! value and a hashed map per request, both ways).
@@ -12,132 +12,200 @@ use http::{HeaderName, HeaderValue, Method, StatusCode};
 
 use crate::h1::{self, FrameError, RequestInfo};
 
-/// Header lines a head usually fits in. Heads are parsed into an array of this many first:
-/// clearing an array of [`h1::MAX_HEADERS`] costs 3 KiB of stores a parse (issue 19's
-/// profile). A larger one only when needed.
-pub(crate) const FEW_HEADERS: usize = 24;
-
-/// Header lines most heads have at most: [`Lines::with`] hands out an array of this many
-/// when they fit.
-const TYPICAL_HEADERS: usize = 8;
-
 /// The longest target `http::Uri` accepts; longer ones are refused (400), as hyper does.
 const MAX_TARGET: usize = u16::MAX as usize - 1;
 
-/// Where a head's header lines lie: each line's name in `names` (every header name of the
-/// head, one after another) and its value in the head's bytes. The names are copied once,
-/// from text already checked (httparse's tokens, `http::HeaderName`s, the proxy's own
-/// `&str`s), so reading them needs no UTF-8 check per call.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Lines {
-    names: String,
-    spans: Vec<[u32; 4]>,
+/// One header line of a head: its name as sent (a token: checked when the head was read or
+/// built) and its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Field<'a> {
+    /// The name, in the case it was sent in.
+    pub name: &'a [u8],
+    /// The value, without the whitespace around it.
+    pub value: &'a [u8],
 }
 
-impl Lines {
-    /// The spans of `headers`, parsed out of `base` (a head of at most 4 GiB).
-    pub fn of(base: &[u8], headers: &[httparse::Header<'_>]) -> Lines {
-        let mut lines = Lines {
-            names: String::with_capacity(headers.iter().map(|h| h.name.len()).sum()),
-            spans: Vec::with_capacity(headers.len()),
-        };
-        for h in headers {
-            let v = (h.value.as_ptr() as usize - base.as_ptr() as usize) as u32;
-            lines.push(h.name, v, h.value.len());
-        }
-        lines
-    }
+/// Where one header line lies in its head's bytes.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    /// Its name's first byte; the name is `name_len` bytes.
+    name: u32,
+    /// Its value, `value..end`.
+    value: u32,
+    end: u32,
+    name_len: u16,
+    /// The line is exactly `name: value\r\n` in the bytes: it can be copied whole.
+    whole: bool,
+}
 
-    /// Add a line named `name` whose value is `len` bytes at `value` in the head's bytes.
-    fn push(&mut self, name: &str, value: u32, len: usize) {
-        let n = self.names.len() as u32;
-        self.names.push_str(name);
-        self.spans
-            .push([n, n + name.len() as u32, value, value + len as u32]);
-    }
-
-    /// `f` of the header lines of `head` (the bytes these spans were taken from), in an
-    /// array no larger than needed: clearing one is most of this function's cost.
-    pub fn with<R>(&self, head: &[u8], f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
-        let n = self.spans.len();
-        if n <= TYPICAL_HEADERS {
-            let mut a = [httparse::EMPTY_HEADER; TYPICAL_HEADERS];
-            f(self.fill(head, &mut a[..n]))
-        } else if n <= FEW_HEADERS {
-            let mut a = [httparse::EMPTY_HEADER; FEW_HEADERS];
-            f(self.fill(head, &mut a[..n]))
-        } else {
-            f(self.fill(head, &mut vec![httparse::EMPTY_HEADER; n]))
+impl Span {
+    /// The line's place in `head`, whose `base` is where `head` starts (a head of at most
+    /// 4 GiB, names shorter than 64 KiB: checked by the parsers).
+    fn of(base: &[u8], h: &httparse::Header<'_>) -> Span {
+        let at = |p: *const u8| (p as usize).wrapping_sub(base.as_ptr() as usize);
+        let (name, value) = (at(h.name.as_ptr()), at(h.value.as_ptr()));
+        let end = value + h.value.len();
+        let whole = value == name + h.name.len() + 2
+            && base.get(value - 1) == Some(&b' ')
+            && base.get(end..end + 2) == Some(b"\r\n");
+        Span {
+            name: name as u32,
+            value: value as u32,
+            end: end as u32,
+            name_len: h.name.len() as u16,
+            whole,
         }
     }
 
-    /// `headers` (one per span) filled with the lines of `head`.
-    fn fill<'a, 'h>(
-        &'a self,
-        head: &'a [u8],
-        headers: &'h mut [httparse::Header<'a>],
-    ) -> &'h [httparse::Header<'a>] {
-        for (h, s) in headers.iter_mut().zip(&self.spans) {
-            let [n0, n1, v0, v1] = s.map(|i| i as usize);
-            // Each span is one whole pushed name: always on character boundaries.
-            h.name = self.names.get(n0..n1).unwrap_or("");
-            h.value = &head[v0..v1];
+    fn name<'a>(&self, head: &'a [u8]) -> &'a [u8] {
+        let n = self.name as usize;
+        head.get(n..n + self.name_len as usize).unwrap_or_default()
+    }
+
+    fn field<'a>(&self, head: &'a [u8]) -> Field<'a> {
+        Field {
+            name: self.name(head),
+            value: head
+                .get(self.value as usize..self.end as usize)
+                .unwrap_or_default(),
         }
-        headers
     }
 
-    /// The value of the first line of `head` named `name` (ASCII case-insensitive).
-    fn find<'a>(&self, head: &'a [u8], name: &str) -> Option<&'a [u8]> {
-        let names = self.names.as_bytes();
-        self.spans.iter().find_map(|s| {
-            let [n0, n1, v0, v1] = s.map(|i| i as usize);
-            names[n0..n1]
-                .eq_ignore_ascii_case(name.as_bytes())
-                .then(|| &head[v0..v1])
-        })
+    /// The whole line with its line end (when [`whole`](Self::whole)).
+    fn line(&self) -> Range<usize> {
+        self.name as usize..self.end as usize + 2
     }
 }
 
-/// Add `name: value` to a head's bytes and its line to `lines`.
-fn push_line(bytes: &mut Vec<u8>, lines: &mut Lines, name: &str, value: &[u8]) {
-    bytes.extend_from_slice(name.as_bytes());
-    bytes.extend_from_slice(b": ");
-    let v = bytes.len() as u32;
-    bytes.extend_from_slice(value);
-    bytes.extend_from_slice(b"\r\n");
-    lines.push(name, v, value.len());
-}
-
-/// Header lines built from name/value pairs (a head that did not come as HTTP/1 bytes).
-struct Built {
+/// A head's header lines: the bytes they are in (an HTTP/1 head as it was read, with its
+/// start line) and where each lies. A head read off a connection keeps the read buffer's
+/// own bytes when it can (see [`take_head`]): a head costs one allocation, its lines'
+/// places.
+#[derive(Debug, Default)]
+pub(crate) struct Fields {
     bytes: Vec<u8>,
-    lines: Lines,
+    spans: Vec<Span>,
 }
 
-impl Built {
-    fn new(capacity: usize) -> Built {
-        Built {
-            bytes: Vec::with_capacity(capacity),
-            lines: Lines::default(),
+impl Fields {
+    /// The places of the lines httparse found in `base` (the head's first byte on).
+    fn spans(base: &[u8], headers: &[httparse::Header<'_>]) -> Vec<Span> {
+        let mut spans = Vec::with_capacity(headers.len());
+        spans.extend(headers.iter().map(|h| Span::of(base, h)));
+        spans
+    }
+
+    /// Header lines built from name/value pairs (a head that did not come as HTTP/1 bytes).
+    fn with_capacity(bytes: usize) -> Fields {
+        Fields {
+            bytes: Vec::with_capacity(bytes),
+            spans: Vec::new(),
         }
     }
 
-    fn push(&mut self, name: &str, value: &[u8]) {
-        push_line(&mut self.bytes, &mut self.lines, name, value);
-    }
-
-    fn of(map: &http::HeaderMap) -> Built {
-        let mut b = Built::new(map.len() * 32);
+    fn of_map(map: &http::HeaderMap) -> Fields {
+        let mut f = Fields::with_capacity(map.len() * 32);
         for (name, value) in map {
-            b.push(name.as_str(), value.as_bytes());
+            f.push(name.as_str(), value.as_bytes());
         }
-        b
+        f
+    }
+
+    /// Add `name: value` (a valid name and value) after the other lines.
+    fn push(&mut self, name: &str, value: &[u8]) {
+        let b = &mut self.bytes;
+        let n = b.len();
+        b.extend_from_slice(name.as_bytes());
+        b.extend_from_slice(b": ");
+        let v = b.len();
+        b.extend_from_slice(value);
+        b.extend_from_slice(b"\r\n");
+        self.spans.push(Span {
+            name: n as u32,
+            value: v as u32,
+            end: (v + value.len()) as u32,
+            name_len: name.len() as u16,
+            whole: true,
+        });
+    }
+
+    /// Its header lines, in order.
+    pub fn iter(&self) -> impl Iterator<Item = Field<'_>> + Clone + '_ {
+        self.spans.iter().map(|s| s.field(&self.bytes))
+    }
+
+    /// The value of the first line named `name` (ASCII case-insensitive).
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        let b = &self.bytes;
+        let s = self
+            .spans
+            .iter()
+            .find(|s| s.name(b).eq_ignore_ascii_case(name.as_bytes()))?;
+        Some(s.field(b).value)
+    }
+
+    /// `f` of the first value of header `name`, if any.
+    pub fn header<R>(&self, name: &str, f: impl FnOnce(Option<&[u8]>) -> R) -> R {
+        f(self.get(name))
+    }
+
+    /// Append the lines `keep` keeps (given each line's index and field) as
+    /// `name: value\r\n`: runs of lines that are already so in the head are copied at once.
+    pub fn write_kept(&self, out: &mut Vec<u8>, mut keep: impl FnMut(usize, Field<'_>) -> bool) {
+        let mut run = 0..0;
+        for (i, s) in self.spans.iter().enumerate() {
+            let f = s.field(&self.bytes);
+            if !keep(i, f) {
+                continue;
+            }
+            if s.whole && run.end == s.name as usize && !run.is_empty() {
+                run.end = s.line().end;
+                continue;
+            }
+            out.extend_from_slice(self.bytes.get(run).unwrap_or_default());
+            run = 0..0;
+            if s.whole {
+                run = s.line();
+            } else {
+                write_line(out, f.name, f.value);
+            }
+        }
+        out.extend_from_slice(self.bytes.get(run).unwrap_or_default());
+    }
+}
+
+/// Append the header line `name: value`.
+pub(crate) fn write_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The first `len` bytes of `buf` (a head just parsed), taken out of it, leaving what
+/// follows them: the buffer itself when what follows is no longer than the head (that is
+/// copied out instead: nothing when the head came alone), else a copy of the head.
+fn take_head(buf: &mut Vec<u8>, len: usize) -> Vec<u8> {
+    let rest = buf.len().saturating_sub(len);
+    if rest == 0 {
+        std::mem::take(buf)
+    } else if rest <= len {
+        let after = buf[len..].to_vec();
+        let mut head = std::mem::replace(buf, after);
+        head.truncate(len);
+        head
+    } else {
+        let head = buf[..len].to_vec();
+        buf.drain(..len);
+        head
     }
 }
 
 /// Whether a header value is one `http::HeaderValue` accepts (no control characters but
-/// tab): the own path refuses what hyper's would.
-pub(crate) fn valid_value(v: &[u8]) -> bool {
+/// tab). httparse accepts exactly these values (a test checks every byte), so the parsers
+/// need not check again: the own path refuses what hyper's would.
+#[cfg(test)]
+fn valid_value(v: &[u8]) -> bool {
     v.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
 }
 
@@ -145,39 +213,6 @@ pub(crate) fn valid_value(v: &[u8]) -> bool {
 /// keeps exactly as sent (path and query alike; no fragment).
 fn plain_target_byte(b: u8) -> bool {
     matches!(b, 0x21 | 0x24..=0x3B | 0x3D | 0x3F..=0x5F | 0x61..=0x7A | 0x7C | 0x7E)
-}
-
-/// A head's header lines: the bytes they are in and where each lies.
-#[derive(Debug)]
-pub(crate) struct Fields {
-    bytes: Vec<u8>,
-    lines: Lines,
-}
-
-impl Fields {
-    fn parsed(buf: &[u8], head_len: usize, headers: &[httparse::Header<'_>]) -> Fields {
-        Fields {
-            bytes: buf[..head_len].to_vec(),
-            lines: Lines::of(buf, headers),
-        }
-    }
-
-    fn built(b: Built) -> Fields {
-        Fields {
-            bytes: b.bytes,
-            lines: b.lines,
-        }
-    }
-
-    /// `f` of the header lines.
-    pub fn with_headers<R>(&self, f: impl FnOnce(&[httparse::Header<'_>]) -> R) -> R {
-        self.lines.with(&self.bytes, f)
-    }
-
-    /// `f` of the first value of header `name`, if any.
-    pub fn header<R>(&self, name: &str, f: impl FnOnce(Option<&[u8]>) -> R) -> R {
-        f(self.lines.find(&self.bytes, name))
-    }
 }
 
 /// A request's target in origin form.
@@ -202,37 +237,41 @@ pub(crate) struct RequestHead {
 
 impl RequestHead {
     /// Parse an HTTP/1 request head at the start of `buf`: its framing, and whether it is
-    /// HTTP/1.0. `Ok(None)`: incomplete. A head whose target or header values the `http`
-    /// types would refuse is refused here too (400).
+    /// HTTP/1.0. The head's bytes are taken out of `buf` (what followed them stays).
+    /// `Ok(None)`: incomplete. A head whose target or header values the `http` types would
+    /// refuse is refused here too (400).
     pub fn parse_h1(
-        buf: &[u8],
+        buf: &mut Vec<u8>,
         max_head: usize,
     ) -> Result<Option<(RequestHead, RequestInfo, bool)>, FrameError> {
-        match Self::parse_h1_in(buf, max_head, &mut [httparse::EMPTY_HEADER; FEW_HEADERS]) {
-            Err(FrameError::HeadTooLarge) => Self::parse_h1_in(
-                buf,
-                max_head,
-                &mut [httparse::EMPTY_HEADER; h1::MAX_HEADERS],
-            ),
-            r => r,
-        }
+        let parsed = Self::parse_h1_in(buf, max_head, &mut h1::headers::<{ h1::MAX_HEADERS }>());
+        let Some((method, target, spans, info, http10)) = parsed? else {
+            return Ok(None);
+        };
+        let fields = Fields {
+            bytes: take_head(buf, info.head_len),
+            spans,
+        };
+        let head = RequestHead {
+            fields,
+            method,
+            target,
+        };
+        Ok(Some((head, info, http10)))
     }
 
+    #[allow(clippy::type_complexity)] // the parts `parse_h1` puts together
     fn parse_h1_in<'b>(
         buf: &'b [u8],
         max_head: usize,
-        headers: &mut [httparse::Header<'b>],
-    ) -> Result<Option<(RequestHead, RequestInfo, bool)>, FrameError> {
+        headers: &mut [std::mem::MaybeUninit<httparse::Header<'b>>],
+    ) -> Result<Option<(Method, Target, Vec<Span>, RequestInfo, bool)>, FrameError> {
         let Some((req, info)) = h1::parse_request(buf, headers, max_head)? else {
             return Ok(None);
         };
         let bad = FrameError::Malformed("invalid request line or header");
         let method = Method::from_bytes(req.method.unwrap_or("").as_bytes()).map_err(|_| bad)?;
-        if !req
-            .headers
-            .iter()
-            .all(|h| h.name.len() < 1 << 16 && valid_value(h.value))
-        {
+        if !req.headers.iter().all(|h| h.name.len() < 1 << 16) {
             return Err(bad);
         }
         let path = req.path.unwrap_or("");
@@ -247,28 +286,38 @@ impl RequestHead {
             let uri: http::Uri = path.parse().map_err(|_| bad)?;
             target_of(&uri)
         };
-        let head = RequestHead {
-            fields: Fields::parsed(buf, info.head_len, req.headers),
-            method,
-            target,
-        };
-        Ok(Some((head, info, req.version == Some(0))))
+        let spans = Fields::spans(buf, req.headers);
+        Ok(Some((method, target, spans, info, req.version == Some(0))))
     }
 
     /// The head of a request hyper's server read (HTTP/1.1 or HTTP/2). An HTTP/2
     /// request's `:authority` becomes its `Host`, as an HTTP/1.1 client would have sent it.
     pub fn from_parts(parts: &http::request::Parts) -> RequestHead {
-        let mut built = Built::of(&parts.headers);
+        let mut fields = Fields::of_map(&parts.headers);
         if let Some(a) = parts.uri.authority() {
             if !parts.headers.contains_key(http::header::HOST) {
-                built.push("host", a.as_str().as_bytes());
+                fields.push("host", a.as_str().as_bytes());
             }
         }
         RequestHead {
-            fields: Fields::built(built),
+            fields,
             method: parts.method.clone(),
             target: target_of(&parts.uri),
         }
+    }
+
+    /// Give back the spare room of the read buffer the head was read into (it holds only its
+    /// own bytes then): for a request about to wait in the queue.
+    pub fn shrink(&mut self) {
+        self.fields.bytes.shrink_to_fit();
+    }
+
+    /// The buffer its bytes are in, emptied, for another use (the client's read buffer, when
+    /// the head kept it).
+    pub fn into_buffer(self) -> Vec<u8> {
+        let mut b = self.fields.bytes;
+        b.clear();
+        b
     }
 
     /// Its method.
@@ -291,7 +340,8 @@ impl RequestHead {
     /// Its path (the target before any `?`; empty if it has none).
     pub fn path(&self) -> &str {
         let t = self.target().unwrap_or("");
-        t.split_once('?').map_or(t, |(p, _)| p)
+        let end = t.bytes().position(|b| b == b'?').unwrap_or(t.len());
+        t.get(..end).unwrap_or(t)
     }
 }
 
@@ -318,72 +368,70 @@ pub(crate) struct ResponseHead {
 
 impl ResponseHead {
     /// Parse an HTTP/1 response head at the start of `buf`, to a request that was or was not
-    /// a `HEAD`. `Ok(None)`: incomplete.
+    /// a `HEAD`; its bytes are taken out of `buf` (what followed them stays). `Ok(None)`:
+    /// incomplete.
     pub fn parse_h1(
-        buf: &[u8],
+        buf: &mut Vec<u8>,
         max_head: usize,
         head_method: bool,
     ) -> Result<Option<(ResponseHead, h1::ResponseInfo)>, FrameError> {
-        let mut few = [httparse::EMPTY_HEADER; FEW_HEADERS];
-        match Self::parse_h1_in(buf, max_head, head_method, &mut few) {
-            Err(FrameError::HeadTooLarge) => {
-                let mut many = [httparse::EMPTY_HEADER; h1::MAX_HEADERS];
-                Self::parse_h1_in(buf, max_head, head_method, &mut many)
-            }
-            r => r,
-        }
+        let mut headers = h1::headers::<{ h1::MAX_HEADERS }>();
+        let parsed = Self::parse_h1_in(buf, max_head, head_method, &mut headers);
+        let Some((status, spans, info)) = parsed? else {
+            return Ok(None);
+        };
+        let head = ResponseHead {
+            status,
+            upstream: spans.len(),
+            fields: Fields {
+                bytes: take_head(buf, info.head_len),
+                spans,
+            },
+        };
+        Ok(Some((head, info)))
     }
 
+    #[allow(clippy::type_complexity)] // the parts `parse_h1` puts together
     fn parse_h1_in<'b>(
         buf: &'b [u8],
         max_head: usize,
         head_method: bool,
-        headers: &mut [httparse::Header<'b>],
-    ) -> Result<Option<(ResponseHead, h1::ResponseInfo)>, FrameError> {
+        headers: &mut [std::mem::MaybeUninit<httparse::Header<'b>>],
+    ) -> Result<Option<(StatusCode, Vec<Span>, h1::ResponseInfo)>, FrameError> {
         let Some((resp, info)) = h1::parse_response(buf, headers, max_head, head_method)? else {
             return Ok(None);
         };
         let bad = FrameError::Malformed("invalid response header");
         let status = StatusCode::from_u16(info.status).map_err(|_| bad)?;
-        if !resp
-            .headers
-            .iter()
-            .all(|h| h.name.len() < 1 << 16 && valid_value(h.value))
-        {
+        if !resp.headers.iter().all(|h| h.name.len() < 1 << 16) {
             return Err(bad);
         }
-        let head = ResponseHead {
-            status,
-            fields: Fields::parsed(buf, info.head_len, resp.headers),
-            upstream: resp.headers.len(),
-        };
-        Ok(Some((head, info)))
+        Ok(Some((status, Fields::spans(buf, resp.headers), info)))
     }
 
     /// The head of a response an HTTP/2 upstream sent.
     pub fn from_parts(status: StatusCode, headers: &http::HeaderMap) -> ResponseHead {
         ResponseHead {
             status,
-            fields: Fields::built(Built::of(headers)),
+            fields: Fields::of_map(headers),
             upstream: headers.len(),
         }
     }
 
     /// Add a header line (a valid name and value) after the others.
     pub fn append(&mut self, name: &str, value: &[u8]) {
-        let f = &mut self.fields;
-        push_line(&mut f.bytes, &mut f.lines, name, value);
+        self.fields.push(name, value);
     }
 
     /// A head of the proxy's own with these header lines.
     pub fn own(status: StatusCode, headers: &[(&str, &[u8])]) -> ResponseHead {
-        let mut b = Built::new(headers.len() * 40);
+        let mut fields = Fields::with_capacity(headers.len() * 40);
         for (n, v) in headers {
-            b.push(n, v);
+            fields.push(n, v);
         }
         ResponseHead {
             status,
-            fields: Fields::built(b),
+            fields,
             upstream: 0,
         }
     }
@@ -410,9 +458,9 @@ impl std::ops::Deref for ResponseHead {
 }
 
 /// Header lines as `http` name and value (both checked when the head was read).
-pub(crate) fn http_header(h: &httparse::Header<'_>) -> Option<(HeaderName, HeaderValue)> {
+pub(crate) fn http_header(h: Field<'_>) -> Option<(HeaderName, HeaderValue)> {
     Some((
-        HeaderName::from_bytes(h.name.as_bytes()).ok()?,
+        HeaderName::from_bytes(h.name).ok()?,
         HeaderValue::from_bytes(h.value).ok()?,
     ))
 }
@@ -423,7 +471,16 @@ mod tests {
     use crate::h1::BodyLen;
 
     fn parse(raw: &[u8]) -> Result<Option<(RequestHead, RequestInfo, bool)>, FrameError> {
-        RequestHead::parse_h1(raw, 64 * 1024)
+        RequestHead::parse_h1(&mut raw.to_vec(), 64 * 1024)
+    }
+
+    fn text(f: &Fields) -> Vec<String> {
+        f.iter()
+            .map(|x| {
+                let n = String::from_utf8_lossy(x.name);
+                format!("{n}={}", String::from_utf8_lossy(x.value))
+            })
+            .collect()
     }
 
     #[test]
@@ -471,31 +528,29 @@ mod tests {
 
     #[test]
     fn header_names_read_back_as_sent_and_bad_ones_are_refused() {
-        // More lines than the small array holds, and an appended one.
+        // Many lines, and an appended one.
         let mut raw = b"GET / HTTP/1.1\r\nHost: x\r\n".to_vec();
-        for i in 0..FEW_HEADERS + 3 {
+        for i in 0..30 {
             raw.extend_from_slice(format!("X-H{i}: v").as_bytes());
             raw.push(0xff);
             raw.extend_from_slice(format!("{i}\r\n").as_bytes());
         }
         raw.extend_from_slice(b"\r\n");
         let (h, _, _) = parse(&raw).unwrap().unwrap();
-        let names = h.with_headers(|hs| hs.iter().map(|x| x.name.to_string()).collect::<Vec<_>>());
-        assert_eq!(names.len(), FEW_HEADERS + 4);
+        let names: Vec<String> = h
+            .iter()
+            .map(|x| String::from_utf8_lossy(x.name).into_owned())
+            .collect();
+        assert_eq!(names.len(), 31);
         assert_eq!(names[0], "Host");
-        assert_eq!(names[FEW_HEADERS + 3], format!("X-H{}", FEW_HEADERS + 2));
+        assert_eq!(names[30], "X-H29");
         assert!(h.header("x-h7", |v| v == Some(&b"v\xff7"[..])));
-        let (mut resp, _) = ResponseHead::parse_h1(b"HTTP/1.1 200 OK\r\nA: 1\r\n\r\n", 1024, false)
+        let mut raw = b"HTTP/1.1 200 OK\r\nA: 1\r\n\r\n".to_vec();
+        let (mut resp, _) = ResponseHead::parse_h1(&mut raw, 1024, false)
             .unwrap()
             .unwrap();
         resp.append("x-b", b"2");
-        assert_eq!(
-            resp.with_headers(|hs| hs
-                .iter()
-                .map(|x| format!("{}={}", x.name, String::from_utf8_lossy(x.value)))
-                .collect::<Vec<_>>()),
-            ["A=1", "x-b=2"]
-        );
+        assert_eq!(text(&resp), ["A=1", "x-b=2"]);
         // A name that is not a token (a space, a non-ASCII byte, a colon-less line) is a 400.
         for bad in [
             &b"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n"[..],
@@ -517,11 +572,7 @@ mod tests {
         let h = RequestHead::from_parts(&req.into_parts().0);
         assert_eq!(h.target(), Some("/x/y?z"));
         assert_eq!(h.path(), "/x/y");
-        let all = h.with_headers(|hs| {
-            hs.iter()
-                .map(|x| format!("{}={}", x.name, String::from_utf8_lossy(x.value)))
-                .collect::<Vec<_>>()
-        });
+        let all = text(&h);
         // The authority of an absolute target (an HTTP/2 request's) becomes its Host.
         assert_eq!(
             all,
@@ -529,5 +580,90 @@ mod tests {
         );
         let own = ResponseHead::own(StatusCode::NOT_FOUND, &[("content-type", b"text/plain")]);
         assert!(own.header("Content-Type", |v| v == Some(&b"text/plain"[..])));
+    }
+
+    #[test]
+    fn heads_take_their_bytes_out_of_the_buffer_and_leave_the_rest() {
+        let head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n";
+        // Alone, with a short body after it (the buffer is the head's, the body copied out),
+        // with a long one (the head copied out), and incomplete (nothing taken).
+        for (rest, kept_buffer) in [(&b""[..], true), (b"abc", true), (&[b'z'; 200][..], false)] {
+            let mut buf = Vec::with_capacity(4096);
+            buf.extend_from_slice(head);
+            buf.extend_from_slice(rest);
+            let at = buf.as_ptr();
+            let (h, info, _) = RequestHead::parse_h1(&mut buf, 1024).unwrap().unwrap();
+            assert_eq!(info.head_len, head.len());
+            assert_eq!(buf, rest);
+            assert_eq!(h.bytes, head);
+            assert_eq!(h.bytes.as_ptr() == at, kept_buffer, "{}", rest.len());
+            assert_eq!(text(&h), ["Host=x", "Content-Length=3"]);
+        }
+        let mut part = head[..20].to_vec();
+        assert!(RequestHead::parse_h1(&mut part, 1024).unwrap().is_none());
+        assert_eq!(part, &head[..20]);
+    }
+
+    #[test]
+    fn kept_lines_are_copied_as_sent_or_rewritten_when_odd() {
+        // Lines in the canonical `name: value\r\n` form are copied in runs; others (no space,
+        // a tab, trailing whitespace, an empty value, a bare LF) are written canonically.
+        let raw = b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nDrop: x\r\nC:3\r\nD:\t4 \r\nE: 5\r\n\
+            F:\r\nG: 7\nH: 8\r\n\r\n";
+        let (h, _, _) = parse(raw).unwrap().unwrap();
+        let mut out = Vec::new();
+        let mut seen = Vec::new();
+        h.write_kept(&mut out, |i, f| {
+            seen.push(i);
+            f.name != b"Drop"
+        });
+        assert_eq!(seen, (0..9).collect::<Vec<_>>());
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "A: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\nF: \r\nG: 7\r\nH: 8\r\n"
+        );
+        // Many lines, some dropped, and an appended one after them.
+        let mut raw = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..12 {
+            raw.extend_from_slice(format!("X-{i}: {i}\r\n").as_bytes());
+        }
+        raw.extend_from_slice(b"\r\n");
+        let (mut resp, _) = ResponseHead::parse_h1(&mut raw, 1024, false)
+            .unwrap()
+            .unwrap();
+        resp.append("x-last", b"l");
+        let mut out = Vec::new();
+        resp.write_kept(&mut out, |i, f| i % 3 != 1 || f.name == b"x-last");
+        let want: String = (0..12)
+            .filter(|i| i % 3 != 1)
+            .map(|i| format!("X-{i}: {i}\r\n"))
+            .collect();
+        assert_eq!(String::from_utf8(out).unwrap(), want + "x-last: l\r\n");
+        assert_eq!(resp.upstream_lines(), 12);
+    }
+
+    #[test]
+    fn httparse_accepts_exactly_the_values_http_does() {
+        for b in 0..=255u8 {
+            let mut raw = b"GET / HTTP/1.1\r\nX: a".to_vec();
+            raw.extend_from_slice(&[b, b'z']);
+            raw.extend_from_slice(b"\r\n\r\n");
+            let mut resp = b"HTTP/1.1 200 OK\r\nX: a".to_vec();
+            resp.extend_from_slice(&[b, b'z']);
+            resp.extend_from_slice(b"\r\n\r\n");
+            let ok = valid_value(&[b]);
+            assert_eq!(
+                ok,
+                HeaderValue::from_bytes(&[b'a', b, b'z']).is_ok(),
+                "{b:#x}"
+            );
+            match parse(&raw) {
+                Ok(Some((h, _, _))) => assert!(ok && h.get("x") == Some(&[b'a', b, b'z'][..])),
+                Err(e) => assert!(!ok && e.status() == 400, "{b:#x}"),
+                Ok(None) => panic!("{b:#x}: complete head read as partial"),
+            }
+            let r = ResponseHead::parse_h1(&mut resp, 1024, false);
+            assert_eq!(r.is_ok(), ok, "{b:#x}");
+        }
     }
 }

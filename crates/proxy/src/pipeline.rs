@@ -57,7 +57,7 @@ pub(crate) fn classify(
         tenant,
         class: settings
             .identifier
-            .classify(head.method(), head.path(), grpc),
+            .classify_with(head.method(), || head.path(), grpc),
         level: settings.levels.as_ref().map(|s| s.classify(head, tenant)),
     }
 }
@@ -128,7 +128,9 @@ impl Admitted<'_> {
 
 /// Whether a head says gRPC (`content-type: application/grpc`, `+proto`, …).
 pub(crate) fn is_grpc(head: &crate::head::Fields) -> bool {
-    content_type_is(head, "application/grpc")
+    head.header("content-type", |v| {
+        v.is_some_and(|v| media_is(v, "application/grpc"))
+    })
 }
 
 /// A gRPC call's `grpc-timeout` (at most 8 digits and a unit: `H`, `M`, `S`, `m`, `u`,
@@ -153,13 +155,10 @@ fn grpc_timeout(head: &crate::head::Fields) -> Option<Duration> {
     })
 }
 
-/// Whether a head's media type starts with `prefix` (case-insensitive).
-fn content_type_is(head: &crate::head::Fields, prefix: &str) -> bool {
-    head.header("content-type", |v| {
-        v.is_some_and(|v| {
-            v.len() >= prefix.len() && v[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
-        })
-    })
+/// Whether a `Content-Type` value starts with `prefix` (case-insensitive).
+fn media_is(v: &[u8], prefix: &str) -> bool {
+    v.get(..prefix.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(prefix.as_bytes()))
 }
 
 /// Identify the tenant, classify the request, and check what needs no body and no slot
@@ -173,10 +172,10 @@ pub(crate) fn admit<'a>(
     peer: &Peer,
     arrival: Instant,
 ) -> Result<Admitted<'a>, Answer> {
-    let who = head.with_headers(|hs| {
-        let names = &peer.cert_names;
-        settings.identifier.identify_raw(hs, peer.addr.ip(), names)
-    });
+    let names = &peer.cert_names;
+    let who = settings
+        .identifier
+        .identify_raw(head.iter(), peer.addr.ip(), names);
     let grpc = is_grpc(&head);
     let tenant = match who {
         Who::Tenant(t) => t,
@@ -349,9 +348,14 @@ async fn queue_and_forward(
         Ok(w) => w,
         Err(e) => return gate_refusal(settings, &stats, level.map(|(_, i)| i), e),
     };
-    let permit = match granted_or_wait(waiting) {
-        Ok(p) => p,
+    let mut head = a.head;
+    // The grant's instant, for the wait and the upstream deadline: a request granted at once
+    // waited no time, and its arrival's clock reading serves (issue 19: clock reads).
+    let (permit, now) = match granted_or_wait(waiting) {
+        Ok(p) => (p, arrival),
         Err(waiting) => {
+            // A queued request holds its head, not the buffer it was read into.
+            head.shrink();
             // Listed in `/debug/requests` while it waits (levels only).
             let _queued = level.and_then(|(l, info)| {
                 let (schema, _) = settings.levels.as_ref()?.schema(l)?;
@@ -362,7 +366,7 @@ async fn queue_and_forward(
                 )
             });
             match bounded(waiting, bounds.as_deref_mut(), queue_timeout).await {
-                Ok(Ok(p)) => p,
+                Ok(Ok(p)) => (p, Instant::now()),
                 Ok(Err(_)) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
                 Err(()) if by_deadline => {
                     let msg = "the call's deadline passed while it was queued";
@@ -372,8 +376,6 @@ async fn queue_and_forward(
             }
         }
     };
-    // One clock reading for the wait and the upstream deadline (issue 19: ≈ 8 a request).
-    let now = Instant::now();
     let waited = now.saturating_duration_since(arrival).as_secs_f64();
     stats.wait.record(waited);
     if let Some((_, info)) = level {
@@ -395,7 +397,7 @@ async fn queue_and_forward(
             arrival,
             tokens,
         },
-        head: a.head,
+        head,
         body,
         peer,
     };
@@ -609,7 +611,9 @@ async fn answer(
     let mut body = reply.body;
     let limits = &settings.config.limits;
     // gRPC and event streams go out as they arrive, never held in the buffer.
-    let streamed = is_grpc(&reply.head) || content_type_is(&reply.head, "text/event-stream");
+    let streamed = reply.head.header("content-type", |v| {
+        v.is_some_and(|v| media_is(v, "application/grpc") || media_is(v, "text/event-stream"))
+    });
     let room = if streamed {
         0
     } else {

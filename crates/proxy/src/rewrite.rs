@@ -6,7 +6,7 @@
 
 use http::HeaderValue;
 
-use crate::head::{http_header, RequestHead, ResponseHead};
+use crate::head::{http_header, write_line, Field, Fields, RequestHead, ResponseHead};
 
 /// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1).
 const HOP_BY_HOP: [&str; 8] = [
@@ -32,51 +32,47 @@ pub(crate) const SCHEMA_HEADER: &str = "x-fairlane-flow-schema";
 const PROXY_SET: [&str; 2] = [LEVEL_HEADER, SCHEMA_HEADER];
 
 /// Whether `name` is a hop-by-hop header.
-pub(crate) fn hop_by_hop(name: &str) -> bool {
-    HOP_BY_HOP.iter().any(|n| name.eq_ignore_ascii_case(n))
+pub(crate) fn hop_by_hop(name: &[u8]) -> bool {
+    HOP_BY_HOP
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
 }
 
 /// Whether a comma-separated header value lists `token` (case-insensitive).
-pub(crate) fn lists(value: &[u8], token: &str) -> bool {
+pub(crate) fn lists(value: &[u8], token: &[u8]) -> bool {
     value
         .split(|&b| b == b',')
-        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token.as_bytes()))
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
 }
 
-/// `f` of each end-to-end header of `headers`: without hop-by-hop headers, those the
-/// `Connection` header names, and those `skip` names (given each line's index and name).
-fn end_to_end<'h>(
-    headers: &'h [httparse::Header<'h>],
-    skip: impl Fn(usize, &str) -> bool,
-    mut f: impl FnMut(&httparse::Header<'h>),
-) {
-    let connection: Vec<&[u8]> = headers
+/// The test, for each line of `fields` (given its index and field), of whether it goes on:
+/// end-to-end, that is not hop-by-hop and not named by a `Connection` header, and not one
+/// `skip` names.
+fn end_to_end<'f>(
+    fields: &'f Fields,
+    mut skip: impl FnMut(usize, Field<'_>) -> bool + 'f,
+) -> impl FnMut(usize, Field<'_>) -> bool + 'f {
+    let connection = fields
         .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
-        .map(|h| h.value)
-        .collect();
-    for (i, h) in headers.iter().enumerate() {
-        if hop_by_hop(h.name) || skip(i, h.name) || connection.iter().any(|v| lists(v, h.name)) {
-            continue;
-        }
-        f(h);
+        .any(|f| f.name.eq_ignore_ascii_case(b"connection"));
+    move |i, f| {
+        // `skip` first: it may note lines it does not drop.
+        !(skip(i, f)
+            || hop_by_hop(f.name)
+            || connection
+                && fields
+                    .iter()
+                    .any(|c| c.name.eq_ignore_ascii_case(b"connection") && lists(c.value, f.name)))
     }
 }
 
-/// `f` of each end-to-end header of `response` but the upstream's copies of the headers
-/// only the proxy sets.
-fn response_end_to_end(response: &ResponseHead, mut f: impl FnMut(&httparse::Header<'_>)) {
-    let upstream = response.upstream_lines();
-    let spoofed =
-        |i: usize, n: &str| i < upstream && PROXY_SET.iter().any(|p| n.eq_ignore_ascii_case(p));
-    response.with_headers(|hs| end_to_end(hs, spoofed, |h| f(h)));
-}
-
-fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.extend_from_slice(name);
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value);
-    out.extend_from_slice(b"\r\n");
+/// Whether the `i`-th line of `response` is an upstream's copy of a header only the proxy
+/// sets.
+fn spoofed(response: &ResponseHead, i: usize, f: Field<'_>) -> bool {
+    i < response.upstream_lines()
+        && PROXY_SET
+            .iter()
+            .any(|p| f.name.eq_ignore_ascii_case(p.as_bytes()))
 }
 
 /// What the proxy adds to a request it forwards.
@@ -116,33 +112,28 @@ pub(crate) fn request_h1(
     out.extend_from_slice(request.target().unwrap_or("/").as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
     let (mut host, mut length) = (false, false);
-    request.with_headers(|hs| {
-        for h in hs {
-            host |= h.name.eq_ignore_ascii_case("host");
-            length |= h.name.eq_ignore_ascii_case("content-length");
-        }
-        let skip = |_, n: &str| {
-            n.eq_ignore_ascii_case("content-length")
-                || n.eq_ignore_ascii_case("expect")
-                || n.eq_ignore_ascii_case(TENANT_HEADER)
-        };
-        end_to_end(hs, skip, |h| line(out, h.name.as_bytes(), h.value));
-    });
+    let skip = |_, f: Field<'_>| {
+        let n = f.name;
+        host |= n.eq_ignore_ascii_case(b"host");
+        let l = n.eq_ignore_ascii_case(b"content-length");
+        length |= l;
+        l || n.eq_ignore_ascii_case(b"expect") || n.eq_ignore_ascii_case(TENANT_HEADER.as_bytes())
+    };
+    request.write_kept(out, end_to_end(request, skip));
     if !host && HeaderValue::from_str(fwd.authority).is_ok() {
-        line(out, b"host", fwd.authority.as_bytes());
+        write_line(out, b"host", fwd.authority.as_bytes());
     }
-    line(out, b"x-forwarded-for", fwd.forwarded_for.as_bytes());
+    write_line(out, b"x-forwarded-for", fwd.forwarded_for.as_bytes());
     if let Some(v) = fwd.tenant {
-        line(out, TENANT_HEADER.as_bytes(), v.as_bytes());
+        write_line(out, TENANT_HEADER.as_bytes(), v.as_bytes());
     }
     match body {
         BodyFraming::Length(n) if n > 0 || length => crate::h1::write_content_length(out, n),
         BodyFraming::Length(_) => {}
         BodyFraming::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
         BodyFraming::Upgrade => {
-            request.header("upgrade", |v| {
-                line(out, b"upgrade", v.unwrap_or(b"websocket"))
-            });
+            let v = request.get("upgrade");
+            write_line(out, b"upgrade", v.unwrap_or(b"websocket"));
             out.extend_from_slice(b"connection: upgrade\r\n");
         }
     }
@@ -151,8 +142,8 @@ pub(crate) fn request_h1(
 
 /// Append one trailer field line of a chunked body's last chunk (hop-by-hop ones dropped).
 pub(crate) fn trailer_h1(out: &mut Vec<u8>, name: &http::HeaderName, value: &HeaderValue) {
-    if !hop_by_hop(name.as_str()) {
-        line(out, name.as_str().as_bytes(), value.as_bytes());
+    if !hop_by_hop(name.as_str().as_bytes()) {
+        write_line(out, name.as_str().as_bytes(), value.as_bytes());
     }
 }
 
@@ -183,24 +174,23 @@ pub(crate) fn request_h2(
         .path_and_query(request.target()?)
         .build()
         .ok()?;
-    let mut trailers = false;
-    request.with_headers(|hs| {
-        parts.headers.reserve(hs.len() + 3);
-        trailers = hs
-            .iter()
-            .any(|h| h.name.eq_ignore_ascii_case("te") && lists(h.value, "trailers"));
-        let skip = |_, n: &str| {
-            n.eq_ignore_ascii_case("host")
-                || n.eq_ignore_ascii_case("content-length")
-                || n.eq_ignore_ascii_case("expect")
-                || n.eq_ignore_ascii_case(TENANT_HEADER)
-        };
-        end_to_end(hs, skip, |h| {
-            if let Some((n, v)) = http_header(h) {
-                parts.headers.append(n, v);
-            }
-        });
-    });
+    parts.headers.reserve(request.iter().count() + 3);
+    let trailers = request
+        .iter()
+        .any(|f| f.name.eq_ignore_ascii_case(b"te") && lists(f.value, b"trailers"));
+    let skip = |_, f: Field<'_>| {
+        let n = f.name;
+        n.eq_ignore_ascii_case(b"host")
+            || n.eq_ignore_ascii_case(b"content-length")
+            || n.eq_ignore_ascii_case(b"expect")
+            || n.eq_ignore_ascii_case(TENANT_HEADER.as_bytes())
+    };
+    let mut keep = end_to_end(request, skip);
+    for (i, f) in request.iter().enumerate() {
+        if let Some((n, v)) = keep(i, f).then(|| http_header(f)).flatten() {
+            parts.headers.append(n, v);
+        }
+    }
     if trailers {
         parts
             .headers
@@ -219,11 +209,12 @@ pub(crate) fn request_h2(
 /// proxy's). Returns whether it had a `Content-Length` and a `Date`.
 pub(crate) fn response_h1(out: &mut Vec<u8>, response: &ResponseHead) -> (bool, bool) {
     let (mut length, mut date) = (false, false);
-    response_end_to_end(response, |h| {
-        length |= h.name.eq_ignore_ascii_case("content-length");
-        date |= h.name.eq_ignore_ascii_case("date");
-        line(out, h.name.as_bytes(), h.value);
-    });
+    let skip = |i, f: Field<'_>| {
+        length |= f.name.eq_ignore_ascii_case(b"content-length");
+        date |= f.name.eq_ignore_ascii_case(b"date");
+        spoofed(response, i, f)
+    };
+    response.write_kept(out, end_to_end(response, skip));
     (length, date)
 }
 
@@ -231,9 +222,8 @@ pub(crate) fn response_h1(out: &mut Vec<u8>, response: &ResponseHead) -> (bool, 
 /// its end-to-end headers, then its `Upgrade` and `Connection: upgrade`, kept for this case.
 pub(crate) fn switching_h1(out: &mut Vec<u8>, response: &ResponseHead) {
     response_h1(out, response);
-    response.header("upgrade", |v| {
-        line(out, b"upgrade", v.unwrap_or(b"websocket"))
-    });
+    let v = response.get("upgrade");
+    write_line(out, b"upgrade", v.unwrap_or(b"websocket"));
     out.extend_from_slice(b"connection: upgrade\r\n");
 }
 
@@ -241,11 +231,12 @@ pub(crate) fn switching_h1(out: &mut Vec<u8>, response: &ResponseHead) {
 pub(crate) fn response_parts(response: &ResponseHead) -> http::response::Parts {
     let mut parts = http::Response::new(()).into_parts().0;
     parts.status = response.status;
-    response_end_to_end(response, |h| {
-        if let Some((n, v)) = http_header(h) {
+    let mut keep = end_to_end(response, |i, f| spoofed(response, i, f));
+    for (i, f) in response.iter().enumerate() {
+        if let Some((n, v)) = keep(i, f).then(|| http_header(f)).flatten() {
             parts.headers.append(n, v);
         }
-    });
+    }
     parts
 }
 
@@ -254,7 +245,10 @@ mod tests {
     use super::*;
 
     fn head(raw: &[u8]) -> RequestHead {
-        RequestHead::parse_h1(raw, 64 * 1024).unwrap().unwrap().0
+        RequestHead::parse_h1(&mut raw.to_vec(), 64 * 1024)
+            .unwrap()
+            .unwrap()
+            .0
     }
 
     #[test]
@@ -313,7 +307,7 @@ mod tests {
         );
         let raw = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
             Connection: Upgrade\r\nSec-WebSocket-Accept: a\r\n\r\n";
-        let (resp, _) = ResponseHead::parse_h1(raw, 64 * 1024, false)
+        let (resp, _) = ResponseHead::parse_h1(&mut raw.to_vec(), 64 * 1024, false)
             .unwrap()
             .unwrap();
         let mut out = Vec::new();
@@ -329,7 +323,7 @@ mod tests {
         let raw = b"HTTP/1.1 200 OK\r\nX-Fairlane-Priority-Level: exempt\r\nX-A: 1\r\n\
             x-fairlane-flow-schema: forged\r\nX-Fairlane-Tenant: t\r\n\r\n";
         let parsed = || {
-            ResponseHead::parse_h1(raw, 64 * 1024, false)
+            ResponseHead::parse_h1(&mut raw.to_vec(), 64 * 1024, false)
                 .unwrap()
                 .unwrap()
                 .0
@@ -372,7 +366,7 @@ mod tests {
         let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive, X-Hop\r\n\
             X-Hop: 1\r\nKeep-Alive: timeout=5\r\nX-Cost-Ms: 3\r\nTE: trailers\r\n\
             Set-Cookie: a\r\nSet-Cookie: b\r\n\r\n";
-        let (resp, _) = ResponseHead::parse_h1(raw, 64 * 1024, true)
+        let (resp, _) = ResponseHead::parse_h1(&mut raw.to_vec(), 64 * 1024, true)
             .unwrap()
             .unwrap();
         let mut out = Vec::new();

@@ -19,6 +19,7 @@ use fairlane_core::{ClassId, TenantId};
 use http::{HeaderMap, Method};
 
 use crate::config::{ProxyConfig, Unknown};
+use crate::head::Field;
 
 pub use crate::cidr::{Cidr, CidrError};
 
@@ -75,7 +76,8 @@ struct ClassRule {
 pub struct Identifier {
     header: http::HeaderName,
     scheme: String,
-    keys: HashMap<String, TenantId>,
+    /// API keys, as bytes: a request's key is looked up as it came.
+    keys: HashMap<Box<[u8]>, TenantId>,
     cert_names: HashMap<String, TenantId>,
     ips: Vec<(Cidr, TenantId)>,
     default: Option<TenantId>,
@@ -93,7 +95,7 @@ impl Identifier {
         for t in &config.tenants {
             let id = registry.intern(&t.name);
             for k in &t.keys {
-                keys.insert(k.clone(), id);
+                keys.insert(k.as_bytes().into(), id);
             }
             for n in &t.cert_names {
                 cert_names.insert(n.clone(), id);
@@ -166,41 +168,40 @@ impl Identifier {
                 return Who::Ambiguous;
             }
         }
-        let key = headers
-            .get(&self.header)
-            .map(|v| v.to_str().ok().and_then(|v| self.strip_scheme(v.trim())));
+        let key = headers.get(&self.header).map(|v| {
+            let v = v.to_str().ok()?;
+            self.strip_scheme(v.as_bytes().trim_ascii())
+        });
         self.by_key_or_peer(key, peer, &[])
     }
 
     /// [`identify`](Self::identify) over a head's raw header lines, with the same answers (a
     /// value `HeaderValue::to_str` refuses is no key), and the names of the client's
     /// verified certificate (`cert_names`) between the key and the address.
-    pub(crate) fn identify_raw(
+    pub(crate) fn identify_raw<'h>(
         &self,
-        headers: &[httparse::Header<'_>],
+        headers: impl IntoIterator<Item = Field<'h>>,
         peer: IpAddr,
         cert_names: &[Box<str>],
     ) -> Who {
-        let name = self.header.as_str();
+        let name = self.header.as_str().as_bytes();
         let by_auth = self.header == http::header::AUTHORIZATION;
         let (mut key, mut keys, mut auths) = (None, 0, 0);
         for h in headers {
             if h.name.eq_ignore_ascii_case(name) {
                 keys += 1;
                 key.get_or_insert(h.value);
-            } else if !by_auth && h.name.eq_ignore_ascii_case("authorization") {
+            } else if !by_auth && h.name.eq_ignore_ascii_case(b"authorization") {
                 auths += 1;
             }
         }
         if keys > 1 || auths > 1 {
             return Who::Ambiguous;
         }
+        // What `HeaderValue::to_str` accepts: visible ASCII and tabs.
         let key = key.map(|v| {
             let visible = v.iter().all(|&b| b == b'\t' || (0x20..0x7f).contains(&b));
-            std::str::from_utf8(v)
-                .ok()
-                .filter(|_| visible)
-                .and_then(|v| self.strip_scheme(v.trim()))
+            visible.then(|| self.strip_scheme(v.trim_ascii())).flatten()
         });
         self.by_key_or_peer(key, peer, cert_names)
     }
@@ -208,7 +209,7 @@ impl Identifier {
     /// The decision once the key header is read: `Some(key)` when the header was present
     /// (`Some(None)`: present but no usable key), `None` to fall back to the certificate's
     /// names, then the peer's address.
-    fn by_key_or_peer(&self, key: Option<Option<&str>>, peer: IpAddr, names: &[Box<str>]) -> Who {
+    fn by_key_or_peer(&self, key: Option<Option<&[u8]>>, peer: IpAddr, names: &[Box<str>]) -> Who {
         if let Some(key) = key {
             return match key.and_then(|k| self.keys.get(k)) {
                 Some(&id) => Who::Tenant(id),
@@ -230,20 +231,36 @@ impl Identifier {
         self.default.map_or(Who::Unauthorized, Who::Tenant)
     }
 
-    fn strip_scheme<'a>(&self, v: &'a str) -> Option<&'a str> {
+    /// The key in a trimmed header value: after the configured scheme and a space, if any.
+    fn strip_scheme<'a>(&self, v: &'a [u8]) -> Option<&'a [u8]> {
         if self.scheme.is_empty() {
             return Some(v);
         }
-        let (scheme, rest) = v.split_once(' ')?;
+        let space = v.iter().position(|&b| b == b' ')?;
+        let (scheme, rest) = v.split_at(space);
         scheme
-            .eq_ignore_ascii_case(&self.scheme)
-            .then(|| rest.trim())
+            .eq_ignore_ascii_case(self.scheme.as_bytes())
+            .then(|| rest.trim_ascii())
     }
 
     /// The class of a request (`grpc`: a gRPC call, matched by the `grpc_method` rules
     /// only; other requests by the `path` rules only): the first matching rule's index + 1,
     /// or 0.
     pub fn classify(&self, method: &Method, path: &str, grpc: bool) -> ClassId {
+        self.classify_with(method, || path, grpc)
+    }
+
+    /// [`classify`](Self::classify), reading the path only when a rule needs it.
+    pub(crate) fn classify_with<'p>(
+        &self,
+        method: &Method,
+        path: impl FnOnce() -> &'p str,
+        grpc: bool,
+    ) -> ClassId {
+        if self.classes.is_empty() {
+            return ClassId(0);
+        }
+        let path = path();
         for (i, c) in self.classes.iter().enumerate() {
             if c.grpc != grpc || c.method.as_ref().is_some_and(|m| m != method) {
                 continue;
@@ -425,10 +442,13 @@ mod tests {
                             http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
                             http::HeaderValue::from_bytes(v).unwrap(),
                         );
-                        raw.push(httparse::Header { name: k, value: v });
+                        raw.push(Field {
+                            name: k.as_bytes(),
+                            value: v,
+                        });
                     }
                     assert_eq!(
-                        id.identify_raw(&raw, ip, &[]),
+                        id.identify_raw(raw, ip, &[]),
                         id.identify(&map, ip),
                         "{extra} {ip} {list:?}"
                     );

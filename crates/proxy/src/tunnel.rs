@@ -42,20 +42,18 @@ pub(crate) enum Upgrade {
 pub(crate) fn upgrade_of(head: &RequestHead, http10: bool, bodiless: bool) -> Upgrade {
     // One pass over the header lines (this runs for every request on the own path).
     let (mut websocket, mut connection, mut key, mut version) = (false, false, false, false);
-    head.with_headers(|hs| {
-        for h in hs {
-            let n = h.name;
-            if n.eq_ignore_ascii_case("upgrade") {
-                websocket |= lists(h.value, "websocket");
-            } else if n.eq_ignore_ascii_case("connection") {
-                connection |= lists(h.value, "upgrade");
-            } else if n.eq_ignore_ascii_case("sec-websocket-key") {
-                key = true;
-            } else if n.eq_ignore_ascii_case("sec-websocket-version") {
-                version = true;
-            }
+    for h in head.iter() {
+        let n = h.name;
+        if n.eq_ignore_ascii_case(b"upgrade") {
+            websocket |= lists(h.value, b"websocket");
+        } else if n.eq_ignore_ascii_case(b"connection") {
+            connection |= lists(h.value, b"upgrade");
+        } else if n.eq_ignore_ascii_case(b"sec-websocket-key") {
+            key = true;
+        } else if n.eq_ignore_ascii_case(b"sec-websocket-version") {
+            version = true;
         }
-    });
+    }
     if !(websocket && connection) {
         return Upgrade::No;
     }
@@ -192,7 +190,8 @@ mod tests {
     use super::*;
 
     fn up(raw: &[u8]) -> Upgrade {
-        let (head, info, http10) = RequestHead::parse_h1(raw, 64 * 1024).unwrap().unwrap();
+        let mut raw = raw.to_vec();
+        let (head, info, http10) = RequestHead::parse_h1(&mut raw, 64 * 1024).unwrap().unwrap();
         upgrade_of(&head, http10, info.body == crate::h1::BodyLen::Length(0))
     }
 

@@ -161,7 +161,6 @@ async fn request<S: Socket>(
         return Next::Close;
     };
     let guard = ActiveGuard::new(state.clone());
-    buf.drain(..info.head_len);
     let mut body_read = info.body == BodyLen::Length(0);
     let upgrade = upgrade_of(&head, http10, body_read);
     if let Upgrade::Invalid(msg) = upgrade {
@@ -222,8 +221,9 @@ async fn request<S: Socket>(
         drop(guard);
         return Next::Close;
     }
-    let head = response_head(&head, &body, info.head_method, http10, keep_alive && !close);
-    let written = write_response(stream, &mut body, head, opts.send_timeout).await;
+    let out = response_head(&head, &body, info.head_method, http10, keep_alive && !close);
+    drop(head);
+    let written = write_response(stream, &mut body, out, opts.send_timeout).await;
     drop(guard);
     match written {
         Ok(true) => Next::KeepAlive,
@@ -240,8 +240,9 @@ async fn read_head<S: Socket>(
     opts: ServeOptions,
     mut stop: Pin<&mut impl Future<Output = ()>>,
 ) -> Option<(RequestHead, RequestInfo, bool)> {
-    // The head, within the header timeout of its first byte.
-    let deadline = tokio::time::Instant::now() + opts.header_timeout;
+    // The head, within the header timeout of its first byte (the clock read only when the
+    // head is not all there at once).
+    let mut deadline = None;
     loop {
         if !buf.is_empty() {
             match RequestHead::parse_h1(buf, MAX_HEAD) {
@@ -273,7 +274,10 @@ async fn read_head<S: Socket>(
         let read = tokio::select! {
             biased;
             _ = stop.as_mut() => return None,
-            r = tokio::time::timeout_at(deadline, read_more(stream, buf, 0)) => r,
+            r = tokio::time::timeout_at(
+                *deadline.get_or_insert_with(|| tokio::time::Instant::now() + opts.header_timeout),
+                read_more(stream, buf, 0),
+            ) => r,
         };
         match read {
             Ok(Ok(n)) if n > 0 => {}

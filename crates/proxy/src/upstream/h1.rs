@@ -28,6 +28,10 @@ use crate::stream::{Limited, ReqBody};
 /// Longest upstream response head accepted (bytes), as the hyper client's default.
 const MAX_HEAD: usize = 8192 + 4096 * 100;
 
+/// The largest spare buffer a response is read into; a larger one (a very long request
+/// head's) is freed rather than held while the response lives.
+const SPARE_MAX: usize = 16 * 1024;
+
 /// Idle keep-alive sockets to one upstream, and the exchange on them.
 pub(crate) struct Http1 {
     connector: Connector,
@@ -53,8 +57,9 @@ impl Wire for Arc<Http1> {
                 let framing = BodyFraming::Length(body.len() as u64);
                 rewrite::request_h1(&mut out, &req.head, &req.fwd, framing);
                 out.extend_from_slice(&body);
-                drop((req.head, body));
-                self.exchange_retrying(&out, None, head_method).await
+                drop(body);
+                let spare = req.head.into_buffer();
+                self.exchange_retrying(&out, None, head_method, spare).await
             }
             // Boxed, as the upgrade below: only what an ordinary request needs is kept in
             // every request's future (which is copied whole where it is made).
@@ -90,8 +95,9 @@ impl Http1 {
         let head_method = *head.method() == http::Method::HEAD;
         let mut out = Vec::with_capacity(512);
         rewrite::request_h1(&mut out, &head, fwd, BodyFraming::Chunked);
-        drop(head);
-        self.exchange_retrying(&out, Some(body), head_method).await
+        let spare = head.into_buffer();
+        self.exchange_retrying(&out, Some(body), head_method, spare)
+            .await
     }
 
     /// A pool of connections `connector` opens, with `stacks` idle stacks.
@@ -135,15 +141,21 @@ impl Http1 {
     /// Send `request` (a serialized request, whole or up to its blank line with `body` to
     /// stream after it) and read the response head: on an idle socket, and once more on a
     /// new one if that had been closed meanwhile (a streamed body: only if none of it was
-    /// taken yet).
+    /// taken yet). The response is read into `spare` (the request head's buffer: the
+    /// client's read buffer, which is free once the request is written) if it is not
+    /// oversized, so that an exchange allocates no read buffer of its own.
     async fn exchange_retrying(
         self: &Arc<Self>,
         request: &[u8],
         body: Option<Limited<'_>>,
         head_method: bool,
+        spare: Vec<u8>,
     ) -> Result<Reply, Failure> {
         let mut ex = Exchange::new(request, head_method);
         ex.body = body;
+        if spare.capacity() <= SPARE_MAX {
+            ex.buf = spare;
+        }
         if let Some(s) = self.checkout() {
             match self.exchange(s, &mut ex).await {
                 Ok(r) => return Ok(r),
@@ -181,12 +193,11 @@ impl Http1 {
         if s.flush().await.is_err() {
             return Err(Some(Failure::Broken));
         }
-        let mut buf: Vec<u8> = Vec::with_capacity(4096);
+        let mut buf = std::mem::take(&mut ex.buf);
         loop {
             if !buf.is_empty() {
-                match ResponseHead::parse_h1(&buf, MAX_HEAD, head_method) {
-                    Ok(Some((head, info))) if head.status.is_informational() => {
-                        buf.drain(..info.head_len);
+                match ResponseHead::parse_h1(&mut buf, MAX_HEAD, head_method) {
+                    Ok(Some((head, _))) if head.status.is_informational() => {
                         // 1xx interim answers are skipped; a 101 only answers an upgrade.
                         if head.status != StatusCode::SWITCHING_PROTOCOLS {
                             continue;
@@ -201,7 +212,6 @@ impl Http1 {
                         return Ok(Reply { head, body });
                     }
                     Ok(Some((head, info))) => {
-                        buf.drain(..info.head_len);
                         let framing = match info.body {
                             BodyLen::Length(n) => Framing::Length(n),
                             BodyLen::Chunked => Framing::Chunked(Chunked::new(u64::MAX)),
@@ -248,6 +258,8 @@ struct Exchange<'r, 'b> {
     head_method: bool,
     /// A WebSocket upgrade: a `101` makes the socket its tunnel.
     upgrade: Option<crate::tunnel::Pass>,
+    /// What the response is read into (empty; a new one once taken).
+    buf: Vec<u8>,
 }
 
 impl<'r> Exchange<'r, '_> {
@@ -257,6 +269,7 @@ impl<'r> Exchange<'r, '_> {
             body: None,
             head_method,
             upgrade: None,
+            buf: Vec::new(),
         }
     }
 }
