@@ -550,10 +550,8 @@ impl Wakers {
         if let Some(w) = self.0 {
             w.wake();
         }
-        if !self.1.is_empty() {
-            for w in self.1 {
-                w.wake();
-            }
+        for w in self.1 {
+            w.wake();
         }
     }
 }
