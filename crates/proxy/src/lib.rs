@@ -106,3 +106,10 @@ mod workers;
 
 pub use config::{ConfigError, ProxyConfig};
 pub use server::{Proxy, ProxyHandle, WorkerConnections};
+
+/// `make()`'s future, pinned in a box allocated before it is made: the future is written
+/// straight into the box, where `Box::pin(make())` builds it on the stack and then copies
+/// all of it (its whole size, however little of it is set before its first poll).
+pub(crate) fn boxed<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
+}

@@ -402,8 +402,8 @@ async fn queue_and_forward(
         peer,
     };
     match bounds {
-        Some(b) => Box::pin(forward(sent, deadline, b)).await,
-        None => Box::pin(forward_alone(sent, deadline)).await,
+        Some(b) => crate::boxed(|| forward(sent, deadline, b)).await,
+        None => crate::boxed(|| forward_alone(sent, deadline)).await,
     }
 }
 

@@ -121,18 +121,20 @@ pub(crate) async fn serve<S: Socket>(
         }
         first = false;
         // Boxed: a request's state is allocated only while one is in progress.
-        let next = Box::pin(request(
-            &stream,
-            &mut buf,
-            &inner,
-            &mut settings,
-            &peer,
-            opts,
-            state,
-            shutdown,
-            stop.as_mut(),
-            &mut bounds,
-        ))
+        let next = crate::boxed(|| {
+            request(
+                &stream,
+                &mut buf,
+                &inner,
+                &mut settings,
+                &peer,
+                opts,
+                state,
+                shutdown,
+                stop.as_mut(),
+                &mut bounds,
+            )
+        })
         .await;
         match next {
             Next::KeepAlive if !*shutdown.borrow() => {}
