@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering::Acquire};
 use std::task::{Context, Poll, Waker};
 
 use tokio::sync::watch;
@@ -19,36 +20,48 @@ pub(crate) struct Bounds<'a> {
     /// The queue timeout while the request waits for a slot, then the upstream timeout.
     pub timer: Pin<&'a mut Sleep>,
     /// Resolves once the proxy hard-stops.
-    pub hard_stop: HardStop<'a>,
+    pub hard_stop: Stop<'a>,
 }
 
-/// The proxy's hard stop (`Inner::hard_stop`) as one task watches it. Its waiter is
-/// registered by the first poll and stays registered while this lives; later polls from the
-/// same task read the watch's version (one atomic load) rather than lock the waiter list, as
-/// polling a registered `Notified` does. Ready for good once the stop has come.
-pub(crate) struct HardStop<'a> {
+/// A stop signal as one task watches it: the proxy's hard stop (`Inner::hard_stop`), or a
+/// connection's stop (the proxy's shutdown, or the table evicting it: [`Stop::or_flag`]).
+/// Its waiter is registered by the first poll and stays registered while this lives; later
+/// polls from the same task read the watch's version (one atomic load) and the flag, if
+/// any, rather than lock the waiter lists, as polling a registered `Notified` does. Ready
+/// for good once the stop has come.
+pub(crate) struct Stop<'a> {
     /// A receiver that never marks a value seen: its version changes only with a send.
     seen: &'a watch::Receiver<bool>,
     /// The waiter: `wait_for(true)` on another receiver of the same watch.
     wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
+    /// Set before `wait`'s other waker is notified (a connection's eviction), if any.
+    flag: Option<&'a AtomicBool>,
     /// The waker `wait` was registered with, once it was polled.
     waker: Option<Waker>,
     stopped: bool,
 }
 
-impl<'a> HardStop<'a> {
+impl<'a> Stop<'a> {
     /// Watch for the hard stop: `seen` a receiver of `Inner::hard_stop`, `wait` a future
     /// over another one that resolves when its value is (or becomes) true.
     pub fn new(
         seen: &'a watch::Receiver<bool>,
         wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
     ) -> Self {
-        HardStop {
+        Stop {
             seen,
             wait,
+            flag: None,
             waker: None,
             stopped: false,
         }
+    }
+
+    /// Also look at `flag` before polling `wait`: `wait` resolves on a notification sent
+    /// just after `flag` is set (besides the watch's send).
+    pub fn or_flag(mut self, flag: &'a AtomicBool) -> Self {
+        self.flag = Some(flag);
+        self
     }
 
     /// Ready once the proxy has hard-stopped (and on every poll after).
@@ -56,9 +69,12 @@ impl<'a> HardStop<'a> {
         if self.stopped {
             return Poll::Ready(());
         }
-        // Registered with this task's waker and nothing sent since: nothing to do.
+        // Registered with this task's waker and nothing sent or flagged since: nothing to do.
         if let Some(w) = &self.waker {
-            if w.will_wake(cx.waker()) && matches!(self.seen.has_changed(), Ok(false)) {
+            if w.will_wake(cx.waker())
+                && matches!(self.seen.has_changed(), Ok(false))
+                && !self.flag.is_some_and(|f| f.load(Acquire))
+            {
                 return Poll::Pending;
             }
         }

@@ -7,7 +7,10 @@ use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize,
+    Ordering::{Relaxed, Release},
+};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -29,9 +32,19 @@ pub(crate) struct ConnState {
     epoch: Instant,
     /// Woken when the table evicts it: the connection task drops the connection.
     pub evict: Notify,
+    /// Set just before `evict` is notified (what a connection's [`crate::bounds::Stop`]
+    /// reads on each poll instead of polling its registered `evict` waiter).
+    pub evicted: AtomicBool,
 }
 
 impl ConnState {
+    /// Evict it: its task drops the connection (`notify_one` keeps the wake-up if the task
+    /// is not waiting yet).
+    fn evict(&self) {
+        self.evicted.store(true, Release);
+        self.evict.notify_one();
+    }
+
     /// Whether a request is in progress.
     fn is_idle(&self) -> bool {
         self.active.load(Relaxed) == 0
@@ -114,7 +127,7 @@ impl ConnTable {
             .collect();
         for c in &stale {
             Self::forget(&mut o, c);
-            c.evict.notify_one();
+            c.evict();
         }
         self.idle_closed.fetch_add(stale.len() as u64, Relaxed);
         stale.len()
@@ -153,6 +166,7 @@ impl ConnTable {
             idle_since: AtomicU64::new(self.epoch.elapsed().as_millis() as u64),
             epoch: self.epoch,
             evict: Notify::new(),
+            evicted: AtomicBool::new(false),
         });
         o.conns.insert(state.id, state.clone());
         *o.per_ip.entry(ip).or_insert(0) += 1;
@@ -190,8 +204,7 @@ impl ConnTable {
             .cloned();
         let Some(v) = victim else { return false };
         Self::forget(o, &v);
-        // `notify_one` keeps the wake-up if the task is not waiting yet.
-        v.evict.notify_one();
+        v.evict();
         self.evicted.fetch_add(1, Relaxed);
         true
     }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use fairlane_core::{ClassId, TenantId};
 use http::StatusCode;
 
-use crate::bounds::{arm, poll_due, Bounds, HardStop};
+use crate::bounds::{arm, poll_due, Bounds, Stop};
 use crate::gate::{Permit, Reject};
 use crate::head::RequestHead;
 use crate::levels::Leveled;
@@ -512,7 +512,7 @@ async fn forward_alone(sent: Sent<'_>, deadline: tokio::time::Instant) -> Answer
     tokio::pin!(wait);
     let mut bounds = Bounds {
         timer,
-        hard_stop: HardStop::new(&seen, wait),
+        hard_stop: Stop::new(&seen, wait),
     };
     forward(sent, deadline, &mut bounds).await
 }
@@ -594,11 +594,7 @@ struct Held<'a> {
 /// The answer to an upstream reply: its body buffered up to `limits.response_buffer_bytes`
 /// (gRPC and event streams not at all), the slot freed at once if it fitted, else held while
 /// it streams within the tenant's streaming share of D.
-async fn answer(
-    held: Held<'_>,
-    reply: crate::upstream::Reply,
-    hard_stop: &mut HardStop<'_>,
-) -> Answer {
+async fn answer(held: Held<'_>, reply: crate::upstream::Reply, hard_stop: &mut Stop<'_>) -> Answer {
     let Held {
         inner,
         settings,

@@ -18,7 +18,7 @@
 //! down, after a 1.0 request without keep-alive, after the proxy's answers that say so, and
 //! when a request body was left unread.
 
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -35,7 +35,7 @@ use tokio::sync::watch;
 use super::socket::{write_all, Socket};
 use super::tunnel;
 use super::ServeOptions;
-use crate::bounds::{Bounds, HardStop};
+use crate::bounds::{Bounds, Stop};
 use crate::conn::{ActiveGuard, ConnState};
 use crate::h1::{self, BodyLen, FrameError, RequestInfo};
 use crate::head::{RequestHead, ResponseHead};
@@ -92,6 +92,10 @@ pub(crate) async fn serve<S: Socket>(
         }
     };
     tokio::pin!(stop);
+    // Polled through a `Stop`: after the first poll, a poll reads the watch's version and
+    // the eviction flag rather than locking both waiter lists.
+    let stop_seen = shutdown.clone();
+    let mut stop = Stop::new(&stop_seen, stop).or_flag(&state.evicted);
     // The queue and upstream timeouts' timer and the hard-stop watch, also kept for the
     // connection's lifetime (see `forward::Bounds`). The timer is not in the wheel until a
     // request first arms it.
@@ -105,7 +109,7 @@ pub(crate) async fn serve<S: Socket>(
     tokio::pin!(hard_wait);
     let mut bounds = Bounds {
         timer: bounds_timer,
-        hard_stop: HardStop::new(&hard_seen, hard_wait),
+        hard_stop: Stop::new(&hard_seen, hard_wait),
     };
     loop {
         if buf.is_empty() {
@@ -114,7 +118,7 @@ pub(crate) async fn serve<S: Socket>(
             if !first {
                 tokio::select! {
                     biased;
-                    _ = stop.as_mut() => break,
+                    _ = poll_fn(|cx| stop.poll_stopped(cx)) => break,
                     r = stream.readable() => if r.is_err() { break },
                 }
             }
@@ -131,7 +135,7 @@ pub(crate) async fn serve<S: Socket>(
                 opts,
                 state,
                 shutdown,
-                stop.as_mut(),
+                &mut stop,
                 &mut bounds,
             )
         })
@@ -156,7 +160,7 @@ async fn request<S: Socket>(
     opts: ServeOptions,
     state: &Arc<ConnState>,
     shutdown: &watch::Receiver<bool>,
-    stop: Pin<&mut impl Future<Output = ()>>,
+    stop: &mut Stop<'_>,
     bounds: &mut Bounds<'_>,
 ) -> Next {
     let Some((head, info, http10)) = read_head(stream, buf, opts, stop).await else {
@@ -240,7 +244,7 @@ async fn read_head<S: Socket>(
     stream: &S,
     buf: &mut Vec<u8>,
     opts: ServeOptions,
-    mut stop: Pin<&mut impl Future<Output = ()>>,
+    stop: &mut Stop<'_>,
 ) -> Option<(RequestHead, RequestInfo, bool)> {
     // The head, within the header timeout of its first byte (the clock read only when the
     // head is not all there at once).
@@ -275,7 +279,7 @@ async fn read_head<S: Socket>(
         }
         let read = tokio::select! {
             biased;
-            _ = stop.as_mut() => return None,
+            _ = poll_fn(|cx| stop.poll_stopped(cx)) => return None,
             r = tokio::time::timeout_at(
                 *deadline.get_or_insert_with(|| tokio::time::Instant::now() + opts.header_timeout),
                 read_more(stream, buf, 0),

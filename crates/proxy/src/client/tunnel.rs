@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::socket::{write_all, Socket};
-use crate::bounds::HardStop;
+use crate::bounds::Stop;
 use crate::upstream::Upgraded;
 
 /// How a tunnel is bounded.
@@ -30,7 +30,7 @@ pub(crate) async fn splice<S: Socket>(
     up: Upgraded,
     pending: Vec<u8>,
     limits: Limits,
-    hard_stop: &mut HardStop<'_>,
+    hard_stop: &mut Stop<'_>,
 ) -> (u64, u64) {
     let Upgraded { io, early, pass } = up;
     let (mut up_r, mut up_w) = tokio::io::split(io);
