@@ -302,51 +302,31 @@ pub(crate) async fn dispatch(
     a: Admitted<'_>,
     body: ReqBody<'_>,
     peer: &Peer,
-    bounds: Option<&mut Bounds<'_>>,
-) -> Answer {
-    let (settings, leveled) = (a.settings, a.route.level);
-    let mut answer = queue_and_forward(inner, a, body, peer, bounds).await;
-    name_level(settings, leveled, &mut answer);
-    answer
-}
-
-/// [`dispatch`]'s work: wait for a slot, then forward.
-async fn queue_and_forward(
-    inner: &Arc<Inner>,
-    a: Admitted<'_>,
-    body: ReqBody<'_>,
-    peer: &Peer,
     mut bounds: Option<&mut Bounds<'_>>,
 ) -> Answer {
-    let (settings, route, stats, arrival) = (a.settings, a.route, a.stats, a.arrival);
-    // A gRPC call waits no longer than its deadline, and is never sent once it has passed.
-    let mut queue_timeout = Duration::from_millis(settings.config.limits.queue_timeout_ms);
-    let mut by_deadline = false;
-    if let Some(d) = a.deadline {
-        let left = d.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            let msg = "the call's deadline passed before it was sent";
-            return refuse(settings, &stats, Reason::Deadline, msg);
-        }
-        if left < queue_timeout {
-            (queue_timeout, by_deadline) = (left, true);
-        }
-    }
-    // A level's own queue timeout, when shorter than `[limits]`', bounds the wait.
+    // One level: every answer, the proxy's own or the upstream's, is named here.
+    let (settings, leveled) = (a.settings, a.route.level);
+    let named = move |mut answer: Answer| {
+        name_level(settings, leveled, &mut answer);
+        answer
+    };
+    let (route, stats, arrival) = (a.route, a.stats, a.arrival);
     let level = route
         .level
         .and_then(|l| Some((l, settings.levels.as_ref()?.level(l)?)));
     let level_timeout = level.and_then(|(_, info)| info.timeout);
-    let by_level = level_timeout.is_some_and(|t| t < queue_timeout);
-    if let (true, Some(t)) = (by_level, level_timeout) {
-        (queue_timeout, by_deadline) = (t, false);
-    }
+    let Some((queue_timeout, by_deadline, by_level)) =
+        queue_limit(settings, a.deadline, level_timeout)
+    else {
+        let msg = "the call's deadline passed before it was sent";
+        return named(refuse(settings, &stats, Reason::Deadline, msg));
+    };
     let tokens = token_admission(settings.tokens.as_ref(), route.tenant, &body);
     let told = tokens.told();
     let at = route.level.map(|l| l.route);
     let waiting = match inner.gate.acquire_as(route.tenant, route.class, at, told) {
         Ok(w) => w,
-        Err(e) => return gate_refusal(settings, &stats, level.map(|(_, i)| i), e),
+        Err(e) => return named(gate_refusal(settings, &stats, level.map(|(_, i)| i), e)),
     };
     let mut head = a.head;
     // The grant's instant, for the wait and the upstream deadline: a request granted at once
@@ -367,12 +347,14 @@ async fn queue_and_forward(
             });
             match bounded(waiting, bounds.as_deref_mut(), queue_timeout).await {
                 Ok(Ok(p)) => (p, Instant::now()),
-                Ok(Err(_)) => return refuse(settings, &stats, Reason::Shutdown, "shutting down"),
+                Ok(Err(_)) => {
+                    return named(refuse(settings, &stats, Reason::Shutdown, "shutting down"))
+                }
                 Err(()) if by_deadline => {
                     let msg = "the call's deadline passed while it was queued";
-                    return refuse(settings, &stats, Reason::Deadline, msg);
+                    return named(refuse(settings, &stats, Reason::Deadline, msg));
                 }
-                Err(()) => return queue_timed_out(settings, &stats, level, by_level),
+                Err(()) => return named(queue_timed_out(settings, &stats, level, by_level)),
             }
         }
     };
@@ -401,10 +383,36 @@ async fn queue_and_forward(
         body,
         peer,
     };
-    match bounds {
+    named(match bounds {
         Some(b) => crate::boxed(|| forward(sent, deadline, b)).await,
         None => crate::boxed(|| forward_alone(sent, deadline)).await,
+    })
+}
+
+/// How long a request may wait for its slot: `limits.queue_timeout_ms`, or less: a gRPC
+/// call no longer than its `deadline` (then `.1`), a level's own queue timeout when shorter
+/// (then `.2`). `None`: the deadline has passed (the call is never sent).
+fn queue_limit(
+    settings: &Settings,
+    deadline: Option<Instant>,
+    level_timeout: Option<Duration>,
+) -> Option<(Duration, bool, bool)> {
+    let mut queue_timeout = Duration::from_millis(settings.config.limits.queue_timeout_ms);
+    let mut by_deadline = false;
+    if let Some(d) = deadline {
+        let left = d.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        if left < queue_timeout {
+            (queue_timeout, by_deadline) = (left, true);
+        }
     }
+    let by_level = level_timeout.is_some_and(|t| t < queue_timeout);
+    if let (true, Some(t)) = (by_level, level_timeout) {
+        (queue_timeout, by_deadline) = (t, false);
+    }
+    Some((queue_timeout, by_deadline, by_level))
 }
 
 /// The answer to a request the gate refused to queue: its caps (429), a level's queue limit
