@@ -25,7 +25,7 @@ use crate::gate::{Permit, Reject};
 use crate::head::RequestHead;
 use crate::levels::Leveled;
 use crate::metrics::{CostPolicy, Reason, Ticket};
-use crate::respond::{self, own, rejected, Answer, Done, MeteredBody, ProxyBody};
+use crate::respond::{self, own, rejected, Answer, Buffered, Done, MeteredBody, ProxyBody};
 use crate::rewrite::{Forwarding, LEVEL_HEADER, SCHEMA_HEADER};
 use crate::state::{Inner, Peer, Settings};
 use crate::stream::{BodyFault, Limited, ReqBody, Source};
@@ -564,7 +564,7 @@ async fn forward(
             return refuse(settings, &held.stats, Reason::Shutdown, "shutting down");
         }
     };
-    let reply = match result {
+    let mut reply = match result {
         Err(()) => {
             return refuse(
                 settings,
@@ -584,7 +584,24 @@ async fn forward(
         Ok(Err(Failure::Body(fault))) => return fault_answer(settings, &held.stats, fault),
         Ok(Ok(r)) => r,
     };
-    answer(held, reply, &mut bounds.hard_stop).await
+    // The body buffered up to `limits.response_buffer_bytes` (gRPC and event streams not
+    // at all: they go out as they arrive).
+    let streamed = reply.head.header("content-type", |v| {
+        v.is_some_and(|v| media_is(v, "application/grpc") || media_is(v, "text/event-stream"))
+    });
+    let room = match streamed {
+        true => 0,
+        false => settings.config.limits.response_buffer_bytes,
+    };
+    let hard_stop = &mut bounds.hard_stop;
+    let buffered = tokio::select! {
+        biased;
+        b = respond::buffer(&mut reply.body, room, streamed) => b,
+        _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {
+            return refuse(settings, &held.stats, Reason::Shutdown, "shutting down");
+        }
+    };
+    answer(held, reply, buffered)
 }
 
 /// A request holding its slot, as [`answer`] settles it.
@@ -599,10 +616,11 @@ struct Held<'a> {
     tokens: Option<crate::tokens::Admission>,
 }
 
-/// The answer to an upstream reply: its body buffered up to `limits.response_buffer_bytes`
-/// (gRPC and event streams not at all), the slot freed at once if it fitted, else held while
-/// it streams within the tenant's streaming share of D.
-async fn answer(held: Held<'_>, reply: crate::upstream::Reply, hard_stop: &mut Stop<'_>) -> Answer {
+/// The answer to an upstream reply whose body was `buffered` (up to
+/// `limits.response_buffer_bytes`; `Err`: the upstream broke off before the end): the slot
+/// freed at once if it fitted, else held while it streams within the tenant's streaming
+/// share of D.
+fn answer(held: Held<'_>, reply: crate::upstream::Reply, buffered: Result<Buffered, ()>) -> Answer {
     let Held {
         inner,
         settings,
@@ -612,24 +630,7 @@ async fn answer(held: Held<'_>, reply: crate::upstream::Reply, hard_stop: &mut S
         arrival,
         tokens,
     } = held;
-    let mut body = reply.body;
     let limits = &settings.config.limits;
-    // gRPC and event streams go out as they arrive, never held in the buffer.
-    let streamed = reply.head.header("content-type", |v| {
-        v.is_some_and(|v| media_is(v, "application/grpc") || media_is(v, "text/event-stream"))
-    });
-    let room = if streamed {
-        0
-    } else {
-        limits.response_buffer_bytes
-    };
-    let buffered = tokio::select! {
-        biased;
-        b = respond::buffer(&mut body, room, streamed) => b,
-        _ = poll_fn(|cx| hard_stop.poll_stopped(cx)) => {
-            return refuse(settings, &stats, Reason::Shutdown, "shutting down");
-        }
-    };
     let Ok(buffered) = buffered else {
         return refuse(
             settings,
@@ -673,7 +674,7 @@ async fn answer(held: Held<'_>, reply: crate::upstream::Reply, hard_stop: &mut S
     let now = inner.depth.as_ref().map(|_| inner.gate.clone());
     Answer {
         head: reply.head,
-        body: ProxyBody::Upstream(Box::new(MeteredBody::new(buffered, body, done, now))),
+        body: ProxyBody::Upstream(Box::new(MeteredBody::new(buffered, reply.body, done, now))),
         close: false,
     }
 }
