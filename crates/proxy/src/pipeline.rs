@@ -382,6 +382,7 @@ pub(crate) async fn dispatch(
         head,
         body,
         peer,
+        granted: now,
     };
     named(match bounds {
         Some(b) => crate::boxed(|| forward(sent, deadline, b)).await,
@@ -506,6 +507,8 @@ struct Sent<'a> {
     head: RequestHead,
     body: ReqBody<'a>,
     peer: &'a Peer,
+    /// When the gate granted the slot.
+    granted: Instant,
 }
 
 /// [`forward`] with a timer and a hard-stop watch of its own (hyper's server path).
@@ -532,7 +535,13 @@ async fn forward(
     deadline: tokio::time::Instant,
     bounds: &mut Bounds<'_>,
 ) -> Answer {
-    let (mut held, head, body, peer) = (sent.held, sent.head, sent.body, sent.peer);
+    let Sent {
+        mut held,
+        head,
+        body,
+        peer,
+        granted,
+    } = sent;
     // Under token costs a failed exchange is charged the input estimate.
     if let Some(a) = &held.tokens {
         held.permit.set_cost(a.cost());
@@ -551,6 +560,7 @@ async fn forward(
             tenant: tenant_value,
         },
         body,
+        granted,
     };
     // Pinned where it is made: `select!` would move (copy) it into its own tuple.
     let mut call = std::pin::pin!(settings.upstream.send(out));

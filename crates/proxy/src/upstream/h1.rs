@@ -59,12 +59,17 @@ impl Wire for Arc<Http1> {
                 out.extend_from_slice(&body);
                 drop(body);
                 let spare = req.head.into_buffer();
-                self.exchange_retrying(&out, None, head_method, spare).await
+                let ex = Exchange::new(&out, head_method);
+                self.exchange_retrying(ex, spare, req.granted).await
             }
             // Boxed, as the upgrade below: only what an ordinary request needs is kept in
             // every request's future (which is copied whole where it is made).
-            ReqBody::Stream(body) => Box::pin(self.send_streamed(req.head, &req.fwd, body)).await,
-            ReqBody::Owned(body) => Box::pin(self.send_streamed(req.head, &req.fwd, body)).await,
+            ReqBody::Stream(body) => {
+                Box::pin(self.send_streamed(req.head, &req.fwd, body, req.granted)).await
+            }
+            ReqBody::Owned(body) => {
+                Box::pin(self.send_streamed(req.head, &req.fwd, body, req.granted)).await
+            }
             ReqBody::Upgrade(pass) => {
                 // On a connection of its own: if the upstream switches, it is the tunnel's.
                 let mut out = Vec::with_capacity(512);
@@ -91,13 +96,15 @@ impl Http1 {
         head: RequestHead,
         fwd: &Forwarding<'_>,
         body: Limited<'_>,
+        granted: Instant,
     ) -> Result<Reply, Failure> {
         let head_method = *head.method() == http::Method::HEAD;
         let mut out = Vec::with_capacity(512);
         rewrite::request_h1(&mut out, &head, fwd, BodyFraming::Chunked);
         let spare = head.into_buffer();
-        self.exchange_retrying(&out, Some(body), head_method, spare)
-            .await
+        let mut ex = Exchange::new(&out, head_method);
+        ex.body = Some(body);
+        self.exchange_retrying(ex, spare, granted).await
     }
 
     /// A pool of connections `connector` opens, with `stacks` idle stacks.
@@ -121,10 +128,11 @@ impl Http1 {
         &self.idle[crate::workers::index() % self.idle.len()]
     }
 
-    fn checkout(&self) -> Option<UpIo> {
+    /// An idle socket returned no longer than the idle timeout before `now`.
+    fn checkout(&self, now: Instant) -> Option<UpIo> {
         let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
         while let Some((s, since)) = idle.pop() {
-            if since.elapsed() <= self.idle_timeout {
+            if now.saturating_duration_since(since) <= self.idle_timeout {
                 return Some(s);
             }
         }
@@ -138,25 +146,23 @@ impl Http1 {
         }
     }
 
-    /// Send `request` (a serialized request, whole or up to its blank line with `body` to
-    /// stream after it) and read the response head: on an idle socket, and once more on a
+    /// Send `ex`'s request (a serialized request, whole or up to its blank line with a body
+    /// to stream after it) and read the response head: on an idle socket, and once more on a
     /// new one if that had been closed meanwhile (a streamed body: only if none of it was
     /// taken yet). The response is read into `spare` (the request head's buffer: the
     /// client's read buffer, which is free once the request is written) if it is not
-    /// oversized, so that an exchange allocates no read buffer of its own.
+    /// oversized, so that an exchange allocates no read buffer of its own. `granted`: when
+    /// the request got its slot (now, for the idle sockets' ages).
     async fn exchange_retrying(
         self: &Arc<Self>,
-        request: &[u8],
-        body: Option<Limited<'_>>,
-        head_method: bool,
+        mut ex: Exchange<'_, '_>,
         spare: Vec<u8>,
+        granted: Instant,
     ) -> Result<Reply, Failure> {
-        let mut ex = Exchange::new(request, head_method);
-        ex.body = body;
         if spare.capacity() <= SPARE_MAX {
             ex.buf = spare;
         }
-        if let Some(s) = self.checkout() {
+        if let Some(s) = self.checkout(granted) {
             match self.exchange(s, &mut ex).await {
                 Ok(r) => return Ok(r),
                 // The pooled socket was closed by the upstream before any answer: once more

@@ -42,6 +42,8 @@ pub(crate) struct Outgoing<'a> {
     pub fwd: Forwarding<'a>,
     /// Its body: read in full before it queued, or streamed as the client sends it.
     pub body: ReqBody<'a>,
+    /// When it was granted its slot (a clock reading the wire may take for "now").
+    pub granted: std::time::Instant,
 }
 
 /// The upstream's answer: its head, and its body still to be read.
