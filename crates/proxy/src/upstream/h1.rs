@@ -59,8 +59,8 @@ impl Wire for Arc<Http1> {
                 out.extend_from_slice(&body);
                 drop(body);
                 let spare = req.head.into_buffer();
-                let ex = Exchange::new(&out, head_method);
-                self.exchange_retrying(ex, spare, req.granted).await
+                let ex = Exchange::new(&out, head_method).reading_into(spare);
+                self.exchange(ex, self.checkout(req.granted)).await
             }
             // Boxed, as the upgrade below: only what an ordinary request needs is kept in
             // every request's future (which is copied whole where it is made).
@@ -75,15 +75,9 @@ impl Wire for Arc<Http1> {
                 let mut out = Vec::with_capacity(512);
                 rewrite::request_h1(&mut out, &req.head, &req.fwd, BodyFraming::Upgrade);
                 drop(req.head);
-                Box::pin(async move {
-                    let s = self.connector.connect().await;
-                    let s = s.map_err(|_| Failure::Connect)?;
-                    let mut ex = Exchange::new(&out, false);
-                    ex.upgrade = Some(pass);
-                    let r = self.exchange(s, &mut ex).await;
-                    r.map_err(|e| e.unwrap_or(Failure::Broken))
-                })
-                .await
+                let mut ex = Exchange::new(&out, false);
+                ex.upgrade = Some(pass);
+                Box::pin(self.exchange(ex, None)).await
             }
         }
     }
@@ -102,9 +96,9 @@ impl Http1 {
         let mut out = Vec::with_capacity(512);
         rewrite::request_h1(&mut out, &head, fwd, BodyFraming::Chunked);
         let spare = head.into_buffer();
-        let mut ex = Exchange::new(&out, head_method);
+        let mut ex = Exchange::new(&out, head_method).reading_into(spare);
         ex.body = Some(body);
-        self.exchange_retrying(ex, spare, granted).await
+        self.exchange(ex, self.checkout(granted)).await
     }
 
     /// A pool of connections `connector` opens, with `stacks` idle stacks.
@@ -147,111 +141,104 @@ impl Http1 {
     }
 
     /// Send `ex`'s request (a serialized request, whole or up to its blank line with a body
-    /// to stream after it) and read the response head: on an idle socket, and once more on a
-    /// new one if that had been closed meanwhile (a streamed body: only if none of it was
-    /// taken yet). The response is read into `spare` (the request head's buffer: the
-    /// client's read buffer, which is free once the request is written) if it is not
-    /// oversized, so that an exchange allocates no read buffer of its own. `granted`: when
-    /// the request got its slot (now, for the idle sockets' ages).
-    async fn exchange_retrying(
-        self: &Arc<Self>,
-        mut ex: Exchange<'_, '_>,
-        spare: Vec<u8>,
-        granted: Instant,
-    ) -> Result<Reply, Failure> {
-        if spare.capacity() <= SPARE_MAX {
-            ex.buf = spare;
-        }
-        if let Some(s) = self.checkout(granted) {
-            match self.exchange(s, &mut ex).await {
-                Ok(r) => return Ok(r),
-                // The pooled socket was closed by the upstream before any answer: once more
-                // on a new one.
-                Err(None) => {}
-                Err(Some(e)) => return Err(e),
-            }
-        }
-        // Boxed: connecting (TCP, or TLS too) takes more room than an exchange on a pooled
-        // socket, the common case, whose future would otherwise be as large.
-        let s = Box::pin(self.connector.connect())
-            .await
-            .map_err(|_| Failure::Connect)?;
-        self.exchange(s, &mut ex)
-            .await
-            .map_err(|e| e.unwrap_or(Failure::Broken))
-    }
-
-    /// `Err(None)`: nothing of the request was taken and nothing of a response came back
-    /// (retryable on a pooled socket).
+    /// to stream after it) and read the response head: on `pooled`, an idle socket, and once
+    /// more on a new one if that had been closed meanwhile (nothing of the request taken,
+    /// nothing of a response back; a streamed body: only if none of it was taken yet); on a
+    /// new one if there is none. One future for the whole exchange (no level per socket).
     async fn exchange(
         self: &Arc<Self>,
-        mut s: UpIo,
-        ex: &mut Exchange<'_, '_>,
-    ) -> Result<Reply, Option<Failure>> {
-        let head_method = ex.head_method;
-        if s.write_all(ex.request).await.is_err() {
-            return Err(None);
-        }
-        if let Some(body) = &mut ex.body {
-            write_chunked(&mut s, body).await.map_err(Some)?;
-        }
-        // TLS: what is encrypted but not yet sent (a no-op on TCP).
-        if s.flush().await.is_err() {
-            return Err(Some(Failure::Broken));
-        }
+        mut ex: Exchange<'_, '_>,
+        mut pooled: Option<UpIo>,
+    ) -> Result<Reply, Failure> {
         let mut buf = std::mem::take(&mut ex.buf);
-        loop {
-            if !buf.is_empty() {
-                match ResponseHead::parse_h1(&mut buf, MAX_HEAD, head_method) {
-                    Ok(Some((head, _))) if head.status.is_informational() => {
-                        // 1xx interim answers are skipped; a 101 only answers an upgrade.
-                        if head.status != StatusCode::SWITCHING_PROTOCOLS {
-                            continue;
-                        }
-                        let pass = ex.upgrade.take().ok_or(Some(Failure::Broken))?;
-                        let up = super::Upgraded {
-                            io: s,
-                            early: buf,
-                            pass,
-                        };
-                        let body = UpBody::Tunnel(Some(Box::new(up)));
-                        return Ok(Reply { head, body });
-                    }
-                    Ok(Some((head, info))) => {
-                        let framing = match info.body {
-                            BodyLen::Length(n) => Framing::Length(n),
-                            BodyLen::Chunked => Framing::Chunked(Chunked::new(u64::MAX)),
-                            BodyLen::ToEof => Framing::ToEof,
-                        };
-                        let mut body = RawBody {
-                            conn: Some(s),
-                            buf,
-                            framing,
-                            keep_alive: info.keep_alive,
-                            done: false,
-                            pool: self.clone(),
-                        };
-                        body.check_done();
-                        return Ok(Reply {
-                            head,
-                            body: UpBody::H1(body),
-                        });
-                    }
-                    Ok(None) => {}
-                    Err(_) => return Err(Some(Failure::Broken)),
+        'socket: loop {
+            let retry = pooled.is_some();
+            let mut s = match pooled.take() {
+                Some(s) => s,
+                // Boxed: connecting (TCP, or TLS too) takes more room than an exchange on a
+                // pooled socket, the common case, whose future would otherwise be as large.
+                None => Box::pin(self.connector.connect())
+                    .await
+                    .map_err(|_| Failure::Connect)?,
+            };
+            if s.write_all(ex.request).await.is_err() {
+                match retry {
+                    true => continue 'socket,
+                    false => return Err(Failure::Broken),
                 }
             }
-            let fresh = buf.is_empty();
-            if buf.capacity() - buf.len() < 1024 {
-                buf.reserve(4096);
+            if let Some(body) = &mut ex.body {
+                write_chunked(&mut s, body).await?;
             }
-            match s.read_buf(&mut buf).await {
-                Ok(0) | Err(_) if fresh => return Err(None),
-                Ok(0) => return Err(Some(Failure::Broken)),
-                Err(_) => return Err(Some(Failure::Broken)),
-                Ok(_) => {}
+            // TLS: what is encrypted but not yet sent (a no-op on TCP).
+            if s.flush().await.is_err() {
+                return Err(Failure::Broken);
+            }
+            loop {
+                if !buf.is_empty() {
+                    match ResponseHead::parse_h1(&mut buf, MAX_HEAD, ex.head_method) {
+                        // 1xx interim answers are skipped; a 101 only answers an upgrade.
+                        Ok(Some((head, _)))
+                            if head.status.is_informational()
+                                && head.status != StatusCode::SWITCHING_PROTOCOLS =>
+                        {
+                            continue
+                        }
+                        Ok(Some((head, info))) => return self.reply(head, info, s, buf, &mut ex),
+                        Ok(None) => {}
+                        Err(_) => return Err(Failure::Broken),
+                    }
+                }
+                let fresh = buf.is_empty();
+                if buf.capacity() - buf.len() < 1024 {
+                    buf.reserve(4096);
+                }
+                match s.read_buf(&mut buf).await {
+                    Ok(0) | Err(_) if fresh && retry => continue 'socket,
+                    Ok(0) | Err(_) => return Err(Failure::Broken),
+                    Ok(_) => {}
+                }
             }
         }
+    }
+
+    /// The reply on socket `s` with this final response head (`buf`: what followed it).
+    fn reply(
+        self: &Arc<Self>,
+        head: ResponseHead,
+        info: h1::ResponseInfo,
+        s: UpIo,
+        buf: Vec<u8>,
+        ex: &mut Exchange<'_, '_>,
+    ) -> Result<Reply, Failure> {
+        if head.status == StatusCode::SWITCHING_PROTOCOLS {
+            let pass = ex.upgrade.take().ok_or(Failure::Broken)?;
+            let up = super::Upgraded {
+                io: s,
+                early: buf,
+                pass,
+            };
+            let body = UpBody::Tunnel(Some(Box::new(up)));
+            return Ok(Reply { head, body });
+        }
+        let framing = match info.body {
+            BodyLen::Length(n) => Framing::Length(n),
+            BodyLen::Chunked => Framing::Chunked(Chunked::new(u64::MAX)),
+            BodyLen::ToEof => Framing::ToEof,
+        };
+        let mut body = RawBody {
+            conn: Some(s),
+            buf,
+            framing,
+            keep_alive: info.keep_alive,
+            done: false,
+            pool: self.clone(),
+        };
+        body.check_done();
+        Ok(Reply {
+            head,
+            body: UpBody::H1(body),
+        })
     }
 }
 
@@ -264,7 +251,7 @@ struct Exchange<'r, 'b> {
     head_method: bool,
     /// A WebSocket upgrade: a `101` makes the socket its tunnel.
     upgrade: Option<crate::tunnel::Pass>,
-    /// What the response is read into (empty; a new one once taken).
+    /// What the response is read into (empty).
     buf: Vec<u8>,
 }
 
@@ -277,6 +264,16 @@ impl<'r> Exchange<'r, '_> {
             upgrade: None,
             buf: Vec::new(),
         }
+    }
+
+    /// Read the response into `spare` (the request head's buffer: the client's read buffer,
+    /// free once the request is written) if it is not oversized, so that an exchange
+    /// allocates no read buffer of its own.
+    fn reading_into(mut self, spare: Vec<u8>) -> Self {
+        if spare.capacity() <= SPARE_MAX {
+            self.buf = spare;
+        }
+        self
     }
 }
 
