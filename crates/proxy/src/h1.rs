@@ -76,6 +76,8 @@ pub struct RequestInfo {
     pub expect_continue: bool,
     /// `HEAD`: the response has no body whatever its headers say.
     pub head_method: bool,
+    /// It has an `Upgrade` header (it may ask to switch protocols).
+    pub upgrade: bool,
 }
 
 /// What a response head says, apart from its headers.
@@ -102,13 +104,17 @@ fn lists(value: &[u8], token: &str) -> bool {
         .any(|t| eq(t.trim_ascii(), token))
 }
 
-/// The framing headers of a message: its body length, and what `Connection` says.
+/// The framing headers of a message: its body length, and what `Connection` says; and, of
+/// a request, whether it asks `Expect: 100-continue` and has an `Upgrade` header.
 struct Framing {
     body: Option<BodyLen>,
     close: bool,
     keep_alive: bool,
+    expect_continue: bool,
+    upgrade: bool,
 }
 
+/// One pass over the lines: a name is compared only with the framing names of its length.
 fn framing(headers: &[httparse::Header<'_>]) -> Result<Framing, FrameError> {
     let mut length: Option<u64> = None;
     let mut te: Option<&[u8]> = None;
@@ -116,31 +122,30 @@ fn framing(headers: &[httparse::Header<'_>]) -> Result<Framing, FrameError> {
         body: None,
         close: false,
         keep_alive: false,
+        expect_continue: false,
+        upgrade: false,
     };
     for h in headers {
-        if h.name.eq_ignore_ascii_case("content-length") {
-            // RFC 9110 §8.6: a list of identical values may be taken as one; anything else
-            // is refused.
-            for v in h.value.split(|&b| b == b',') {
-                let v = v.trim_ascii();
-                if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-                    return Err(FrameError::BadFraming("invalid Content-Length"));
-                }
-                // At most 19 digits: within a u64.
-                let n = v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
-                if length.is_some_and(|l| l != n) {
-                    return Err(FrameError::BadFraming("differing Content-Lengths"));
-                }
-                length = Some(n);
+        let name = h.name.as_bytes();
+        match name.len() {
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                content_length(h.value, &mut length)?
             }
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            if te.is_some() {
-                return Err(FrameError::BadFraming("more than one Transfer-Encoding"));
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                if te.is_some() {
+                    return Err(FrameError::BadFraming("more than one Transfer-Encoding"));
+                }
+                te = Some(h.value);
             }
-            te = Some(h.value);
-        } else if h.name.eq_ignore_ascii_case("connection") {
-            f.close |= lists(h.value, "close");
-            f.keep_alive |= lists(h.value, "keep-alive");
+            10 if name.eq_ignore_ascii_case(b"connection") => {
+                f.close |= lists(h.value, "close");
+                f.keep_alive |= lists(h.value, "keep-alive");
+            }
+            6 if name.eq_ignore_ascii_case(b"expect") => {
+                f.expect_continue |= eq(h.value.trim_ascii(), "100-continue");
+            }
+            7 if name.eq_ignore_ascii_case(b"upgrade") => f.upgrade = true,
+            _ => {}
         }
     }
     f.body = match (te, length) {
@@ -159,6 +164,24 @@ fn framing(headers: &[httparse::Header<'_>]) -> Result<Framing, FrameError> {
         (None, None) => None,
     };
     Ok(f)
+}
+
+/// A `Content-Length` value, into `length` (the value of the lines before it, if any).
+/// RFC 9110 §8.6: a list of identical values may be taken as one; anything else is refused.
+fn content_length(value: &[u8], length: &mut Option<u64>) -> Result<(), FrameError> {
+    for v in value.split(|&b| b == b',') {
+        let v = v.trim_ascii();
+        if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
+            return Err(FrameError::BadFraming("invalid Content-Length"));
+        }
+        // At most 19 digits: within a u64.
+        let n = v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+        if length.is_some_and(|l| l != n) {
+            return Err(FrameError::BadFraming("differing Content-Lengths"));
+        }
+        *length = Some(n);
+    }
+    Ok(())
 }
 
 fn head_error(e: httparse::Error) -> FrameError {
@@ -195,10 +218,6 @@ pub fn parse_request<'b, 'h>(
     }
     let f = framing(req.headers)?;
     let minor = req.version.unwrap_or(1);
-    let expect_continue = req
-        .headers
-        .iter()
-        .any(|h| h.name.eq_ignore_ascii_case("expect") && eq(h.value.trim_ascii(), "100-continue"));
     let info = RequestInfo {
         head_len,
         body: f.body.unwrap_or(BodyLen::Length(0)),
@@ -207,8 +226,9 @@ pub fn parse_request<'b, 'h>(
         } else {
             !f.close
         },
-        expect_continue,
+        expect_continue: f.expect_continue,
         head_method: req.method == Some("HEAD"),
+        upgrade: f.upgrade,
     };
     Ok(Some((req, info)))
 }

@@ -168,7 +168,11 @@ async fn request<S: Socket>(
     };
     let guard = ActiveGuard::new(state.clone());
     let mut body_read = info.body == BodyLen::Length(0);
-    let upgrade = upgrade_of(&head, http10, body_read);
+    // Only a request with an `Upgrade` header can be one (its lines read again only then).
+    let upgrade = match info.upgrade {
+        true => upgrade_of(&head, http10, body_read),
+        false => Upgrade::No,
+    };
     if let Upgrade::Invalid(msg) = upgrade {
         let answer = answer_bytes(own(StatusCode::BAD_REQUEST, msg, &[]));
         let _ = write_all(stream, &answer, opts.send_timeout).await;
