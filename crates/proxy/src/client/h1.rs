@@ -183,14 +183,9 @@ async fn request<S: Socket>(
         Err(r) => r,
         Ok(admitted) => {
             let io = Io { stream, opts };
-            let exchanged = match upgrade {
-                // Boxed, as the splice below: rare, and as large as an ordinary exchange.
-                Upgrade::WebSocket => {
-                    Box::pin(open_tunnel(io, buf, inner, admitted, peer, bounds)).await
-                }
-                _ => exchange(io, buf, &info, inner, admitted, peer, bounds).await,
-            };
-            let Some((r, read)) = exchanged else {
+            let websocket = matches!(upgrade, Upgrade::WebSocket);
+            let exchanged = exchange(io, buf, &info, inner, admitted, peer, bounds, websocket);
+            let Some((r, read)) = exchanged.await else {
                 return Next::Close;
             };
             body_read |= read;
@@ -314,6 +309,9 @@ impl<S> Copy for Io<'_, S> {}
 /// Read (or stream) an admitted request's body and run it through the pipeline: its answer,
 /// and whether its body was read to its end (the connection may go on). `None`: the client
 /// went away (dropping the request cancels it, queued or in flight, as hyper's path does).
+/// A `websocket` upgrade first takes a place in its tenant's tunnel budget, then goes
+/// through the gate and the upstream as any request (see [`crate::tunnel`]).
+#[allow(clippy::too_many_arguments)] // the request's parts, borrowed for one exchange
 async fn exchange<S: Socket>(
     io: Io<'_, S>,
     buf: &mut Vec<u8>,
@@ -322,66 +320,42 @@ async fn exchange<S: Socket>(
     admitted: pipeline::Admitted<'_>,
     peer: &Arc<Peer>,
     bounds: &mut Bounds<'_>,
+    websocket: bool,
 ) -> Option<(Answer, bool)> {
     let Io { stream, opts } = io;
     let declared = match info.body {
         BodyLen::Length(n) => Some(n),
         _ => None,
     };
-    if declared != Some(0) && admitted.streams(declared) {
-        if info.expect_continue && buf.is_empty() {
-            let _ = write_all(stream, b"HTTP/1.1 100 Continue\r\n\r\n", opts.send_timeout).await;
+    let (admitted, body) = if websocket {
+        match admitted.tunnel(inner) {
+            Ok((admitted, pass)) => (admitted, ReqBody::Upgrade(pass)),
+            Err(answer) => return Some((answer, true)),
         }
-        let ended = AtomicBool::new(false);
-        let framing = match declared {
-            Some(n) => Framing::Length(n),
-            None => Framing::Chunked(h1::Chunked::new(u64::MAX)),
-        };
-        let source = SocketBody {
-            stream,
-            buf,
-            framing,
-            ended: &ended,
-        };
-        let body = ReqBody::Stream(admitted.limited(Box::pin(source)));
-        // The body is read by the upstream wire: the client is seen gone when it reads.
-        let r = pipeline::dispatch(inner, admitted, body, peer, Some(bounds)).await;
-        return Some((r, ended.load(Relaxed)));
-    }
-    let (max, limit) = admitted.body_limits();
-    let read = if declared == Some(0) {
-        Ok(Bytes::new())
+    } else if declared != Some(0) && admitted.streams(declared) {
+        // Boxed: only an ordinary request's state is kept in every request's future.
+        let streamed = crate::boxed(|| stream_body(io, buf, info, inner, admitted, peer, bounds));
+        return Some(streamed.await);
     } else {
-        tokio::time::timeout(limit, read_body(stream, buf, info, max, opts))
-            .await
-            .unwrap_or(Err(BodyFault::Timeout))
+        let body = if declared == Some(0) {
+            Bytes::new()
+        } else {
+            let (max, limit) = admitted.body_limits();
+            let read = tokio::time::timeout(limit, read_body(stream, buf, info, max, opts)).await;
+            match read.unwrap_or(Err(BodyFault::Timeout)) {
+                Err(f) => return Some((pipeline::body_fault(admitted, f), false)),
+                Ok(body) => body,
+            }
+        };
+        if buf.is_empty() {
+            // Nothing buffered: a queued request holds no read buffer.
+            *buf = Vec::new();
+        }
+        (admitted, ReqBody::Full(body))
     };
-    let body = match read {
-        Err(f) => return Some((pipeline::body_fault(admitted, f), false)),
-        Ok(body) => body,
-    };
+    // Run it through the pipeline while watching its client: `None` if the client went away
+    // first. Pinned where it is made: `select!` would move (copy) it.
     let pipelined = !buf.is_empty();
-    if !pipelined {
-        // Nothing buffered: a queued request holds no read buffer.
-        *buf = Vec::new();
-    }
-    let body = ReqBody::Full(body);
-    let r = dispatch_watched(stream, pipelined, inner, admitted, body, peer, bounds).await;
-    r.map(|r| (r, true))
-}
-
-/// Run a request through the pipeline while watching its client: `None` if the client
-/// went away first (dropping the request cancels it, queued or in flight).
-async fn dispatch_watched(
-    stream: &impl Socket,
-    pipelined: bool,
-    inner: &Arc<Inner>,
-    admitted: pipeline::Admitted<'_>,
-    body: ReqBody<'_>,
-    peer: &Arc<Peer>,
-    bounds: &mut Bounds<'_>,
-) -> Option<Answer> {
-    // Pinned where it is made: `select!` would move (copy) it.
     let mut dispatch = std::pin::pin!(pipeline::dispatch(
         inner,
         admitted,
@@ -391,29 +365,41 @@ async fn dispatch_watched(
     ));
     tokio::select! {
         biased;
-        r = dispatch.as_mut() => Some(r),
+        r = dispatch.as_mut() => Some((r, true)),
         _ = client_gone(stream, pipelined) => None,
     }
 }
 
-/// A WebSocket upgrade through the pipeline: a place in its tenant's tunnel budget, then
-/// the gate and the upstream as any request (see [`crate::tunnel`]).
-async fn open_tunnel<S: Socket>(
+/// A request whose body streams upstream once it holds its slot (a gRPC one, or one without
+/// a length): its answer, and whether its body was read to its end. The client is seen gone
+/// when the upstream wire reads the body.
+async fn stream_body<S: Socket>(
     io: Io<'_, S>,
-    buf: &[u8],
+    buf: &mut Vec<u8>,
+    info: &RequestInfo,
     inner: &Arc<Inner>,
     admitted: pipeline::Admitted<'_>,
     peer: &Arc<Peer>,
     bounds: &mut Bounds<'_>,
-) -> Option<(Answer, bool)> {
-    let (admitted, pass) = match admitted.tunnel(inner) {
-        Ok(a) => a,
-        Err(answer) => return Some((answer, true)),
+) -> (Answer, bool) {
+    let Io { stream, opts } = io;
+    if info.expect_continue && buf.is_empty() {
+        let _ = write_all(stream, b"HTTP/1.1 100 Continue\r\n\r\n", opts.send_timeout).await;
+    }
+    let ended = AtomicBool::new(false);
+    let framing = match info.body {
+        BodyLen::Length(n) => Framing::Length(n),
+        _ => Framing::Chunked(h1::Chunked::new(u64::MAX)),
     };
-    let body = ReqBody::Upgrade(pass);
-    let pipelined = !buf.is_empty();
-    let r = dispatch_watched(io.stream, pipelined, inner, admitted, body, peer, bounds).await;
-    r.map(|r| (r, true))
+    let source = SocketBody {
+        stream,
+        buf,
+        framing,
+        ended: &ended,
+    };
+    let body = ReqBody::Stream(admitted.limited(Box::pin(source)));
+    let r = pipeline::dispatch(inner, admitted, body, peer, Some(bounds)).await;
+    (r, ended.load(Relaxed))
 }
 
 /// Answer the client's upgrade with the upstream's `101`, then splice the two connections
