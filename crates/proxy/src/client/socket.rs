@@ -47,10 +47,6 @@ impl Socket for TcpStream {
         TcpStream::poll_read_ready(self, cx)
     }
 
-    fn readable(&self) -> impl Future<Output = io::Result<()>> + Send {
-        TcpStream::readable(self)
-    }
-
     /// A short read (fewer bytes than there was room for) drained the socket, so tokio's
     /// read readiness is cleared then, as its own `poll_read` does and `try_read_buf` does
     /// not (issue 19): the next wait for the socket to be readable (the idle wait, the
@@ -81,9 +77,14 @@ impl Socket for TcpStream {
     /// for the client's next bytes or its FIN rather than failing with `EAGAIN` at once.
     /// Only when the last read filled the buffer is the readiness stale, and then one peek
     /// finds out.
+    ///
+    /// By `poll_peek`, not `peek`: a poll registers the task in the socket's own read waker
+    /// slot, where `peek` (and `readable`) queue a waiter on the socket's list, locked to
+    /// add it and again to remove it when the answer comes first (every request).
     async fn closed(&self) {
         let mut b = [0u8; 1];
-        match self.peek(&mut b).await {
+        let peeked = poll_fn(|cx| self.poll_peek(cx, &mut tokio::io::ReadBuf::new(&mut b))).await;
+        match peeked {
             Ok(0) | Err(_) => {}
             Ok(_) => std::future::pending().await,
         }
