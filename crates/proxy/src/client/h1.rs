@@ -163,7 +163,12 @@ async fn request<S: Socket>(
     stop: &mut Stop<'_>,
     bounds: &mut Bounds<'_>,
 ) -> Next {
-    let Some((head, info, http10)) = read_head(stream, buf, opts, stop).await else {
+    // The usual case, a whole head there at once, without entering the read's future.
+    let parsed = match head_at_once(stream, buf) {
+        Some(p) => Some(p),
+        None => read_head(stream, buf, opts, stop).await,
+    };
+    let Some((head, info, http10)) = parsed else {
         return Next::Close;
     };
     let guard = ActiveGuard::new(state.clone());
@@ -234,6 +239,24 @@ async fn request<S: Socket>(
         Ok(true) => Next::KeepAlive,
         _ => Next::Close,
     }
+}
+
+/// A request's head if it is all there already (in `buf`, or read from the socket without
+/// waiting). `None`: anything else (a part, nothing yet, an error: [`read_head`] sees to it).
+fn head_at_once<S: Socket>(
+    stream: &S,
+    buf: &mut Vec<u8>,
+) -> Option<(RequestHead, RequestInfo, bool)> {
+    if buf.is_empty() {
+        if buf.capacity() < 1024 {
+            buf.reserve(4096);
+        }
+        match stream.try_read(buf) {
+            Ok(n) if n > 0 => {}
+            _ => return None,
+        }
+    }
+    RequestHead::parse_h1(buf, MAX_HEAD).ok().flatten()
 }
 
 /// A request's head off the socket, within the header timeout of its first byte; `None`:
