@@ -32,7 +32,8 @@ pub(crate) struct Bounds<'a> {
 pub(crate) struct Stop<'a> {
     /// A receiver that never marks a value seen: its version changes only with a send.
     seen: &'a watch::Receiver<bool>,
-    /// The waiter: `wait_for(true)` on another receiver of the same watch.
+    /// The waiter: `wait_for(true)` on another receiver of the same watch (and, with a flag,
+    /// the notification sent after the flag is set).
     wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
     /// Set before `wait`'s other waker is notified (a connection's eviction), if any.
     flag: Option<&'a AtomicBool>,
@@ -42,8 +43,9 @@ pub(crate) struct Stop<'a> {
 }
 
 impl<'a> Stop<'a> {
-    /// Watch for the hard stop: `seen` a receiver of `Inner::hard_stop`, `wait` a future
-    /// over another one that resolves when its value is (or becomes) true.
+    /// Watch for a stop: `seen` a receiver of its watch (`Inner::hard_stop`, or the
+    /// shutdown watch), `wait` a future over another one that resolves when its value is (or
+    /// becomes) true.
     pub fn new(
         seen: &'a watch::Receiver<bool>,
         wait: Pin<&'a mut (dyn Future<Output = ()> + Send + 'a)>,
@@ -64,7 +66,7 @@ impl<'a> Stop<'a> {
         self
     }
 
-    /// Ready once the proxy has hard-stopped (and on every poll after).
+    /// Ready once the stop has come (and on every poll after).
     pub fn poll_stopped(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         if self.stopped {
             return Poll::Ready(());
