@@ -270,9 +270,7 @@ impl Scheduling {
             Poll::Ready(Ok(permit)) => {
                 // A free seat: no wait, so no timer. The meter's times are the gate's.
                 let now = permit.granted_at().as_secs_f64();
-                let mut m = self.meter();
-                m.meter.enqueued(tenant, now);
-                m.meter.started(tenant, now);
+                self.meter().meter.admitted(tenant, now);
                 return Ok(self.seat(permit, tenant, now));
             }
             Poll::Ready(Err(e)) => return Err(self.refused(tenant, e)),
