@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -253,10 +253,10 @@ impl Scheduling {
 
     /// Wait fairly for one of the D seats, at most `limits.queue_timeout_ms` on `timer`.
     pub async fn acquire(
-        self: &Arc<Self>,
+        &self,
         tenant: usize,
         timer: &mut QueueTimer,
-    ) -> Result<Seat, Refusal> {
+    ) -> Result<Seat<'_>, Refusal> {
         // One clock reading for the gate's join, the meter and the queue timer.
         let joined = Instant::now();
         let mut waiting = self
@@ -327,9 +327,9 @@ impl Scheduling {
     }
 
     /// `start`: seconds on the clock.
-    fn seat(self: &Arc<Self>, permit: Permit, tenant: usize, start: f64) -> Seat {
+    fn seat(&self, permit: Permit, tenant: usize, start: f64) -> Seat<'_> {
         Seat {
-            sched: self.clone(),
+            sched: self,
             permit: Some(permit),
             tenant,
             start,
@@ -351,6 +351,9 @@ impl Scheduling {
 
     /// Fold closed metering intervals into the counters.
     fn collect(&self, m: &mut MeterState) {
+        if !m.meter.has_records() {
+            return;
+        }
         for r in m.meter.take_records() {
             let c = &mut m.counters[r.tenant.0 as usize];
             c.intervals += 1;
@@ -413,15 +416,15 @@ impl Default for QueueTimer {
 /// A held seat: the right to use one server connection. Finish it with the backend's CPU
 /// time ([`Seat::finish`]); dropped unfinished, it is charged the time held.
 #[derive(Debug)]
-pub struct Seat {
-    sched: Arc<Scheduling>,
+pub struct Seat<'a> {
+    sched: &'a Scheduling,
     permit: Option<Permit>,
     tenant: usize,
     /// When it started, seconds on the clock.
     start: f64,
 }
 
-impl Seat {
+impl Seat<'_> {
     /// Release at `end` (a clock reading the caller has anyway), charging `cpu_ns` of
     /// backend CPU (`None`: the time held).
     pub fn finish(mut self, cpu_ns: Option<u64>, end: Instant) {
@@ -452,7 +455,7 @@ impl Seat {
     }
 }
 
-impl Drop for Seat {
+impl Drop for Seat<'_> {
     fn drop(&mut self) {
         if self.permit.is_some() {
             self.release(None, Instant::now());

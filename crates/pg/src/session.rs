@@ -144,8 +144,8 @@ async fn serve(
     shared: &Arc<Shared>,
     client: &mut Client,
     relay: &mut Relay,
-    seat: Seat,
-    mut leased: Leased,
+    seat: Seat<'_>,
+    mut leased: Leased<'_>,
 ) -> bool {
     let conn = leased.conn();
     set_cancel(client, Some((conn.pid, conn.secret)));

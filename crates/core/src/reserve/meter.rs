@@ -304,6 +304,11 @@ impl Meter {
         records
     }
 
+    /// Whether closed intervals wait for [`Meter::take_records`].
+    pub fn has_records(&self) -> bool {
+        !self.book.records.is_empty()
+    }
+
     /// The latest `now` seen.
     pub fn now(&self) -> f64 {
         self.book.last
