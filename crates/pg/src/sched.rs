@@ -288,7 +288,7 @@ impl Scheduling {
                     return Poll::Ready(Ok(r));
                 }
             }
-            timer.0.as_mut().poll(cx).map(Err)
+            timer.poll_expired(cx).map(Err)
         })
         .await;
         drop(waiting);
@@ -382,28 +382,50 @@ impl Scheduling {
     }
 }
 
-/// A client's queue timeout: one timer for all its waits. Each wait moves its deadline
-/// later, which tokio records without touching its timer wheel while the timer has not
-/// fired; a timer armed and dropped per wait costs a wheel insertion and removal (and a
-/// clock reading). Between waits it stays armed: when a deadline passes with no wait on
-/// it, the client's task is woken once for nothing.
+/// A client's queue timeout: one timer for all its waits. A wait's deadline is kept beside
+/// the timer, which is moved to it only when it is due earlier than the timer or the timer
+/// has fired: a client's deadlines only move later, so the timer is due at or before the
+/// deadline, and when it fires first (an earlier wait's deadline) it is moved on, once per
+/// timeout period instead of once per wait. A timer moved per wait costs a clock reading
+/// and tokio's reset; armed and dropped per wait, also a wheel insertion and removal.
+/// Between waits it stays armed: when it fires with no wait on it, the client's task is
+/// woken once for nothing.
 #[derive(Debug)]
-pub struct QueueTimer(Pin<Box<Sleep>>);
+pub struct QueueTimer {
+    sleep: Pin<Box<Sleep>>,
+    /// The current wait's deadline.
+    due: Instant,
+}
 
 impl QueueTimer {
     /// A timer not yet armed.
     pub fn new() -> Self {
-        QueueTimer(Box::pin(tokio::time::sleep_until(
-            tokio::time::Instant::now(),
-        )))
+        let now = Instant::now();
+        QueueTimer {
+            sleep: Box::pin(tokio::time::sleep_until(now.into())),
+            due: now,
+        }
     }
 
     /// Due `timeout` after `from` (a timeout too long for the clock: in 30 years).
     fn set(&mut self, from: Instant, timeout: Duration) {
-        let deadline = from
+        self.due = from
             .checked_add(timeout)
             .unwrap_or_else(|| from + Duration::from_secs(30 * 365 * 86_400));
-        self.0.as_mut().reset(deadline.into());
+        if self.sleep.is_elapsed() || self.due < self.sleep.deadline().into_std() {
+            self.sleep.as_mut().reset(self.due.into());
+        }
+    }
+
+    /// Ready once the deadline passed (the timer firing earlier is moved on to it).
+    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        while self.sleep.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= self.due {
+                return Poll::Ready(());
+            }
+            self.sleep.as_mut().reset(self.due.into());
+        }
+        Poll::Pending
     }
 }
 
@@ -467,9 +489,10 @@ impl Drop for Seat<'_> {
 mod tests {
     use super::*;
 
-    /// Whether the timer fires within `wait`.
+    /// Whether the timer expires within `wait`.
     async fn fires(t: &mut QueueTimer, wait: Duration) -> bool {
-        tokio::time::timeout(wait, t.0.as_mut()).await.is_ok()
+        let expired = std::future::poll_fn(|cx| t.poll_expired(cx));
+        tokio::time::timeout(wait, expired).await.is_ok()
     }
 
     #[test]
@@ -483,7 +506,8 @@ mod tests {
             // Too long for the clock: due in 30 years, not a panic.
             t.set(Instant::now(), Duration::MAX);
             assert!(!fires(&mut t, Duration::from_millis(20)).await);
-            // Moved later while armed: the earlier deadline no longer fires.
+            // Moved later while armed: the earlier deadline fires the timer, which moves on
+            // without expiring.
             t.set(Instant::now(), Duration::from_millis(30));
             t.set(Instant::now(), Duration::from_secs(3600));
             assert!(!fires(&mut t, Duration::from_millis(100)).await);
