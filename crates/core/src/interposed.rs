@@ -164,6 +164,9 @@ pub(crate) struct StartTag<T> {
     max_finish: f64,
     est: Box<dyn CostEstimator>,
     charging: Charging,
+    /// A completion's correction moved a flow's finish tags: its head is re-synced once in
+    /// `finished`, after the estimator has seen the completion, not twice.
+    resync: bool,
 }
 
 impl<T> StartTag<T> {
@@ -194,6 +197,7 @@ impl<T> StartTag<T> {
             max_finish: 0.0,
             est,
             charging,
+            resync: false,
         }
     }
 
@@ -293,15 +297,17 @@ impl<T> StartTag<T> {
         }
     }
 
-    /// Shift the flow's previous finish tags by a correction (retroactive or refresh).
-    fn correct(&mut self, t: u32, amount: f64) {
-        if amount != 0.0 {
-            let d = amount / self.book.tenants[t as usize].weight;
-            let flow = &mut self.flows[t as usize];
-            flow.prev_f = saturate(flow.prev_f + d);
-            flow.prev_fbar = saturate(flow.prev_fbar + d);
-            self.sync(t);
+    /// Shift the flow's previous finish tags by a correction (retroactive or refresh);
+    /// whether they moved (its head's tags are then stale until the next `sync`).
+    fn shift(&mut self, t: u32, amount: f64) -> bool {
+        if amount == 0.0 {
+            return false;
         }
+        let d = amount / self.book.tenants[t as usize].weight;
+        let flow = &mut self.flows[t as usize];
+        flow.prev_f = saturate(flow.prev_f + d);
+        flow.prev_fbar = saturate(flow.prev_fbar + d);
+        true
     }
 
     /// Room for flow `t` and ticket slot `slot` (growing is rare: out of line).
@@ -374,14 +380,17 @@ impl<T> Queue<T> for StartTag<T> {
     fn refresh(&mut self, ticket: Ticket, t: u32, used: f64) {
         if self.charging.refresh {
             let excess = self.book.refresh_charge(ticket, used);
-            self.correct(t, excess);
+            if self.shift(t, excess) {
+                self.sync(t);
+            }
         }
     }
 
     fn settle(&mut self, ticket: Ticket, t: u32, used: f64) {
         if self.charging.retroactive {
+            // Nothing reads the head's tags before `finished`, which syncs them.
             let owed = self.book.settle(ticket, used);
-            self.correct(t, owed);
+            self.resync |= self.shift(t, owed);
         }
         if self.variant != Variant::Sfq {
             // Only Min-SFQ(D) and FSFQ(D) keep dispatched requests.
@@ -390,9 +399,9 @@ impl<T> Queue<T> for StartTag<T> {
     }
 
     fn finished(&mut self, t: u32, _: f64) {
-        // The head's estimate may have changed (a correction already re-synced in `settle`);
-        // a head with a known cost keeps its tags.
-        if matches!(self.book.head_info(t), Some((_, None))) {
+        // A correction in `settle` moved the tags, or the head's estimate may have changed
+        // (a head with a known cost keeps its estimate).
+        if std::mem::take(&mut self.resync) || matches!(self.book.head_info(t), Some((_, None))) {
             self.sync(t);
         }
         self.maybe_idle();

@@ -266,15 +266,11 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener, mut stopped: watch::
             _ = stopped.changed() => return,
         };
         let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
-        clients.spawn(async move {
-            let _counted = Counted::new(&shared.clients);
-            client(&shared, stream, peer).await;
-        });
+        clients.spawn(client(shared.clone(), stream, peer));
     }
 }
 
-/// One connected client, counted while its task lives (aborted too).
+/// A connected client, counted while its task lives (aborted too).
 struct Counted<'a>(&'a AtomicUsize);
 
 impl<'a> Counted<'a> {
@@ -290,7 +286,11 @@ impl Drop for Counted<'_> {
     }
 }
 
-async fn client(shared: &Arc<Shared>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+/// One connected client's task: its login, then its session. The task's future itself, so
+/// that each wake-up resumes one state machine less.
+async fn client(shared: Arc<Shared>, stream: tokio::net::TcpStream, peer: SocketAddr) {
+    let _counted = Counted::new(&shared.clients);
+    let shared = &shared;
     let timeout = Duration::from_millis(shared.config.limits.login_timeout_ms);
     let c = match tokio::time::timeout(timeout, login::login(shared, stream, peer)).await {
         Ok(Ok(c)) => c,

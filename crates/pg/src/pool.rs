@@ -38,12 +38,12 @@ pub struct Pools {
 /// A connection taken from the pools. Give it back with [`Pools::checkin`]; dropped, it
 /// is closed and its place freed.
 #[derive(Debug)]
-pub struct Leased {
-    pools: Arc<Pools>,
+pub struct Leased<'a> {
+    pools: &'a Pools,
     conn: Option<Box<ServerConn>>,
 }
 
-impl Leased {
+impl Leased<'_> {
     /// The connection.
     pub fn conn(&mut self) -> &mut ServerConn {
         self.conn
@@ -52,7 +52,7 @@ impl Leased {
     }
 }
 
-impl Drop for Leased {
+impl Drop for Leased<'_> {
     fn drop(&mut self) {
         if self.conn.take().is_some() {
             self.pools.lock().open -= 1;
@@ -106,11 +106,11 @@ impl Pools {
     /// A new one logs in with the password `password()` gives (asked only then) and the
     /// client's tracked `params`.
     pub async fn checkout<'p>(
-        self: &Arc<Self>,
+        &self,
         (id, key): (PoolId, &PoolKey),
         password: impl FnOnce() -> &'p str,
         params: &[(String, String)],
-    ) -> Result<Leased, ConnectError> {
+    ) -> Result<Leased<'_>, ConnectError> {
         let evicted = {
             let mut g = self.lock();
             while let Some((_, c)) = g.by_id.get_mut(id).and_then(Vec::pop) {
@@ -119,7 +119,7 @@ impl Pools {
                     continue;
                 }
                 return Ok(Leased {
-                    pools: self.clone(),
+                    pools: self,
                     conn: Some(c),
                 });
             }
@@ -168,7 +168,7 @@ impl Pools {
                         .collect()
                 });
                 Ok(Leased {
-                    pools: self.clone(),
+                    pools: self,
                     conn: Some(Box::new(c)),
                 })
             }
@@ -180,7 +180,7 @@ impl Pools {
     }
 
     /// Give a connection back at `now`: idle in its pool, or closed if it is broken.
-    pub async fn checkin(&self, mut leased: Leased, now: Instant) {
+    pub async fn checkin(&self, mut leased: Leased<'_>, now: Instant) {
         let Some(c) = leased.conn.take() else { return };
         if c.broken {
             self.lock().open -= 1;

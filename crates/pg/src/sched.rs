@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -253,10 +253,10 @@ impl Scheduling {
 
     /// Wait fairly for one of the D seats, at most `limits.queue_timeout_ms` on `timer`.
     pub async fn acquire(
-        self: &Arc<Self>,
+        &self,
         tenant: usize,
         timer: &mut QueueTimer,
-    ) -> Result<Seat, Refusal> {
+    ) -> Result<Seat<'_>, Refusal> {
         // One clock reading for the gate's join, the meter and the queue timer.
         let joined = Instant::now();
         let mut waiting = self
@@ -270,9 +270,7 @@ impl Scheduling {
             Poll::Ready(Ok(permit)) => {
                 // A free seat: no wait, so no timer. The meter's times are the gate's.
                 let now = permit.granted_at().as_secs_f64();
-                let mut m = self.meter();
-                m.meter.enqueued(tenant, now);
-                m.meter.started(tenant, now);
+                self.meter().meter.admitted(tenant, now);
                 return Ok(self.seat(permit, tenant, now));
             }
             Poll::Ready(Err(e)) => return Err(self.refused(tenant, e)),
@@ -290,7 +288,7 @@ impl Scheduling {
                     return Poll::Ready(Ok(r));
                 }
             }
-            timer.0.as_mut().poll(cx).map(Err)
+            timer.poll_expired(cx).map(Err)
         })
         .await;
         drop(waiting);
@@ -329,9 +327,9 @@ impl Scheduling {
     }
 
     /// `start`: seconds on the clock.
-    fn seat(self: &Arc<Self>, permit: Permit, tenant: usize, start: f64) -> Seat {
+    fn seat(&self, permit: Permit, tenant: usize, start: f64) -> Seat<'_> {
         Seat {
-            sched: self.clone(),
+            sched: self,
             permit: Some(permit),
             tenant,
             start,
@@ -353,6 +351,9 @@ impl Scheduling {
 
     /// Fold closed metering intervals into the counters.
     fn collect(&self, m: &mut MeterState) {
+        if !m.meter.has_records() {
+            return;
+        }
         for r in m.meter.take_records() {
             let c = &mut m.counters[r.tenant.0 as usize];
             c.intervals += 1;
@@ -381,28 +382,50 @@ impl Scheduling {
     }
 }
 
-/// A client's queue timeout: one timer for all its waits. Each wait moves its deadline
-/// later, which tokio records without touching its timer wheel while the timer has not
-/// fired; a timer armed and dropped per wait costs a wheel insertion and removal (and a
-/// clock reading). Between waits it stays armed: when a deadline passes with no wait on
-/// it, the client's task is woken once for nothing.
+/// A client's queue timeout: one timer for all its waits. A wait's deadline is kept beside
+/// the timer, which is moved to it only when it is due earlier than the timer or the timer
+/// has fired: a client's deadlines only move later, so the timer is due at or before the
+/// deadline, and when it fires first (an earlier wait's deadline) it is moved on, once per
+/// timeout period instead of once per wait. A timer moved per wait costs a clock reading
+/// and tokio's reset; armed and dropped per wait, also a wheel insertion and removal.
+/// Between waits it stays armed: when it fires with no wait on it, the client's task is
+/// woken once for nothing.
 #[derive(Debug)]
-pub struct QueueTimer(Pin<Box<Sleep>>);
+pub struct QueueTimer {
+    sleep: Pin<Box<Sleep>>,
+    /// The current wait's deadline.
+    due: Instant,
+}
 
 impl QueueTimer {
     /// A timer not yet armed.
     pub fn new() -> Self {
-        QueueTimer(Box::pin(tokio::time::sleep_until(
-            tokio::time::Instant::now(),
-        )))
+        let now = Instant::now();
+        QueueTimer {
+            sleep: Box::pin(tokio::time::sleep_until(now.into())),
+            due: now,
+        }
     }
 
     /// Due `timeout` after `from` (a timeout too long for the clock: in 30 years).
     fn set(&mut self, from: Instant, timeout: Duration) {
-        let deadline = from
+        self.due = from
             .checked_add(timeout)
             .unwrap_or_else(|| from + Duration::from_secs(30 * 365 * 86_400));
-        self.0.as_mut().reset(deadline.into());
+        if self.sleep.is_elapsed() || self.due < self.sleep.deadline().into_std() {
+            self.sleep.as_mut().reset(self.due.into());
+        }
+    }
+
+    /// Ready once the deadline passed (the timer firing earlier is moved on to it).
+    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        while self.sleep.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= self.due {
+                return Poll::Ready(());
+            }
+            self.sleep.as_mut().reset(self.due.into());
+        }
+        Poll::Pending
     }
 }
 
@@ -415,15 +438,15 @@ impl Default for QueueTimer {
 /// A held seat: the right to use one server connection. Finish it with the backend's CPU
 /// time ([`Seat::finish`]); dropped unfinished, it is charged the time held.
 #[derive(Debug)]
-pub struct Seat {
-    sched: Arc<Scheduling>,
+pub struct Seat<'a> {
+    sched: &'a Scheduling,
     permit: Option<Permit>,
     tenant: usize,
     /// When it started, seconds on the clock.
     start: f64,
 }
 
-impl Seat {
+impl Seat<'_> {
     /// Release at `end` (a clock reading the caller has anyway), charging `cpu_ns` of
     /// backend CPU (`None`: the time held).
     pub fn finish(mut self, cpu_ns: Option<u64>, end: Instant) {
@@ -454,7 +477,7 @@ impl Seat {
     }
 }
 
-impl Drop for Seat {
+impl Drop for Seat<'_> {
     fn drop(&mut self) {
         if self.permit.is_some() {
             self.release(None, Instant::now());
@@ -466,9 +489,10 @@ impl Drop for Seat {
 mod tests {
     use super::*;
 
-    /// Whether the timer fires within `wait`.
+    /// Whether the timer expires within `wait`.
     async fn fires(t: &mut QueueTimer, wait: Duration) -> bool {
-        tokio::time::timeout(wait, t.0.as_mut()).await.is_ok()
+        let expired = std::future::poll_fn(|cx| t.poll_expired(cx));
+        tokio::time::timeout(wait, expired).await.is_ok()
     }
 
     #[test]
@@ -482,7 +506,8 @@ mod tests {
             // Too long for the clock: due in 30 years, not a panic.
             t.set(Instant::now(), Duration::MAX);
             assert!(!fires(&mut t, Duration::from_millis(20)).await);
-            // Moved later while armed: the earlier deadline no longer fires.
+            // Moved later while armed: the earlier deadline fires the timer, which moves on
+            // without expiring.
             t.set(Instant::now(), Duration::from_millis(30));
             t.set(Instant::now(), Duration::from_secs(3600));
             assert!(!fires(&mut t, Duration::from_millis(100)).await);

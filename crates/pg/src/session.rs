@@ -144,8 +144,8 @@ async fn serve(
     shared: &Arc<Shared>,
     client: &mut Client,
     relay: &mut Relay,
-    seat: Seat,
-    mut leased: Leased,
+    seat: Seat<'_>,
+    mut leased: Leased<'_>,
 ) -> bool {
     let conn = leased.conn();
     set_cancel(client, Some((conn.pid, conn.secret)));
@@ -188,6 +188,19 @@ fn set_cancel(client: &Client, to: Option<(i32, i32)>) {
     client.cancel.set(to);
 }
 
+/// [`wire::send`], whose future is made only when the socket does not take everything at
+/// once (the relay's every message otherwise).
+macro_rules! send {
+    ($socket:expr, $bytes:expr) => {{
+        let (socket, bytes): (&tokio::net::TcpStream, &[u8]) = ($socket, $bytes);
+        match wire::send_now(socket, bytes) {
+            Ok(at) if at == bytes.len() => Ok(()),
+            Ok(at) => wire::send(socket, &bytes[at..]).await,
+            Err(e) => Err(e),
+        }
+    }};
+}
+
 /// Relay until the connection may go back (transaction mode) or one side is gone. The
 /// two sockets are driven directly, below tokio's read and write futures: each is read
 /// once the runtime has seen it readable (one `recvfrom` that takes all that is
@@ -211,13 +224,13 @@ async fn relay_loop(
             };
         }
         if !relay.to_server.is_empty() {
-            if let Err(e) = wire::send(&conn.stream, &relay.to_server).await {
+            if let Err(e) = send!(&conn.stream, &relay.to_server) {
                 return End::ServerGone(e);
             }
             relay.to_server.clear();
         }
         if !relay.to_client.is_empty() {
-            if wire::send(&client.stream, &relay.to_client).await.is_err() {
+            if send!(&client.stream, &relay.to_client).is_err() {
                 return End::ClientGone;
             }
             relay.to_client.clear();
@@ -243,9 +256,7 @@ async fn relay_loop(
                 Ok(_) => match server_messages(client, conn, relay) {
                     Ok((used, span)) => {
                         let sent = span.is_empty()
-                            || wire::send(&client.stream, &conn.frames.bytes()[span])
-                                .await
-                                .is_ok();
+                            || send!(&client.stream, &conn.frames.bytes()[span]).is_ok();
                         conn.frames.consume(used);
                         if !sent {
                             return End::ClientGone;

@@ -254,18 +254,27 @@ pub async fn readable(socket: &TcpStream) -> io::Result<()> {
 /// Write all of `bytes` to `socket`: straight away while it takes them, awaiting
 /// writability only when its send buffer is full.
 pub async fn send(socket: &TcpStream, bytes: &[u8]) -> io::Result<()> {
+    let mut at = send_now(socket, bytes)?;
+    while at < bytes.len() {
+        std::future::poll_fn(|cx| socket.poll_write_ready(cx)).await?;
+        at += send_now(socket, &bytes[at..])?;
+    }
+    Ok(())
+}
+
+/// Write what `socket` takes of `bytes` now, without waiting: how many bytes it took (all
+/// of them unless its send buffer filled; then [`send`] the rest).
+pub fn send_now(socket: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
     let mut at = 0;
     while at < bytes.len() {
         match socket.try_write(&bytes[at..]) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => at += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::future::poll_fn(|cx| socket.poll_write_ready(cx)).await?
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(at)
 }
 
 /// A message's body (after tag and length).

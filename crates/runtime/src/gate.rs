@@ -498,7 +498,14 @@ impl GateState {
     }
 
     /// If a depth control period ended, give the seats the controller's new depth.
+    #[inline]
     fn poll_depth(&mut self, now: f64, wake: &mut Wakers) {
+        if self.depth.is_some() {
+            self.poll_depth_now(now, wake);
+        }
+    }
+
+    fn poll_depth_now(&mut self, now: f64, wake: &mut Wakers) {
         let Some(gov) = self.depth.as_mut() else {
             return;
         };

@@ -87,11 +87,17 @@ pub(crate) struct TenantStats {
     exported: export::Exported,
 }
 
+/// Tenant ids below this are indexed without hashing ([`Stats::slot`]).
+const DENSE: u64 = 1024;
+
 /// The live counters of every tenant of one executor: a dense table, so an executor that
 /// looked a tenant up once (the pool, at submission) reaches its counters again by index
 /// ([`Stats::at`]) without hashing, under its lock.
 pub(crate) struct Stats {
     index: HashMap<TenantId, u32, BuildHasherDefault<IdHasher>>,
+    /// The index of each tenant id below [`DENSE`] (`u32::MAX`: not seen), without
+    /// hashing: executors that number their tenants (fairlane pg) find them here.
+    dense: Vec<u32>,
     tenants: Vec<TenantStats>,
     #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
     label: std::sync::Arc<str>,
@@ -102,6 +108,7 @@ impl Stats {
     pub fn new(label: &str) -> Self {
         Stats {
             index: HashMap::default(),
+            dense: Vec::new(),
             tenants: Vec::new(),
             label: label.into(),
         }
@@ -114,12 +121,15 @@ impl Stats {
 
     /// The tenant's index in the table, if it was seen.
     pub fn lookup(&self, tenant: TenantId) -> Option<u32> {
-        self.index.get(&tenant).copied()
+        match self.dense.get(tenant.0 as usize) {
+            Some(&i) if i != u32::MAX => Some(i),
+            _ => self.index.get(&tenant).copied(),
+        }
     }
 
     /// The tenant's index in the table, added if new. Indices are never reused.
     pub fn slot(&mut self, tenant: TenantId) -> u32 {
-        if let Some(&i) = self.index.get(&tenant) {
+        if let Some(i) = self.lookup(tenant) {
             return i;
         }
         let i = self.tenants.len() as u32;
@@ -132,6 +142,13 @@ impl Stats {
             exported: export::Exported::new(&self.label, tenant),
         });
         self.index.insert(tenant, i);
+        if tenant.0 < DENSE {
+            let id = tenant.0 as usize;
+            if self.dense.len() <= id {
+                self.dense.resize(id + 1, u32::MAX);
+            }
+            self.dense[id] = i;
+        }
         i
     }
 

@@ -255,6 +255,19 @@ impl Meter {
         }
     }
 
+    /// A ready task started at once: [`Meter::enqueued`] then [`Meter::started`] at the same
+    /// `now`, with the same readings and records, in one pass (the interval end the first
+    /// would file only to have the second drop it is not filed).
+    pub fn admitted(&mut self, t: usize, now: f64) {
+        if self.enter(t, now) {
+            self.book.enqueue(t);
+            self.unqueue(t);
+            self.book.start(t);
+            self.levels.set(self.book.running_total, self.book.last);
+            self.resnap(t);
+        }
+    }
+
     /// A task of the tenant that started at `start` left its core at `now` having used `used`
     /// core-time.
     pub fn finished(&mut self, t: usize, start: f64, used: f64, now: f64) {
@@ -289,6 +302,11 @@ impl Meter {
         // stable and a tenant's own records keep their time order.
         records.sort_by(|a, b| a.end.total_cmp(&b.end).then(a.tenant.0.cmp(&b.tenant.0)));
         records
+    }
+
+    /// Whether closed intervals wait for [`Meter::take_records`].
+    pub fn has_records(&self) -> bool {
+        !self.book.records.is_empty()
     }
 
     /// The latest `now` seen.

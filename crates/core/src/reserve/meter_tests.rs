@@ -16,6 +16,7 @@ enum Ev {
     Ready(u8),
     Cancel(u8),
     Start(u8),
+    Admit(u8),
     Stop(u16, u8),
     Wait(u16),
     Read(u8),
@@ -28,6 +29,7 @@ fn ev() -> impl Strategy<Value = Ev> {
         5 => any::<u8>().prop_map(Ev::Ready),
         1 => any::<u8>().prop_map(Ev::Cancel),
         4 => any::<u8>().prop_map(Ev::Start),
+        2 => any::<u8>().prop_map(Ev::Admit),
         4 => (any::<u16>(), any::<u8>()).prop_map(|(p, u)| Ev::Stop(p, u)),
         5 => any::<u16>().prop_map(Ev::Wait),
         1 => any::<u8>().prop_map(Ev::Read),
@@ -115,6 +117,16 @@ proptest! {
                         scan.started(t, now);
                     }
                 }
+                Ev::Admit(t) => {
+                    // Ready and started at once: one call, two on the earlier meter.
+                    let t = t as usize % tenants;
+                    if running.len() < cores {
+                        running.push((t, now));
+                        lazy.admitted(t, now);
+                        scan.enqueued(t, now);
+                        scan.started(t, now);
+                    }
+                }
                 Ev::Stop(p, u) => {
                     if !running.is_empty() {
                         let (t, at) = running.remove(p as usize % running.len());
@@ -173,4 +185,55 @@ fn waiting_alone_accrues_exactly_nothing() {
     m.close_through(1.0);
     let r = &m.take_records()[0];
     assert_eq!((r.delay, r.cpu_eff, r.violated), (0.0, 100.0, false));
+}
+
+/// `admitted` is `enqueued` then `started` at one time: the same records and readings, bit
+/// for bit.
+#[test]
+fn admitted_is_enqueued_then_started() {
+    let (mut one, mut two) = (Meter::new(2), Meter::new(2));
+    for m in [&mut one, &mut two] {
+        m.add_tenant(TenantId(1), 40.0, None, 1.0, 0.0).unwrap();
+        m.add_tenant(TenantId(2), 20.0, Some(30.0), 0.5, 0.0)
+            .unwrap();
+    }
+    // Tenant 1 queues behind tenant 0's running tasks, so delays accrue across admissions.
+    let script: [(usize, f64, bool); 8] = [
+        (0, 0.0, true),
+        (0, 0.1, true),
+        (1, 0.2, false),
+        (0, 0.35, true),
+        (1, 0.6, false),
+        (0, 0.9, true),
+        (0, 1.3, true),
+        (1, 1.7, false),
+    ];
+    let mut running: Vec<(usize, f64)> = Vec::new();
+    for &(t, now, admit) in &script {
+        while running.len() >= 2 {
+            let (rt, at) = running.remove(0);
+            for m in [&mut one, &mut two] {
+                m.finished(rt, at, (now - at) * 0.5, now);
+            }
+        }
+        if admit {
+            one.admitted(t, now);
+            two.enqueued(t, now);
+            two.started(t, now);
+            running.push((t, now));
+        } else {
+            one.enqueued(t, now);
+            two.enqueued(t, now);
+        }
+        for r in 0..2 {
+            assert_eq!(
+                one.reading(r, now),
+                two.reading(r, now),
+                "tenant {r} at {now}"
+            );
+        }
+    }
+    one.close_through(3.0);
+    two.close_through(3.0);
+    assert_eq!(one.take_records(), two.take_records());
 }
