@@ -238,7 +238,7 @@ fn check(settings: &Settings, head: &RequestHead) -> Result<(), (Reason, &'stati
     if *head.method() == http::Method::CONNECT {
         return Err((Reason::BadRequest, "CONNECT is not supported"));
     }
-    if head.target().is_none() {
+    if !head.has_path() {
         return Err((Reason::BadRequest, "request target must be a path"));
     }
     let length = head.header("content-length", |v| {
