@@ -12,6 +12,8 @@
 use std::fmt;
 use std::mem::MaybeUninit;
 
+use crate::ascii::eq_lower;
+
 /// How many header lines a head may have (more: 431, as hyper's default of 100).
 pub const MAX_HEADERS: usize = 100;
 
@@ -94,7 +96,7 @@ pub struct ResponseInfo {
 }
 
 fn eq(a: &[u8], b: &str) -> bool {
-    a.eq_ignore_ascii_case(b.as_bytes())
+    eq_lower(a, b.as_bytes())
 }
 
 /// Whether a comma-separated header value lists `token` (case-insensitive).
@@ -128,23 +130,21 @@ fn framing(headers: &[httparse::Header<'_>]) -> Result<Framing, FrameError> {
     for h in headers {
         let name = h.name.as_bytes();
         match name.len() {
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
-                content_length(h.value, &mut length)?
-            }
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+            14 if eq_lower(name, b"content-length") => content_length(h.value, &mut length)?,
+            17 if eq_lower(name, b"transfer-encoding") => {
                 if te.is_some() {
                     return Err(FrameError::BadFraming("more than one Transfer-Encoding"));
                 }
                 te = Some(h.value);
             }
-            10 if name.eq_ignore_ascii_case(b"connection") => {
+            10 if eq_lower(name, b"connection") => {
                 f.close |= lists(h.value, "close");
                 f.keep_alive |= lists(h.value, "keep-alive");
             }
-            6 if name.eq_ignore_ascii_case(b"expect") => {
+            6 if eq_lower(name, b"expect") => {
                 f.expect_continue |= eq(h.value.trim_ascii(), "100-continue");
             }
-            7 if name.eq_ignore_ascii_case(b"upgrade") => f.upgrade = true,
+            7 if eq_lower(name, b"upgrade") => f.upgrade = true,
             _ => {}
         }
     }

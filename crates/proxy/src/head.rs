@@ -325,6 +325,11 @@ impl RequestHead {
         &self.method
     }
 
+    /// Whether it has a path ([`target`](Self::target) is `Some`), without reading it.
+    pub fn has_path(&self) -> bool {
+        !matches!(self.target, Target::NotAPath)
+    }
+
     /// Its target in origin form (path and query); `None` if it has no path.
     pub fn target(&self) -> Option<&str> {
         match &self.target {

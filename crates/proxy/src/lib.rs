@@ -70,6 +70,7 @@
 #![deny(unsafe_code)] // only `server::raise_fd_limit` / `fd_limit` call get/setrlimit
 
 pub mod admin;
+mod ascii;
 mod bounds;
 mod cidr;
 mod civil;

@@ -25,7 +25,7 @@ use crate::gate::{Permit, Reject};
 use crate::head::RequestHead;
 use crate::levels::Leveled;
 use crate::metrics::{CostPolicy, Reason, Ticket};
-use crate::respond::{self, own, rejected, Answer, Buffered, Done, MeteredBody, ProxyBody};
+use crate::respond::{self, own, rejected, Answer, Buffered, Done, MeteredBody};
 use crate::rewrite::{Forwarding, LEVEL_HEADER, SCHEMA_HEADER};
 use crate::state::{Inner, Peer, Settings};
 use crate::stream::{BodyFault, Limited, ReqBody, Source};
@@ -238,7 +238,7 @@ fn check(settings: &Settings, head: &RequestHead) -> Result<(), (Reason, &'stati
     if *head.method() == http::Method::CONNECT {
         return Err((Reason::BadRequest, "CONNECT is not supported"));
     }
-    if head.target().is_none() {
+    if !head.has_path() {
         return Err((Reason::BadRequest, "request target must be a path"));
     }
     let length = head.header("content-length", |v| {
@@ -684,7 +684,7 @@ fn answer(held: Held<'_>, reply: crate::upstream::Reply, buffered: Result<Buffer
     let now = inner.depth.as_ref().map(|_| inner.gate.clone());
     Answer {
         head: reply.head,
-        body: ProxyBody::Upstream(Box::new(MeteredBody::new(buffered, reply.body, done, now))),
+        body: MeteredBody::answer(buffered, reply.body, done, now),
         close: false,
     }
 }

@@ -142,20 +142,8 @@ pub(crate) struct Done {
 
 impl MeteredBody {
     fn finish(&mut self) {
-        if let Some(mut d) = self.done.take() {
-            let secs = d.permit.held().as_secs_f64();
-            let reported = d.cost.as_mut().map(|c| c.cost());
-            // Never below the usage reported as progress: the seam's usage never decreases.
-            let cost = d.stats.charge(reported, secs).max(d.progressed);
-            d.permit.set_cost(cost);
-            d.stats.complete(secs, cost);
-            if let Some((c, tenant, arrival)) = d.depth {
-                let now = self.now.as_ref().map_or(0.0, |g| g.now());
-                crate::depth::observe(&c, tenant, arrival.elapsed().as_secs_f64(), now);
-            }
-            // The streaming count first: the freed slot's next holder may stream at once.
-            d._streaming = None;
-            drop(d.permit);
+        if let Some(d) = self.done.take() {
+            d.settle(self.now.as_ref());
         }
     }
 
@@ -175,6 +163,24 @@ impl MeteredBody {
 }
 
 impl Done {
+    /// The body ended (or the client went away): charge the cost and free the slot. `now`:
+    /// the gate, for the adaptive depth controller's clock.
+    fn settle(mut self, now: Option<&Gate>) {
+        let secs = self.permit.held().as_secs_f64();
+        let reported = self.cost.as_mut().map(|c| c.cost());
+        // Never below the usage reported as progress: the seam's usage never decreases.
+        let cost = self.stats.charge(reported, secs).max(self.progressed);
+        self.permit.set_cost(cost);
+        self.stats.complete(secs, cost);
+        if let Some((c, tenant, arrival)) = self.depth {
+            let now = now.map_or(0.0, |g| g.now());
+            crate::depth::observe(&c, tenant, arrival.elapsed().as_secs_f64(), now);
+        }
+        // The streaming count first: the freed slot's next holder may stream at once.
+        self._streaming = None;
+        drop(self.permit);
+    }
+
     /// A data frame went by: the cost source sees it, and reports the cost so far.
     fn saw(&mut self, data: &[u8]) {
         if let Some(c) = self.cost.as_mut() {
@@ -329,7 +335,35 @@ pub(crate) async fn buffer(body: &mut UpBody, limit: u64, streamed: bool) -> Res
 impl MeteredBody {
     /// The body of an upstream response: what was `buffered`, then the rest of `inner`;
     /// `done` is settled when it ends (at once if it was read whole).
-    pub fn new(buffered: Buffered, inner: UpBody, done: Done, now: Option<Gate>) -> Self {
+    /// The client's body of an upstream answer. A body read whole that is one data frame
+    /// or none (the usual small response) is settled now and answered as it is
+    /// ([`ProxyBody::Full`]: the same frames, length and end as the metered body would give),
+    /// with no metered body kept while it is written.
+    pub(crate) fn answer(
+        buffered: Buffered,
+        inner: UpBody,
+        mut done: Done,
+        now: Option<Gate>,
+    ) -> ProxyBody {
+        let whole = buffered.complete
+            && buffered.prefix.is_empty()
+            && !matches!(inner, UpBody::Tunnel(_))
+            && buffered.first.as_ref().is_none_or(Frame::is_data);
+        if !whole {
+            return ProxyBody::Upstream(Box::new(MeteredBody::new(buffered, inner, done, now)));
+        }
+        let data = buffered.first.and_then(|f| f.into_data().ok());
+        if let Some(d) = &data {
+            done.saw(d);
+        }
+        if let Some(c) = done.cost.as_mut() {
+            c.ended();
+        }
+        done.settle(now.as_ref());
+        ProxyBody::Full(data)
+    }
+
+    fn new(buffered: Buffered, inner: UpBody, done: Done, now: Option<Gate>) -> Self {
         let mut body = MeteredBody {
             first: buffered.first,
             prefix: buffered.prefix,

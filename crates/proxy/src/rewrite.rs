@@ -6,19 +6,8 @@
 
 use http::HeaderValue;
 
+use crate::ascii::eq_lower;
 use crate::head::{http_header, write_line, Field, Fields, RequestHead, ResponseHead};
-
-/// Headers that describe one connection, never forwarded (RFC 9110 §7.6.1).
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "proxy-authorization",
-];
 
 /// The header the upstream learns the tenant from (whatever the client sent is replaced).
 pub(crate) const TENANT_HEADER: &str = "x-fairlane-tenant";
@@ -31,11 +20,19 @@ pub(crate) const SCHEMA_HEADER: &str = "x-fairlane-flow-schema";
 /// can trust what they say.
 const PROXY_SET: [&str; 2] = [LEVEL_HEADER, SCHEMA_HEADER];
 
-/// Whether `name` is a hop-by-hop header.
+/// Whether `name` is a hop-by-hop header: one that describes one connection, never
+/// forwarded (RFC 9110 §7.6.1). Compared only with the names of its length.
 pub(crate) fn hop_by_hop(name: &[u8]) -> bool {
-    HOP_BY_HOP
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n.as_bytes()))
+    let names: &[&[u8]] = match name.len() {
+        2 => &[b"te"],
+        7 => &[b"trailer", b"upgrade"],
+        10 => &[b"connection", b"keep-alive"],
+        16 => &[b"proxy-connection"],
+        17 => &[b"transfer-encoding"],
+        19 => &[b"proxy-authorization"],
+        _ => return false,
+    };
+    names.iter().any(|n| eq_lower(name, n))
 }
 
 /// Whether a comma-separated header value lists `token` (case-insensitive).
@@ -52,9 +49,7 @@ fn end_to_end<'f>(
     fields: &'f Fields,
     mut skip: impl FnMut(usize, Field<'_>) -> bool + 'f,
 ) -> impl FnMut(usize, Field<'_>) -> bool + 'f {
-    let connection = fields
-        .iter()
-        .any(|f| f.name.eq_ignore_ascii_case(b"connection"));
+    let connection = fields.iter().any(|f| eq_lower(f.name, b"connection"));
     move |i, f| {
         // `skip` first: it may note lines it does not drop.
         !(skip(i, f)
@@ -62,17 +57,14 @@ fn end_to_end<'f>(
             || connection
                 && fields
                     .iter()
-                    .any(|c| c.name.eq_ignore_ascii_case(b"connection") && lists(c.value, f.name)))
+                    .any(|c| eq_lower(c.name, b"connection") && lists(c.value, f.name)))
     }
 }
 
 /// Whether the `i`-th line of `response` is an upstream's copy of a header only the proxy
 /// sets.
 fn spoofed(response: &ResponseHead, i: usize, f: Field<'_>) -> bool {
-    i < response.upstream_lines()
-        && PROXY_SET
-            .iter()
-            .any(|p| f.name.eq_ignore_ascii_case(p.as_bytes()))
+    i < response.upstream_lines() && PROXY_SET.iter().any(|p| eq_lower(f.name, p.as_bytes()))
 }
 
 /// What the proxy adds to a request it forwards.
@@ -114,10 +106,10 @@ pub(crate) fn request_h1(
     let (mut host, mut length) = (false, false);
     let skip = |_, f: Field<'_>| {
         let n = f.name;
-        host |= n.eq_ignore_ascii_case(b"host");
-        let l = n.eq_ignore_ascii_case(b"content-length");
+        host |= eq_lower(n, b"host");
+        let l = eq_lower(n, b"content-length");
         length |= l;
-        l || n.eq_ignore_ascii_case(b"expect") || n.eq_ignore_ascii_case(TENANT_HEADER.as_bytes())
+        l || eq_lower(n, b"expect") || eq_lower(n, TENANT_HEADER.as_bytes())
     };
     request.write_kept(out, end_to_end(request, skip));
     if !host && HeaderValue::from_str(fwd.authority).is_ok() {
@@ -177,13 +169,13 @@ pub(crate) fn request_h2(
     parts.headers.reserve(request.iter().count() + 3);
     let trailers = request
         .iter()
-        .any(|f| f.name.eq_ignore_ascii_case(b"te") && lists(f.value, b"trailers"));
+        .any(|f| eq_lower(f.name, b"te") && lists(f.value, b"trailers"));
     let skip = |_, f: Field<'_>| {
         let n = f.name;
-        n.eq_ignore_ascii_case(b"host")
-            || n.eq_ignore_ascii_case(b"content-length")
-            || n.eq_ignore_ascii_case(b"expect")
-            || n.eq_ignore_ascii_case(TENANT_HEADER.as_bytes())
+        eq_lower(n, b"host")
+            || eq_lower(n, b"content-length")
+            || eq_lower(n, b"expect")
+            || eq_lower(n, TENANT_HEADER.as_bytes())
     };
     let mut keep = end_to_end(request, skip);
     for (i, f) in request.iter().enumerate() {
@@ -210,8 +202,8 @@ pub(crate) fn request_h2(
 pub(crate) fn response_h1(out: &mut Vec<u8>, response: &ResponseHead) -> (bool, bool) {
     let (mut length, mut date) = (false, false);
     let skip = |i, f: Field<'_>| {
-        length |= f.name.eq_ignore_ascii_case(b"content-length");
-        date |= f.name.eq_ignore_ascii_case(b"date");
+        length |= eq_lower(f.name, b"content-length");
+        date |= eq_lower(f.name, b"date");
         spoofed(response, i, f)
     };
     response.write_kept(out, end_to_end(response, skip));
@@ -243,6 +235,31 @@ pub(crate) fn response_parts(response: &ResponseHead) -> http::response::Parts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hop_by_hop_names_in_any_case_and_no_others() {
+        let hop = [
+            "Connection",
+            "KEEP-ALIVE",
+            "proxy-connection",
+            "TE",
+            "Trailer",
+            "transfer-Encoding",
+            "upgrade",
+            "Proxy-Authorization",
+        ];
+        assert!(hop.iter().all(|n| hop_by_hop(n.as_bytes())));
+        let end_to_end = [
+            "host",
+            "tea",
+            "trailers",
+            "upgrades",
+            "connectioN1",
+            "content-length",
+            "",
+        ];
+        assert!(!end_to_end.iter().any(|n| hop_by_hop(n.as_bytes())));
+    }
 
     fn head(raw: &[u8]) -> RequestHead {
         RequestHead::parse_h1(&mut raw.to_vec(), 64 * 1024)

@@ -18,6 +18,7 @@ use std::sync::Arc;
 use fairlane_core::{ClassId, TenantId};
 use http::{HeaderMap, Method};
 
+use crate::ascii::eq_lower;
 use crate::config::{ProxyConfig, Unknown};
 use crate::head::Field;
 
@@ -126,7 +127,8 @@ impl std::hash::Hasher for KeyHasher {
 /// The identification and classification tables built from one config.
 pub struct Identifier {
     header: http::HeaderName,
-    scheme: String,
+    /// The key's scheme (`Bearer`), lowercased.
+    scheme: Box<[u8]>,
     /// API keys, as bytes: a request's key is looked up as it came.
     keys: HashMap<Box<[u8]>, TenantId, KeyHash>,
     cert_names: HashMap<String, TenantId>,
@@ -177,7 +179,12 @@ impl Identifier {
         Identifier {
             header: http::HeaderName::from_bytes(config.identity.header.as_bytes())
                 .unwrap_or(http::header::AUTHORIZATION),
-            scheme: config.identity.scheme.clone(),
+            scheme: config
+                .identity
+                .scheme
+                .to_ascii_lowercase()
+                .into_bytes()
+                .into(),
             keys,
             cert_names,
             ips,
@@ -239,10 +246,10 @@ impl Identifier {
         let by_auth = self.header == http::header::AUTHORIZATION;
         let (mut key, mut keys, mut auths) = (None, 0, 0);
         for h in headers {
-            if h.name.eq_ignore_ascii_case(name) {
+            if eq_lower(h.name, name) {
                 keys += 1;
                 key.get_or_insert(h.value);
-            } else if !by_auth && h.name.eq_ignore_ascii_case(b"authorization") {
+            } else if !by_auth && eq_lower(h.name, b"authorization") {
                 auths += 1;
             }
         }
@@ -289,9 +296,7 @@ impl Identifier {
         }
         let space = v.iter().position(|&b| b == b' ')?;
         let (scheme, rest) = v.split_at(space);
-        scheme
-            .eq_ignore_ascii_case(self.scheme.as_bytes())
-            .then(|| rest.trim_ascii())
+        eq_lower(scheme, &self.scheme).then(|| rest.trim_ascii())
     }
 
     /// The class of a request (`grpc`: a gRPC call, matched by the `grpc_method` rules
