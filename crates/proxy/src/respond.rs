@@ -291,7 +291,10 @@ impl Drop for StreamGuard {
 
 /// What [`buffer`] read of an upstream body before the client gets it.
 pub(crate) struct Buffered {
-    first: Option<Frame<Bytes>>,
+    /// The first frame when it is data (most responses have one); a body whose first frame
+    /// is trailers has them in `prefix`. Data only: a `Frame` is 96 bytes (a `HeaderMap`),
+    /// and a `Buffered` over 128 bytes is moved by a `memcpy` call at every step.
+    first: Option<Bytes>,
     prefix: VecDeque<Frame<Bytes>>,
     prefix_bytes: u64,
     /// The whole body was read.
@@ -319,10 +322,10 @@ pub(crate) async fn buffer(body: &mut UpBody, limit: u64, streamed: bool) -> Res
                 if let Some(d) = f.data_ref() {
                     b.prefix_bytes += d.len() as u64;
                 }
-                if b.first.is_none() && b.prefix.is_empty() {
-                    b.first = Some(f);
-                } else {
-                    b.prefix.push_back(f);
+                match f.into_data() {
+                    Ok(d) if b.first.is_none() && b.prefix.is_empty() => b.first = Some(d),
+                    Ok(d) => b.prefix.push_back(Frame::data(d)),
+                    Err(f) => b.prefix.push_back(f),
                 }
                 b.complete = body.is_end_stream();
             }
@@ -347,12 +350,11 @@ impl MeteredBody {
     ) -> ProxyBody {
         let whole = buffered.complete
             && buffered.prefix.is_empty()
-            && !matches!(inner, UpBody::Tunnel(_))
-            && buffered.first.as_ref().is_none_or(Frame::is_data);
+            && !matches!(inner, UpBody::Tunnel(_));
         if !whole {
             return ProxyBody::Upstream(Box::new(MeteredBody::new(buffered, inner, done, now)));
         }
-        let data = buffered.first.and_then(|f| f.into_data().ok());
+        let data = buffered.first;
         if let Some(d) = &data {
             done.saw(d);
         }
@@ -365,7 +367,7 @@ impl MeteredBody {
 
     fn new(buffered: Buffered, inner: UpBody, done: Done, now: Option<Gate>) -> Self {
         let mut body = MeteredBody {
-            first: buffered.first,
+            first: buffered.first.map(Frame::data),
             prefix: buffered.prefix,
             prefix_bytes: buffered.prefix_bytes,
             inner_done: buffered.complete,
