@@ -94,7 +94,7 @@ impl Admitted<'_> {
     /// upstream is not HTTP/1.1).
     // The `Err` is the answer itself, as `admit`'s.
     #[allow(clippy::result_large_err)]
-    pub fn tunnel(self, inner: &Inner) -> Result<(Self, crate::tunnel::Pass), Answer> {
+    pub fn tunnel(&self, inner: &Inner) -> Result<crate::tunnel::Pass, Answer> {
         let l = &self.settings.config.limits;
         if !matches!(self.settings.upstream, crate::upstream::Upstream::Http1(_)) {
             self.stats.reject(Reason::BadRequest);
@@ -106,7 +106,7 @@ impl Admitted<'_> {
             .tunnels
             .take(tenant, l.max_tunnels_per_tenant, l.max_tunnels)
         {
-            Ok(pass) => Ok((self, pass)),
+            Ok(pass) => Ok(pass),
             Err(cap) => {
                 let msg = match cap {
                     crate::tunnel::Cap::Tenant => "too many WebSocket tunnels open for this tenant",
@@ -324,16 +324,18 @@ pub(crate) async fn dispatch(
     let tokens = token_admission(settings.tokens.as_ref(), route.tenant, &body);
     let told = tokens.told();
     let at = route.level.map(|l| l.route);
-    let waiting = match inner.gate.acquire_as(route.tenant, route.class, at, told) {
+    let mut waiting = match inner.gate.acquire_as(route.tenant, route.class, at, told) {
         Ok(w) => w,
         Err(e) => return named(gate_refusal(settings, &stats, level.map(|(_, i)| i), e)),
     };
     let mut head = a.head;
     // The grant's instant, for the wait and the upstream deadline: a request granted at once
     // waited no time, and its arrival's clock reading serves (issue 19: clock reads).
-    let (permit, now) = match granted_or_wait(waiting) {
-        Ok(p) => (p, arrival),
-        Err(waiting) => {
+    // The wait is not moved to ask (it is over 128 bytes: a move is a `memcpy` call).
+    let granted = waiting.granted();
+    let (permit, now) = match granted {
+        Some(p) => (p, arrival),
+        None => {
             // A queued request holds its head, not the buffer it was read into.
             head.shrink();
             // Listed in `/debug/requests` while it waits (levels only).
@@ -471,8 +473,6 @@ fn queue_timed_out(
     refuse(settings, stats, Reason::QueueTimeout, &msg)
 }
 
-/// The permit if the gate granted the slot at once, or the wait for it. Apart from
-/// `dispatch` so that the wait is never borrowed there.
 /// Wait for the slot for at most `timeout`, on the connection's timer if it has one.
 /// `Err(())`: the time ran out.
 async fn bounded(
@@ -492,13 +492,6 @@ async fn bounded(
         }
         None => tokio::time::timeout(timeout, waiting).await.map_err(|_| ()),
     }
-}
-
-// The `Err` is the wait itself, handed back to be awaited: boxing it would add an
-// allocation per queued request.
-#[allow(clippy::result_large_err)]
-fn granted_or_wait(mut waiting: crate::gate::Waiting) -> Result<Permit, crate::gate::Waiting> {
-    waiting.granted().ok_or(waiting)
 }
 
 /// What [`dispatch`] hands [`forward`]: an admitted request holding its slot.
