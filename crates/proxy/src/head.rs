@@ -88,9 +88,12 @@ pub(crate) struct Fields {
 }
 
 impl Fields {
-    /// The places of the lines httparse found in `base` (the head's first byte on).
-    fn spans(base: &[u8], headers: &[httparse::Header<'_>]) -> Vec<Span> {
-        let mut spans = Vec::with_capacity(headers.len());
+    /// The places of the lines httparse found in `base` (the head's first byte on), in
+    /// `room` (a consumed head's, or empty).
+    fn spans(base: &[u8], headers: &[httparse::Header<'_>], room: LineRoom) -> Vec<Span> {
+        let mut spans = room.0;
+        spans.clear();
+        spans.reserve(headers.len());
         spans.extend(headers.iter().map(|h| Span::of(base, h)));
         spans
     }
@@ -173,6 +176,12 @@ impl Fields {
         out.extend_from_slice(self.bytes.get(run).unwrap_or_default());
     }
 }
+
+/// The room a consumed head's line places took, for the places of the next head read on the
+/// same request's path (the upstream's response head is parsed into the request head's):
+/// no allocation for them when it has no more lines.
+#[derive(Debug, Default)]
+pub(crate) struct LineRoom(Vec<Span>);
 
 /// Append the header line `name: value`.
 pub(crate) fn write_line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -286,7 +295,7 @@ impl RequestHead {
             let uri: http::Uri = path.parse().map_err(|_| bad)?;
             target_of(&uri)
         };
-        let spans = Fields::spans(buf, req.headers);
+        let spans = Fields::spans(buf, req.headers, LineRoom::default());
         Ok(Some((method, target, spans, info, req.version == Some(0))))
     }
 
@@ -313,11 +322,11 @@ impl RequestHead {
     }
 
     /// The buffer its bytes are in, emptied, for another use (the client's read buffer, when
-    /// the head kept it).
-    pub fn into_buffer(self) -> Vec<u8> {
+    /// the head kept it), and the room of its line places.
+    pub fn into_buffer(self) -> (Vec<u8>, LineRoom) {
         let mut b = self.fields.bytes;
         b.clear();
-        b
+        (b, LineRoom(self.fields.spans))
     }
 
     /// Its method.
@@ -375,13 +384,25 @@ impl ResponseHead {
     /// Parse an HTTP/1 response head at the start of `buf`, to a request that was or was not
     /// a `HEAD`; its bytes are taken out of `buf` (what followed them stays). `Ok(None)`:
     /// incomplete.
+    #[cfg(test)]
     pub fn parse_h1(
         buf: &mut Vec<u8>,
         max_head: usize,
         head_method: bool,
     ) -> Result<Option<(ResponseHead, h1::ResponseInfo)>, FrameError> {
+        Self::parse_h1_into(buf, &mut LineRoom::default(), max_head, head_method)
+    }
+
+    /// [`parse_h1`](Self::parse_h1) with its line places in `room` (taken when a head is
+    /// parsed).
+    pub fn parse_h1_into(
+        buf: &mut Vec<u8>,
+        room: &mut LineRoom,
+        max_head: usize,
+        head_method: bool,
+    ) -> Result<Option<(ResponseHead, h1::ResponseInfo)>, FrameError> {
         let mut headers = h1::headers::<{ h1::MAX_HEADERS }>();
-        let parsed = Self::parse_h1_in(buf, max_head, head_method, &mut headers);
+        let parsed = Self::parse_h1_in(buf, room, max_head, head_method, &mut headers);
         let Some((status, spans, info)) = parsed? else {
             return Ok(None);
         };
@@ -399,6 +420,7 @@ impl ResponseHead {
     #[allow(clippy::type_complexity)] // the parts `parse_h1` puts together
     fn parse_h1_in<'b>(
         buf: &'b [u8],
+        room: &mut LineRoom,
         max_head: usize,
         head_method: bool,
         headers: &mut [std::mem::MaybeUninit<httparse::Header<'b>>],
@@ -411,7 +433,8 @@ impl ResponseHead {
         if !resp.headers.iter().all(|h| h.name.len() < 1 << 16) {
             return Err(bad);
         }
-        Ok(Some((status, Fields::spans(buf, resp.headers), info)))
+        let spans = Fields::spans(buf, resp.headers, std::mem::take(room));
+        Ok(Some((status, spans, info)))
     }
 
     /// The head of a response an HTTP/2 upstream sent.

@@ -348,9 +348,8 @@ impl MeteredBody {
         mut done: Done,
         now: Option<Gate>,
     ) -> ProxyBody {
-        let whole = buffered.complete
-            && buffered.prefix.is_empty()
-            && !matches!(inner, UpBody::Tunnel(_));
+        let whole =
+            buffered.complete && buffered.prefix.is_empty() && !matches!(inner, UpBody::Tunnel(_));
         if !whole {
             return ProxyBody::Upstream(Box::new(MeteredBody::new(buffered, inner, done, now)));
         }

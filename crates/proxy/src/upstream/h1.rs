@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, ReadBuf};
 
 use super::{Connector, Failure, Outgoing, Reply, UpBody, UpIo, Wire};
 use crate::h1::{self, BodyLen, Chunked};
-use crate::head::{RequestHead, ResponseHead};
+use crate::head::{LineRoom, RequestHead, ResponseHead};
 use crate::rewrite::{self, BodyFraming, Forwarding};
 use crate::stream::{Limited, ReqBody};
 
@@ -58,8 +58,7 @@ impl Wire for Arc<Http1> {
                 rewrite::request_h1(&mut out, &req.head, &req.fwd, framing);
                 out.extend_from_slice(&body);
                 drop(body);
-                let spare = req.head.into_buffer();
-                let ex = Exchange::new(&out, head_method).reading_into(spare);
+                let ex = Exchange::new(&out, head_method).reading_into(req.head.into_buffer());
                 self.exchange(ex, self.checkout(req.granted)).await
             }
             // Boxed, as the upgrade below: only what an ordinary request needs is kept in
@@ -95,8 +94,7 @@ impl Http1 {
         let head_method = *head.method() == http::Method::HEAD;
         let mut out = Vec::with_capacity(512);
         rewrite::request_h1(&mut out, &head, fwd, BodyFraming::Chunked);
-        let spare = head.into_buffer();
-        let mut ex = Exchange::new(&out, head_method).reading_into(spare);
+        let mut ex = Exchange::new(&out, head_method).reading_into(head.into_buffer());
         ex.body = Some(body);
         self.exchange(ex, self.checkout(granted)).await
     }
@@ -176,7 +174,13 @@ impl Http1 {
             }
             loop {
                 if !buf.is_empty() {
-                    match ResponseHead::parse_h1(&mut buf, MAX_HEAD, ex.head_method) {
+                    let parsed = ResponseHead::parse_h1_into(
+                        &mut buf,
+                        &mut ex.lines,
+                        MAX_HEAD,
+                        ex.head_method,
+                    );
+                    match parsed {
                         // 1xx interim answers are skipped; a 101 only answers an upgrade.
                         Ok(Some((head, _)))
                             if head.status.is_informational()
@@ -253,6 +257,8 @@ struct Exchange<'r, 'b> {
     upgrade: Option<crate::tunnel::Pass>,
     /// What the response is read into (empty).
     buf: Vec<u8>,
+    /// Where its head's line places go.
+    lines: LineRoom,
 }
 
 impl<'r> Exchange<'r, '_> {
@@ -263,16 +269,18 @@ impl<'r> Exchange<'r, '_> {
             head_method,
             upgrade: None,
             buf: Vec::new(),
+            lines: LineRoom::default(),
         }
     }
 
     /// Read the response into `spare` (the request head's buffer: the client's read buffer,
-    /// free once the request is written) if it is not oversized, so that an exchange
-    /// allocates no read buffer of its own.
-    fn reading_into(mut self, spare: Vec<u8>) -> Self {
+    /// free once the request is written) if it is not oversized, and its head's line places
+    /// into the request head's, so that an exchange allocates neither of its own.
+    fn reading_into(mut self, (spare, lines): (Vec<u8>, LineRoom)) -> Self {
         if spare.capacity() <= SPARE_MAX {
             self.buf = spare;
         }
+        self.lines = lines;
         self
     }
 }
