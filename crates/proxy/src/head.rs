@@ -322,11 +322,15 @@ impl RequestHead {
     }
 
     /// The buffer its bytes are in, emptied, for another use (the client's read buffer, when
-    /// the head kept it), and the room of its line places.
-    pub fn into_buffer(self) -> (Vec<u8>, LineRoom) {
-        let mut b = self.fields.bytes;
+    /// the head kept it), and the room of its line places: taken out of it, which leaves it
+    /// a head with no lines and an empty target (once it has been written upstream).
+    pub fn take_buffer(&mut self) -> (Vec<u8>, LineRoom) {
+        let mut b = std::mem::take(&mut self.fields.bytes);
         b.clear();
-        (b, LineRoom(self.fields.spans))
+        if let Target::InHead(_) = self.target {
+            self.target = Target::InHead(0..0);
+        }
+        (b, LineRoom(std::mem::take(&mut self.fields.spans)))
     }
 
     /// Its method.

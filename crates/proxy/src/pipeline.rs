@@ -545,7 +545,7 @@ async fn forward(
         .name_values
         .get(tenant.0 as usize)
         .and_then(Option::as_ref);
-    let out = Outgoing {
+    let mut out = Outgoing {
         head,
         fwd: Forwarding {
             authority: settings.authority.as_str(),
@@ -556,7 +556,7 @@ async fn forward(
         granted,
     };
     // Pinned where it is made: `select!` would move (copy) it into its own tuple.
-    let mut call = std::pin::pin!(settings.upstream.send(out));
+    let mut call = std::pin::pin!(settings.upstream.send(&mut out));
     let hard_stop = &mut bounds.hard_stop;
     let result = tokio::select! {
         biased; // no random branch order: one fewer RNG draw per request

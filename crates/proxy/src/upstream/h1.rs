@@ -48,9 +48,9 @@ pub(crate) struct Http1 {
 type IdleStack = Mutex<Vec<(UpIo, Instant)>>;
 
 impl Wire for Arc<Http1> {
-    async fn send(&self, req: Outgoing<'_>) -> Result<Reply, Failure> {
+    async fn send(&self, req: &mut Outgoing<'_>) -> Result<Reply, Failure> {
         let head_method = *req.head.method() == http::Method::HEAD;
-        match req.body {
+        match req.take_body() {
             ReqBody::Full(body) => {
                 // Head and body in one write (issue 19).
                 let mut out = Vec::with_capacity(512 + body.len());
@@ -58,22 +58,19 @@ impl Wire for Arc<Http1> {
                 rewrite::request_h1(&mut out, &req.head, &req.fwd, framing);
                 out.extend_from_slice(&body);
                 drop(body);
-                let ex = Exchange::new(&out, head_method).reading_into(req.head.into_buffer());
+                let ex = Exchange::new(&out, head_method).reading_into(req.head.take_buffer());
                 self.exchange(ex, self.checkout(req.granted)).await
             }
             // Boxed, as the upgrade below: only what an ordinary request needs is kept in
             // every request's future (which is copied whole where it is made).
-            ReqBody::Stream(body) => {
-                Box::pin(self.send_streamed(req.head, &req.fwd, body, req.granted)).await
-            }
-            ReqBody::Owned(body) => {
-                Box::pin(self.send_streamed(req.head, &req.fwd, body, req.granted)).await
+            ReqBody::Stream(body) | ReqBody::Owned(body) => {
+                Box::pin(self.send_streamed(&mut req.head, &req.fwd, body, req.granted)).await
             }
             ReqBody::Upgrade(pass) => {
                 // On a connection of its own: if the upstream switches, it is the tunnel's.
                 let mut out = Vec::with_capacity(512);
                 rewrite::request_h1(&mut out, &req.head, &req.fwd, BodyFraming::Upgrade);
-                drop(req.head);
+                drop(req.head.take_buffer());
                 let mut ex = Exchange::new(&out, false);
                 ex.upgrade = Some(pass);
                 Box::pin(self.exchange(ex, None)).await
@@ -86,15 +83,15 @@ impl Http1 {
     /// Send a request whose body streams: its head, then the body chunked as it comes.
     async fn send_streamed(
         self: &Arc<Self>,
-        head: RequestHead,
+        head: &mut RequestHead,
         fwd: &Forwarding<'_>,
         body: Limited<'_>,
         granted: Instant,
     ) -> Result<Reply, Failure> {
         let head_method = *head.method() == http::Method::HEAD;
         let mut out = Vec::with_capacity(512);
-        rewrite::request_h1(&mut out, &head, fwd, BodyFraming::Chunked);
-        let mut ex = Exchange::new(&out, head_method).reading_into(head.into_buffer());
+        rewrite::request_h1(&mut out, head, fwd, BodyFraming::Chunked);
+        let mut ex = Exchange::new(&out, head_method).reading_into(head.take_buffer());
         ex.body = Some(body);
         self.exchange(ex, self.checkout(granted)).await
     }

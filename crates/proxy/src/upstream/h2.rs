@@ -34,13 +34,13 @@ pub(crate) struct Http2 {
 }
 
 impl Wire for Arc<Http2> {
-    async fn send(&self, req: Outgoing<'_>) -> Result<Reply, Failure> {
+    async fn send(&self, req: &mut Outgoing<'_>) -> Result<Reply, Failure> {
         let https = self.connector.is_tls();
         let Some(parts) = rewrite::request_h2(&req.head, &req.fwd, https) else {
             return Err(Failure::Broken);
         };
-        drop(req.head);
-        match req.body {
+        drop(req.head.take_buffer());
+        match req.take_body() {
             ReqBody::Full(b) => {
                 let body = OutBody::Full((!b.is_empty()).then_some(b));
                 self.exchange(parts, body, None).await

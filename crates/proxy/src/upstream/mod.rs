@@ -46,6 +46,13 @@ pub(crate) struct Outgoing<'a> {
     pub granted: std::time::Instant,
 }
 
+impl<'a> Outgoing<'a> {
+    /// Its body, taken out (an empty one left in its place).
+    pub fn take_body(&mut self) -> ReqBody<'a> {
+        std::mem::replace(&mut self.body, ReqBody::Full(Bytes::new()))
+    }
+}
+
 /// The upstream's answer: its head, and its body still to be read.
 pub(crate) struct Reply {
     /// The response head as the upstream sent it.
@@ -67,8 +74,10 @@ pub(crate) enum Failure {
 
 /// One wire protocol to the upstream.
 pub(crate) trait Wire {
-    /// Send `req` and read the response head.
-    fn send(&self, req: Outgoing<'_>) -> impl Future<Output = Result<Reply, Failure>> + Send;
+    /// Send `req` and read the response head. `req` is lent, not moved (it is over 128
+    /// bytes: every level it were moved through would copy it with a `memcpy` call); the
+    /// wire takes its body and the head's buffer out of it.
+    fn send(&self, req: &mut Outgoing<'_>) -> impl Future<Output = Result<Reply, Failure>> + Send;
 }
 
 /// The wire `[upstream]` configures.
@@ -124,7 +133,7 @@ impl Upstream {
     }
 
     /// Send `req` on the configured wire.
-    pub async fn send(&self, req: Outgoing<'_>) -> Result<Reply, Failure> {
+    pub async fn send(&self, req: &mut Outgoing<'_>) -> Result<Reply, Failure> {
         match self {
             Upstream::Http1(w) => w.send(req).await,
             // Boxed: hyper's HTTP/2 exchange is larger than the HTTP/1.1 one, and every
