@@ -223,6 +223,10 @@ impl Http1 {
             return Ok(Reply { head, body });
         }
         let framing = match info.body {
+            BodyLen::Length(n) if buf.len() as u64 >= n => {
+                let body = self.whole(s, buf, n, info.keep_alive);
+                return Ok(Reply { head, body });
+            }
             BodyLen::Length(n) => Framing::Length(n),
             BodyLen::Chunked => Framing::Chunked(Chunked::new(u64::MAX)),
             BodyLen::ToEof => Framing::ToEof,
@@ -238,8 +242,19 @@ impl Http1 {
         body.check_done();
         Ok(Reply {
             head,
-            body: UpBody::H1(body),
+            body: UpBody::H1(Box::new(body)),
         })
+    }
+
+    /// A body of `n` bytes that came whole with its head (`buf` holds at least `n` bytes):
+    /// the socket goes back now, as a [`RawBody`] would give it back at the body's end.
+    fn whole(&self, s: UpIo, mut buf: Vec<u8>, n: u64, keep_alive: bool) -> UpBody {
+        let rest = buf.split_off(n as usize);
+        // Bytes past the end: the upstream is out of step; do not reuse.
+        if keep_alive && rest.is_empty() {
+            self.put(s);
+        }
+        UpBody::Whole((n > 0).then(|| Bytes::from(buf)))
     }
 }
 
@@ -437,6 +452,47 @@ impl Body for RawBody {
             Framing::Length(n) => SizeHint::with_exact(*n),
             _ if self.done => SizeHint::with_exact(0),
             _ => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body that came whole with its head gives its socket back at once when the head
+    /// allowed keep-alive and nothing followed the body, as a `RawBody` would at its end.
+    #[tokio::test]
+    async fn a_body_whole_with_its_head_frees_its_socket_at_once() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let connector = Connector {
+            authority: listener.local_addr().unwrap().to_string().parse().unwrap(),
+            timeout: Duration::from_secs(5),
+            tls: None,
+        };
+        let pool = Http1::new(connector, Duration::from_secs(30), 8, 1);
+        let idle = || pool.stack().lock().unwrap().len();
+        // (what followed the head, the body's length, keep-alive, socket reused, data)
+        let cases: [(&[u8], u64, bool, bool, Option<&[u8]>); 5] = [
+            (b"hello", 5, true, true, Some(b"hello")),
+            (b"hello!", 5, true, false, Some(b"hello")),
+            (b"", 0, true, true, None),
+            (b"x", 0, true, false, None),
+            (b"hello", 5, false, false, Some(b"hello")),
+        ];
+        for (buf, n, keep_alive, reused, data) in cases {
+            let s = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+                .await
+                .unwrap();
+            let before = idle();
+            let mut body = pool.whole(UpIo::Plain(s), buf.to_vec(), n, keep_alive);
+            assert_eq!(idle() - before, usize::from(reused), "{buf:?} {n}");
+            assert_eq!(body.size_hint().exact(), Some(n));
+            let got = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+            let got = got.map(|f| f.unwrap().into_data().unwrap());
+            assert_eq!(got.as_deref(), data);
+            assert!(body.is_end_stream());
+            assert_eq!(body.size_hint().exact(), Some(0));
         }
     }
 }

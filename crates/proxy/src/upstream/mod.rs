@@ -145,8 +145,12 @@ impl Upstream {
 
 /// An upstream response body, whichever wire read it.
 pub(crate) enum UpBody {
-    /// Read off an own HTTP/1.1 socket.
-    H1(h1::RawBody),
+    /// A body with a length that came whole with its head on an own HTTP/1.1 socket (the
+    /// usual small response), its data if it has any: the socket is back in its pool.
+    Whole(Option<Bytes>),
+    /// Read off an own HTTP/1.1 socket. Boxed: a [`Reply`] is moved through the wire's
+    /// levels, and one over 128 bytes costs a `memcpy` call at each.
+    H1(Box<h1::RawBody>),
     /// A stream of a multiplexed HTTP/2 connection (trailers included).
     H2(hyper::body::Incoming),
     /// None: the connection became a tunnel on a `101` (taken by [`UpBody::tunnel`]).
@@ -169,7 +173,8 @@ impl Body for UpBody {
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> crate::stream::PollFrame {
         match self.get_mut() {
-            UpBody::H1(b) => Pin::new(b).poll_frame(cx),
+            UpBody::Whole(b) => Poll::Ready(b.take().map(|d| Ok(http_body::Frame::data(d)))),
+            UpBody::H1(b) => Pin::new(&mut **b).poll_frame(cx),
             UpBody::H2(b) => Pin::new(b).poll_frame(cx).map_err(BoxError::from),
             UpBody::Tunnel(_) => Poll::Ready(None),
         }
@@ -177,6 +182,7 @@ impl Body for UpBody {
 
     fn is_end_stream(&self) -> bool {
         match self {
+            UpBody::Whole(b) => b.is_none(),
             UpBody::H1(b) => b.is_end_stream(),
             UpBody::H2(b) => b.is_end_stream(),
             UpBody::Tunnel(_) => true,
@@ -185,6 +191,7 @@ impl Body for UpBody {
 
     fn size_hint(&self) -> SizeHint {
         match self {
+            UpBody::Whole(b) => SizeHint::with_exact(b.as_ref().map_or(0, |d| d.len() as u64)),
             UpBody::H1(b) => b.size_hint(),
             UpBody::H2(b) => b.size_hint(),
             UpBody::Tunnel(_) => SizeHint::with_exact(0),
