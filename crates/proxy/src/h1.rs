@@ -80,6 +80,8 @@ pub struct RequestInfo {
     pub head_method: bool,
     /// It has an `Upgrade` header (it may ask to switch protocols).
     pub upgrade: bool,
+    /// It is an HTTP/1.0 request.
+    pub http10: bool,
 }
 
 /// What a response head says, apart from its headers.
@@ -229,6 +231,7 @@ pub fn parse_request<'b, 'h>(
         expect_continue: f.expect_continue,
         head_method: req.method == Some("HEAD"),
         upgrade: f.upgrade,
+        http10: minor == 0,
     };
     Ok(Some((req, info)))
 }

@@ -245,16 +245,15 @@ pub(crate) struct RequestHead {
 }
 
 impl RequestHead {
-    /// Parse an HTTP/1 request head at the start of `buf`: its framing, and whether it is
-    /// HTTP/1.0. The head's bytes are taken out of `buf` (what followed them stays).
+    /// Parse an HTTP/1 request head at the start of `buf`, and its framing. The head's bytes are taken out of `buf` (what followed them stays).
     /// `Ok(None)`: incomplete. A head whose target or header values the `http` types would
     /// refuse is refused here too (400).
     pub fn parse_h1(
         buf: &mut Vec<u8>,
         max_head: usize,
-    ) -> Result<Option<(RequestHead, RequestInfo, bool)>, FrameError> {
+    ) -> Result<Option<(RequestHead, RequestInfo)>, FrameError> {
         let parsed = Self::parse_h1_in(buf, max_head, &mut h1::headers::<{ h1::MAX_HEADERS }>());
-        let Some((method, target, spans, info, http10)) = parsed? else {
+        let Some((method, target, spans, info)) = parsed? else {
             return Ok(None);
         };
         let fields = Fields {
@@ -266,7 +265,7 @@ impl RequestHead {
             method,
             target,
         };
-        Ok(Some((head, info, http10)))
+        Ok(Some((head, info)))
     }
 
     #[allow(clippy::type_complexity)] // the parts `parse_h1` puts together
@@ -274,7 +273,7 @@ impl RequestHead {
         buf: &'b [u8],
         max_head: usize,
         headers: &mut [std::mem::MaybeUninit<httparse::Header<'b>>],
-    ) -> Result<Option<(Method, Target, Vec<Span>, RequestInfo, bool)>, FrameError> {
+    ) -> Result<Option<(Method, Target, Vec<Span>, RequestInfo)>, FrameError> {
         let Some((req, info)) = h1::parse_request(buf, headers, max_head)? else {
             return Ok(None);
         };
@@ -296,7 +295,7 @@ impl RequestHead {
             target_of(&uri)
         };
         let spans = Fields::spans(buf, req.headers, LineRoom::default());
-        Ok(Some((method, target, spans, info, req.version == Some(0))))
+        Ok(Some((method, target, spans, info)))
     }
 
     /// The head of a request hyper's server read (HTTP/1.1 or HTTP/2). An HTTP/2
@@ -502,7 +501,7 @@ mod tests {
     use super::*;
     use crate::h1::BodyLen;
 
-    fn parse(raw: &[u8]) -> Result<Option<(RequestHead, RequestInfo, bool)>, FrameError> {
+    fn parse(raw: &[u8]) -> Result<Option<(RequestHead, RequestInfo)>, FrameError> {
         RequestHead::parse_h1(&mut raw.to_vec(), 64 * 1024)
     }
 
@@ -517,7 +516,7 @@ mod tests {
 
     #[test]
     fn request_heads_keep_their_bytes_or_an_owned_target() {
-        let (h, info, http10) = parse(
+        let (h, info) = parse(
             b"POST /a?b=1 HTTP/1.0\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\nabc",
         )
         .unwrap()
@@ -526,7 +525,7 @@ mod tests {
         assert_eq!(h.method(), Method::POST);
         assert_eq!(h.target(), Some("/a?b=1"));
         assert_eq!(h.path(), "/a");
-        assert!(http10);
+        assert!(info.http10);
         assert_eq!(info.body, BodyLen::Length(3));
         assert!(info.expect_continue && !info.keep_alive);
         assert_eq!(
@@ -534,7 +533,7 @@ mod tests {
             Some(b"x".to_vec())
         );
         // Absolute form: what `http::Uri` reads it as, as on hyper's path.
-        let (h, _, _) = parse(b"GET http://h/a?b=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        let (h, _) = parse(b"GET http://h/a?b=1 HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap()
             .unwrap();
         assert_eq!(h.target(), Some("/a?b=1"));
@@ -542,7 +541,7 @@ mod tests {
             &b"GET /{x} HTTP/1.1\r\n\r\n"[..],
             b"OPTIONS * HTTP/1.1\r\n\r\n",
         ] {
-            let (h, _, _) = parse(odd).unwrap().unwrap();
+            let (h, _) = parse(odd).unwrap().unwrap();
             assert!(matches!(h.target, Target::Owned(_)), "{odd:?}");
         }
         assert!(parse(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap().is_none());
@@ -568,7 +567,7 @@ mod tests {
             raw.extend_from_slice(format!("{i}\r\n").as_bytes());
         }
         raw.extend_from_slice(b"\r\n");
-        let (h, _, _) = parse(&raw).unwrap().unwrap();
+        let (h, _) = parse(&raw).unwrap().unwrap();
         let names: Vec<String> = h
             .iter()
             .map(|x| String::from_utf8_lossy(x.name).into_owned())
@@ -624,7 +623,7 @@ mod tests {
             buf.extend_from_slice(head);
             buf.extend_from_slice(rest);
             let at = buf.as_ptr();
-            let (h, info, _) = RequestHead::parse_h1(&mut buf, 1024).unwrap().unwrap();
+            let (h, info) = RequestHead::parse_h1(&mut buf, 1024).unwrap().unwrap();
             assert_eq!(info.head_len, head.len());
             assert_eq!(buf, rest);
             assert_eq!(h.bytes, head);
@@ -642,7 +641,7 @@ mod tests {
         // a tab, trailing whitespace, an empty value, a bare LF) are written canonically.
         let raw = b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nDrop: x\r\nC:3\r\nD:\t4 \r\nE: 5\r\n\
             F:\r\nG: 7\nH: 8\r\n\r\n";
-        let (h, _, _) = parse(raw).unwrap().unwrap();
+        let (h, _) = parse(raw).unwrap().unwrap();
         let mut out = Vec::new();
         let mut seen = Vec::new();
         h.write_kept(&mut out, |i, f| {
@@ -690,7 +689,7 @@ mod tests {
                 "{b:#x}"
             );
             match parse(&raw) {
-                Ok(Some((h, _, _))) => assert!(ok && h.get("x") == Some(&[b'a', b, b'z'][..])),
+                Ok(Some((h, _))) => assert!(ok && h.get("x") == Some(&[b'a', b, b'z'][..])),
                 Err(e) => assert!(!ok && e.status() == 400, "{b:#x}"),
                 Ok(None) => panic!("{b:#x}: complete head read as partial"),
             }

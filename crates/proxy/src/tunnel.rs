@@ -191,8 +191,12 @@ mod tests {
 
     fn up(raw: &[u8]) -> Upgrade {
         let mut raw = raw.to_vec();
-        let (head, info, http10) = RequestHead::parse_h1(&mut raw, 64 * 1024).unwrap().unwrap();
-        upgrade_of(&head, http10, info.body == crate::h1::BodyLen::Length(0))
+        let (head, info) = RequestHead::parse_h1(&mut raw, 64 * 1024).unwrap().unwrap();
+        upgrade_of(
+            &head,
+            info.http10,
+            info.body == crate::h1::BodyLen::Length(0),
+        )
     }
 
     #[test]

@@ -168,14 +168,14 @@ async fn request<S: Socket>(
         Some(p) => Some(p),
         None => read_head(stream, buf, opts, stop).await,
     };
-    let Some((head, info, http10)) = parsed else {
+    let Some((head, info)) = parsed else {
         return Next::Close;
     };
     let guard = ActiveGuard::new(state.clone());
     let mut body_read = info.body == BodyLen::Length(0);
     // Only a request with an `Upgrade` header can be one (its lines read again only then).
     let upgrade = match info.upgrade {
-        true => upgrade_of(&head, http10, body_read),
+        true => upgrade_of(&head, info.http10, body_read),
         false => Upgrade::No,
     };
     if let Upgrade::Invalid(msg) = upgrade {
@@ -231,7 +231,13 @@ async fn request<S: Socket>(
         drop(guard);
         return Next::Close;
     }
-    let out = response_head(&head, &body, info.head_method, http10, keep_alive && !close);
+    let out = response_head(
+        &head,
+        &body,
+        info.head_method,
+        info.http10,
+        keep_alive && !close,
+    );
     drop(head);
     let written = write_response(stream, &mut body, out, opts.send_timeout).await;
     drop(guard);
@@ -243,10 +249,7 @@ async fn request<S: Socket>(
 
 /// A request's head if it is all there already (in `buf`, or read from the socket without
 /// waiting). `None`: anything else (a part, nothing yet, an error: [`read_head`] sees to it).
-fn head_at_once<S: Socket>(
-    stream: &S,
-    buf: &mut Vec<u8>,
-) -> Option<(RequestHead, RequestInfo, bool)> {
+fn head_at_once<S: Socket>(stream: &S, buf: &mut Vec<u8>) -> Option<(RequestHead, RequestInfo)> {
     if buf.is_empty() {
         if buf.capacity() < 1024 {
             buf.reserve(4096);
@@ -267,7 +270,7 @@ async fn read_head<S: Socket>(
     buf: &mut Vec<u8>,
     opts: ServeOptions,
     stop: &mut Stop<'_>,
-) -> Option<(RequestHead, RequestInfo, bool)> {
+) -> Option<(RequestHead, RequestInfo)> {
     // The head, within the header timeout of its first byte (the clock read only when the
     // head is not all there at once).
     let mut deadline = None;
