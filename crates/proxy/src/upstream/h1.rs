@@ -473,7 +473,8 @@ mod tests {
         let pool = Http1::new(connector, Duration::from_secs(30), 8, 1);
         let idle = || pool.stack().lock().unwrap().len();
         // (what followed the head, the body's length, keep-alive, socket reused, data)
-        let cases: [(&[u8], u64, bool, bool, Option<&[u8]>); 5] = [
+        type Case = (&'static [u8], u64, bool, bool, Option<&'static [u8]>);
+        let cases: [Case; 5] = [
             (b"hello", 5, true, true, Some(b"hello")),
             (b"hello!", 5, true, false, Some(b"hello")),
             (b"", 0, true, true, None),
