@@ -476,12 +476,23 @@ impl Meter {
     /// Move the meter to `now`, closing the intervals of waiting tenants that ended on the
     /// way (their delay accrued up to each end: `R` is constant since the last event). Other
     /// tenants accrue no delay and close theirs when next touched.
+    #[inline]
     fn advance(&mut self, now: f64) {
         let now = if now > self.book.last {
             now
         } else {
             self.book.last
         };
+        // Most events close nothing: that check stays at the caller.
+        if self.ends.peek().is_none_or(|e| e.0 .0 > now) {
+            self.book.last = now;
+            return;
+        }
+        self.close_ends(now);
+    }
+
+    /// [`Meter::advance`]'s work when an interval end is due by `now` (≥ the last seen).
+    fn close_ends(&mut self, now: f64) {
         while let Some(&Reverse(End(end, t))) = self.ends.peek() {
             if end > now {
                 break;
