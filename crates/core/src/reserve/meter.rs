@@ -230,9 +230,18 @@ impl Meter {
 
     /// The tenant got a ready task.
     pub fn enqueued(&mut self, t: usize, now: f64) {
-        if self.enter(t, now) {
+        if let Some((r, q)) = self.enter_counts(t, now) {
+            let band = self.levels.band(r, q, self.book.last);
+            self.accrue_band(t, band);
             self.book.enqueue(t);
-            self.resnap(t);
+            // The band with `q + 1`: the same sum, in the same order, with one term more on
+            // top (a level never reached adds nothing).
+            let next = if r + q < self.levels.closed.len() {
+                band + self.levels.t(r + q + 1, self.book.last)
+            } else {
+                band
+            };
+            self.set_snap(t, next);
             self.schedule_end(t);
         }
     }
@@ -247,11 +256,13 @@ impl Meter {
 
     /// One of the tenant's ready tasks started on a core.
     pub fn started(&mut self, t: usize, now: f64) {
-        if self.enter(t, now) {
+        if let Some((r, q)) = self.enter_counts(t, now) {
+            let (band, next) = self.bands_started(r, q);
+            self.accrue_band(t, band);
             self.unqueue(t);
             self.book.start(t);
             self.levels.set(self.book.running_total, self.book.last);
-            self.resnap(t);
+            self.set_snap(t, next);
         }
     }
 
@@ -373,6 +384,54 @@ impl Meter {
         self.lazy[t].snap = band;
     }
 
+    /// Before an event of tenant `t` at `now` (as [`Meter::enter`], the delay not yet
+    /// accrued): the tenant's running and ready counts, `None` for a handle never issued.
+    fn enter_counts(&mut self, t: usize, now: f64) -> Option<(usize, usize)> {
+        if t >= self.book.tenants.len() {
+            return None;
+        }
+        self.advance(now);
+        self.book.touch(t);
+        let m = &self.book.tenants[t];
+        Some((m.usage.running, m.queued))
+    }
+
+    /// [`Meter::accrue`] to `band`, the tenant's band now (read by the caller).
+    fn accrue_band(&mut self, t: usize, band: f64) {
+        if self.book.tenants[t].queued > 0 {
+            self.book.tenants[t].delay += band - self.lazy[t].snap;
+            self.lazy[t].snap = band;
+        }
+    }
+
+    /// The tenant's band now (`Σ_{k=r+1}^{r+q} T_k`) and the one it has once one of its
+    /// ready tasks started (`r + 1` running, `q − 1` ready), in one pass, each summed in
+    /// [`Levels::band`]'s order. Starting opens a level at the meter's time, which leaves
+    /// every `T_k` as it was (a new level is 0): the second is bit for bit the band read
+    /// after the start.
+    fn bands_started(&self, r: usize, q: usize) -> (f64, f64) {
+        let top = (r + q).min(self.levels.closed.len());
+        let (mut band, mut next) = (0.0, 0.0);
+        for k in r + 1..=top {
+            let x = self.levels.t(k, self.book.last);
+            band += x;
+            if k > r + 1 {
+                next += x;
+            }
+        }
+        (band, next)
+    }
+
+    /// Set the tenant's snap (checked against a fresh [`Meter::resnap`] in the unit tests).
+    fn set_snap(&mut self, t: usize, snap: f64) {
+        self.lazy[t].snap = snap;
+        #[cfg(test)]
+        {
+            self.resnap(t);
+            assert_eq!(self.lazy[t].snap.to_bits(), snap.to_bits(), "derived snap");
+        }
+    }
+
     /// Take the tenant's band anew (after its `q` or `r` changed).
     fn resnap(&mut self, t: usize) {
         self.resnap_at(t, self.book.last);
@@ -417,12 +476,23 @@ impl Meter {
     /// Move the meter to `now`, closing the intervals of waiting tenants that ended on the
     /// way (their delay accrued up to each end: `R` is constant since the last event). Other
     /// tenants accrue no delay and close theirs when next touched.
+    #[inline]
     fn advance(&mut self, now: f64) {
         let now = if now > self.book.last {
             now
         } else {
             self.book.last
         };
+        // Most events close nothing: that check stays at the caller.
+        if self.ends.peek().is_none_or(|e| e.0 .0 > now) {
+            self.book.last = now;
+            return;
+        }
+        self.close_ends(now);
+    }
+
+    /// [`Meter::advance`]'s work when an interval end is due by `now` (≥ the last seen).
+    fn close_ends(&mut self, now: f64) {
         while let Some(&Reverse(End(end, t))) = self.ends.peek() {
             if end > now {
                 break;
