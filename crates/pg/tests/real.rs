@@ -221,8 +221,13 @@ fn psql_pgbench_and_a_driver_through_the_pooler() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // One pgbench thread per client. pgbench prepares a statement with a blocking
+    // `PQprepare` the first time a client runs it, which stalls every client of that
+    // thread: with two clients a thread, one holding a connection inside its transaction and
+    // the other preparing behind the two held connections, both threads wait for each other
+    // until the queue timeout (so would PgBouncer's clients, with its pool at 2).
     for mode in ["simple", "extended", "prepared"] {
-        let out = pgbench(&["-n", "-c", "4", "-j", "2", "-t", "100", "-M", mode]);
+        let out = pgbench(&["-n", "-c", "4", "-j", "4", "-t", "100", "-M", mode]);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(
             out.status.success(),
