@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # fairlane-proxy against nginx proxy_pass, same upstream, same run (docs/benchmarks.md).
-# Needs nginx: FAIRLANE_BENCH_DEPS=1 scripts/test-deps.sh. Loopback only; ports 18000-18095.
+# Needs nginx: FAIRLANE_BENCH_DEPS=1 scripts/test-deps.sh. Loopback only; ports 18000-18096.
 # Env: SECS (per round, default 10), ROUNDS (alternating rounds, default 2), CONNS (64), RATE
 # (open loop, 2000), THROUGHPUT_ONLY=1 (skip the 10k-connection and [cluster] parts),
 # LATENCY_ONLY=1 (skip the closed-loop rounds), PROFILE=1 (after the open-loop rounds, where
@@ -130,7 +130,16 @@ bare_pid=$!
 # A raw HTTP/1.1 forwarder (httparse on tokio sockets, no hyper, no fairlane logic; issue 19).
 bench_spawn $T/examples/raw_forward 127.0.0.1:18093 127.0.0.1:18000
 raw_pid=$!
+# The floor under any forwarder on this machine: a C byte relay (scripts/floor.c; one upstream
+# connection per client connection, one recv and one send each way, no parsing), if a C
+# compiler is there.
+floor_pid=""
+if cc -O2 -o "$W/floor-relay" scripts/floor.c 2>/dev/null; then
+  "$W/floor-relay" 18096 18000 2 & pids+=($!)
+  floor_main=$!
+fi
 sleep 1
+[ -z "${floor_main:-}" ] || floor_pid=$(pgrep -P "$floor_main" | tr '\n' ' ')
 
 # HTTPS and gRPC rows, with h2load: closed loop (req/s), then open loop at RATE (p50 from
 # h2load's per-request log), alternating the proxy and nginx, reverse order every other round.
@@ -219,12 +228,13 @@ row() { # name port key pids
 }
 if [ "${LATENCY_ONLY:-0}" != 1 ]; then
 echo "== throughput: closed loop, $CONNS connections, ${SECS} s each, ${ROUNDS} rounds alternating; $(uptime | sed 's/.*load/load/')"
-: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/raw"; : > "$W/proxy"; : > "$W/hyper"
+: > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/raw"; : > "$W/proxy"; : > "$W/hyper"; : > "$W/floor"
 for round in $(seq "$ROUNDS"); do
   row direct 18000 "" ""
   row nginx 18090 kb "$nginx_pids"
   row bare 18092 kb "$bare_pid"
   row raw 18093 kb "$raw_pid"
+  if [ -n "$floor_pid" ]; then row floor 18096 kb "$floor_pid"; fi
   row proxy 18080 kb "$proxy_pid"
   row hyper 18094 kb "$hyper_pid"
 done
@@ -232,6 +242,9 @@ n=$(median < "$W/nginx")
 us() { awk "BEGIN{printf \"%.1f\", ${cpu[$1]} / $(getconf CLK_TCK) / ${reqs[$1]} * 1e6}"; }
 echo "medians (req/s): direct $(median < "$W/direct"), nginx $n, bare hyper $(median < "$W/bare"), raw $(median < "$W/raw"), fairlane-proxy $(median < "$W/proxy"), fairlane-proxy on hyper $(median < "$W/hyper"); raw/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/raw") / $n}"), fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/proxy") / $n}"), bare/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/bare") / $n}"), fairlane-on-hyper/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/hyper") / $n}")"
 echo "server CPU per request (us): nginx $(us nginx), bare hyper $(us bare), raw $(us raw), fairlane-proxy $(us proxy), fairlane-proxy on hyper $(us hyper); fairlane/nginx $(awk "BEGIN{printf \"%.3f\", $(us proxy) / $(us nginx)}"); $(uptime | sed 's/.*load/load/')"
+if [ -n "$floor_pid" ]; then
+  echo "floor (C byte relay): $(median < "$W/floor") req/s, floor/nginx $(awk "BEGIN{printf \"%.3f\", $(median < "$W/floor") / $n}"), server CPU $(us floor) us per request"
+fi
 fi
 echo "== latency at moderate load: open loop ${RATE:-2000} req/s, ${SECS} s, ${ROUNDS} rounds alternating"
 : > "$W/direct"; : > "$W/nginx"; : > "$W/bare"; : > "$W/raw"; : > "$W/proxy"; : > "$W/hyper"
