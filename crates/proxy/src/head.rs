@@ -245,7 +245,8 @@ pub(crate) struct RequestHead {
 }
 
 impl RequestHead {
-    /// Parse an HTTP/1 request head at the start of `buf`, and its framing. The head's bytes are taken out of `buf` (what followed them stays).
+    /// Parse an HTTP/1 request head at the start of `buf`, and its framing. The head's bytes
+    /// are taken out of `buf` (what followed them stays).
     /// `Ok(None)`: incomplete. A head whose target or header values the `http` types would
     /// refuse is refused here too (400).
     pub fn parse_h1(

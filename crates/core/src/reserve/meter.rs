@@ -348,13 +348,11 @@ impl Meter {
     /// Before an event of tenant `t` at `now`: bring the meter to `now`, the tenant's
     /// intervals and delay up to date. `false` for a handle never issued.
     fn enter(&mut self, t: usize, now: f64) -> bool {
-        if t >= self.book.tenants.len() {
-            return false;
+        let known = self.enter_counts(t, now).is_some();
+        if known {
+            self.accrue(t);
         }
-        self.advance(now);
-        self.book.touch(t);
-        self.accrue(t);
-        true
+        known
     }
 
     /// The tenant's delay so far in its interval (its accrued delay plus what its band of
@@ -380,8 +378,7 @@ impl Meter {
             return;
         }
         let band = self.levels.band(m.usage.running, m.queued, at);
-        self.book.tenants[t].delay += band - self.lazy[t].snap;
-        self.lazy[t].snap = band;
+        self.accrue_band(t, band);
     }
 
     /// Before an event of tenant `t` at `now` (as [`Meter::enter`], the delay not yet

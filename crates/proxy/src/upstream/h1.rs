@@ -128,6 +128,15 @@ impl Http1 {
         None
     }
 
+    /// Give a socket back at its response body's end if it can carry another request: the
+    /// upstream allowed keep-alive and sent nothing past the body (bytes past the end mean
+    /// it is out of step).
+    fn put_after_body(&self, s: UpIo, keep_alive: bool, nothing_past_end: bool) {
+        if keep_alive && nothing_past_end {
+            self.put(s);
+        }
+    }
+
     fn put(&self, s: UpIo) {
         let mut idle = self.stack().lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.max_idle {
@@ -250,10 +259,7 @@ impl Http1 {
     /// the socket goes back now, as a [`RawBody`] would give it back at the body's end.
     fn whole(&self, s: UpIo, mut buf: Vec<u8>, n: u64, keep_alive: bool) -> UpBody {
         let rest = buf.split_off(n as usize);
-        // Bytes past the end: the upstream is out of step; do not reuse.
-        if keep_alive && rest.is_empty() {
-            self.put(s);
-        }
+        self.put_after_body(s, keep_alive, rest.is_empty());
         UpBody::Whole((n > 0).then(|| Bytes::from(buf)))
     }
 }
@@ -359,10 +365,8 @@ impl RawBody {
         if ended && !self.done {
             self.done = true;
             if let Some(s) = self.conn.take() {
-                // Bytes past the end: the upstream is out of step; do not reuse.
-                if self.keep_alive && self.buf.is_empty() {
-                    self.pool.put(s);
-                }
+                self.pool
+                    .put_after_body(s, self.keep_alive, self.buf.is_empty());
             }
             self.buf = Vec::new();
         }
