@@ -1,26 +1,43 @@
 #!/usr/bin/env bash
 # `fairlane pg` beside PgBouncer (Debian's `pgbouncer`), both in transaction mode with the
 # same pool size, in front of one PostgreSQL: `pgbench -S` (select only) and `pgbench -N`
-# (simple update) through each and directly, alternating, ROUNDS times, in one run. Prints
-# each one's TPS and p50 latency (from pgbench's per-transaction logs), fairlane pg's TPS
-# over PgBouncer's, the p50 each adds over going direct, and each pooler's CPU time per
-# transaction (utime + stime of its process from /proc, over the pgbench run: the measure
-# that a loaded machine disturbs least; its user-space part beside it) and its context
-# switches per transaction (voluntary: the event loop found nothing to do and slept in
-# epoll_wait; involuntary: preempted), summed over its threads.
+# (simple update) through each and directly, alternating, ROUNDS times, in one run.
 #
-#   ROUNDS=3 SECS=10 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq THREADS=1 ./scripts/bench-pg.sh
+# Per run it records the TPS, the p50 latency (from pgbench's per-transaction log, sampled
+# at LOG_RATE so that the logging itself costs pgbench little), and the CPU time per
+# transaction (utime + stime from /proc, over the pgbench run) of the pooler (its
+# user-space part beside it), of PostgreSQL (every backend, the exited ones included) and
+# of pgbench, with the pooler's context switches (voluntary: its event loop found nothing
+# to do and slept in epoll_wait; involuntary: preempted).
+#
+# The summary gives the medians by target, and, pairing fairlane pg's run with PgBouncer's
+# of the same round: TPS over PgBouncer's by round, their median, and in how many rounds
+# fairlane pg was at least as fast; the p50 difference by round and its median. On a
+# 2-core machine the rounds scatter by several percent (the machine's CPU is what sets
+# the TPS, and pgbench, the backends and the pooler share it): read the paired ratios,
+# not one round.
+#
+# Each pooler runs in its own session, as a daemon would (`pgbouncer -d`, a systemd
+# service): with the kernel's autogroup scheduling on (`/proc/sys/kernel/sched_autogroup_enabled`),
+# a session is one scheduling group, and a pooler left in this script's session would
+# share one group's CPU with pgbench's threads while every PostgreSQL backend (which calls
+# setsid) has a group of its own.
+#
+#   ROUNDS=6 SECS=8 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq THREADS=1 LOG_RATE=0.1 \
+#     ./scripts/bench-pg.sh
+#
+# NO_BUILD=1 skips the cargo build.
 #
 # THREADS is fairlane pg's `listen.threads` (1: one event loop, as PgBouncer).
 #
-# About 4 minutes with the defaults (2 modes × 3 targets × 3 rounds × 10 s, plus set-up).
+# About 6 minutes with the defaults (2 modes × 3 targets × 6 rounds × 8 s, plus set-up).
 # Runs as root: PostgreSQL and PgBouncer run as the `postgres` user.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FAIRLANE_BENCH_DEPS=1 ./scripts/test-deps.sh
-cargo build --release --locked -p fairlane
-ROUNDS=${ROUNDS:-3} SECS=${SECS:-10} CLIENTS=${CLIENTS:-16} D=${POOL_SIZE:-8} SCALE=${SCALE:-10}
-ALGORITHM=${ALGORITHM:-sfq} THREADS=${THREADS:-1}
+[ -n "${NO_BUILD:-}" ] || cargo build --release --locked -p fairlane
+ROUNDS=${ROUNDS:-6} SECS=${SECS:-8} CLIENTS=${CLIENTS:-16} D=${POOL_SIZE:-8} SCALE=${SCALE:-10}
+ALGORITHM=${ALGORITHM:-sfq} THREADS=${THREADS:-1} LOG_RATE=${LOG_RATE:-0.1}
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 W=$(mktemp -d /tmp/fairlane-bench-pg.XXXXXX)
 chown postgres "$W"
@@ -36,7 +53,7 @@ cleanup() {
 trap cleanup EXIT
 echo postgres-pw >"$W/pw" && chown postgres "$W/pw"
 runuser -u postgres -- "$BIN/initdb" -N -A scram-sha-256 --pwfile "$W/pw" -U postgres -D "$W/data" >/dev/null
-runuser -u postgres -- "$BIN/postgres" -D "$W/data" -p "$PGPORT" -k "$W" -c listen_addresses=127.0.0.1 \
+setsid runuser -u postgres -- "$BIN/postgres" -D "$W/data" -p "$PGPORT" -k "$W" -c listen_addresses=127.0.0.1 \
     -c max_connections=100 -c shared_buffers=128MB -c synchronous_commit=off >"$W/pg.log" 2>&1 &
 PIDS+=($!)
 until "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PGPORT"; do sleep 0.2; done
@@ -60,7 +77,7 @@ algorithm = "$ALGORITHM"
 [auth]
 users = [{ user = "bench", password = "bench-pw" }]
 EOT
-./target/release/fairlane pg --config "$W/pg.toml" 2>"$W/fairlane.log" &
+setsid ./target/release/fairlane pg --config "$W/pg.toml" 2>"$W/fairlane.log" &
 FLPID=$!
 PIDS+=($FLPID)
 
@@ -81,11 +98,12 @@ logfile = $W/pgbouncer.log
 pidfile = $W/pgbouncer.pid
 EOT
 chown postgres "$W/userlist.txt" "$W/pgbouncer.ini"
-runuser -u postgres -- pgbouncer "$W/pgbouncer.ini" >/dev/null 2>&1 &
+setsid runuser -u postgres -- pgbouncer "$W/pgbouncer.ini" >/dev/null 2>&1 &
 PIDS+=($!)
 sleep 1
 
 BOPID=$(cat "$W/pgbouncer.pid")
+PMPID=$(head -1 "$W/data/postmaster.pid")
 declare -A PORT=([direct]=$PGPORT [pgbouncer]=$BOPORT [fairlane]=$FLPORT)
 declare -A PID=([direct]="" [pgbouncer]=$BOPID [fairlane]=$FLPID)
 # CPU ticks (utime, stime) of a process, and its voluntary and involuntary context switches
@@ -96,8 +114,21 @@ switches() {
         cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt/ {v += $2} /^nonvoluntary_ctxt/ {n += $2} END {print v, n}'
     else echo 0 0; fi
 }
+# PostgreSQL's CPU ticks so far: its live processes' own, and the postmaster's reaped
+# children's (a backend that exited, as direct pgbench's do at the end of each run).
+pg_ticks() {
+    { awk '{print $16 + $17}' "/proc/$PMPID/stat"
+      for p in "$PMPID" $(pgrep -P "$PMPID"); do awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || true; done
+    } | awk '{t += $1} END {print t}'
+}
+# Wait (up to 5 s) until PostgreSQL has no more processes than before a run: direct
+# pgbench's backends exit after it, and are counted once reaped.
+settle() {
+    for _ in $(seq 50); do [ "$(pgrep -c -P "$PMPID")" -le "$1" ] && return; sleep 0.1; done
+}
 HZ=$(getconf CLK_TCK)
 RESULTS="$W/results.txt"
+TIMEFORMAT='%U %S'
 for round in $(seq 1 "$ROUNDS"); do
     # Alternate the order of the poolers from round to round.
     if [ $((round % 2)) = 1 ]; then order="direct pgbouncer fairlane"; else order="fairlane pgbouncer direct"; fi
@@ -106,14 +137,21 @@ for round in $(seq 1 "$ROUNDS"); do
             prefix="$W/log.$target.$mode.$round"
             read -r u0 s0 < <(ticks "${PID[$target]}")
             read -r v0 n0 < <(switches "${PID[$target]}")
-            out=$(cd "$W" && pgbench -n -M simple -h 127.0.0.1 -p "${PORT[$target]}" -U bench -c "$CLIENTS" -j 2 \
-                -T "$SECS" "-$mode" -l --log-prefix="$prefix" bench 2>&1) || { echo "$out"; exit 1; }
+            c0=$(pgrep -c -P "$PMPID")
+            g0=$(pg_ticks)
+            { time (cd "$W" && pgbench -n -M simple -h 127.0.0.1 -p "${PORT[$target]}" -U bench -c "$CLIENTS" -j 2 \
+                -T "$SECS" "-$mode" -l --sampling-rate="$LOG_RATE" --log-prefix="$prefix" bench >"$W/out" 2>&1) ; } 2>"$W/time" \
+                || { cat "$W/out"; exit 1; }
             read -r u1 s1 < <(ticks "${PID[$target]}")
             read -r v1 n1 < <(switches "${PID[$target]}")
-            tps=$(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1)
-            n=$(echo "$out" | sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p')
-            # CPU µs, user-space CPU µs, voluntary and involuntary switches, per transaction.
-            per=$(python3 -c "n = max($n, 1); print(f'{($u1 + $s1 - $u0 - $s0) / $HZ * 1e6 / n:.2f} {($u1 - $u0) / $HZ * 1e6 / n:.2f} {($v1 - $v0) / n:.3f} {($n1 - $n0) / n:.3f}')")
+            settle "$c0"
+            g1=$(pg_ticks)
+            read -r bu bs <"$W/time"
+            tps=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$W/out" | head -1)
+            n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$W/out")
+            # Per transaction: the pooler's CPU µs, its user-space part, its voluntary and
+            # involuntary switches; PostgreSQL's and pgbench's CPU µs.
+            per=$(python3 -c "n = max($n, 1); t = 1e6 / $HZ / n; print(f'{($u1 + $s1 - $u0 - $s0) * t:.2f} {($u1 - $u0) * t:.2f} {($v1 - $v0) / n:.3f} {($n1 - $n0) / n:.3f} {($g1 - $g0) * t:.2f} {($bu + $bs) * 1e6 / n:.2f}')")
             p50=$(cat "$prefix".* | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
             rm -f "$prefix".*
             echo "$target $mode $round $tps $p50 $per" | tee -a "$RESULTS"
@@ -124,19 +162,23 @@ done
 python3 - "$RESULTS" "$D" "$CLIENTS" "$ALGORITHM" <<'EOT'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-med = lambda xs: statistics.median(xs)
+med = statistics.median
 print(f"\npool size {sys.argv[2]}, {sys.argv[3]} clients, fairlane pg scheduler {sys.argv[4]}; medians of the rounds")
-print("| pgbench | target | TPS | p50 ms | added p50 ms | pooler CPU µs / transaction (user) | sleeps / transaction | preempted / transaction |")
-print("|---|---|---|---|---|---|---|---|")
+print("| pgbench | target | TPS | p50 ms | added p50 ms | pooler CPU µs / transaction (user) | sleeps / transaction | preempted / transaction | PostgreSQL CPU µs / transaction | pgbench CPU µs / transaction |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for mode in "SN":
     col = lambda i, t: med([float(r[i]) for r in rows if r[0] == t and r[1] == mode])
     tps = {t: col(3, t) for t in ("direct", "pgbouncer", "fairlane")}
     p50 = {t: col(4, t) / 1000 for t in tps}
-    cpu, user, vol, inv = ({t: col(i, t) for t in tps} for i in (5, 6, 7, 8))
+    cpu, user, vol, inv, pg, bench = ({t: col(i, t) for t in tps} for i in (5, 6, 7, 8, 9, 10))
     for t in tps:
         c = f"{cpu[t]:.1f} ({user[t]:.1f}) | {vol[t]:.2f} | {inv[t]:.2f}" if t != "direct" else " | |"
-        print(f"| -{mode} | {t} | {tps[t]:.0f} | {p50[t]:.3f} | {p50[t] - p50['direct']:+.3f} | {c} |")
-    print(f"| -{mode} | fairlane / pgbouncer | {tps['fairlane'] / tps['pgbouncer']:.2f}× | | added p50 {p50['fairlane'] - p50['direct']:+.3f} vs {p50['pgbouncer'] - p50['direct']:+.3f} ms | {cpu['fairlane'] / cpu['pgbouncer']:.2f}× | | |")
-    per = [float(f[3]) / float(p[3]) for f in rows for p in rows if f[0] == "fairlane" and p[0] == "pgbouncer" and f[1] == p[1] == mode and f[2] == p[2]]
-    print(f"| -{mode} | TPS ratio by round | {', '.join(f'{x:.2f}' for x in per)} | | | | | |")
+        print(f"| -{mode} | {t} | {tps[t]:.0f} | {p50[t]:.3f} | {p50[t] - p50['direct']:+.3f} | {c} | {pg[t]:.1f} | {bench[t]:.1f} |")
+    pairs = [(f, p) for f in rows for p in rows
+             if f[0] == "fairlane" and p[0] == "pgbouncer" and f[1] == p[1] == mode and f[2] == p[2]]
+    ratio = [float(f[3]) / float(p[3]) for f, p in pairs]
+    dp50 = [(float(f[4]) - float(p[4])) / 1000 for f, p in pairs]
+    print(f"| -{mode} | fairlane / pgbouncer | {tps['fairlane'] / tps['pgbouncer']:.2f}× | | added p50 {p50['fairlane'] - p50['direct']:+.3f} vs {p50['pgbouncer'] - p50['direct']:+.3f} ms | {cpu['fairlane'] / cpu['pgbouncer']:.2f}× | | | | |")
+    print(f"| -{mode} | TPS ratio by round | {', '.join(f'{x:.3f}' for x in ratio)} | median {med(ratio):.3f}×, ≥ 1 in {sum(x >= 1 for x in ratio)} of {len(ratio)} | | | | | | |")
+    print(f"| -{mode} | p50 − PgBouncer's by round (ms) | {', '.join(f'{x:+.3f}' for x in dp50)} | median {med(dp50):+.3f}, ≤ 0 in {sum(x <= 0 for x in dp50)} of {len(dp50)} | | | | | | |")
 EOT
