@@ -26,7 +26,7 @@
 #   ROUNDS=6 SECS=8 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq THREADS=1 LOG_RATE=0.1 \
 #     ./scripts/bench-pg.sh
 #
-# NO_BUILD=1 skips the cargo build.
+# NO_BUILD=1 skips the cargo build; TRACE=1 adds the hand-over trace (below, at the end).
 #
 # THREADS is fairlane pg's `listen.threads` (1: one event loop, as PgBouncer).
 #
@@ -182,3 +182,51 @@ for mode in "SN":
     print(f"| -{mode} | TPS ratio by round | {', '.join(f'{x:.3f}' for x in ratio)} | median {med(ratio):.3f}×, ≥ 1 in {sum(x >= 1 for x in ratio)} of {len(ratio)} | | | | | | |")
     print(f"| -{mode} | p50 − PgBouncer's by round (ms) | {', '.join(f'{x:+.3f}' for x in dp50)} | median {med(dp50):+.3f}, ≤ 0 in {sum(x <= 0 for x in dp50)} of {len(dp50)} | | | | | | |")
 EOT
+
+# TRACE=1: the hand-over, traced. For each pooler, during a `pgbench -S` run, one second of its
+# socket system calls (`perf record` on the syscall tracepoints; Debian's `linux-perf`): how
+# long a server connection sits idle between the pooler reading a transaction's last answer
+# and sending the next query on it, and the same when a query was already waiting (read from
+# a client, not yet sent) at that answer. PgBouncer sends the first waiting client's query in
+# the same callback that released the connection.
+[ -n "${TRACE:-}" ] || exit 0
+command -v perf >/dev/null || { echo "TRACE=1 needs perf (apt-get install linux-perf)"; exit 1; }
+for target in pgbouncer fairlane; do
+    pid=${PID[$target]}
+    (cd "$W" && pgbench -n -M simple -h 127.0.0.1 -p "${PORT[$target]}" -U bench -c "$CLIENTS" -j 2 -T 4 -S bench >/dev/null 2>&1) &
+    load=$!
+    sleep 1.5
+    # The pooler's server connections: its sockets whose peer is PostgreSQL's port.
+    fds=$(ss -tnpH "( dport = :$PGPORT )" | grep "pid=$pid," | sed -E 's/.*fd=([0-9]+).*/\1/' | paste -sd,)
+    perf record -q -p "$pid" -e syscalls:sys_enter_recvfrom,syscalls:sys_exit_recvfrom,syscalls:sys_enter_sendto \
+        -o "$W/trace.data" -- sleep 1 >/dev/null 2>&1
+    wait "$load"
+    perf script -i "$W/trace.data" -F time,event,trace 2>/dev/null | python3 -c '
+import statistics, sys
+target, servers = sys.argv[1], {int(x) for x in sys.argv[2].split(",")}
+fd, waiting, answered, gaps = None, 0, {}, {True: [], False: []}
+for line in sys.stdin:
+    f = line.split()
+    t, event = float(f[0].rstrip(":")), f[1]
+    if "enter_recvfrom" in event:
+        fd = int(f[3].rstrip(","), 16)
+    elif "exit_recvfrom" in event:
+        n = int(f[2], 16)
+        if fd is not None and 0 < n < 2**63:
+            if fd in servers:
+                answered[fd] = (t, waiting > 0)
+            else:
+                waiting += 1
+        fd = None
+    elif "enter_sendto" in event:
+        out = int(f[3].rstrip(","), 16)
+        if out in servers:
+            waiting = max(waiting - 1, 0)
+            if out in answered:
+                t0, w = answered.pop(out)
+                gaps[w].append((t - t0) * 1e6)
+q = lambda xs, k: sorted(xs)[int(len(xs) * k)] if xs else 0
+for name, xs in (("all", gaps[True] + gaps[False]), ("a query waiting", gaps[True])):
+    print(f"{target:9} server idle after an answer, {name:15}: n {len(xs):6}  p25 {q(xs, .25):5.0f}  p50 {q(xs, .5):5.0f}  mean {statistics.mean(xs) if xs else 0:5.0f} µs")
+' "$target" "$fds"
+done
