@@ -83,8 +83,7 @@ enum Parked {
     /// Waiting for a seat.
     Waiting {
         acquire: Acquire,
-        client: Client,
-        relay: Relay,
+        waiter: Box<Waiter>,
     },
     /// A releaser is starting the holding.
     Starting,
@@ -92,15 +91,23 @@ enum Parked {
     Started(Started),
 }
 
+/// A client and its relay: what a wait parks (boxed: parking it and taking it back move a
+/// pointer).
+#[derive(Debug)]
+pub struct Waiter {
+    /// The client.
+    pub client: Client,
+    /// Its relay.
+    pub relay: Relay,
+}
+
 /// A holding a releaser started for a waiter.
 #[derive(Debug)]
 pub struct Started {
     /// The waiter's seat.
     pub permit: Permit,
-    /// The waiter.
-    pub client: Client,
-    /// Its relay, with its first messages relayed.
-    pub relay: Relay,
+    /// The waiter, its first messages relayed.
+    pub waiter: Box<Waiter>,
     /// The connection they went to (leased: give it back with the pools).
     pub conn: Box<ServerConn>,
     /// How the start went (an `Err`: how the holding ended).
@@ -114,9 +121,7 @@ pub enum Waited {
     /// and the request left the queue).
     Own {
         /// The waiter.
-        client: Client,
-        /// Its relay.
-        relay: Relay,
+        waiter: Box<Waiter>,
         /// See above.
         result: Option<Result<Permit, AcquireError>>,
     },
@@ -163,24 +168,20 @@ impl Parking {
 
     /// For a releaser: the waiter's seat, its client and relay and an idle connection of
     /// its pool, if it is still parked, granted, and its pool has one idle.
-    pub fn take(&self, pools: &Pools) -> Option<(Permit, Client, Relay, Box<ServerConn>)> {
+    pub fn take(&self, pools: &Pools) -> Option<(Permit, Box<Waiter>, Box<ServerConn>)> {
         let mut st = lock(&self.state);
-        let Parked::Waiting {
-            acquire, client, ..
-        } = &mut *st
-        else {
+        let Parked::Waiting { acquire, waiter } = &mut *st else {
             return None;
         };
-        let conn = pools.checkout_idle(client.pool)?;
+        let conn = pools.checkout_idle(waiter.client.pool)?;
         let Some(permit) = acquire.granted() else {
             pools.put_back(conn);
             return None;
         };
-        let Parked::Waiting { client, relay, .. } = std::mem::replace(&mut *st, Parked::Starting)
-        else {
+        let Parked::Waiting { waiter, .. } = std::mem::replace(&mut *st, Parked::Starting) else {
             unreachable!("matched above, under the same lock")
         };
-        Some((permit, client, relay, conn.1))
+        Some((permit, waiter, conn.1))
     }
 
     /// For a releaser: the holding it started, counted in `handoffs`; the waiter is woken
@@ -201,13 +202,9 @@ impl Parking {
         waker: &Waker,
         timer: &mut QueueTimer,
         pools: &Pools,
-        (acquire, client, relay): (Acquire, Client, Relay),
+        (acquire, waiter): (Acquire, Box<Waiter>),
     ) -> Waited {
-        *lock(&self.state) = Parked::Waiting {
-            acquire,
-            client,
-            relay,
-        };
+        *lock(&self.state) = Parked::Waiting { acquire, waiter };
         let mut guard = Unpark(Some((self, pools)));
         let waited = std::future::poll_fn(|cx| self.poll_wait(cx, waker, timer)).await;
         guard.0 = None;
@@ -244,39 +241,21 @@ impl Parking {
                 result = Some(r);
             }
         }
-        if result.is_none() && timer.poll_expired(cx).is_ready() {
+        let expired = result.is_none() && timer.poll_expired(cx).is_ready();
+        if expired {
             // A grant that came with the deadline still wins.
             result = acquire.granted().map(Ok);
-            if result.is_none() {
-                let Parked::Waiting {
-                    client,
-                    relay,
-                    acquire,
-                } = std::mem::take(&mut *st)
-                else {
-                    unreachable!("matched above, under the same lock")
-                };
-                drop(st);
-                // Dropped: it leaves the queue.
-                drop(acquire);
-                return Poll::Ready(Waited::Own {
-                    client,
-                    relay,
-                    result: None,
-                });
-            }
         }
-        let Some(result) = result else {
+        if result.is_none() && !expired {
             return Poll::Pending;
-        };
-        let Parked::Waiting { client, relay, .. } = std::mem::take(&mut *st) else {
+        }
+        let Parked::Waiting { waiter, acquire } = std::mem::take(&mut *st) else {
             unreachable!("matched above, under the same lock")
         };
-        Poll::Ready(Waited::Own {
-            client,
-            relay,
-            result: Some(result),
-        })
+        drop(st);
+        // Dropped (after a timeout, still queued): it leaves the queue.
+        drop(acquire);
+        Poll::Ready(Waited::Own { waiter, result })
     }
 }
 

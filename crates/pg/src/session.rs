@@ -15,7 +15,7 @@ use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 
 use crate::config::Mode;
-use crate::handoff::{Parking, Started, Waited};
+use crate::handoff::{Parking, Started, Waited, Waiter};
 use crate::login::Client;
 use crate::pool::Leased;
 use crate::relay::{Relay, Step};
@@ -63,22 +63,26 @@ pub enum End {
 }
 
 /// Serve a logged-in client until it leaves.
-pub async fn run(shared: &Arc<Shared>, mut client: Client) {
+pub async fn run(shared: &Arc<Shared>, client: Client) {
     // One relay for the client's life: its buffers are reused from transaction to
-    // transaction.
-    let mut relay = Relay::default();
+    // transaction. Boxed with the client: a wait parks both.
+    let mut waiter = Box::new(Waiter {
+        client,
+        relay: Relay::default(),
+    });
     // And one queue timer.
     let mut timer = QueueTimer::new();
     // And one parking, where a releaser can start its transactions (transaction mode).
     let transaction = shared.config.pool.mode == Mode::Transaction;
     let parking = Parking::new(transaction.then_some(&shared.handoffs));
     loop {
+        let client = &mut waiter.client;
         // The transaction's first message stays in the client's buffer, where the relay
         // reads it.
         let (tag, len) = match client.frames.peek_from(&client.stream).await {
             Ok(Some(m)) => m,
             Ok(None) => return,
-            Err(e) => return violation(&mut client, &e).await,
+            Err(e) => return violation(client, &e).await,
         };
         match tag {
             b'X' => return,
@@ -99,15 +103,16 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             b'Q' | b'F' | b'P' | b'B' | b'D' | b'E' | b'C' => {}
             t => {
                 let e = wire::invalid(format!("unexpected message type {:?}", t as char));
-                return violation(&mut client, &e).await;
+                return violation(client, &e).await;
             }
         }
-        let (c, r, got) = get_seat(shared, &parking, &mut timer, client, relay).await;
-        (client, relay) = (c, r);
+        let got;
+        (waiter, got) = get_seat(shared, &parking, &mut timer, waiter).await;
+        let Waiter { client, relay } = &mut *waiter;
         let (seat, started) = match got {
             Ok(got) => got,
             Err(r) => {
-                if Box::pin(refuse(&mut client, (tag, len), refusal_error(&r)))
+                if Box::pin(refuse(client, (tag, len), refusal_error(&r)))
                     .await
                     .is_err()
                 {
@@ -117,7 +122,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             }
         };
         if let Some((leased, first)) = started {
-            if !serve(shared, &mut client, &mut relay, seat, leased, Some(first)).await {
+            if !serve(shared, client, relay, seat, leased, Some(first)).await {
                 return;
             }
             continue;
@@ -137,7 +142,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             Ok(l) => l,
             Err(e) => {
                 seat.finish(None, Instant::now());
-                if Box::pin(refuse(&mut client, (tag, len), connect_error(&e)))
+                if Box::pin(refuse(client, (tag, len), connect_error(&e)))
                     .await
                     .is_err()
                 {
@@ -146,7 +151,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 continue;
             }
         };
-        if !serve(shared, &mut client, &mut relay, seat, leased, None).await {
+        if !serve(shared, client, relay, seat, leased, None).await {
             return;
         }
     }
@@ -162,28 +167,27 @@ async fn get_seat<'s>(
     shared: &'s Shared,
     (parking, waker): &(Arc<Parking>, Waker),
     timer: &mut QueueTimer,
-    client: Client,
-    relay: Relay,
-) -> (Client, Relay, Result<Got<'s>, Refusal>) {
-    let acquire = match shared.sched.join(client.tenant, timer, waker) {
-        Ok(Joined::Seat(s)) => return (client, relay, Ok((s, None))),
+    waiter: Box<Waiter>,
+) -> (Box<Waiter>, Result<Got<'s>, Refusal>) {
+    let acquire = match shared.sched.join(waiter.client.tenant, timer, waker) {
+        Ok(Joined::Seat(s)) => return (waiter, Ok((s, None))),
         Ok(Joined::Queued(a)) => a,
-        Err(r) => return (client, relay, Err(r)),
+        Err(r) => return (waiter, Err(r)),
     };
-    let parked = (acquire, client, relay);
-    match parking.wait(waker, timer, &shared.pools, parked).await {
-        Waited::Own {
-            client,
-            relay,
-            result,
-        } => {
-            let got = shared.sched.waited(client.tenant, result);
-            (client, relay, got.map(|seat| (seat, None)))
+    match parking
+        .wait(waker, timer, &shared.pools, (acquire, waiter))
+        .await
+    {
+        Waited::Own { waiter, result } => {
+            let got = shared.sched.waited(waiter.client.tenant, result);
+            (waiter, got.map(|seat| (seat, None)))
         }
         Waited::Started(s) => {
-            let got = shared.sched.waited(s.client.tenant, Some(Ok(s.permit)));
+            let got = shared
+                .sched
+                .waited(s.waiter.client.tenant, Some(Ok(s.permit)));
             let started = (shared.pools.lease(s.conn), s.first);
-            (s.client, s.relay, got.map(|seat| (seat, Some(started))))
+            (s.waiter, got.map(|seat| (seat, Some(started))))
         }
     }
 }
@@ -246,16 +250,16 @@ async fn serve(
 /// on an idle connection of each one's pool, the one just checked in if it is the same.
 async fn hand_over(shared: &Shared) {
     while let Some(p) = shared.handoffs.next() {
-        let Some((permit, mut client, mut relay, mut conn)) = p.take(&shared.pools) else {
+        let Some((permit, mut waiter, mut conn)) = p.take(&shared.pools) else {
             continue;
         };
-        let first = begin(&mut client, &mut conn, &mut relay).await;
+        let Waiter { client, relay } = &mut *waiter;
+        let first = begin(client, &mut conn, relay).await;
         p.hand(
             &shared.handoffs,
             Started {
                 permit,
-                client,
-                relay,
+                waiter,
                 conn,
                 first,
             },
