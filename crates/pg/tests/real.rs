@@ -329,17 +329,21 @@ fn wrong_password_unknown_database_md5_and_trust() {
     );
     // NOTICE and ParameterStatus pass through to the client.
     let mut s = raw_login(pooler.addr(), "alice");
-    let mut out = bytes::BytesMut::new();
-    postgres_protocol::message::frontend::query(
+    send_query(
+        &mut s,
         "SET application_name TO 'zz'; DO $$ BEGIN RAISE NOTICE 'hello from the server'; END $$",
-        &mut out,
-    )
-    .unwrap();
-    s.write_all(&out).unwrap();
+    );
     let got = support::read_until_ready(&mut s);
     let text = String::from_utf8_lossy(&got);
     assert!(text.contains("application_name\0zz\0"), "{text:?}");
     assert!(text.contains("hello from the server"), "{text:?}");
+}
+
+/// Send a simple query over a raw socket.
+fn send_query(s: &mut std::net::TcpStream, sql: &str) {
+    let mut out = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::query(sql, &mut out).unwrap();
+    s.write_all(&out).unwrap();
 }
 
 /// Rows of `pg_stat_activity` for `user`'s backends: (pid, state).
@@ -789,13 +793,7 @@ fn waiting_transactions_are_handed_over_with_their_own_results() {
         (c, c2)
     });
     let mut gone = raw_login(pooler.addr(), "alice");
-    let mut out = bytes::BytesMut::new();
-    postgres_protocol::message::frontend::query(
-        "BEGIN; INSERT INTO items VALUES (77, 'parked')",
-        &mut out,
-    )
-    .unwrap();
-    gone.write_all(&out).unwrap();
+    send_query(&mut gone, "BEGIN; INSERT INTO items VALUES (77, 'parked')");
     let start = Instant::now();
     while pooler.status()["waiting"].as_u64() != Some(1) {
         assert!(
