@@ -12,6 +12,10 @@
 #   ROUNDS=3 SECS=10 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq THREADS=1 ./scripts/bench-pg.sh
 #
 # THREADS is fairlane pg's `listen.threads` (1: one event loop, as PgBouncer).
+# TRACE=1 adds the hand-over gap of each pooler (needs `perf`, Debian's linux-perf): during a
+# 5 s `pgbench -S`, 2 s of its recvfrom/sendto calls are traced, and for each server
+# connection the time from reading an answer to sending the next query on it is reported,
+# split by whether a client's query was already waiting in the pooler (about 30 s more).
 #
 # About 4 minutes with the defaults (2 modes × 3 targets × 3 rounds × 10 s, plus set-up).
 # Runs as root: PostgreSQL and PgBouncer run as the `postgres` user.
@@ -20,7 +24,7 @@ cd "$(dirname "$0")/.."
 FAIRLANE_BENCH_DEPS=1 ./scripts/test-deps.sh
 cargo build --release --locked -p fairlane
 ROUNDS=${ROUNDS:-3} SECS=${SECS:-10} CLIENTS=${CLIENTS:-16} D=${POOL_SIZE:-8} SCALE=${SCALE:-10}
-ALGORITHM=${ALGORITHM:-sfq} THREADS=${THREADS:-1}
+ALGORITHM=${ALGORITHM:-sfq} THREADS=${THREADS:-1} TRACE=${TRACE:-0}
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 W=$(mktemp -d /tmp/fairlane-bench-pg.XXXXXX)
 chown postgres "$W"
@@ -140,3 +144,41 @@ for mode in "SN":
     per = [float(f[3]) / float(p[3]) for f in rows for p in rows if f[0] == "fairlane" and p[0] == "pgbouncer" and f[1] == p[1] == mode and f[2] == p[2]]
     print(f"| -{mode} | TPS ratio by round | {', '.join(f'{x:.2f}' for x in per)} | | | | | |")
 EOT
+
+[ "$TRACE" = 1 ] || exit 0
+command -v perf >/dev/null 2>&1 || { echo "TRACE=1: no perf (Debian package linux-perf); no hand-over trace"; exit 0; }
+echo
+echo "| pooler | server connection idle after an answer, a query waiting: n, p25 / p50 / mean µs | none waiting | all |"
+echo "|---|---|---|---|"
+for target in pgbouncer fairlane; do
+    pgbench -n -M simple -h 127.0.0.1 -p "${PORT[$target]}" -U bench -c "$CLIENTS" -j 2 -T 5 -S bench >/dev/null 2>&1 &
+    BENCH=$!
+    sleep 1.5
+    fds=$(ss -tnpH state established "( dport = :$PGPORT )" | grep "pid=${PID[$target]}," | sed -n 's/.*fd=\([0-9]*\).*/\1/p' | paste -sd,)
+    perf record -q -o "$W/trace.data" -e syscalls:sys_enter_recvfrom,syscalls:sys_exit_recvfrom,syscalls:sys_enter_sendto \
+        -p "${PID[$target]}" -- sleep 2 >/dev/null 2>&1
+    wait "$BENCH"
+    perf script -F time,event,trace -i "$W/trace.data" 2>/dev/null | python3 -c '
+import sys, statistics
+serv = set(int(x) for x in sys.argv[2].split(","))
+cur, waiting, pend, gaps = None, 0, {}, {True: [], False: []}
+for line in sys.stdin:
+    p = line.split(); t = float(p[0].rstrip(":")); ev = p[1]
+    if "sys_enter_recvfrom" in ev: cur = int(p[3].rstrip(","), 16)
+    elif "sys_exit_recvfrom" in ev:
+        if cur is not None and 0 < int(p[2], 16) < 2**63:
+            if cur in serv: pend[cur] = (t, waiting)
+            else: waiting += 1
+        cur = None
+    elif "sys_enter_sendto" in ev:
+        fd = int(p[3].rstrip(","), 16)
+        if fd in serv:
+            waiting -= 1
+            if fd in pend:
+                t0, w = pend.pop(fd); gaps[w > 0].append((t - t0) * 1e6)
+def f(xs):
+    if not xs: return "none"
+    xs = sorted(xs); return f"{len(xs)}, {xs[len(xs) // 4]:.0f} / {xs[len(xs) // 2]:.0f} / {statistics.mean(xs):.0f}"
+print(f"| {sys.argv[1]} | {f(gaps[True])} | {f(gaps[False])} | {f(gaps[True] + gaps[False])} |")
+' "$target" "$fds"
+done
