@@ -108,6 +108,7 @@ pub(crate) fn status(shared: &Shared) -> Value {
         "clients": shared.clients.load(std::sync::atomic::Ordering::Relaxed),
         "waiting": sched.gate().waiting(),
         "holding": sched.gate().holding(),
+        "handovers": shared.handoffs.started(),
         "tenants": tenants,
     })
 }

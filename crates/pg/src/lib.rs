@@ -17,6 +17,7 @@
 
 mod admin;
 pub mod config;
+mod handoff;
 mod login;
 mod pool;
 mod prorate;
@@ -40,6 +41,7 @@ use tokio::task::JoinSet;
 pub use config::{ConfigError, PgConfig};
 
 use config::Metering;
+use handoff::Handoffs;
 use login::CancelSlot;
 use pool::Pools;
 use sched::Scheduling;
@@ -54,6 +56,8 @@ pub(crate) struct Shared {
     verifiers: HashMap<String, Verifier>,
     cancels: Mutex<HashMap<(i32, i32), CancelSlot>>,
     clients: AtomicUsize,
+    /// Waiters granted a seat, for the releasing transaction to start (transaction mode).
+    handoffs: Arc<Handoffs>,
 }
 
 impl Shared {
@@ -171,6 +175,7 @@ impl Pooler {
             verifiers,
             cancels: Mutex::new(HashMap::new()),
             clients: AtomicUsize::new(0),
+            handoffs: Arc::default(),
             config,
         });
         let (stop, stopped) = watch::channel(false);

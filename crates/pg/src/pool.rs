@@ -113,15 +113,8 @@ impl Pools {
     ) -> Result<Leased<'_>, ConnectError> {
         let evicted = {
             let mut g = self.lock();
-            while let Some((_, c)) = g.by_id.get_mut(id).and_then(Vec::pop) {
-                if c.is_stale() {
-                    g.open -= 1;
-                    continue;
-                }
-                return Ok(Leased {
-                    pools: self,
-                    conn: Some(c),
-                });
+            if let Some((_, c)) = Self::pop_idle(&mut g, id) {
+                return Ok(self.lease(c));
             }
             let evicted = if g.open >= self.max_open {
                 // The longest-idle connection of any pool gives its place.
@@ -176,6 +169,46 @@ impl Pools {
                 self.lock().open -= 1;
                 Err(e)
             }
+        }
+    }
+
+    /// Pool `id`'s most recently used idle connection that the server has not closed, and
+    /// since when it is idle (closed ones are dropped on the way).
+    fn pop_idle(g: &mut Idle, id: PoolId) -> Option<(Instant, Box<ServerConn>)> {
+        while let Some((t, c)) = g.by_id.get_mut(id).and_then(Vec::pop) {
+            if c.is_stale() {
+                g.open -= 1;
+                continue;
+            }
+            return Some((t, c));
+        }
+        None
+    }
+
+    /// An idle connection of pool `id`, without waiting (none idle: `None`), and since when
+    /// it was idle (to [`Pools::put_back`] unused). The caller holds a seat, or is about to.
+    pub fn checkout_idle(&self, id: PoolId) -> Option<(Instant, Box<ServerConn>)> {
+        Self::pop_idle(&mut self.lock(), id)
+    }
+
+    /// Give back unused what [`Pools::checkout_idle`] gave, as it was.
+    pub fn put_back(&self, (since, c): (Instant, Box<ServerConn>)) {
+        let mut g = self.lock();
+        match g.by_id.get_mut(c.pool) {
+            Some(idle) => {
+                // Back where it was among the idle ones: they stay ordered by idle time.
+                let at = idle.partition_point(|(t, _)| *t <= since);
+                idle.insert(at, (since, c));
+            }
+            None => g.open -= 1,
+        }
+    }
+
+    /// Lease a connection from [`Pools::checkout_idle`].
+    pub fn lease(&self, conn: Box<ServerConn>) -> Leased<'_> {
+        Leased {
+            pools: self,
+            conn: Some(conn),
         }
     }
 

@@ -20,14 +20,14 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Mutex, MutexGuard};
-use std::task::Poll;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use tokio::time::Sleep;
 
 use fairlane_core::reserve::{Meter, MeterReading, Policy, Reservation, ReserveConfig};
 use fairlane_core::TenantId;
-use fairlane_runtime::{AcquireError, Clock, FairGate, Permit, SystemClock};
+use fairlane_runtime::{Acquire, AcquireError, Clock, FairGate, Permit, SystemClock};
 
 use crate::config::{PgConfig, DEFAULT_TENANT};
 
@@ -83,6 +83,15 @@ pub enum Refusal {
     Closed,
     /// The scheduler refused (a bug, logged by the gate): SQLSTATE XX000.
     Internal(String),
+}
+
+/// What [`Scheduling::join`] got.
+#[derive(Debug)]
+pub enum Joined<'a> {
+    /// A free seat.
+    Seat(Seat<'a>),
+    /// A place in the queue: the request, whose grant wakes the waker given to `join`.
+    Queued(Acquire),
 }
 
 /// The gate, the tenants and the meter.
@@ -251,12 +260,15 @@ impl Scheduling {
         self.meter.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wait fairly for one of the D seats, at most `limits.queue_timeout_ms` on `timer`.
-    pub async fn acquire(
+    /// Join the queue for one of the D seats: a free seat at once, a refusal, or a place in
+    /// the queue whose grant wakes `waker` (the wait is at most `limits.queue_timeout_ms`,
+    /// on `timer`, which this arms; end it with [`Scheduling::waited`]).
+    pub fn join(
         &self,
         tenant: usize,
         timer: &mut QueueTimer,
-    ) -> Result<Seat<'_>, Refusal> {
+        waker: &Waker,
+    ) -> Result<Joined<'_>, Refusal> {
         // One clock reading for the gate's join, the meter and the queue timer.
         let joined = Instant::now();
         let mut waiting = self
@@ -265,13 +277,12 @@ impl Scheduling {
             .joined_at(joined);
         // The first poll joins the queue: a refusal, a free seat, or a wait whose waker the
         // gate keeps from this same call.
-        let first = std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut waiting).poll(cx))).await;
-        match first {
+        match Pin::new(&mut waiting).poll(&mut Context::from_waker(waker)) {
             Poll::Ready(Ok(permit)) => {
                 // A free seat: no wait, so no timer. The meter's times are the gate's.
                 let now = permit.granted_at().as_secs_f64();
                 self.meter().meter.admitted(tenant, now);
-                return Ok(self.seat(permit, tenant, now));
+                return Ok(Joined::Seat(self.seat(permit, tenant, now)));
             }
             Poll::Ready(Err(e)) => return Err(self.refused(tenant, e)),
             Poll::Pending => {}
@@ -279,32 +290,52 @@ impl Scheduling {
         let now = waiting.joined().unwrap_or_default().as_secs_f64();
         self.meter().meter.enqueued(tenant, now);
         timer.set(joined, self.queue_timeout);
-        // The gate has this task's waker from the first poll: the wait's first poll is
-        // the timer's alone.
-        let mut fresh = true;
+        Ok(Joined::Queued(waiting))
+    }
+
+    /// Wait fairly for one of the D seats in this task, at most `limits.queue_timeout_ms`
+    /// on `timer`.
+    pub async fn acquire(
+        &self,
+        tenant: usize,
+        timer: &mut QueueTimer,
+    ) -> Result<Seat<'_>, Refusal> {
+        let waker = std::future::poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+        let mut waiting = match self.join(tenant, timer, &waker)? {
+            Joined::Seat(s) => return Ok(s),
+            Joined::Queued(a) => a,
+        };
         let result = std::future::poll_fn(|cx| {
-            if !std::mem::take(&mut fresh) {
-                if let Poll::Ready(r) = Pin::new(&mut waiting).poll(cx) {
-                    return Poll::Ready(Ok(r));
-                }
+            if let Poll::Ready(r) = Pin::new(&mut waiting).poll(cx) {
+                return Poll::Ready(Some(r));
             }
-            timer.poll_expired(cx).map(Err)
+            timer.poll_expired(cx).map(|()| None)
         })
         .await;
         drop(waiting);
+        self.waited(tenant, result)
+    }
+
+    /// How a wait from [`Scheduling::join`] ended: the gate's answer, or `None` when the
+    /// timer expired first (the request dropped, so it left the queue).
+    pub fn waited(
+        &self,
+        tenant: usize,
+        result: Option<Result<Permit, AcquireError>>,
+    ) -> Result<Seat<'_>, Refusal> {
         match result {
-            Ok(Ok(permit)) => {
+            Some(Ok(permit)) => {
                 // Started when the seat was handed over, on the gate's clock (the meter's).
                 let start = permit.granted_at().as_secs_f64();
                 self.meter().meter.started(tenant, start);
                 Ok(self.seat(permit, tenant, start))
             }
-            Ok(Err(_)) => {
+            Some(Err(_)) => {
                 let now = self.now();
                 self.meter().meter.cancelled(tenant, now);
                 Err(Refusal::Closed)
             }
-            Err(_) => {
+            None => {
                 let now = self.now();
                 let mut m = self.meter();
                 m.meter.cancelled(tenant, now);
@@ -418,7 +449,7 @@ impl QueueTimer {
     }
 
     /// Ready once the deadline passed (the timer firing earlier is moved on to it).
-    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+    pub(crate) fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
         while self.sleep.as_mut().poll(cx).is_ready() {
             if Instant::now() >= self.due {
                 return Poll::Ready(());

@@ -8,17 +8,18 @@
 use std::io;
 use std::ops::Range;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 
 use crate::config::Mode;
+use crate::handoff::{Parking, Started, Waited, Waiter};
 use crate::login::Client;
 use crate::pool::Leased;
 use crate::relay::{Relay, Step};
-use crate::sched::{QueueTimer, Refusal, Seat};
+use crate::sched::{Joined, QueueTimer, Refusal, Seat};
 use crate::server::{ConnectError, ServerConn};
 use crate::wire::{self, Severity};
 use crate::Shared;
@@ -51,7 +52,8 @@ pub fn connect_error(e: &ConnectError) -> (String, String) {
 }
 
 /// How a relay ended.
-enum End {
+#[derive(Debug)]
+pub enum End {
     /// The transaction ended idle (transaction mode): the connection goes back.
     Idle,
     /// The client left (Terminate, closed, or a protocol violation already answered).
@@ -61,19 +63,26 @@ enum End {
 }
 
 /// Serve a logged-in client until it leaves.
-pub async fn run(shared: &Arc<Shared>, mut client: Client) {
+pub async fn run(shared: &Arc<Shared>, client: Client) {
     // One relay for the client's life: its buffers are reused from transaction to
-    // transaction.
-    let mut relay = Relay::default();
+    // transaction. Boxed with the client: a wait parks both.
+    let mut waiter = Box::new(Waiter {
+        client,
+        relay: Relay::default(),
+    });
     // And one queue timer.
     let mut timer = QueueTimer::new();
+    // And one parking, where a releaser can start its transactions (transaction mode).
+    let transaction = shared.config.pool.mode == Mode::Transaction;
+    let parking = Parking::new(transaction.then_some(&shared.handoffs));
     loop {
+        let client = &mut waiter.client;
         // The transaction's first message stays in the client's buffer, where the relay
         // reads it.
         let (tag, len) = match client.frames.peek_from(&client.stream).await {
             Ok(Some(m)) => m,
             Ok(None) => return,
-            Err(e) => return violation(&mut client, &e).await,
+            Err(e) => return violation(client, &e).await,
         };
         match tag {
             b'X' => return,
@@ -94,13 +103,16 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             b'Q' | b'F' | b'P' | b'B' | b'D' | b'E' | b'C' => {}
             t => {
                 let e = wire::invalid(format!("unexpected message type {:?}", t as char));
-                return violation(&mut client, &e).await;
+                return violation(client, &e).await;
             }
         }
-        let seat = match shared.sched.acquire(client.tenant, &mut timer).await {
-            Ok(s) => s,
+        let got;
+        (waiter, got) = get_seat(shared, &parking, &mut timer, waiter).await;
+        let Waiter { client, relay } = &mut *waiter;
+        let (seat, started) = match got {
+            Ok(got) => got,
             Err(r) => {
-                if Box::pin(refuse(&mut client, (tag, len), refusal_error(&r)))
+                if Box::pin(refuse(client, (tag, len), refusal_error(&r)))
                     .await
                     .is_err()
                 {
@@ -109,6 +121,12 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 continue;
             }
         };
+        if let Some((leased, first)) = started {
+            if !serve(shared, client, relay, seat, leased, Some(first)).await {
+                return;
+            }
+            continue;
+        }
         let password = || {
             shared
                 .config
@@ -124,7 +142,7 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
             Ok(l) => l,
             Err(e) => {
                 seat.finish(None, Instant::now());
-                if Box::pin(refuse(&mut client, (tag, len), connect_error(&e)))
+                if Box::pin(refuse(client, (tag, len), connect_error(&e)))
                     .await
                     .is_err()
                 {
@@ -133,26 +151,67 @@ pub async fn run(shared: &Arc<Shared>, mut client: Client) {
                 continue;
             }
         };
-        if !serve(shared, &mut client, &mut relay, seat, leased).await {
+        if !serve(shared, client, relay, seat, leased, None).await {
             return;
         }
     }
 }
 
-/// One holding of a server connection; whether the client stays.
+/// A seat, and the holding a releaser started with it, if one did.
+type Got<'s> = (Seat<'s>, Option<(Leased<'s>, Result<(), End>)>);
+
+/// A seat for the client's transaction: at once, or after a wait in `parking` (and its
+/// waker), where a releaser may start the holding. The client and its relay come back
+/// whatever the answer.
+async fn get_seat<'s>(
+    shared: &'s Shared,
+    (parking, waker): &(Arc<Parking>, Waker),
+    timer: &mut QueueTimer,
+    waiter: Box<Waiter>,
+) -> (Box<Waiter>, Result<Got<'s>, Refusal>) {
+    let acquire = match shared.sched.join(waiter.client.tenant, timer, waker) {
+        Ok(Joined::Seat(s)) => return (waiter, Ok((s, None))),
+        Ok(Joined::Queued(a)) => a,
+        Err(r) => return (waiter, Err(r)),
+    };
+    match parking
+        .wait(waker, timer, &shared.pools, (acquire, waiter))
+        .await
+    {
+        Waited::Own { waiter, result } => {
+            let got = shared.sched.waited(waiter.client.tenant, result);
+            (waiter, got.map(|seat| (seat, None)))
+        }
+        Waited::Started(s) => {
+            let got = shared
+                .sched
+                .waited(s.waiter.client.tenant, Some(Ok(s.permit)));
+            let started = (shared.pools.lease(s.conn), s.first);
+            (s.waiter, got.map(|seat| (seat, Some(started))))
+        }
+    }
+}
+
+/// One holding of a server connection; whether the client stays. `first`: how its start
+/// went, if a releaser did it ([`begin`]).
 async fn serve(
     shared: &Arc<Shared>,
     client: &mut Client,
     relay: &mut Relay,
     seat: Seat<'_>,
     mut leased: Leased<'_>,
+    first: Option<Result<(), End>>,
 ) -> bool {
     let conn = leased.conn();
-    set_cancel(client, Some((conn.pid, conn.secret)));
     let session = shared.config.pool.mode == Mode::Session;
-    relay.reset();
-    relay.sync_params(&client.state, &mut conn.session);
-    let end = relay_loop(client, conn, relay, session).await;
+    let first = match first {
+        Some(f) => f,
+        None => begin(client, conn, relay).await,
+    };
+    let end = match first {
+        Ok(()) => relay_loop(client, conn, relay, session).await,
+        Err(end) => end,
+    };
     let stays = match end {
         End::Idle => true,
         End::ClientGone => {
@@ -181,7 +240,40 @@ async fn serve(
     let now = Instant::now();
     shared.pools.checkin(leased, now).await;
     seat.finish(cpu, now);
+    if !session {
+        hand_over(shared).await;
+    }
     stays
+}
+
+/// Start the holdings of the waiters the gate granted (the seat just released, usually):
+/// on an idle connection of each one's pool, the one just checked in if it is the same.
+async fn hand_over(shared: &Shared) {
+    while let Some(p) = shared.handoffs.next() {
+        let Some((permit, mut waiter, mut conn)) = p.take(&shared.pools) else {
+            continue;
+        };
+        let Waiter { client, relay } = &mut *waiter;
+        let first = begin(client, &mut conn, relay).await;
+        p.hand(
+            &shared.handoffs,
+            Started {
+                permit,
+                waiter,
+                conn,
+                first,
+            },
+        );
+    }
+}
+
+/// Start a holding of `conn`: the client's cancel key maps to it, the relay starts afresh,
+/// the parameters are brought in line and the client's buffered messages are sent.
+async fn begin(client: &mut Client, conn: &mut ServerConn, relay: &mut Relay) -> Result<(), End> {
+    set_cancel(client, Some((conn.pid, conn.secret)));
+    relay.reset();
+    relay.sync_params(&client.state, &mut conn.session);
+    forward(client, conn, relay).await
 }
 
 fn set_cancel(client: &Client, to: Option<(i32, i32)>) {
@@ -205,8 +297,8 @@ macro_rules! send {
 /// two sockets are driven directly, below tokio's read and write futures: each is read
 /// once the runtime has seen it readable (one `recvfrom` that takes all that is
 /// buffered), and written straight away (awaiting writability only when its send buffer
-/// is full). Messages are read where they lie in each side's buffer, starting with the
-/// client's that asked for the connection.
+/// is full). Messages are read where they lie in each side's buffer; the client's that
+/// asked for the connection were sent already ([`begin`]).
 async fn relay_loop(
     client: &mut Client,
     conn: &mut ServerConn,
@@ -214,21 +306,6 @@ async fn relay_loop(
     session: bool,
 ) -> End {
     loop {
-        if let Err(e) = client_messages(client, conn, relay) {
-            return match e {
-                Some(e) => {
-                    violation(client, &e).await;
-                    End::ClientGone
-                }
-                None => End::ClientGone,
-            };
-        }
-        if !relay.to_server.is_empty() {
-            if let Err(e) = send!(&conn.stream, &relay.to_server) {
-                return End::ServerGone(e);
-            }
-            relay.to_server.clear();
-        }
         if !relay.to_client.is_empty() {
             if send!(&client.stream, &relay.to_client).is_err() {
                 return End::ClientGone;
@@ -268,11 +345,30 @@ async fn relay_loop(
             },
             Ok(Side::Client) => match client.frames.try_fill(&client.stream) {
                 Ok(Some(0)) | Err(_) => return End::ClientGone,
-                Ok(_) => {}
+                Ok(_) => {
+                    if let Err(end) = forward(client, conn, relay).await {
+                        return end;
+                    }
+                }
             },
             Err(end) => return end,
         }
     }
+}
+
+/// Relay the client's complete buffered messages to the server.
+async fn forward(client: &mut Client, conn: &mut ServerConn, relay: &mut Relay) -> Result<(), End> {
+    if let Err(e) = client_messages(client, conn, relay) {
+        if let Some(e) = e {
+            violation(client, &e).await;
+        }
+        return Err(End::ClientGone);
+    }
+    if !relay.to_server.is_empty() {
+        send!(&conn.stream, &relay.to_server).map_err(End::ServerGone)?;
+        relay.to_server.clear();
+    }
+    Ok(())
 }
 
 /// Relay the client's complete buffered messages, where they lie. `Err(Some(_))`: a

@@ -329,17 +329,21 @@ fn wrong_password_unknown_database_md5_and_trust() {
     );
     // NOTICE and ParameterStatus pass through to the client.
     let mut s = raw_login(pooler.addr(), "alice");
-    let mut out = bytes::BytesMut::new();
-    postgres_protocol::message::frontend::query(
+    send_query(
+        &mut s,
         "SET application_name TO 'zz'; DO $$ BEGIN RAISE NOTICE 'hello from the server'; END $$",
-        &mut out,
-    )
-    .unwrap();
-    s.write_all(&out).unwrap();
+    );
     let got = support::read_until_ready(&mut s);
     let text = String::from_utf8_lossy(&got);
     assert!(text.contains("application_name\0zz\0"), "{text:?}");
     assert!(text.contains("hello from the server"), "{text:?}");
+}
+
+/// Send a simple query over a raw socket.
+fn send_query(s: &mut std::net::TcpStream, sql: &str) {
+    let mut out = bytes::BytesMut::new();
+    postgres_protocol::message::frontend::query(sql, &mut out).unwrap();
+    s.write_all(&out).unwrap();
 }
 
 /// Rows of `pg_stat_activity` for `user`'s backends: (pid, state).
@@ -715,4 +719,122 @@ fn clients_sharing_one_server_connection_keep_their_own_parameters() {
         assert_eq!(show(&b, "TimeZone").await, server_zone);
     });
     assert_eq!(env.pooler.server_connections().0, 1);
+}
+
+/// More clients than seats: a transaction that gives its server connection back starts a
+/// waiting client's transaction on it (the hand-over), with the waiter's own parameters,
+/// statements and results; a client that leaves while it waits has its transaction rolled
+/// back and takes nothing with it.
+#[test]
+fn waiting_transactions_are_handed_over_with_their_own_results() {
+    const CLIENTS: i32 = 10;
+    const ROUNDS: i32 = 30;
+    let env = Env::start("[pool]\nsize = 2", |c| c.auth.trust_loopback = true);
+    let (pooler, rt, pg) = (&env.pooler, &env.rt, &env.pg);
+    rt.block_on(async {
+        let mut tasks = tokio::task::JoinSet::new();
+        for k in 0..CLIENTS {
+            let conn = format!(
+                "host=127.0.0.1 port={} user=alice password=alice-pw dbname=postgres \
+                 application_name=c{k} connect_timeout=20",
+                pooler.addr().port()
+            );
+            tasks.spawn(async move {
+                let (c, connection) = tokio_postgres::connect(&conn, tokio_postgres::NoTls)
+                    .await
+                    .unwrap();
+                tokio::spawn(connection);
+                let plus = c.prepare("select $1::int + 1000").await.unwrap();
+                for i in 0..ROUNDS {
+                    let row = c
+                        .query_one(
+                            "select $1::int * 2, current_setting('application_name')",
+                            &[&(k * 100 + i)],
+                        )
+                        .await
+                        .unwrap();
+                    assert_eq!(row.get::<_, i32>(0), 2 * (k * 100 + i));
+                    assert_eq!(row.get::<_, String>(1), format!("c{k}"));
+                    let n: i32 = c.query_one(&plus, &[&i]).await.unwrap().get(0);
+                    assert_eq!(n, i + 1000);
+                    c.batch_execute(&format!(
+                        "BEGIN; INSERT INTO items VALUES ({}, 'x'); COMMIT",
+                        1000 + k
+                    ))
+                    .await
+                    .unwrap();
+                }
+            });
+        }
+        while let Some(r) = tasks.join_next().await {
+            r.unwrap();
+        }
+    });
+    let out =
+        pg.admin_sql("select id, count(*) from items where id >= 1000 group by id order by id");
+    let want: Vec<String> = (0..CLIENTS)
+        .map(|k| format!("{}|{ROUNDS}", 1000 + k))
+        .collect();
+    assert_eq!(out.lines().collect::<Vec<_>>(), want);
+    let handed = pooler.status()["handovers"].as_u64().unwrap();
+    assert!(handed > 0, "{}", pooler.status());
+
+    // A client that leaves while it waits: its query still runs when its turn comes (it was
+    // sent), and the transaction it opened is rolled back.
+    let holder = rt.block_on(async {
+        let c = driver(pooler, "alice", "alice-pw", "postgres")
+            .await
+            .unwrap();
+        let c2 = driver(pooler, "alice", "alice-pw", "postgres")
+            .await
+            .unwrap();
+        c.batch_execute("BEGIN").await.unwrap();
+        c2.batch_execute("BEGIN").await.unwrap();
+        (c, c2)
+    });
+    let mut gone = raw_login(pooler.addr(), "alice");
+    send_query(&mut gone, "BEGIN; INSERT INTO items VALUES (77, 'parked')");
+    let start = Instant::now();
+    while pooler.status()["waiting"].as_u64() != Some(1) {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{}",
+            pooler.status()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(gone);
+    rt.block_on(async {
+        holder.0.batch_execute("COMMIT").await.unwrap();
+        holder.1.batch_execute("COMMIT").await.unwrap();
+    });
+    // Eventually no transaction is open, the insert is gone, and both seats serve again.
+    let start = Instant::now();
+    while pooler.status()["holding"].as_u64() != Some(0)
+        || !backends(pg, "alice").iter().all(|s| s == "idle")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "{} {:?}",
+            pooler.status(),
+            backends(pg, "alice")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        pg.admin_sql("select count(*) from items where id = 77"),
+        "0"
+    );
+    rt.block_on(async {
+        let (a, b) = (&holder.0, &holder.1);
+        let (x, y) = tokio::join!(a.query_one("select 1", &[]), b.query_one("select 2", &[]));
+        assert_eq!(
+            (x.unwrap().get::<_, i32>(0), y.unwrap().get::<_, i32>(0)),
+            (1, 2)
+        );
+    });
+    assert_eq!(
+        pg.admin_sql("select count(*) from items where id = 77"),
+        "0"
+    );
 }
