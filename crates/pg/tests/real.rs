@@ -8,10 +8,10 @@ mod support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fairlane_pg::Pooler;
-use support::{config, driver, need, psql, psql_command, raw_login, Postgres};
+use support::{config, driver, eventually, need, psql, psql_command, raw_login, Postgres};
 use tokio_postgres::error::SqlState;
 
 /// The tests take turns: each starts a server, and several at once crowd two cores.
@@ -370,17 +370,15 @@ fn a_client_killed_mid_transaction_is_rolled_back() {
         .unwrap();
     stdin.flush().unwrap();
     // Wait until the transaction is open on the server, holding the one connection.
-    let start = Instant::now();
-    while !backends(pg, "alice")
-        .iter()
-        .any(|s| s == "idle in transaction")
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the transaction never opened"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    eventually(
+        Duration::from_secs(20),
+        || "the transaction never opened".into(),
+        || {
+            backends(pg, "alice")
+                .iter()
+                .any(|s| s == "idle in transaction")
+        },
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     drop(stdin);
@@ -794,33 +792,25 @@ fn waiting_transactions_are_handed_over_with_their_own_results() {
     });
     let mut gone = raw_login(pooler.addr(), "alice");
     send_query(&mut gone, "BEGIN; INSERT INTO items VALUES (77, 'parked')");
-    let start = Instant::now();
-    while pooler.status()["waiting"].as_u64() != Some(1) {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{}",
-            pooler.status()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        Duration::from_secs(20),
+        || pooler.status().to_string(),
+        || pooler.status()["waiting"].as_u64() == Some(1),
+    );
     drop(gone);
     rt.block_on(async {
         holder.0.batch_execute("COMMIT").await.unwrap();
         holder.1.batch_execute("COMMIT").await.unwrap();
     });
     // Eventually no transaction is open, the insert is gone, and both seats serve again.
-    let start = Instant::now();
-    while pooler.status()["holding"].as_u64() != Some(0)
-        || !backends(pg, "alice").iter().all(|s| s == "idle")
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "{} {:?}",
-            pooler.status(),
-            backends(pg, "alice")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    eventually(
+        Duration::from_secs(20),
+        || format!("{} {:?}", pooler.status(), backends(pg, "alice")),
+        || {
+            pooler.status()["holding"].as_u64() == Some(0)
+                && backends(pg, "alice").iter().all(|s| s == "idle")
+        },
+    );
     assert_eq!(
         pg.admin_sql("select count(*) from items where id = 77"),
         "0"

@@ -14,6 +14,16 @@ use std::time::{Duration, Instant};
 use fairlane_pg::{PgConfig, Pooler};
 pub use fairlane_testkit::{free_port, need, pg_bin, run};
 
+/// Poll `done` every 20 ms until it holds; panic with `what()` if it still does not after
+/// `limit`. A deadline for something the test waits on, not a measure of speed.
+pub fn eventually(limit: Duration, what: impl Fn() -> String, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "{}", what());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Raise the calling thread's priority (and so that of the threads it starts afterwards) to
 /// `nice`: the isolation measurements are about the pooler's scheduling, not about other
 /// work sharing the machine.
@@ -106,18 +116,17 @@ impl Postgres {
             .spawn()
             .expect("start postgres");
         self.server = Some(server);
-        let start = Instant::now();
-        while !Command::new(pg_bin("pg_isready"))
-            .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .status()
-            .is_ok_and(|s| s.success())
-        {
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "PostgreSQL did not start"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let port = self.port.to_string();
+        eventually(
+            Duration::from_secs(60),
+            || "PostgreSQL did not start".into(),
+            || {
+                Command::new(pg_bin("pg_isready"))
+                    .args(["-q", "-h", "127.0.0.1", "-p", &port])
+                    .status()
+                    .is_ok_and(|s| s.success())
+            },
+        );
     }
 
     /// Stop the server (fast shutdown: sessions are terminated) and wait for it.
