@@ -27,6 +27,8 @@
 #     ./scripts/bench-pg.sh
 #
 # NO_BUILD=1 skips the cargo build; TRACE=1 adds the hand-over trace (below, at the end).
+# BEFORE=<path of another `fairlane` binary> adds it as a fourth target, "before", with the
+# same config (a before/after comparison in the same run; its ratios are paired too).
 #
 # THREADS is fairlane pg's `listen.threads` (1: one event loop, as PgBouncer).
 #
@@ -80,6 +82,15 @@ EOT
 setsid ./target/release/fairlane pg --config "$W/pg.toml" 2>"$W/fairlane.log" &
 FLPID=$!
 PIDS+=($FLPID)
+TARGETS="direct pgbouncer fairlane"
+if [ -n "${BEFORE:-}" ]; then
+    BFPORT=$(free_port)
+    sed "s/127.0.0.1:$FLPORT/127.0.0.1:$BFPORT/" "$W/pg.toml" >"$W/before.toml"
+    setsid "$BEFORE" pg --config "$W/before.toml" 2>"$W/before.log" &
+    BFPID=$!
+    PIDS+=($BFPID)
+    TARGETS="$TARGETS before"
+fi
 
 echo '"bench" "bench-pw"' >"$W/userlist.txt"
 cat >"$W/pgbouncer.ini" <<EOT
@@ -104,8 +115,8 @@ sleep 1
 
 BOPID=$(cat "$W/pgbouncer.pid")
 PMPID=$(head -1 "$W/data/postmaster.pid")
-declare -A PORT=([direct]=$PGPORT [pgbouncer]=$BOPORT [fairlane]=$FLPORT)
-declare -A PID=([direct]="" [pgbouncer]=$BOPID [fairlane]=$FLPID)
+declare -A PORT=([direct]=$PGPORT [pgbouncer]=$BOPORT [fairlane]=$FLPORT [before]=${BFPORT:-})
+declare -A PID=([direct]="" [pgbouncer]=$BOPID [fairlane]=$FLPID [before]=${BFPID:-})
 # CPU ticks (utime, stime) of a process, and its voluntary and involuntary context switches
 # summed over its threads; zeros for "direct".
 ticks() { if [ -n "$1" ]; then awk '{print $14, $15}' "/proc/$1/stat"; else echo 0 0; fi; }
@@ -131,7 +142,7 @@ RESULTS="$W/results.txt"
 TIMEFORMAT='%U %S'
 for round in $(seq 1 "$ROUNDS"); do
     # Alternate the order of the poolers from round to round.
-    if [ $((round % 2)) = 1 ]; then order="direct pgbouncer fairlane"; else order="fairlane pgbouncer direct"; fi
+    if [ $((round % 2)) = 1 ]; then order=$TARGETS; else order=$(echo "$TARGETS" | tr ' ' '\n' | tac | paste -sd' '); fi
     for mode in S N; do
         for target in $order; do
             prefix="$W/log.$target.$mode.$round"
@@ -168,19 +179,20 @@ print("| pgbench | target | TPS | p50 ms | added p50 ms | pooler CPU µs / trans
 print("|---|---|---|---|---|---|---|---|---|---|")
 for mode in "SN":
     col = lambda i, t: med([float(r[i]) for r in rows if r[0] == t and r[1] == mode])
-    tps = {t: col(3, t) for t in ("direct", "pgbouncer", "fairlane")}
+    tps = {t: col(3, t) for t in ("direct", "pgbouncer", "fairlane", "before") if any(r[0] == t for r in rows)}
     p50 = {t: col(4, t) / 1000 for t in tps}
     cpu, user, vol, inv, pg, bench = ({t: col(i, t) for t in tps} for i in (5, 6, 7, 8, 9, 10))
     for t in tps:
         c = f"{cpu[t]:.1f} ({user[t]:.1f}) | {vol[t]:.2f} | {inv[t]:.2f}" if t != "direct" else " | |"
         print(f"| -{mode} | {t} | {tps[t]:.0f} | {p50[t]:.3f} | {p50[t] - p50['direct']:+.3f} | {c} | {pg[t]:.1f} | {bench[t]:.1f} |")
-    pairs = [(f, p) for f in rows for p in rows
-             if f[0] == "fairlane" and p[0] == "pgbouncer" and f[1] == p[1] == mode and f[2] == p[2]]
-    ratio = [float(f[3]) / float(p[3]) for f, p in pairs]
-    dp50 = [(float(f[4]) - float(p[4])) / 1000 for f, p in pairs]
     print(f"| -{mode} | fairlane / pgbouncer | {tps['fairlane'] / tps['pgbouncer']:.2f}× | | added p50 {p50['fairlane'] - p50['direct']:+.3f} vs {p50['pgbouncer'] - p50['direct']:+.3f} ms | {cpu['fairlane'] / cpu['pgbouncer']:.2f}× | | | | |")
-    print(f"| -{mode} | TPS ratio by round | {', '.join(f'{x:.3f}' for x in ratio)} | median {med(ratio):.3f}×, ≥ 1 in {sum(x >= 1 for x in ratio)} of {len(ratio)} | | | | | | |")
-    print(f"| -{mode} | p50 − PgBouncer's by round (ms) | {', '.join(f'{x:+.3f}' for x in dp50)} | median {med(dp50):+.3f}, ≤ 0 in {sum(x <= 0 for x in dp50)} of {len(dp50)} | | | | | | |")
+    for peer in (p for p in ("pgbouncer", "before") if p in tps):
+        pairs = [(f, p) for f in rows for p in rows
+                 if f[0] == "fairlane" and p[0] == peer and f[1] == p[1] == mode and f[2] == p[2]]
+        ratio = [float(f[3]) / float(p[3]) for f, p in pairs]
+        dp50 = [(float(f[4]) - float(p[4])) / 1000 for f, p in pairs]
+        print(f"| -{mode} | TPS ratio over {peer} by round | {', '.join(f'{x:.3f}' for x in ratio)} | median {med(ratio):.3f}×, ≥ 1 in {sum(x >= 1 for x in ratio)} of {len(ratio)} | | | | | | |")
+        print(f"| -{mode} | p50 − {peer}'s by round (ms) | {', '.join(f'{x:+.3f}' for x in dp50)} | median {med(dp50):+.3f}, ≤ 0 in {sum(x <= 0 for x in dp50)} of {len(dp50)} | | | | | | |")
 EOT
 
 # TRACE=1: the hand-over, traced. For each pooler, during a `pgbench -S` run, one second of its
