@@ -297,9 +297,11 @@ impl ServerConn {
 
     /// The backend's CPU time (ns) since the last call (or since login): one reading per
     /// holding, at its end, which is also where the next holding's count starts. All the
-    /// backend's CPU is charged to some holding, in one `clock_gettime` each; what it does
-    /// between two holdings (finishing its last write after ReadyForQuery) is charged to
-    /// the next. `None` if the clock is not readable.
+    /// backend's CPU is charged to some holding, in one `clock_gettime` each. The kernel
+    /// brings the counter up to date when the backend sleeps, is preempted, wakes a task
+    /// onto its CPU (its answer waking the pooler, usually) or at a tick; what it ran after
+    /// that (finishing its write after ReadyForQuery) is charged to the next holding
+    /// (docs/pg.md, "Metering"). `None` if the clock is not readable.
     pub fn cpu_since_mark(&mut self) -> Option<u64> {
         let now = self.cpu_ns()?;
         let since = self.cpu_mark.map(|m| now.saturating_sub(m));

@@ -105,7 +105,9 @@ impl ThreadCpuClock {
 
     /// The CPU clock of process `pid` (the sum over its threads; for a single-threaded
     /// process, such as a PostgreSQL backend, its one thread's `sum_exec_runtime`, the first
-    /// field of `/proc/<pid>/schedstat`, including the running slice). `None` if the process
+    /// field of `/proc/<pid>/schedstat`). Linux brings that up to date when the task sleeps,
+    /// is preempted or at a tick, and a reader in another process gets it as last brought
+    /// up to date: a running task's current slice is not in it. `None` if the process
     /// is not visible from here (another PID namespace, gone) or the platform has no such
     /// clocks, or `pid` is not a process id (1 to Linux's `PID_MAX_LIMIT`, 2²²: a clock id
     /// encodes no more). One `clock_gettime` per reading: no file to open, no text to format.
@@ -215,7 +217,7 @@ mod tests {
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(a > 20_000_000, "the child used {a} ns");
-        // schedstat lags the clock by at most the running slice not yet accounted.
+        // Both show the counter as the kernel last brought it up to date.
         assert!(
             s <= b && a <= s + 50_000_000,
             "clock {a}..{b}, schedstat {s}"
