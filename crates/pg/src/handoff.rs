@@ -217,12 +217,15 @@ impl Parking {
         waker: &Waker,
         timer: &mut QueueTimer,
     ) -> Poll<Waited> {
-        {
+        let same_waker = {
             let mut t = lock(&self.task);
-            if !t.as_ref().is_some_and(|t| t.will_wake(cx.waker())) {
+            let same = t.as_ref().is_some_and(|t| t.will_wake(cx.waker()));
+            if !same {
                 *t = Some(cx.waker().clone());
+                timer.new_waker();
             }
-        }
+            same
+        };
         // After the task's waker is in place: a grant from now on wakes it.
         let woken = self.woken.swap(false, Ordering::SeqCst);
         let mut st = lock(&self.state);
@@ -241,7 +244,7 @@ impl Parking {
                 result = Some(r);
             }
         }
-        let expired = result.is_none() && timer.poll_expired(cx).is_ready();
+        let expired = result.is_none() && timer.poll_expired(cx, same_waker).is_ready();
         if expired {
             // A grant that came with the deadline still wins.
             result = acquire.granted().map(Ok);

@@ -309,7 +309,7 @@ impl Scheduling {
             if let Poll::Ready(r) = Pin::new(&mut waiting).poll(cx) {
                 return Poll::Ready(Some(r));
             }
-            timer.poll_expired(cx).map(|()| None)
+            timer.poll_expired(cx, false).map(|()| None)
         })
         .await;
         drop(waiting);
@@ -426,6 +426,10 @@ pub struct QueueTimer {
     sleep: Pin<Box<Sleep>>,
     /// The current wait's deadline.
     due: Instant,
+    /// The sleep holds the waker of the last [`QueueTimer::poll_expired`], which was the
+    /// same as the one before it and returned pending, and has been neither reset nor
+    /// fired since: polling it again with that waker changes nothing.
+    registered: bool,
 }
 
 impl QueueTimer {
@@ -435,6 +439,7 @@ impl QueueTimer {
         QueueTimer {
             sleep: Box::pin(tokio::time::sleep_until(now.into())),
             due: now,
+            registered: false,
         }
     }
 
@@ -445,17 +450,35 @@ impl QueueTimer {
             .unwrap_or_else(|| from + Duration::from_secs(30 * 365 * 86_400));
         if self.sleep.is_elapsed() || self.due < self.sleep.deadline().into_std() {
             self.sleep.as_mut().reset(self.due.into());
+            self.registered = false;
         }
     }
 
+    /// The next [`QueueTimer::poll_expired`] comes with another waker than the last one.
+    pub(crate) fn new_waker(&mut self) {
+        self.registered = false;
+    }
+
     /// Ready once the deadline passed (the timer firing earlier is moved on to it).
-    pub(crate) fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+    /// `same_waker`: `cx`'s waker is the one of the previous call (the sleep is then polled
+    /// only if it fired or was reset since: otherwise it still holds that waker, and a poll
+    /// would only say pending again). A caller that does not know passes `false`.
+    pub(crate) fn poll_expired(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        same_waker: bool,
+    ) -> Poll<()> {
+        if same_waker && self.registered && !self.sleep.is_elapsed() {
+            return Poll::Pending;
+        }
         while self.sleep.as_mut().poll(cx).is_ready() {
             if Instant::now() >= self.due {
+                self.registered = false;
                 return Poll::Ready(());
             }
             self.sleep.as_mut().reset(self.due.into());
         }
+        self.registered = same_waker;
         Poll::Pending
     }
 }
@@ -522,7 +545,7 @@ mod tests {
 
     /// Whether the timer expires within `wait`.
     async fn fires(t: &mut QueueTimer, wait: Duration) -> bool {
-        let expired = std::future::poll_fn(|cx| t.poll_expired(cx));
+        let expired = std::future::poll_fn(|cx| t.poll_expired(cx, false));
         tokio::time::timeout(wait, expired).await.is_ok()
     }
 

@@ -315,21 +315,16 @@ async fn relay_loop(
         if !session && relay.idle() && !client.frames.has_partial() {
             return End::Idle;
         }
-        // Wait until a socket is readable (at once if the runtime has seen one so), the
-        // server first: what the client waits for.
-        let side = std::future::poll_fn(|cx| {
-            if let Poll::Ready(r) = conn.stream.poll_read_ready(cx) {
-                return Poll::Ready(r.map(|()| Side::Server).map_err(End::ServerGone));
-            }
-            client
-                .stream
-                .poll_read_ready(cx)
-                .map(|r| r.map(|()| Side::Client).map_err(|_| End::ClientGone))
-        })
-        .await;
-        match side {
-            Ok(Side::Server) => match conn.frames.try_fill(&conn.stream) {
+        let side = match readable(conn, client).await {
+            Ok(side) => side,
+            Err(end) => return end,
+        };
+        // The server first: what the client waits for.
+        if matches!(side, Side::Server | Side::Either) {
+            match conn.frames.try_fill(&conn.stream) {
                 Ok(Some(0)) => return End::ServerGone(io::ErrorKind::UnexpectedEof.into()),
+                // Nothing read after a wake: the client's socket, if either.
+                Ok(None) if matches!(side, Side::Either) => {}
                 Ok(_) => match server_messages(client, conn, relay) {
                     Ok((used, span)) => {
                         let sent = span.is_empty()
@@ -338,22 +333,46 @@ async fn relay_loop(
                         if !sent {
                             return End::ClientGone;
                         }
+                        continue;
                     }
                     Err(e) => return End::ServerGone(e),
                 },
                 Err(e) => return End::ServerGone(e),
-            },
-            Ok(Side::Client) => match client.frames.try_fill(&client.stream) {
-                Ok(Some(0)) | Err(_) => return End::ClientGone,
-                Ok(_) => {
-                    if let Err(end) = forward(client, conn, relay).await {
-                        return end;
-                    }
+            }
+        }
+        match client.frames.try_fill(&client.stream) {
+            Ok(Some(0)) | Err(_) => return End::ClientGone,
+            // A wake with nothing to read on either side: wait again.
+            Ok(None) if matches!(side, Side::Either) => {}
+            Ok(_) => {
+                if let Err(end) = forward(client, conn, relay).await {
+                    return end;
                 }
-            },
-            Err(end) => return end,
+            }
         }
     }
+}
+
+/// Wait until a socket is readable: at once if the runtime has seen one so (the server
+/// first), else until the task is woken, which is taken for "either" without asking the
+/// runtime again (the reads that follow ask, without a system call for a socket that is
+/// not readable).
+async fn readable(conn: &ServerConn, client: &Client) -> Result<Side, End> {
+    let mut registered = false;
+    std::future::poll_fn(|cx| {
+        if registered {
+            return Poll::Ready(Ok(Side::Either));
+        }
+        if let Poll::Ready(r) = conn.stream.poll_read_ready(cx) {
+            return Poll::Ready(r.map(|()| Side::Server).map_err(End::ServerGone));
+        }
+        registered = true;
+        client
+            .stream
+            .poll_read_ready(cx)
+            .map(|r| r.map(|()| Side::Client).map_err(|_| End::ClientGone))
+    })
+    .await
 }
 
 /// Relay the client's complete buffered messages to the server.
@@ -445,6 +464,8 @@ fn flush(out: &mut BytesMut, span: &mut Range<usize>, bytes: &[u8]) {
 enum Side {
     Server,
     Client,
+    /// Either, or neither (the task was woken).
+    Either,
 }
 
 /// The client is gone while holding `conn`: finish what is outstanding, roll back an open

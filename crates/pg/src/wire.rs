@@ -6,6 +6,7 @@
 //! message is an [`io::Error`] of kind `InvalidData`, never a panic.
 
 use std::io;
+use std::task::Poll;
 
 use bytes::{Buf, BufMut, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, Interest};
@@ -205,7 +206,9 @@ impl Frames {
             Ok(())
         });
         match r {
+            // A read (`got`) failed only with the WouldBlock that clears the readiness.
             Ok(()) => Ok(got),
+            Err(_) if got.is_some() => Ok(got),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(got),
             Err(e) => Err(e),
         }
@@ -246,9 +249,20 @@ impl Frames {
     }
 }
 
-/// Wait until the runtime has seen `socket` readable (or closed, or in error).
+/// Wait until the runtime has seen `socket` readable (or closed, or in error): at once if
+/// it has, else until the task is woken, which is taken for it without asking the runtime
+/// again (the read that follows, [`Frames::try_fill`], asks, without a system call when the
+/// socket is not readable; the caller then waits again).
 pub async fn readable(socket: &TcpStream) -> io::Result<()> {
-    std::future::poll_fn(|cx| socket.poll_read_ready(cx)).await
+    let mut registered = false;
+    std::future::poll_fn(|cx| {
+        if registered {
+            return Poll::Ready(Ok(()));
+        }
+        registered = true;
+        socket.poll_read_ready(cx)
+    })
+    .await
 }
 
 /// Write all of `bytes` to `socket`: straight away while it takes them, awaiting

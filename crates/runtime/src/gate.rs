@@ -898,8 +898,9 @@ impl FairGate {
 
 enum AcquireState {
     Init,
-    /// [`FairGate::join`] got a seat at once.
-    Granted(Permit),
+    /// [`FairGate::join`] got a seat at once (boxed: the rare case keeps every request,
+    /// which its callers move about, small).
+    Granted(Box<Permit>),
     Waiting(u64),
     Done,
 }
@@ -967,7 +968,7 @@ impl Acquire {
     pub fn join(mut self) -> Result<Acquire, AcquireError> {
         if let AcquireState::Init = self.state {
             match self.start(None) {
-                Poll::Ready(Ok(p)) => self.state = AcquireState::Granted(p),
+                Poll::Ready(Ok(p)) => self.state = AcquireState::Granted(Box::new(p)),
                 Poll::Ready(Err(e)) => return Err(e),
                 Poll::Pending => {}
             }
@@ -986,7 +987,7 @@ impl Acquire {
             stat: u32::MAX,
             granted: at,
             joined: self.gate.shared.in_units(at),
-            cost: None,
+            cost: f64::NAN,
             released: None,
         }
     }
@@ -1002,7 +1003,7 @@ impl Acquire {
             stat: g.stat,
             granted: g.at,
             joined: g.since,
-            cost: None,
+            cost: f64::NAN,
             released: None,
         }
     }
@@ -1156,7 +1157,7 @@ impl Acquire {
     /// after [`FairGate::join`] to skip a wait that is not needed).
     pub fn granted(&mut self) -> Option<Permit> {
         match std::mem::replace(&mut self.state, AcquireState::Done) {
-            AcquireState::Granted(p) => Some(p),
+            AcquireState::Granted(p) => Some(*p),
             AcquireState::Waiting(k) => {
                 let r = Self::check(&mut self.gate.shared.lock(), k, None);
                 match r {
@@ -1187,7 +1188,7 @@ impl Future for Acquire {
             AcquireState::Init => this.start(Some(cx)),
             AcquireState::Granted(_) => {
                 match std::mem::replace(&mut this.state, AcquireState::Done) {
-                    AcquireState::Granted(p) => Poll::Ready(Ok(p)),
+                    AcquireState::Granted(p) => Poll::Ready(Ok(*p)),
                     _ => Poll::Ready(Err(AcquireError::Closed)),
                 }
             }
@@ -1268,7 +1269,8 @@ pub struct Permit {
     granted: Duration,
     /// When the request joined the queue, in the gate's unit.
     joined: f64,
-    cost: Option<f64>,
+    /// [`Permit::set_cost`]'s cost (NaN: none, which it ignores as well).
+    cost: f64,
     /// [`Permit::release_at`]'s time, on the gate's clock.
     released: Option<Duration>,
 }
@@ -1292,7 +1294,7 @@ impl Permit {
     /// Report this cost at release instead of the time held. NaN, infinite or negative
     /// values are ignored (the time held is reported).
     pub fn set_cost(&mut self, cost: f64) {
-        self.cost = Some(cost);
+        self.cost = cost;
     }
 
     /// Report the request's cumulative cost so far, in the gate's cost unit, while it runs
@@ -1377,7 +1379,7 @@ impl Drop for Permit {
             let at = self.released.unwrap_or_else(|| shared.clock.now());
             let now = shared.in_units(at);
             let cost = match self.cost {
-                Some(c) if c.is_finite() && c >= 0.0 => c,
+                c if c.is_finite() && c >= 0.0 => c,
                 _ => shared.in_units(at.saturating_sub(self.granted)),
             };
             st.stats.at(self.stat).finished(cost, false);
