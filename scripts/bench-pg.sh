@@ -26,7 +26,8 @@
 #   ROUNDS=6 SECS=8 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq THREADS=1 LOG_RATE=0.1 \
 #     ./scripts/bench-pg.sh
 #
-# NO_BUILD=1 skips the cargo build; TRACE=1 adds the hand-over trace (below, at the end).
+# NO_BUILD=1 skips the cargo build; TRACE=1 adds the hand-over trace (below, at the end);
+# COUNT=1 counts each pooler's instructions per transaction instead (below, "COUNT=1").
 # BEFORE=<path of another `fairlane` binary> adds it as a fourth target, "before", with the
 # same config (a before/after comparison in the same run; its ratios are paired too).
 #
@@ -115,6 +116,58 @@ sleep 1
 
 BOPID=$(cat "$W/pgbouncer.pid")
 PMPID=$(head -1 "$W/data/postmaster.pid")
+
+# COUNT=1: instead of the timed rounds, the user-space instructions each pooler executes per
+# transaction, counted by callgrind (Debian's `valgrind`): deterministic to about ±2 % (how
+# wake-ups batch varies), where TPS on a 2-core machine scatters by 5 % and more from run to
+# run. Each pooler runs under callgrind twice, on a port of its own, with the same logins
+# and warm-up (200 transactions a client), then one more pgbench run of 200 transactions a
+# client in the first and COUNT_LONG (5,200 for -S, 1,200 for -N) in the second. The
+# difference of the two totals over the difference in transactions is the count per
+# transaction: start-up, logins and warm-up cancel.
+counted() { # target, mode, transactions a client in the last run → the run's instruction total
+    local port out pid
+    port=$(free_port)
+    out="$W/callgrind.$1.$2.$3"
+    case $1 in
+        pgbouncer)
+            sed -e "s/^listen_port = .*/listen_port = $port/" -e "s#^pidfile = .*#pidfile = $W/count.pid#" \
+                -e "s#^logfile = .*#logfile = $W/count.log#" "$W/pgbouncer.ini" >"$W/count.ini"
+            chown postgres "$W/count.ini"
+            touch "$out" && chown postgres "$out"
+            runuser -u postgres -- valgrind -q --tool=callgrind --callgrind-out-file="$out" pgbouncer "$W/count.ini" 2>>"$W/count.err" &
+            sleep 1
+            pid=$(pgrep -P $! | head -1) ;;
+        *)
+            sed "s/127.0.0.1:$FLPORT/127.0.0.1:$port/" "$W/pg.toml" >"$W/count.toml"
+            local bin=./target/release/fairlane
+            [ "$1" = before ] && bin=$BEFORE
+            valgrind -q --tool=callgrind --callgrind-out-file="$out" "$bin" pg --config "$W/count.toml" 2>>"$W/count.err" &
+            pid=$! ;;
+    esac
+    until pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null; do sleep 0.3; done
+    for t in 200 "$3"; do
+        (cd "$W" && pgbench -n -M simple -h 127.0.0.1 -p "$port" -U bench -c "$CLIENTS" -j 2 -t "$t" "-$2" bench >"$W/out" 2>&1) \
+            || { cat "$W/out" "$W/count.err" >&2; exit 1; }
+    done
+    kill -INT "$pid"
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    awk '/^(summary|totals):/ {print $2; exit}' "$out"
+}
+if [ -n "${COUNT:-}" ]; then
+    command -v valgrind >/dev/null || { echo "COUNT=1 needs valgrind (apt-get install valgrind)"; exit 1; }
+    echo "| pgbench | pooler | user-space instructions / transaction |"
+    echo "|---|---|---|"
+    for mode in S N; do
+        long=${COUNT_LONG:-$([ $mode = S ] && echo 5200 || echo 1200)}
+        for target in pgbouncer fairlane ${BEFORE:+before}; do
+            a=$(counted "$target" "$mode" 200)
+            b=$(counted "$target" "$mode" "$long")
+            echo "| -$mode | $target | $(python3 -c "print(round(($b - $a) / ($CLIENTS * ($long - 200))))") |"
+        done
+    done
+    exit 0
+fi
 declare -A PORT=([direct]=$PGPORT [pgbouncer]=$BOPORT [fairlane]=$FLPORT [before]=${BFPORT:-})
 declare -A PID=([direct]="" [pgbouncer]=$BOPID [fairlane]=$FLPID [before]=${BFPID:-})
 # CPU ticks (utime, stime) of a process, and its voluntary and involuntary context switches

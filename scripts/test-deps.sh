@@ -21,6 +21,8 @@ if [ "${FAIRLANE_BENCH_DEPS:-0}" = 1 ]; then
     command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
     # scripts/bench-pg.sh: fairlane pg beside PgBouncer.
     command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
+    # Its COUNT=1: instructions per transaction, by callgrind.
+    command -v valgrind >/dev/null 2>&1 || missing+=(valgrind)
     # scripts/bench-proxy.sh's HTTPS and gRPC rows: h2load; openssl makes their certificate.
     command -v h2load >/dev/null 2>&1 || missing+=(nghttp2-client)
     command -v openssl >/dev/null 2>&1 || missing+=(openssl)
