@@ -134,10 +134,10 @@ counted() { # target, mode, transactions a client in the last run → the run's 
             sed -e "s/^listen_port = .*/listen_port = $port/" -e "s#^pidfile = .*#pidfile = $W/count.pid#" \
                 -e "s#^logfile = .*#logfile = $W/count.log#" "$W/pgbouncer.ini" >"$W/count.ini"
             chown postgres "$W/count.ini"
-            touch "$out" && chown postgres "$out"
+            rm -f "$W/count.pid"
             runuser -u postgres -- valgrind -q --tool=callgrind --callgrind-out-file="$out" pgbouncer "$W/count.ini" 2>>"$W/count.err" &
-            sleep 1
-            pid=$(pgrep -P $! | head -1) ;;
+            until [ -s "$W/count.pid" ]; do sleep 0.2; done
+            pid=$(cat "$W/count.pid") ;;
         *)
             sed "s/127.0.0.1:$FLPORT/127.0.0.1:$port/" "$W/pg.toml" >"$W/count.toml"
             local bin=./target/release/fairlane
@@ -148,7 +148,7 @@ counted() { # target, mode, transactions a client in the last run → the run's 
     until pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null; do sleep 0.3; done
     for t in 200 "$3"; do
         (cd "$W" && pgbench -n -M simple -h 127.0.0.1 -p "$port" -U bench -c "$CLIENTS" -j 2 -t "$t" "-$2" bench >"$W/out" 2>&1) \
-            || { cat "$W/out" "$W/count.err" >&2; exit 1; }
+            || { cat "$W/out" "$W/count.err" >&2; kill "$pid"; exit 1; }
     done
     kill -INT "$pid"
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done

@@ -146,6 +146,8 @@ impl Serialize for Histogram {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn round_u64_is_round() {
         let mut vs = vec![
@@ -172,8 +174,6 @@ mod tests {
             assert_eq!(round_u64(v), v.round().min(u64::MAX as f64) as u64, "{v}");
         }
     }
-
-    use super::*;
 
     /// The layout the module documents: below 32 a bucket per value, above, 16 buckets per
     /// power of two (each value in a bucket `2^(⌊log2 v⌋ − 4)` wide, aligned to its width).
