@@ -26,6 +26,10 @@
 #   ROUNDS=6 SECS=8 CLIENTS=16 POOL_SIZE=8 SCALE=10 ALGORITHM=sfq THREADS=1 LOG_RATE=0.1 \
 #     ./scripts/bench-pg.sh
 #
+# fairlane pg is built with the `dist` profile (Cargo.toml: the release profile with fat LTO
+# and one codegen unit, as a deployment builds it; the first build takes about 6 minutes on
+# 2 cores). FAIRLANE=<path> (absolute, or from the repository's root) runs another binary instead.
+#
 # NO_BUILD=1 skips the cargo build; TRACE=1 adds the hand-over trace (below, at the end);
 # COUNT=1 counts each pooler's instructions per transaction instead (below, "COUNT=1").
 # BEFORE=<path of another `fairlane` binary> adds it as a fourth target, "before", with the
@@ -38,7 +42,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FAIRLANE_BENCH_DEPS=1 ./scripts/test-deps.sh
-[ -n "${NO_BUILD:-}" ] || cargo build --release --locked -p fairlane
+[ -n "${NO_BUILD:-}" ] || [ -n "${FAIRLANE:-}" ] || cargo build --profile dist --locked -p fairlane
+FAIRLANE=$(realpath "${FAIRLANE:-target/dist/fairlane}")
 ROUNDS=${ROUNDS:-6} SECS=${SECS:-8} CLIENTS=${CLIENTS:-16} D=${POOL_SIZE:-8} SCALE=${SCALE:-10}
 ALGORITHM=${ALGORITHM:-sfq} THREADS=${THREADS:-1} LOG_RATE=${LOG_RATE:-0.1}
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
@@ -80,7 +85,7 @@ algorithm = "$ALGORITHM"
 [auth]
 users = [{ user = "bench", password = "bench-pw" }]
 EOT
-setsid ./target/release/fairlane pg --config "$W/pg.toml" 2>"$W/fairlane.log" &
+setsid "$FAIRLANE" pg --config "$W/pg.toml" 2>"$W/fairlane.log" &
 FLPID=$!
 PIDS+=($FLPID)
 TARGETS="direct pgbouncer fairlane"
@@ -140,7 +145,7 @@ counted() { # target, mode, transactions a client in the last run → the run's 
             pid=$(cat "$W/count.pid") ;;
         *)
             sed "s/127.0.0.1:$FLPORT/127.0.0.1:$port/" "$W/pg.toml" >"$W/count.toml"
-            local bin=./target/release/fairlane
+            local bin=$FAIRLANE
             [ "$1" = before ] && bin=$BEFORE
             valgrind -q --tool=callgrind --callgrind-out-file="$out" "$bin" pg --config "$W/count.toml" 2>>"$W/count.err" &
             pid=$! ;;
