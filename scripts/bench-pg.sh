@@ -31,7 +31,8 @@
 # 2 cores). FAIRLANE=<path> (absolute, or from the repository's root) runs another binary instead.
 #
 # NO_BUILD=1 skips the cargo build; TRACE=1 adds the hand-over trace (below, at the end);
-# COUNT=1 counts each pooler's instructions per transaction instead (below, "COUNT=1").
+# COUNT=1 counts each pooler's instructions per transaction instead (below, "COUNT=1"; with
+# CACHE=1 its L1 instruction-cache misses too).
 # BEFORE=<path of another `fairlane` binary> adds it as a fourth target, "before", with the
 # same config (a before/after comparison in the same run; its ratios are paired too).
 #
@@ -129,8 +130,10 @@ PMPID=$(head -1 "$W/data/postmaster.pid")
 # and warm-up (200 transactions a client), then one more pgbench run of 200 transactions a
 # client in the first and COUNT_LONG (5,200 for -S, 1,200 for -N) in the second. The
 # difference of the two totals over the difference in transactions is the count per
-# transaction: start-up, logins and warm-up cancel.
-counted() { # target, mode, transactions a client in the last run → the run's instruction total
+# transaction: start-up, logins and warm-up cancel. CACHE=1 adds callgrind's simulation of
+# this machine's L1 caches (slower): the instruction-cache misses per transaction too, a
+# measure of the code a transaction runs through that does not stay in L1i.
+counted() { # target, mode, transactions a client in the last run → the run's totals (Ir I1mr)
     local port out pid
     port=$(free_port)
     out="$W/callgrind.$1.$2.$3"
@@ -140,14 +143,14 @@ counted() { # target, mode, transactions a client in the last run → the run's 
                 -e "s#^logfile = .*#logfile = $W/count.log#" "$W/pgbouncer.ini" >"$W/count.ini"
             chown postgres "$W/count.ini"
             rm -f "$W/count.pid"
-            runuser -u postgres -- valgrind -q --tool=callgrind --callgrind-out-file="$out" pgbouncer "$W/count.ini" 2>>"$W/count.err" &
+            runuser -u postgres -- valgrind -q --tool=callgrind ${CACHE:+--cache-sim=yes} --callgrind-out-file="$out" pgbouncer "$W/count.ini" 2>>"$W/count.err" &
             until [ -s "$W/count.pid" ]; do sleep 0.2; done
             pid=$(cat "$W/count.pid") ;;
         *)
             sed "s/127.0.0.1:$FLPORT/127.0.0.1:$port/" "$W/pg.toml" >"$W/count.toml"
             local bin=$FAIRLANE
             [ "$1" = before ] && bin=$BEFORE
-            valgrind -q --tool=callgrind --callgrind-out-file="$out" "$bin" pg --config "$W/count.toml" 2>>"$W/count.err" &
+            valgrind -q --tool=callgrind ${CACHE:+--cache-sim=yes} --callgrind-out-file="$out" "$bin" pg --config "$W/count.toml" 2>>"$W/count.err" &
             pid=$! ;;
     esac
     until pg_isready -q -h 127.0.0.1 -p "$port" 2>/dev/null; do sleep 0.3; done
@@ -157,18 +160,22 @@ counted() { # target, mode, transactions a client in the last run → the run's 
     done
     kill -INT "$pid"
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    awk '/^(summary|totals):/ {print $2; exit}' "$out"
+    awk '/^events:/ {for (i = 2; i <= NF; i++) if ($i == "I1mr") m = i}
+         /^(summary|totals):/ {print $2, (m ? $m : 0); exit}' "$out"
 }
 if [ -n "${COUNT:-}" ]; then
     command -v valgrind >/dev/null || { echo "COUNT=1 needs valgrind (apt-get install valgrind)"; exit 1; }
-    echo "| pgbench | pooler | user-space instructions / transaction |"
-    echo "|---|---|---|"
+    echo "| pgbench | pooler | user-space instructions / transaction |${CACHE:+ L1i misses / transaction |}"
+    echo "|---|---|---|${CACHE:+---|}"
     for mode in S N; do
         long=${COUNT_LONG:-$([ $mode = S ] && echo 5200 || echo 1200)}
         for target in pgbouncer fairlane ${BEFORE:+before}; do
-            a=$(counted "$target" "$mode" 200)
-            b=$(counted "$target" "$mode" "$long")
-            echo "| -$mode | $target | $(python3 -c "print(round(($b - $a) / ($CLIENTS * ($long - 200))))") |"
+            short=$(counted "$target" "$mode" 200)
+            full=$(counted "$target" "$mode" "$long")
+            read -r a am <<<"$short"
+            read -r b bm <<<"$full"
+            n=$((CLIENTS * (long - 200)))
+            echo "| -$mode | $target | $(python3 -c "print(round(($b - $a) / $n))") |${CACHE:+ $(python3 -c "print(round(($bm - $am) / $n, 1))") |}"
         done
     done
     exit 0
