@@ -44,7 +44,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FAIRLANE_BENCH_DEPS=1 ./scripts/test-deps.sh
 [ -n "${NO_BUILD:-}" ] || [ -n "${FAIRLANE:-}" ] || cargo build --profile dist --locked -p fairlane
-FAIRLANE=$(realpath "${FAIRLANE:-target/dist/fairlane}")
+FAIRLANE=${FAIRLANE:-target/dist/fairlane}
+[ -x "$FAIRLANE" ] || { echo "bench-pg.sh: no fairlane binary at $FAIRLANE (build it: cargo build --profile dist -p fairlane)" >&2; exit 1; }
+FAIRLANE=$(realpath "$FAIRLANE")
 ROUNDS=${ROUNDS:-6} SECS=${SECS:-8} CLIENTS=${CLIENTS:-16} D=${POOL_SIZE:-8} SCALE=${SCALE:-10}
 ALGORITHM=${ALGORITHM:-sfq} THREADS=${THREADS:-1} LOG_RATE=${LOG_RATE:-0.1}
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
