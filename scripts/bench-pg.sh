@@ -27,8 +27,11 @@
 #     ./scripts/bench-pg.sh
 #
 # fairlane pg is built with the `dist` profile (Cargo.toml: the release profile with fat LTO
-# and one codegen unit, as a deployment builds it; the first build takes about 6 minutes on
-# 2 cores). FAIRLANE=<path> (absolute, or from the repository's root) runs another binary instead.
+# and one codegen unit; the first build takes about 6 minutes on 2 cores). PGO=1 builds and
+# runs the profile-guided build instead (scripts/build-pgo.sh: the `dist` profile trained
+# on fairlane pg under pgbench's TPC-B-like script, not the scripts measured here; about 13
+# minutes more), as docs/pg.md's deployment builds it. FAIRLANE=<path> (absolute, or from
+# the repository's root) runs another binary instead, without a build.
 #
 # NO_BUILD=1 skips the cargo build; TRACE=1 adds the hand-over trace (below, at the end);
 # COUNT=1 counts each pooler's instructions per transaction instead (below, "COUNT=1"; with
@@ -43,35 +46,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FAIRLANE_BENCH_DEPS=1 ./scripts/test-deps.sh
-[ -n "${NO_BUILD:-}" ] || [ -n "${FAIRLANE:-}" ] || cargo build --profile dist --locked -p fairlane
-FAIRLANE=${FAIRLANE:-target/dist/fairlane}
-[ -x "$FAIRLANE" ] || { echo "bench-pg.sh: no fairlane binary at $FAIRLANE (build it: cargo build --profile dist -p fairlane)" >&2; exit 1; }
+. scripts/pg-scratch.sh
+if [ -n "${PGO:-}" ]; then
+    BUILD=./scripts/build-pgo.sh DEFAULT=target/pgo/dist/fairlane
+else
+    BUILD="cargo build --profile dist --locked -p fairlane" DEFAULT=target/dist/fairlane
+fi
+[ -n "${NO_BUILD:-}" ] || [ -n "${FAIRLANE:-}" ] || $BUILD
+FAIRLANE=${FAIRLANE:-$DEFAULT}
+[ -x "$FAIRLANE" ] || { echo "bench-pg.sh: no fairlane binary at $FAIRLANE (build it: $BUILD)" >&2; exit 1; }
 FAIRLANE=$(realpath "$FAIRLANE")
 ROUNDS=${ROUNDS:-6} SECS=${SECS:-8} CLIENTS=${CLIENTS:-16} D=${POOL_SIZE:-8} SCALE=${SCALE:-10}
 ALGORITHM=${ALGORITHM:-sfq} THREADS=${THREADS:-1} LOG_RATE=${LOG_RATE:-0.1}
-BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-W=$(mktemp -d /tmp/fairlane-bench-pg.XXXXXX)
-chown postgres "$W"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+scratch_dir fairlane-bench-pg
 PGPORT=$(free_port) FLPORT=$(free_port) BOPORT=$(free_port)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-    [ -f "$W/data/postmaster.pid" ] && kill -INT "$(head -1 "$W/data/postmaster.pid")" 2>/dev/null || true
-    sleep 1
-    rm -rf "$W"
-}
-trap cleanup EXIT
-echo postgres-pw >"$W/pw" && chown postgres "$W/pw"
-runuser -u postgres -- "$BIN/initdb" -N -A scram-sha-256 --pwfile "$W/pw" -U postgres -D "$W/data" >/dev/null
-setsid runuser -u postgres -- "$BIN/postgres" -D "$W/data" -p "$PGPORT" -k "$W" -c listen_addresses=127.0.0.1 \
-    -c max_connections=100 -c shared_buffers=128MB -c synchronous_commit=off >"$W/pg.log" 2>&1 &
-PIDS+=($!)
-until "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PGPORT"; do sleep 0.2; done
-export PGPASSWORD=postgres-pw
-psql -h 127.0.0.1 -p "$PGPORT" -U postgres -X -q -c "CREATE ROLE bench LOGIN PASSWORD 'bench-pw'" -c "CREATE DATABASE bench OWNER bench"
-export PGPASSWORD=bench-pw
-pgbench -h 127.0.0.1 -p "$PGPORT" -U bench -i -q -s "$SCALE" bench
+scratch_pg "$W" "$PGPORT" "$SCALE"
 
 cat >"$W/pg.toml" <<EOT
 [listen]
@@ -149,7 +138,10 @@ counted() { # target, mode, transactions a client in the last run → the run's 
             until [ -s "$W/count.pid" ]; do sleep 0.2; done
             pid=$(cat "$W/count.pid") ;;
         *)
-            sed "s/127.0.0.1:$FLPORT/127.0.0.1:$port/" "$W/pg.toml" >"$W/count.toml"
+            # Under callgrind the 16 clients' SCRAM logins at once take longer than the
+            # default 5 s that a server login may wait.
+            sed -e "s/127.0.0.1:$FLPORT/127.0.0.1:$port/" -e 's/^\[server\]$/[server]\nconnect_timeout_ms = 60000/' \
+                "$W/pg.toml" >"$W/count.toml"
             local bin=$FAIRLANE
             [ "$1" = before ] && bin=$BEFORE
             valgrind -q --tool=callgrind ${CACHE:+--cache-sim=yes} --callgrind-out-file="$out" "$bin" pg --config "$W/count.toml" 2>>"$W/count.err" &
