@@ -62,21 +62,7 @@ scratch_dir fairlane-bench-pg
 PGPORT=$(free_port) FLPORT=$(free_port) BOPORT=$(free_port)
 scratch_pg "$W" "$PGPORT" "$SCALE"
 
-cat >"$W/pg.toml" <<EOT
-[listen]
-addr = "127.0.0.1:$FLPORT"
-admin = ""
-threads = $THREADS
-[server]
-port = $PGPORT
-[pool]
-size = $D
-mode = "transaction"
-[scheduler]
-algorithm = "$ALGORITHM"
-[auth]
-users = [{ user = "bench", password = "bench-pw" }]
-EOT
+bench_config "$W/pg.toml" "$FLPORT" "$PGPORT" "$THREADS" "$D" transaction "$ALGORITHM"
 setsid "$FAIRLANE" pg --config "$W/pg.toml" 2>"$W/fairlane.log" &
 FLPID=$!
 PIDS+=($FLPID)

@@ -44,21 +44,7 @@ mkdir "$W/train"
 train() { # algorithm, mode, then pgbench's -M and -T, in pairs
     local alg=$1 mode=$2 pid
     shift 2
-    cat >"$W/train.toml" <<EOT
-[listen]
-addr = "127.0.0.1:$FLPORT"
-admin = ""
-threads = 1
-[server]
-port = $PGPORT
-[pool]
-size = 8
-mode = "$mode"
-[scheduler]
-algorithm = "$alg"
-[auth]
-users = [{ user = "bench", password = "bench-pw" }]
-EOT
+    bench_config "$W/train.toml" "$FLPORT" "$PGPORT" 1 8 "$mode" "$alg"
     LLVM_PROFILE_FILE="$W/train/fairlane-%p.profraw" target/pgo-generate/dist/fairlane pg --config "$W/train.toml" 2>"$W/train.log" &
     pid=$!
     PIDS+=($pid)

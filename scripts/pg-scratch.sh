@@ -1,12 +1,14 @@
 # Sourced by scripts/bench-pg.sh and scripts/build-pgo.sh: a throwaway PostgreSQL for pgbench.
 #
-# scratch_dir NAME: sets W, a new directory /tmp/NAME.XXXXXX, and PIDS, an array for the pids of
+# scratch_dir NAME: sets W, a new directory /tmp/NAME.<random suffix> (mktemp), and PIDS, an array for the pids of
 # the processes the caller starts. On exit those are killed, the PostgreSQL in W is stopped
 # and W is removed.
 # scratch_pg DIR PORT SCALE: initdb into DIR/data as the `postgres` user (scram-sha-256),
 # start it on 127.0.0.1:PORT (its pid appended to PIDS), create the role and database
 # `bench` (password `bench-pw`) and initialize pgbench's tables at SCALE. Leaves
 # PGPASSWORD=bench-pw exported.
+# bench_config FILE LISTEN_PORT PG_PORT THREADS POOL_SIZE MODE ALGORITHM: write a fairlane pg
+# config for that PostgreSQL's `bench` role (no admin listener).
 
 scratch_dir() {
     W=$(mktemp -d "/tmp/$1.XXXXXX")
@@ -35,6 +37,24 @@ scratch_pg() {
         -c "CREATE ROLE bench LOGIN PASSWORD 'bench-pw'" -c "CREATE DATABASE bench OWNER bench"
     export PGPASSWORD=bench-pw
     pgbench -h 127.0.0.1 -p "$port" -U bench -i -q -s "$scale" bench
+}
+
+bench_config() {
+    cat >"$1" <<EOT
+[listen]
+addr = "127.0.0.1:$2"
+admin = ""
+threads = $4
+[server]
+port = $3
+[pool]
+size = $5
+mode = "$6"
+[scheduler]
+algorithm = "$7"
+[auth]
+users = [{ user = "bench", password = "bench-pw" }]
+EOT
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
