@@ -3,6 +3,14 @@
 # same pool size, in front of one PostgreSQL: `pgbench -S` (select only) and `pgbench -N`
 # (simple update) through each and directly, alternating, ROUNDS times, in one run.
 #
+# The order within a round: for each mode, a CHECKPOINT, then direct pgbench, then the
+# poolers, whose order rotates from round to round, so that each pooler runs second and
+# last equally often, after the same runs. A run just after an `-N` run pays for that run's
+# writes (the checkpointer, background writer and autovacuum take the CPU it needs), so
+# no pooler may run there more often than the other: in docs/benchmarks.md's sitting 18, a
+# pooler's `-S` run in that place used 5–15 % more PostgreSQL CPU a transaction and ran
+# 4–10 % slower.
+#
 # Per run it records the TPS, the p50 latency (from pgbench's per-transaction log, sampled
 # at LOG_RATE so that the logging itself costs pgbench little), and the CPU time per
 # transaction (utime + stime from /proc, over the pgbench run) of the pooler (its
@@ -12,10 +20,11 @@
 #
 # The summary gives the medians by target, and, pairing fairlane pg's run with PgBouncer's
 # of the same round: TPS over PgBouncer's by round, their median, and in how many rounds
-# fairlane pg was at least as fast; the p50 difference by round and its median. On a
-# 2-core machine the rounds scatter by several percent (the machine's CPU is what sets
-# the TPS, and pgbench, the backends and the pooler share it): read the paired ratios,
-# not one round.
+# fairlane pg was at least as fast, and their geometric mean with a 95 % bootstrap interval
+# (where the interval holds 1, the run cannot tell the two apart); the p50 difference by
+# round and its median. On a 2-core machine the rounds scatter by several percent (the
+# machine's CPU is what sets the TPS, and pgbench, the backends and the pooler share it):
+# read the paired ratios, not one round.
 #
 # Each pooler runs in its own session, as a daemon would (`pgbouncer -d`, a systemd
 # service): with the kernel's autogroup scheduling on (`/proc/sys/kernel/sched_autogroup_enabled`),
@@ -66,14 +75,14 @@ bench_config "$W/pg.toml" "$FLPORT" "$PGPORT" "$THREADS" "$D" transaction "$ALGO
 setsid "$FAIRLANE" pg --config "$W/pg.toml" 2>"$W/fairlane.log" &
 FLPID=$!
 PIDS+=($FLPID)
-TARGETS="direct pgbouncer fairlane"
+POOLERS="pgbouncer fairlane"
 if [ -n "${BEFORE:-}" ]; then
     BFPORT=$(free_port)
     sed "s/127.0.0.1:$FLPORT/127.0.0.1:$BFPORT/" "$W/pg.toml" >"$W/before.toml"
     setsid "$BEFORE" pg --config "$W/before.toml" 2>"$W/before.log" &
     BFPID=$!
     PIDS+=($BFPID)
-    TARGETS="$TARGETS before"
+    POOLERS="$POOLERS before"
 fi
 
 echo '"bench" "bench-pw"' >"$W/userlist.txt"
@@ -186,9 +195,13 @@ HZ=$(getconf CLK_TCK)
 RESULTS="$W/results.txt"
 TIMEFORMAT='%U %S'
 for round in $(seq 1 "$ROUNDS"); do
-    # Alternate the order of the poolers from round to round.
-    if [ $((round % 2)) = 1 ]; then order=$TARGETS; else order=$(echo "$TARGETS" | tr ' ' '\n' | tac | paste -sd' '); fi
+    # Each mode's block starts from a checkpoint, with direct pgbench, and then the poolers,
+    # rotated from round to round so that each runs in each place as often (see the top).
+    read -ra p <<<"$POOLERS"
+    k=$(((round - 1) % ${#p[@]}))
+    order="direct ${p[*]:k} ${p[*]:0:k}"
     for mode in S N; do
+        PGPASSWORD=postgres-pw psql -h 127.0.0.1 -p "$PGPORT" -U postgres -X -q -c CHECKPOINT bench
         for target in $order; do
             prefix="$W/log.$target.$mode.$round"
             read -r u0 s0 < <(ticks "${PID[$target]}")
@@ -216,9 +229,15 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 python3 - "$RESULTS" "$D" "$CLIENTS" "$ALGORITHM" <<'EOT'
-import statistics, sys
+import random, statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 med = statistics.median
+def interval(xs):
+    """A 95 % bootstrap interval of the geometric mean of `xs` (seeded: the same rounds give
+    the same interval). Where it holds 1, the run cannot tell the two apart."""
+    rng = random.Random(1)
+    ms = sorted(statistics.geometric_mean(rng.choices(xs, k=len(xs))) for _ in range(2000))
+    return ms[50], ms[1949]
 print(f"\npool size {sys.argv[2]}, {sys.argv[3]} clients, fairlane pg scheduler {sys.argv[4]}; medians of the rounds")
 print("| pgbench | target | TPS | p50 ms | added p50 ms | pooler CPU µs / transaction (user) | sleeps / transaction | preempted / transaction | PostgreSQL CPU µs / transaction | pgbench CPU µs / transaction |")
 print("|---|---|---|---|---|---|---|---|---|---|")
@@ -236,7 +255,8 @@ for mode in "SN":
                  if f[0] == "fairlane" and p[0] == peer and f[1] == p[1] == mode and f[2] == p[2]]
         ratio = [float(f[3]) / float(p[3]) for f, p in pairs]
         dp50 = [(float(f[4]) - float(p[4])) / 1000 for f, p in pairs]
-        print(f"| -{mode} | TPS ratio over {peer} by round | {', '.join(f'{x:.3f}' for x in ratio)} | median {med(ratio):.3f}×, ≥ 1 in {sum(x >= 1 for x in ratio)} of {len(ratio)} | | | | | | |")
+        lo, hi = interval(ratio)
+        print(f"| -{mode} | TPS ratio over {peer} by round | {', '.join(f'{x:.3f}' for x in ratio)} | median {med(ratio):.3f}×, ≥ 1 in {sum(x >= 1 for x in ratio)} of {len(ratio)}; geometric mean {statistics.geometric_mean(ratio):.3f}× (95 % interval {lo:.3f}–{hi:.3f}) | | | | | | |")
         print(f"| -{mode} | p50 − {peer}'s by round (ms) | {', '.join(f'{x:+.3f}' for x in dp50)} | median {med(dp50):+.3f}, ≤ 0 in {sum(x <= 0 for x in dp50)} of {len(dp50)} | | | | | | |")
 EOT
 
