@@ -197,11 +197,11 @@ TIMEFORMAT='%U %S'
 for round in $(seq 1 "$ROUNDS"); do
     # Each mode's block starts from a checkpoint, with direct pgbench, and then the poolers,
     # rotated from round to round so that each runs in each place as often (see the top).
-    read -ra p <<<"$POOLERS"
-    k=$(((round - 1) % ${#p[@]}))
-    order="direct ${p[*]:k} ${p[*]:0:k}"
+    read -ra ring <<<"$POOLERS"
+    k=$(((round - 1) % ${#ring[@]}))
+    order="direct ${ring[*]:k} ${ring[*]:0:k}"
     for mode in S N; do
-        PGPASSWORD=postgres-pw psql -h 127.0.0.1 -p "$PGPORT" -U postgres -X -q -c CHECKPOINT bench
+        scratch_super "$PGPORT" -c CHECKPOINT bench
         for target in $order; do
             prefix="$W/log.$target.$mode.$round"
             read -r u0 s0 < <(ticks "${PID[$target]}")

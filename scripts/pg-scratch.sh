@@ -7,13 +7,18 @@
 # start it on 127.0.0.1:PORT (its pid appended to PIDS), create the role and database
 # `bench` (password `bench-pw`) and initialize pgbench's tables at SCALE. Leaves
 # PGPASSWORD=bench-pw exported.
+# scratch_super PORT PSQL-ARGS...: psql as that PostgreSQL's superuser.
 # bench_config FILE LISTEN_PORT PG_PORT THREADS POOL_SIZE MODE ALGORITHM: write a fairlane pg
 # config for that PostgreSQL's `bench` role (no admin listener).
 
 scratch_dir() {
-    W=$(mktemp -d "/tmp/$1.XXXXXX")
+    W=$(mktemp -d "/tmp/$1.XXXXXX") # mktemp replaces the X's with a random suffix
     PIDS=()
     trap scratch_cleanup EXIT
+}
+
+scratch_super() {
+    PGPASSWORD=postgres-pw psql -h 127.0.0.1 -p "$1" -U postgres -X -q "${@:2}"
 }
 
 scratch_cleanup() {
@@ -33,7 +38,7 @@ scratch_pg() {
         -c max_connections=100 -c shared_buffers=128MB -c synchronous_commit=off >"$w/pg.log" 2>&1 &
     PIDS+=($!)
     until "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; do sleep 0.2; done
-    PGPASSWORD=postgres-pw psql -h 127.0.0.1 -p "$port" -U postgres -X -q \
+    scratch_super "$port" \
         -c "CREATE ROLE bench LOGIN PASSWORD 'bench-pw'" -c "CREATE DATABASE bench OWNER bench"
     export PGPASSWORD=bench-pw
     pgbench -h 127.0.0.1 -p "$port" -U bench -i -q -s "$scale" bench
